@@ -1,0 +1,352 @@
+package main
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"encmatch/core/client"
+	"encmatch/core/comparator"
+	"encmatch/core/engine"
+	"encmatch/core/errs"
+	"encmatch/core/index"
+	"encmatch/core/keys"
+	"encmatch/core/params"
+)
+
+// handles holds the loaded clients and servers.
+var handles = struct {
+	sync.Mutex
+	next int64
+	m    map[int64]any
+}{m: map[int64]any{}}
+
+func putHandle(v any) int64 {
+	handles.Lock()
+	defer handles.Unlock()
+	handles.next++
+	handles.m[handles.next] = v
+	return handles.next
+}
+
+func getHandle[T any](h int64) (T, error) {
+	handles.Lock()
+	defer handles.Unlock()
+	v, ok := handles.m[h].(T)
+	if !ok {
+		return v, fmt.Errorf("%w: no open %T with handle %d", errs.ErrInvalid, v, h)
+	}
+	return v, nil
+}
+
+type method func(args []byte, in []byte) (any, []byte, error)
+
+var methods = map[string]method{
+	"version":       version,
+	"presets":       presets,
+	"describe":      describe,
+	"keygen":        keygen,
+	"create_index":  createIndex,
+	"enroll":        enroll,
+	"index_info":    indexInfo,
+	"client_open":   clientOpen,
+	"encrypt_query": encryptQuery,
+	"decrypt":       decrypt,
+	"server_open":   serverOpen,
+	"search":        search,
+	"comparator":    comparatorModel,
+	"close":         closeHandle,
+}
+
+func dispatch(name string, args, in []byte) (any, []byte, error) {
+	m, ok := methods[name]
+	if !ok {
+		return nil, nil, fmt.Errorf("%w: unknown method %q", errs.ErrInvalid, name)
+	}
+	if len(args) == 0 {
+		args = []byte("{}")
+	}
+	return m(args, in)
+}
+
+// parse decodes JSON arguments strictly.
+func parse(args []byte, v any) error {
+	if err := json.Unmarshal(args, v); err != nil {
+		return fmt.Errorf("%w: arguments: %v", errs.ErrInvalid, err)
+	}
+	return nil
+}
+
+func required(name, v string) error {
+	if v == "" {
+		return fmt.Errorf("%w: argument %q is required", errs.ErrInvalid, name)
+	}
+	return nil
+}
+
+// float32s decodes n*dim little-endian float32 values.
+func float32s(in []byte, n, dim int) ([]float32, error) {
+	if n < 1 || dim < 1 || len(in) != 4*n*dim {
+		return nil, fmt.Errorf("%w: expected %d x %d float32 values (%d bytes), got %d bytes", errs.ErrInvalid, n, dim, 4*n*dim, len(in))
+	}
+	out := make([]float32, n*dim)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(in[4*i:]))
+	}
+	return out, nil
+}
+
+func version(_, _ []byte) (any, []byte, error) {
+	return map[string]string{"version": "0.1.0", "lattigo": "v6.2.0"}, nil, nil
+}
+
+type paramArgs struct {
+	Preset string `json:"preset"`
+	Kappa  int    `json:"kappa"`
+	Dim    int    `json:"dim"`
+}
+
+func (a *paramArgs) set() (*params.Set, error) {
+	if a.Preset == "" {
+		a.Preset = params.Default
+	}
+	if a.Kappa == 0 {
+		a.Kappa = params.DefaultKappa
+	}
+	s, err := params.New(a.Preset, a.Kappa, a.Dim)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errs.ErrInvalid, err)
+	}
+	return s, nil
+}
+
+func presets(_, _ []byte) (any, []byte, error) {
+	var out []params.Description
+	for _, p := range []string{params.Default, params.Toy} {
+		s, err := params.New(p, params.DefaultKappa, 512)
+		if err != nil {
+			return nil, nil, err
+		}
+		out = append(out, s.Describe())
+	}
+	return map[string]any{"presets": out}, nil, nil
+}
+
+func describe(args, _ []byte) (any, []byte, error) {
+	var a paramArgs
+	if err := parse(args, &a); err != nil {
+		return nil, nil, err
+	}
+	s, err := a.set()
+	if err != nil {
+		return nil, nil, err
+	}
+	return s.Describe(), nil, nil
+}
+
+func keygen(args, _ []byte) (any, []byte, error) {
+	var a struct {
+		paramArgs
+		KeyDir string `json:"key_dir"`
+	}
+	if err := parse(args, &a); err != nil {
+		return nil, nil, err
+	}
+	if err := required("key_dir", a.KeyDir); err != nil {
+		return nil, nil, err
+	}
+	s, err := a.set()
+	if err != nil {
+		return nil, nil, err
+	}
+	sum, err := keys.Generate(a.KeyDir, s)
+	if err != nil {
+		return nil, nil, err
+	}
+	return map[string]any{"key_id": sum.KeyID, "rotation_keys": sum.RotationKeys, "server_key_bytes": sum.ServerKeyBytes,
+		"secret_key_bytes": sum.SecretKeyBytes, "seconds": sum.Seconds, "params": s.Describe()}, nil, nil
+}
+
+func createIndex(args, _ []byte) (any, []byte, error) {
+	var a struct {
+		IndexDir     string   `json:"index_dir"`
+		ServerKeyDir string   `json:"server_key_dir"`
+		Delta        *float64 `json:"delta"`
+	}
+	if err := parse(args, &a); err != nil {
+		return nil, nil, err
+	}
+	if err := required("index_dir", a.IndexDir); err != nil {
+		return nil, nil, err
+	}
+	if a.Delta == nil {
+		return nil, nil, fmt.Errorf("%w: argument \"delta\" is required", errs.ErrInvalid)
+	}
+	m, err := index.Create(a.IndexDir, a.ServerKeyDir, *a.Delta)
+	return m, nil, err
+}
+
+func enroll(args, in []byte) (any, []byte, error) {
+	var a struct {
+		IndexDir     string   `json:"index_dir"`
+		ServerKeyDir string   `json:"server_key_dir"`
+		N            int      `json:"n"`
+		Dim          int      `json:"dim"`
+		Labels       []string `json:"labels"`
+	}
+	if err := parse(args, &a); err != nil {
+		return nil, nil, err
+	}
+	data, err := float32s(in, a.N, a.Dim)
+	if err != nil {
+		return nil, nil, err
+	}
+	pub, err := keys.LoadPublic(a.ServerKeyDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	sum, err := index.Enroll(a.IndexDir, pub, data, a.N, a.Dim, a.Labels)
+	return sum, nil, err
+}
+
+func indexInfo(args, _ []byte) (any, []byte, error) {
+	var a struct {
+		IndexDir string `json:"index_dir"`
+	}
+	if err := parse(args, &a); err != nil {
+		return nil, nil, err
+	}
+	m, err := index.Load(a.IndexDir)
+	return m, nil, err
+}
+
+func clientOpen(args, _ []byte) (any, []byte, error) {
+	var a struct {
+		KeyDir string `json:"key_dir"`
+	}
+	if err := parse(args, &a); err != nil {
+		return nil, nil, err
+	}
+	c, err := client.Open(a.KeyDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	return map[string]any{"handle": putHandle(c), "key_id": c.Meta.KeyID, "params": c.Params.Describe()}, nil, nil
+}
+
+type handleArgs struct {
+	Handle int64 `json:"handle"`
+}
+
+func encryptQuery(args, in []byte) (any, []byte, error) {
+	var a struct {
+		handleArgs
+		Dim int `json:"dim"`
+	}
+	if err := parse(args, &a); err != nil {
+		return nil, nil, err
+	}
+	c, err := getHandle[*client.Client](a.Handle)
+	if err != nil {
+		return nil, nil, err
+	}
+	if a.Dim != c.Params.Dim {
+		return nil, nil, fmt.Errorf("%w: query has dimension %d, the keys expect %d", errs.ErrInvalid, a.Dim, c.Params.Dim)
+	}
+	v, err := float32s(in, 1, a.Dim)
+	if err != nil {
+		return nil, nil, err
+	}
+	start := time.Now()
+	q, err := c.EncryptQuery(v)
+	if err != nil {
+		return nil, nil, err
+	}
+	return map[string]any{"bytes": len(q), "seconds": time.Since(start).Seconds()}, q, nil
+}
+
+func decrypt(args, in []byte) (any, []byte, error) {
+	var a handleArgs
+	if err := parse(args, &a); err != nil {
+		return nil, nil, err
+	}
+	c, err := getHandle[*client.Client](a.Handle)
+	if err != nil {
+		return nil, nil, err
+	}
+	d, err := c.Decrypt(in)
+	return d, nil, err
+}
+
+func serverOpen(args, _ []byte) (any, []byte, error) {
+	var a struct {
+		IndexDir     string `json:"index_dir"`
+		ServerKeyDir string `json:"server_key_dir"`
+	}
+	if err := parse(args, &a); err != nil {
+		return nil, nil, err
+	}
+	start := time.Now()
+	s, err := engine.Open(a.IndexDir, a.ServerKeyDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	return map[string]any{"handle": putHandle(s), "manifest": s.Manifest, "seconds": time.Since(start).Seconds()}, nil, nil
+}
+
+func search(args, in []byte) (any, []byte, error) {
+	var a struct {
+		handleArgs
+		Mode  string   `json:"mode"`
+		Delta *float64 `json:"delta"`
+	}
+	if err := parse(args, &a); err != nil {
+		return nil, nil, err
+	}
+	s, err := getHandle[*engine.Server](a.Handle)
+	if err != nil {
+		return nil, nil, err
+	}
+	out, st, err := s.Search(in, a.Mode, a.Delta)
+	return st, out, err
+}
+
+func comparatorModel(args, in []byte) (any, []byte, error) {
+	var a struct {
+		Kappa int     `json:"kappa"`
+		Delta float64 `json:"delta"`
+	}
+	if err := parse(args, &a); err != nil {
+		return nil, nil, err
+	}
+	c, err := comparator.New(a.Kappa, a.Delta, comparator.DefaultScoreScale)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", errs.ErrInvalid, err)
+	}
+	if len(in)%8 != 0 {
+		return nil, nil, fmt.Errorf("%w: scores must be float64 values", errs.ErrInvalid)
+	}
+	values := make([]float64, len(in)/8)
+	for i := range values {
+		values[i] = c.Model(math.Float64frombits(binary.LittleEndian.Uint64(in[8*i:])))
+	}
+	return map[string]any{"values": values, "decision_band": c.DecisionBand, "value_band": c.ValueBand,
+		"value_tolerance": comparator.ValueTolerance, "degree": c.Degree, "sharpen": "f3 (Cheon et al.), depth 3"}, nil, nil
+}
+
+func closeHandle(args, _ []byte) (any, []byte, error) {
+	var a handleArgs
+	if err := parse(args, &a); err != nil {
+		return nil, nil, err
+	}
+	handles.Lock()
+	defer handles.Unlock()
+	if _, ok := handles.m[a.Handle]; !ok {
+		return nil, nil, fmt.Errorf("%w: no open handle %d", errs.ErrInvalid, a.Handle)
+	}
+	delete(handles.m, a.Handle)
+	return map[string]any{}, nil, nil
+}

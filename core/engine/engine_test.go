@@ -1,0 +1,297 @@
+package engine
+
+import (
+	"errors"
+	"math"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"sort"
+	"testing"
+
+	"encmatch/core/client"
+	"encmatch/core/comparator"
+	"encmatch/core/errs"
+	"encmatch/core/index"
+	"encmatch/core/keys"
+	"encmatch/core/params"
+	"encmatch/core/result"
+)
+
+// fixture is a key set and an index in a temporary directory.
+type fixture struct {
+	keyDir, indexDir string
+	set              *params.Set
+	client           *client.Client
+}
+
+func newFixture(t *testing.T, preset string, kappa, dim int, delta float64) *fixture {
+	t.Helper()
+	dir := t.TempDir()
+	set, err := params.New(preset, kappa, dim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{keyDir: filepath.Join(dir, "keys"), indexDir: filepath.Join(dir, "index"), set: set}
+	if _, err := keys.Generate(f.keyDir, set); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := index.Create(f.indexDir, f.serverKeys(), delta); err != nil {
+		t.Fatal(err)
+	}
+	if f.client, err = client.Open(f.keyDir); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func (f *fixture) serverKeys() string { return filepath.Join(f.keyDir, keys.ServerDir) }
+
+func (f *fixture) enroll(t *testing.T, vecs [][]float32) {
+	t.Helper()
+	pub, err := keys.LoadPublic(f.serverKeys())
+	if err != nil {
+		t.Fatal(err)
+	}
+	flat := make([]float32, 0, len(vecs)*f.set.Dim)
+	for _, v := range vecs {
+		flat = append(flat, v...)
+	}
+	if _, err := index.Enroll(f.indexDir, pub, flat, len(vecs), f.set.Dim, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func unit(v []float64) []float64 {
+	var n float64
+	for _, x := range v {
+		n += x * x
+	}
+	out := make([]float64, len(v))
+	for i, x := range v {
+		out[i] = x / math.Sqrt(n)
+	}
+	return out
+}
+
+func randomUnit(rng *rand.Rand, dim int) []float64 {
+	v := make([]float64, dim)
+	for i := range v {
+		v[i] = rng.NormFloat64()
+	}
+	return unit(v)
+}
+
+// atCosine returns a unit vector whose cosine with the unit vector q is c.
+func atCosine(rng *rand.Rand, q []float64, c float64) []float64 {
+	u := randomUnit(rng, len(q))
+	var d float64
+	for i := range q {
+		d += u[i] * q[i]
+	}
+	for i := range u {
+		u[i] -= d * q[i]
+	}
+	u = unit(u)
+	out := make([]float64, len(q))
+	for i := range q {
+		out[i] = c*q[i] + math.Sqrt(1-c*c)*u[i]
+	}
+	return out
+}
+
+func f32(v []float64) []float32 {
+	out := make([]float32, len(v))
+	for i, x := range v {
+		out[i] = float32(x)
+	}
+	return out
+}
+
+func cosine(a, b []float32) float64 {
+	var d, na, nb float64
+	for i := range a {
+		d += float64(a[i]) * float64(b[i])
+		na += float64(a[i]) * float64(a[i])
+		nb += float64(b[i]) * float64(b[i])
+	}
+	return d / math.Sqrt(na*nb)
+}
+
+// gallery makes n random vectors plus entries planted at given cosines to q.
+func gallery(rng *rand.Rand, q []float64, n int, planted []float64) [][]float32 {
+	var out [][]float32
+	for i := 0; i < n; i++ {
+		out = append(out, f32(randomUnit(rng, len(q))))
+	}
+	for _, c := range planted {
+		out = append(out, f32(atCosine(rng, q, c)))
+	}
+	rng.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out
+}
+
+// check runs both modes and compares with the exact brute force: every entry
+// outside the decision band must be decided exactly, and the membership
+// count must lie within what the value band allows.
+func check(t *testing.T, f *fixture, srv *Server, gal [][]float32, q []float32) (matches []int) {
+	t.Helper()
+	cmp, err := comparator.New(f.set.Kappa, srv.Manifest.Delta, srv.Manifest.ScoreScale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qb, err := f.client.EncryptQuery(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var exact []int
+	lo, hi := 0, 0
+	for i, g := range gal {
+		s := cosine(q, g)
+		if s >= cmp.Delta {
+			exact = append(exact, i)
+		}
+		if s >= cmp.Delta+cmp.ValueBand {
+			lo++
+		}
+		if s >= cmp.Delta-cmp.ValueBand {
+			hi++
+		}
+	}
+	resID, _, err := srv.Search(qb, result.Identification, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := f.client.Decrypt(resID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[int]bool{}
+	for _, m := range id.Matches {
+		got[m] = true
+	}
+	for i, g := range gal {
+		s := cosine(q, g)
+		if math.Abs(s-cmp.Delta) > cmp.DecisionBand && got[i] != (s >= cmp.Delta) {
+			t.Errorf("entry %d with score %.5f (delta %.3f, band %.1e): encrypted says %v", i, s, cmp.Delta, cmp.DecisionBand, got[i])
+		}
+	}
+	resM, _, err := srv.Search(qb, result.Membership, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem, err := f.client.Decrypt(resM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mem.RawCount < float64(lo)-0.5 || mem.RawCount > float64(hi)+0.5 {
+		t.Errorf("membership count %.4f outside [%d, %d] (exact %d)", mem.RawCount, lo, hi, len(exact))
+	}
+	sort.Ints(id.Matches)
+	return id.Matches
+}
+
+func TestEndToEndToyNearThreshold(t *testing.T) {
+	rng := rand.New(rand.NewSource(7))
+	const dim, delta = 24, 0.5
+	f := newFixture(t, params.Toy, 8, dim, delta)
+	q := randomUnit(rng, dim)
+	// Planted scores straddle delta closely; two groups (2048 slots each).
+	planted := []float64{0.52, 0.505, 0.502, 0.498, 0.495, 0.48, 0.9, 1.0, 0.3}
+	gal := gallery(rng, q, 2500, planted)
+	f.enroll(t, gal[:1000])
+	f.enroll(t, gal[1000:]) // a second add makes a second (partial) group
+	srv, err := Open(f.indexDir, f.serverKeys())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(srv.Manifest.Groups) != 2 || srv.Manifest.Count != len(gal) {
+		t.Fatalf("groups %d count %d", len(srv.Manifest.Groups), srv.Manifest.Count)
+	}
+	m := check(t, f, srv, gal, f32(q))
+	t.Logf("matches: %v", m)
+	if len(m) < 4 {
+		t.Fatalf("expected the planted matches, got %v", m)
+	}
+	// A non-enrolled query.
+	check(t, f, srv, gal, f32(randomUnit(rng, dim)))
+}
+
+func TestEndToEndSecureSmallDim(t *testing.T) {
+	if testing.Short() {
+		t.Skip("secure parameters in -short mode")
+	}
+	rng := rand.New(rand.NewSource(8))
+	const dim = 8
+	f := newFixture(t, params.Default, params.DefaultKappa, dim, 0.6)
+	q := randomUnit(rng, dim)
+	gal := gallery(rng, q, 300, []float64{0.61, 0.59, 0.7, 0.605})
+	f.enroll(t, gal)
+	srv, err := Open(f.indexDir, f.serverKeys())
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(t, f, srv, gal, f32(q))
+}
+
+func TestRefusesForeignKeysAndBadQueries(t *testing.T) {
+	rng := rand.New(rand.NewSource(9))
+	f := newFixture(t, params.Toy, 6, 8, 0.5)
+	f.enroll(t, gallery(rng, randomUnit(rng, 8), 20, nil))
+	other := newFixture(t, params.Toy, 6, 8, 0.5)
+	if _, err := Open(f.indexDir, other.serverKeys()); !errors.Is(err, errs.ErrMismatch) {
+		t.Fatalf("index opened with another key set: %v", err)
+	}
+	otherParams := newFixture(t, params.Toy, 6, 16, 0.5)
+	if _, err := Open(f.indexDir, otherParams.serverKeys()); !errors.Is(err, errs.ErrMismatch) {
+		t.Fatalf("index opened with keys of other parameters: %v", err)
+	}
+	srv, err := Open(f.indexDir, f.serverKeys())
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign, _ := other.client.EncryptQuery(f32(randomUnit(rng, 8)))
+	if _, _, err := srv.Search(foreign, result.Membership, nil); !errors.Is(err, errs.ErrMismatch) {
+		t.Fatalf("query of another key set accepted: %v", err)
+	}
+	good, _ := f.client.EncryptQuery(f32(randomUnit(rng, 8)))
+	for _, n := range []int{0, 10, len(good) / 2, len(good) - 1} {
+		if _, _, err := srv.Search(good[:n], result.Membership, nil); !errors.Is(err, errs.ErrCorrupt) {
+			t.Fatalf("query truncated to %d bytes: %v", n, err)
+		}
+	}
+	if _, _, err := srv.Search(good, "everything", nil); !errors.Is(err, errs.ErrInvalid) {
+		t.Fatalf("bad mode: %v", err)
+	}
+	bad := 1.5
+	if _, _, err := srv.Search(good, result.Membership, &bad); !errors.Is(err, errs.ErrInvalid) {
+		t.Fatalf("bad delta: %v", err)
+	}
+	res, _, err := srv.Search(good, result.Identification, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.client.Decrypt(res); !errors.Is(err, errs.ErrMismatch) {
+		t.Fatalf("result decrypted by another key set: %v", err)
+	}
+	res[len(res)/2] ^= 1
+	if _, err := f.client.Decrypt(res); !errors.Is(err, errs.ErrCorrupt) {
+		t.Fatalf("corrupt result accepted: %v", err)
+	}
+}
+
+func TestCorruptGroupFileIsReported(t *testing.T) {
+	rng := rand.New(rand.NewSource(10))
+	f := newFixture(t, params.Toy, 6, 8, 0.5)
+	f.enroll(t, gallery(rng, randomUnit(rng, 8), 20, nil))
+	path := filepath.Join(f.indexDir, "group-000000.ct")
+	data, _ := os.ReadFile(path)
+	os.WriteFile(path, data[:len(data)-1000], 0o644)
+	if _, err := Open(f.indexDir, f.serverKeys()); !errors.Is(err, errs.ErrCorrupt) {
+		t.Fatalf("truncated group file: %v", err)
+	}
+	os.Remove(path)
+	if _, err := Open(f.indexDir, f.serverKeys()); !errors.Is(err, errs.ErrCorrupt) {
+		t.Fatalf("missing group file: %v", err)
+	}
+}

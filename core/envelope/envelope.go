@@ -1,0 +1,356 @@
+// Package envelope wraps every binary artefact of encmatch (keys, gallery
+// groups, queries, results) in a self-checking frame, and writes files
+// atomically.
+//
+// Frame layout (little endian):
+//
+//	magic "ENCMATCH" | u16 version | u16 len(kind) kind | u16 len(fingerprint) fingerprint |
+//	u16 len(keyID) keyID | u64 len(payload) | payload | 32-byte SHA-256 of everything before it
+//
+// Open checks the magic, the lengths and the checksum before anything is
+// decoded, so a truncated or corrupted file is reported as such rather than
+// handed to a decoder.
+package envelope
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"encmatch/core/errs"
+)
+
+const (
+	magic   = "ENCMATCH"
+	version = 1
+	// MaxPayload bounds a payload (64 GiB) so that a corrupt length is
+	// rejected instead of allocated.
+	MaxPayload = 1 << 36
+)
+
+// ErrCorrupt marks truncated, corrupted or foreign data.
+var ErrCorrupt = errs.ErrCorrupt
+
+// ErrMismatch marks data made for another kind, parameter set or key set.
+var ErrMismatch = errs.ErrMismatch
+
+// Header identifies a payload.
+type Header struct {
+	Kind        string // e.g. "query", "result", "galois-key"
+	Fingerprint string // parameter set fingerprint
+	KeyID       string // key set identifier
+}
+
+// Seal frames a payload.
+func Seal(h Header, payload []byte) []byte {
+	var b bytes.Buffer
+	b.Grow(len(payload) + 128)
+	b.WriteString(magic)
+	_ = binary.Write(&b, binary.LittleEndian, uint16(version))
+	for _, s := range []string{h.Kind, h.Fingerprint, h.KeyID} {
+		_ = binary.Write(&b, binary.LittleEndian, uint16(len(s)))
+		b.WriteString(s)
+	}
+	_ = binary.Write(&b, binary.LittleEndian, uint64(len(payload)))
+	b.Write(payload)
+	sum := sha256.Sum256(b.Bytes())
+	b.Write(sum[:])
+	return b.Bytes()
+}
+
+// Open checks a frame and returns its header and payload.
+func Open(data []byte) (Header, []byte, error) {
+	h, off, n, err := parseHeader(data)
+	if err != nil {
+		return Header{}, nil, err
+	}
+	if int64(len(data)) != off+n+sha256.Size {
+		return Header{}, nil, fmt.Errorf("%w: %d bytes present, header announces %d", ErrCorrupt, len(data), off+n+sha256.Size)
+	}
+	body := len(data) - sha256.Size
+	sum := sha256.Sum256(data[:body])
+	if !bytes.Equal(sum[:], data[body:]) {
+		return Header{}, nil, fmt.Errorf("%w: checksum mismatch", ErrCorrupt)
+	}
+	return h, data[off : off+n], nil
+}
+
+// Expect checks that a header has the wanted kind, fingerprint and key id
+// (an empty wanted field is not checked).
+func (h Header) Expect(want Header) error {
+	if want.Kind != "" && h.Kind != want.Kind {
+		return fmt.Errorf("%w: expected a %s, got a %s", ErrMismatch, want.Kind, h.Kind)
+	}
+	if want.Fingerprint != "" && h.Fingerprint != want.Fingerprint {
+		return fmt.Errorf("%w: %s was made with other parameters (fingerprint %s, expected %s)", ErrMismatch, h.Kind, h.Fingerprint, want.Fingerprint)
+	}
+	if want.KeyID != "" && h.KeyID != want.KeyID {
+		return fmt.Errorf("%w: %s belongs to another key set (key id %s, expected %s)", ErrMismatch, h.Kind, h.KeyID, want.KeyID)
+	}
+	return nil
+}
+
+// OpenExpect opens a frame and checks its header.
+func OpenExpect(data []byte, want Header) ([]byte, error) {
+	h, p, err := Open(data)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.Expect(want); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// ReadFile reads and opens a framed file, naming the file in errors.
+func ReadFile(path string, want Header) ([]byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	p, err := OpenExpect(data, want)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return p, nil
+}
+
+// WriteFile frames a payload and writes it atomically to path.
+func WriteFile(path string, h Header, payload []byte, perm os.FileMode) error {
+	return WriteAtomic(path, perm, func(w io.Writer) error {
+		_, err := w.Write(Seal(h, payload))
+		return err
+	})
+}
+
+// WriteAtomic writes a file through a temporary file in the same directory:
+// write, fsync, rename, fsync the directory. A crash leaves either the old
+// file or the new one, never a partial one under path.
+func WriteAtomic(path string, perm os.FileMode, write func(io.Writer) error) (err error) {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if err = f.Chmod(perm); err != nil {
+		return err
+	}
+	if err = write(f); err != nil {
+		return err
+	}
+	if err = f.Sync(); err != nil {
+		return err
+	}
+	if err = f.Close(); err != nil {
+		return err
+	}
+	if err = os.Rename(tmp, path); err != nil {
+		return err
+	}
+	return SyncDir(dir)
+}
+
+// SyncDir fsyncs a directory so that renames in it are durable.
+func SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// RemoveTemps deletes temporary files that an interrupted WriteAtomic left
+// in dir.
+func RemoveTemps(dir string) {
+	matches, _ := filepath.Glob(filepath.Join(dir, ".*.tmp-*"))
+	for _, m := range matches {
+		os.Remove(m)
+	}
+}
+
+// hashingWriter counts and hashes what passes through it.
+type hashingWriter struct {
+	w interface{ Write([]byte) (int, error) }
+	h interface{ Write([]byte) (int, error) }
+	n int64
+}
+
+func (hw *hashingWriter) Write(p []byte) (int, error) {
+	n, err := hw.w.Write(p)
+	hw.h.Write(p[:n])
+	hw.n += int64(n)
+	return n, err
+}
+
+// WriteFileStream writes a framed file of payloadLen bytes atomically,
+// streaming the payload from write (for artefacts too large to hold twice in
+// memory). It fails if write produces another number of bytes.
+func WriteFileStream(path string, h Header, payloadLen int64, perm os.FileMode, write func(io.Writer) error) error {
+	return WriteAtomic(path, perm, func(f io.Writer) error {
+		hasher := sha256.New()
+		bw := bufio.NewWriterSize(f, 1<<20)
+		hw := &hashingWriter{w: bw, h: hasher}
+		head := Seal(h, nil)
+		head = head[:len(head)-sha256.Size-8] // drop the empty payload's length and checksum
+		if _, err := hw.Write(head); err != nil {
+			return err
+		}
+		if err := binary.Write(hw, binary.LittleEndian, uint64(payloadLen)); err != nil {
+			return err
+		}
+		start := hw.n
+		if err := write(hw); err != nil {
+			return err
+		}
+		if got := hw.n - start; got != payloadLen {
+			return fmt.Errorf("internal error: wrote %d payload bytes, announced %d", got, payloadLen)
+		}
+		if _, err := bw.Write(hasher.Sum(nil)); err != nil {
+			return err
+		}
+		return bw.Flush()
+	})
+}
+
+// ReadFileStream verifies a framed file in a first streaming pass (checksum,
+// lengths, header), then hands its payload to decode in a second pass. The
+// payload is never decoded before it is known to be intact.
+func ReadFileStream(path string, want Header, decode func(r io.Reader, n int64) error) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fail := func(err error) error { return fmt.Errorf("%s: %w", path, err) }
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	br := bufio.NewReaderSize(f, 1<<20)
+	head, err := br.Peek(min(int(st.Size()), 1<<16))
+	if err != nil && err != io.EOF {
+		return err
+	}
+	h, payloadOff, n, err := parseHeader(head)
+	if err != nil {
+		return fail(err)
+	}
+	if err := h.Expect(want); err != nil {
+		return fail(err)
+	}
+	if st.Size() != payloadOff+n+sha256.Size {
+		return fail(fmt.Errorf("%w: file has %d bytes, header announces %d", ErrCorrupt, st.Size(), payloadOff+n+sha256.Size))
+	}
+	hasher := sha256.New()
+	if _, err := io.CopyN(hasher, br, payloadOff+n); err != nil {
+		return fail(fmt.Errorf("%w: %v", ErrCorrupt, err))
+	}
+	var sum [sha256.Size]byte
+	if _, err := io.ReadFull(br, sum[:]); err != nil {
+		return fail(fmt.Errorf("%w: %v", ErrCorrupt, err))
+	}
+	if !bytes.Equal(sum[:], hasher.Sum(nil)) {
+		return fail(fmt.Errorf("%w: checksum mismatch", ErrCorrupt))
+	}
+	if _, err := f.Seek(payloadOff, io.SeekStart); err != nil {
+		return err
+	}
+	if err := decode(bufio.NewReaderSize(io.LimitReader(f, n), 1<<20), n); err != nil {
+		return fail(err)
+	}
+	return nil
+}
+
+// parseHeader reads the header fields of a frame and returns the payload's
+// offset and length.
+func parseHeader(data []byte) (h Header, off, n int64, err error) {
+	if len(data) < len(magic)+2 || string(data[:len(magic)]) != magic {
+		return h, 0, 0, fmt.Errorf("%w: not an encmatch artefact (bad magic)", ErrCorrupt)
+	}
+	r := data[len(magic):]
+	if v := binary.LittleEndian.Uint16(r); v != version {
+		return h, 0, 0, fmt.Errorf("%w: unsupported format version %d", ErrCorrupt, v)
+	}
+	r = r[2:]
+	var fields [3]string
+	for i := range fields {
+		if len(r) < 2 {
+			return h, 0, 0, fmt.Errorf("%w: truncated header", ErrCorrupt)
+		}
+		k := int(binary.LittleEndian.Uint16(r))
+		r = r[2:]
+		if len(r) < k {
+			return h, 0, 0, fmt.Errorf("%w: truncated header", ErrCorrupt)
+		}
+		fields[i] = string(r[:k])
+		r = r[k:]
+	}
+	if len(r) < 8 {
+		return h, 0, 0, fmt.Errorf("%w: truncated header", ErrCorrupt)
+	}
+	n = int64(binary.LittleEndian.Uint64(r))
+	if n < 0 || n > MaxPayload {
+		return h, 0, 0, fmt.Errorf("%w: payload length %d out of range", ErrCorrupt, n)
+	}
+	off = int64(len(data) - len(r) + 8)
+	return Header{Kind: fields[0], Fingerprint: fields[1], KeyID: fields[2]}, off, n, nil
+}
+
+// Unmarshal decodes a Lattigo object from bytes that passed the frame checks,
+// turning a decoder panic into an ErrCorrupt error that names what.
+func Unmarshal(obj encoding.BinaryUnmarshaler, data []byte, what string) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: cannot decode %s: %v", ErrCorrupt, what, r)
+		}
+	}()
+	if err := obj.UnmarshalBinary(data); err != nil {
+		return fmt.Errorf("%w: cannot decode %s: %v", ErrCorrupt, what, err)
+	}
+	return nil
+}
+
+// AppendChunk appends a length-prefixed chunk.
+func AppendChunk(dst, chunk []byte) []byte {
+	dst = binary.LittleEndian.AppendUint64(dst, uint64(len(chunk)))
+	return append(dst, chunk...)
+}
+
+// NextChunk splits the first length-prefixed chunk off data.
+func NextChunk(data []byte) (chunk, rest []byte, err error) {
+	if len(data) < 8 {
+		return nil, nil, fmt.Errorf("%w: truncated chunk header", ErrCorrupt)
+	}
+	n := binary.LittleEndian.Uint64(data)
+	if n > uint64(len(data)-8) {
+		return nil, nil, fmt.Errorf("%w: chunk of %d bytes, %d present", ErrCorrupt, n, len(data)-8)
+	}
+	return data[8 : 8+n], data[8+n:], nil
+}
+
+// WriteJSON writes v as indented JSON, atomically.
+func WriteJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return WriteAtomic(path, 0o644, func(w io.Writer) error {
+		_, err := w.Write(append(b, '\n'))
+		return err
+	})
+}

@@ -1,0 +1,143 @@
+package envelope
+
+import (
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestRoundTripAndExpect(t *testing.T) {
+	h := Header{Kind: "query", Fingerprint: "fp", KeyID: "k1"}
+	data := Seal(h, []byte("payload"))
+	got, p, err := Open(data)
+	if err != nil || got != h || string(p) != "payload" {
+		t.Fatalf("round trip: %v %v %q", err, got, p)
+	}
+	if _, err := OpenExpect(data, Header{Kind: "result"}); !errors.Is(err, ErrMismatch) {
+		t.Fatalf("kind mismatch not reported: %v", err)
+	}
+	if _, err := OpenExpect(data, Header{Fingerprint: "other"}); !errors.Is(err, ErrMismatch) {
+		t.Fatalf("fingerprint mismatch not reported: %v", err)
+	}
+	if _, err := OpenExpect(data, Header{KeyID: "k2"}); !errors.Is(err, ErrMismatch) {
+		t.Fatalf("key mismatch not reported: %v", err)
+	}
+}
+
+func TestTruncationAndCorruptionAreDetected(t *testing.T) {
+	data := Seal(Header{Kind: "x", Fingerprint: "f", KeyID: "k"}, make([]byte, 1000))
+	for n := 0; n < len(data); n += 37 {
+		if _, _, err := Open(data[:n]); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("truncation to %d bytes not detected: %v", n, err)
+		}
+	}
+	for i := 0; i < len(data); i += 13 {
+		c := append([]byte(nil), data...)
+		c[i] ^= 0x40
+		if _, _, err := Open(c); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("bit flip at %d not detected: %v", i, err)
+		}
+	}
+}
+
+func TestWriteAtomicLeavesNothingOnFailure(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "f")
+	if err := WriteFile(path, Header{Kind: "a"}, []byte("one"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	boom := errors.New("disk full")
+	err := WriteAtomic(path, 0o600, func(w io.Writer) error {
+		w.Write([]byte("partial"))
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("write error not returned: %v", err)
+	}
+	if _, p, err := Open(mustRead(t, path)); err != nil || string(p) != "one" {
+		t.Fatalf("old content lost: %v %q", err, p)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Fatalf("temporary files left behind: %v", entries)
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func FuzzOpen(f *testing.F) {
+	f.Add(Seal(Header{Kind: "query", Fingerprint: "abc", KeyID: "k"}, []byte{1, 2, 3}))
+	f.Add([]byte("ENCMATCH"))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		h, p, err := Open(data)
+		if err != nil {
+			return
+		}
+		if again := Seal(h, p); string(again) != string(data) {
+			t.Fatalf("accepted frame does not re-seal to itself")
+		}
+	})
+}
+
+func TestRemoveTemps(t *testing.T) {
+	dir := t.TempDir()
+	tmp := filepath.Join(dir, ".group-000000.ct.tmp-123")
+	os.WriteFile(tmp, []byte("x"), 0o600)
+	RemoveTemps(dir)
+	if _, err := os.Stat(tmp); !os.IsNotExist(err) {
+		t.Fatal("temp file survived")
+	}
+}
+
+func TestStreamRoundTripAndCorruption(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "g")
+	payload := make([]byte, 3<<20)
+	for i := range payload {
+		payload[i] = byte(i * 7)
+	}
+	h := Header{Kind: "group", Fingerprint: "f", KeyID: "k"}
+	err := WriteFileStream(path, h, int64(len(payload)), 0o644, func(w io.Writer) error {
+		_, err := w.Write(payload)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A streamed file is also a valid in-memory frame.
+	if _, p, err := Open(mustRead(t, path)); err != nil || len(p) != len(payload) {
+		t.Fatalf("streamed frame does not open: %v", err)
+	}
+	read := func() ([]byte, error) {
+		var got []byte
+		err := ReadFileStream(path, h, func(r io.Reader, n int64) error {
+			var err error
+			got, err = io.ReadAll(r)
+			return err
+		})
+		return got, err
+	}
+	if got, err := read(); err != nil || string(got) != string(payload) {
+		t.Fatalf("stream round trip: %v", err)
+	}
+	data := mustRead(t, path)
+	data[len(data)/2] ^= 1
+	os.WriteFile(path, data, 0o644)
+	if _, err := read(); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("corruption not detected: %v", err)
+	}
+	os.WriteFile(path, data[:len(data)-100], 0o644)
+	if _, err := read(); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("truncation not detected: %v", err)
+	}
+}

@@ -1,0 +1,342 @@
+// Package index is the enroller's side and the on-disk format of an
+// encrypted gallery: a directory with a manifest and one file per group of
+// `slots` vectors, each group holding the l diagonal ciphertexts of the
+// HyDia layout (package packing), encrypted under the client's public key.
+//
+//	index_dir/manifest.json       parameters, key id, threshold, groups, labels
+//	index_dir/group-000000.ct     l ciphertexts, framed and checksummed
+//
+// Every write is atomic and the manifest is rewritten only after a group file
+// is complete, so a crash during enrollment loses at most the group in
+// flight: the manifest never names a partial group, and files it does not
+// name are removed by the next enrollment.
+package index
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"encmatch/core/comparator"
+	"encmatch/core/envelope"
+	"encmatch/core/errs"
+	"encmatch/core/keys"
+	"encmatch/core/packing"
+	"encmatch/core/parallel"
+	"encmatch/core/params"
+
+	"github.com/tuneinsight/lattigo/v6/core/rlwe"
+	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
+)
+
+const (
+	manifestFile = "manifest.json"
+	formatV1     = 1
+	// KindGroup is the envelope kind of a group file.
+	KindGroup = "gallery-group"
+)
+
+// Group is one group file of the manifest.
+type Group struct {
+	File  string `json:"file"`
+	Start int    `json:"start"` // gallery position of slot 0
+	Count int    `json:"count"` // vectors in the group (<= slots)
+	Bytes int64  `json:"bytes"`
+}
+
+// Manifest describes an index.
+type Manifest struct {
+	Format      int                `json:"format"`
+	Strategy    string             `json:"strategy"`
+	KeyID       string             `json:"key_id"`
+	Fingerprint string             `json:"fingerprint"`
+	Params      params.Description `json:"params"`
+	Delta       float64            `json:"delta"`
+	ScoreScale  float64            `json:"score_scale"`
+	Count       int                `json:"count"`
+	Groups      []Group            `json:"groups"`
+	Labels      []string           `json:"labels,omitempty"`
+}
+
+// Header is the envelope header of this index's files.
+func (m *Manifest) Header(kind string) envelope.Header {
+	return envelope.Header{Kind: kind, Fingerprint: m.Fingerprint, KeyID: m.KeyID}
+}
+
+// CheckKeys refuses a key set other than the one the index was made with.
+func (m *Manifest) CheckKeys(meta *keys.Meta) error {
+	if meta.Fingerprint != m.Fingerprint {
+		return fmt.Errorf("%w: the keys were made with other parameters (%s, kappa=%d, dim=%d) than the index (%s, kappa=%d, dim=%d)",
+			errs.ErrMismatch, meta.Preset, meta.Kappa, meta.Dim, m.Params.Preset, m.Params.Kappa, m.Params.Dim)
+	}
+	if meta.KeyID != m.KeyID {
+		return fmt.Errorf("%w: the index was encrypted under key set %s, not %s", errs.ErrMismatch, m.KeyID, meta.KeyID)
+	}
+	if meta.Strategy != m.Strategy {
+		return fmt.Errorf("%w: the index uses strategy %s, the keys %s", errs.ErrMismatch, m.Strategy, meta.Strategy)
+	}
+	return nil
+}
+
+// ParamSet rebuilds the parameter set of the manifest.
+func (m *Manifest) ParamSet() (*params.Set, error) {
+	set, err := params.New(m.Params.Preset, m.Params.Kappa, m.Params.Dim)
+	if err != nil {
+		return nil, fmt.Errorf("%w: manifest parameters: %v", errs.ErrCorrupt, err)
+	}
+	if set.Fingerprint() != m.Fingerprint {
+		return nil, fmt.Errorf("%w: manifest fingerprint does not match its parameters", errs.ErrCorrupt)
+	}
+	return set, nil
+}
+
+// validate checks the manifest's internal consistency.
+func (m *Manifest) validate() error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: manifest: %s", errs.ErrCorrupt, fmt.Sprintf(format, a...))
+	}
+	if m.Format != formatV1 {
+		return bad("unsupported format %d", m.Format)
+	}
+	set, err := m.ParamSet()
+	if err != nil {
+		return err
+	}
+	if _, err := comparator.New(m.Params.Kappa, m.Delta, m.ScoreScale); err != nil {
+		return bad("%v", err)
+	}
+	next := 0
+	for i, g := range m.Groups {
+		if g.Start != next || g.Count < 1 || g.Count > set.Slots() || g.File != groupFile(i) {
+			return bad("group %d is inconsistent (start %d, count %d, file %q)", i, g.Start, g.Count, g.File)
+		}
+		next += g.Count
+	}
+	if next != m.Count {
+		return bad("groups hold %d vectors, count says %d", next, m.Count)
+	}
+	if len(m.Labels) != 0 && len(m.Labels) != m.Count {
+		return bad("%d labels for %d vectors", len(m.Labels), m.Count)
+	}
+	return nil
+}
+
+func groupFile(i int) string { return fmt.Sprintf("group-%06d.ct", i) }
+
+// Create makes an empty index bound to a server key set, with threshold delta.
+func Create(dir, serverKeyDir string, delta float64) (*Manifest, error) {
+	meta, set, err := keys.LoadServerMeta(serverKeyDir)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := comparator.New(set.Kappa, delta, comparator.DefaultScoreScale); err != nil {
+		return nil, fmt.Errorf("%w: %v", errs.ErrInvalid, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, manifestFile)); err == nil {
+		return nil, fmt.Errorf("index %s already exists: %w", dir, os.ErrExist)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	m := &Manifest{Format: formatV1, Strategy: meta.Strategy, KeyID: meta.KeyID, Fingerprint: meta.Fingerprint,
+		Params: set.Describe(), Delta: delta, ScoreScale: comparator.DefaultScoreScale, Groups: []Group{}}
+	return m, envelope.WriteJSON(filepath.Join(dir, manifestFile), m)
+}
+
+// Load reads and checks an index's manifest.
+func Load(dir string) (*Manifest, error) {
+	path := filepath.Join(dir, manifestFile)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return nil, fmt.Errorf("no index at %s (manifest.json missing): %w", dir, os.ErrNotExist)
+		}
+		return nil, err
+	}
+	m := new(Manifest)
+	if err := json.Unmarshal(b, m); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", errs.ErrCorrupt, path, err)
+	}
+	if err := m.validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return m, nil
+}
+
+// EnrollSummary reports an enrollment.
+type EnrollSummary struct {
+	Added         int     `json:"added"`
+	Total         int     `json:"total"`
+	GroupsWritten int     `json:"groups_written"`
+	Bytes         int64   `json:"bytes"`
+	Seconds       float64 `json:"seconds"`
+}
+
+// Enroll validates, normalises, packs and encrypts n vectors of dimension
+// dim (row-major in data) and appends them to the index as new groups.
+// Nothing is written unless every vector is valid.
+func Enroll(dir string, pub *keys.Public, data []float32, n, dim int, labels []string) (*EnrollSummary, error) {
+	start := time.Now()
+	m, err := Load(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.CheckKeys(pub.Meta); err != nil {
+		return nil, err
+	}
+	set := pub.Params
+	if dim != set.Dim {
+		return nil, fmt.Errorf("%w: vectors have dimension %d, the index expects %d", errs.ErrInvalid, dim, set.Dim)
+	}
+	if n < 1 || len(data) != n*dim {
+		return nil, fmt.Errorf("%w: %d values for %d vectors of dimension %d", errs.ErrInvalid, len(data), n, dim)
+	}
+	if labels != nil && len(labels) != n {
+		return nil, fmt.Errorf("%w: %d labels for %d vectors", errs.ErrInvalid, len(labels), n)
+	}
+	l, slots := set.L(), set.Slots()
+	vecs := make([][]float64, n)
+	for i := range vecs {
+		if vecs[i], err = packing.Normalize(data[i*dim:(i+1)*dim], dim, l, i); err != nil {
+			return nil, fmt.Errorf("%w: %v", errs.ErrInvalid, err)
+		}
+	}
+	removeStrayFiles(dir, m)
+
+	enc := rlwe.NewEncryptor(set.CKKS, pub.Key)
+	ecd := ckks.NewEncoder(set.CKKS)
+	sum := &EnrollSummary{Added: n}
+	for lo := 0; lo < n; lo += slots {
+		hi := min(lo+slots, n)
+		diags, err := packing.Diagonals(vecs[lo:hi], l, slots, m.ScoreScale)
+		if err != nil {
+			return nil, err
+		}
+		cts := make([]*rlwe.Ciphertext, l)
+		if err := parallel.For(l, func(i int) error {
+			pt := ckks.NewPlaintext(set.CKKS, set.CKKS.MaxLevel())
+			if err := ecd.Encode(diags[i], pt); err != nil {
+				return err
+			}
+			cts[i], err = enc.EncryptNew(pt)
+			return err
+		}); err != nil {
+			return nil, fmt.Errorf("encrypting group: %w", err)
+		}
+		g := Group{File: groupFile(len(m.Groups)), Start: m.Count, Count: hi - lo}
+		if g.Bytes, err = writeGroup(filepath.Join(dir, g.File), m, cts); err != nil {
+			return nil, err
+		}
+		m.Groups = append(m.Groups, g)
+		m.Count += g.Count
+		if labels != nil || len(m.Labels) > 0 {
+			if len(m.Labels) == 0 {
+				m.Labels = make([]string, g.Start)
+			}
+			if labels != nil {
+				m.Labels = append(m.Labels, labels[lo:hi]...)
+			} else {
+				m.Labels = append(m.Labels, make([]string, hi-lo)...)
+			}
+		}
+		if err := envelope.WriteJSON(filepath.Join(dir, manifestFile), m); err != nil {
+			return nil, err
+		}
+		sum.GroupsWritten++
+		sum.Bytes += g.Bytes
+	}
+	sum.Total = m.Count
+	sum.Seconds = time.Since(start).Seconds()
+	return sum, nil
+}
+
+// removeStrayFiles deletes temporary files and group files that the
+// manifest does not name (left by an interrupted enrollment).
+func removeStrayFiles(dir string, m *Manifest) {
+	envelope.RemoveTemps(dir)
+	named := map[string]bool{}
+	for _, g := range m.Groups {
+		named[g.File] = true
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "group-*.ct"))
+	for _, f := range files {
+		if !named[filepath.Base(f)] {
+			os.Remove(f)
+		}
+	}
+}
+
+func writeGroup(path string, m *Manifest, cts []*rlwe.Ciphertext) (int64, error) {
+	var payload int64
+	for _, ct := range cts {
+		payload += 8 + int64(ct.BinarySize())
+	}
+	err := envelope.WriteFileStream(path, m.Header(KindGroup), payload, 0o644, func(w io.Writer) error {
+		for _, ct := range cts {
+			b, err := ct.MarshalBinary()
+			if err != nil {
+				return err
+			}
+			if _, err := w.Write(envelope.AppendChunk(nil, b)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("writing %s: %w", path, err)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return 0, err
+	}
+	return st.Size(), nil
+}
+
+// LoadGroup reads and checks group g: its frame, then l ciphertexts at the
+// top level.
+func LoadGroup(dir string, m *Manifest, set *params.Set, g Group) ([]*rlwe.Ciphertext, error) {
+	path := filepath.Join(dir, g.File)
+	l := set.L()
+	want := ckks.NewCiphertext(set.CKKS, 1, set.CKKS.MaxLevel()).BinarySize()
+	cts := make([]*rlwe.Ciphertext, 0, l)
+	err := envelope.ReadFileStream(path, m.Header(KindGroup), func(r io.Reader, n int64) error {
+		if n != int64(l)*(8+int64(want)) {
+			return fmt.Errorf("%w: %d payload bytes, expected %d ciphertexts of %d bytes", errs.ErrCorrupt, n, l, want)
+		}
+		buf := make([]byte, 8+want)
+		for i := 0; i < l; i++ {
+			if _, err := io.ReadFull(r, buf); err != nil {
+				return fmt.Errorf("%w: %v", errs.ErrCorrupt, err)
+			}
+			chunk, _, err := envelope.NextChunk(buf)
+			if err != nil || len(chunk) != want {
+				return fmt.Errorf("%w: ciphertext %d has the wrong size", errs.ErrCorrupt, i)
+			}
+			ct := ckks.NewCiphertext(set.CKKS, 1, set.CKKS.MaxLevel())
+			if err := envelope.Unmarshal(ct, chunk, fmt.Sprintf("diagonal %d", i)); err != nil {
+				return err
+			}
+			cts = append(cts, ct)
+		}
+		return nil
+	})
+	if err != nil {
+		if os.IsNotExist(err) {
+			return nil, fmt.Errorf("%w: group file %s named by the manifest is missing", errs.ErrCorrupt, path)
+		}
+		return nil, err
+	}
+	return cts, nil
+}
+
+// LabelOf returns the label of a gallery position ("" if none).
+func (m *Manifest) LabelOf(pos int) string {
+	if pos >= 0 && pos < len(m.Labels) {
+		return m.Labels[pos]
+	}
+	return ""
+}

@@ -1,0 +1,346 @@
+// Package keys generates, stores and loads encmatch key sets.
+//
+// A key directory holds the client's secret key and a server/ subdirectory
+// with exactly what the server may have: the public key (for enrollment),
+// the relinearisation key and the rotation (Galois) keys of the similarity
+// strategy plus those of the membership inner sum. The secret key never goes
+// into server/, and loading server keys refuses a directory holding one.
+//
+//	key_dir/client.json        parameters and key id
+//	key_dir/secret.key         secret key (mode 0600)
+//	key_dir/server/keys.json   parameters, key id, Galois elements
+//	key_dir/server/public.key
+//	key_dir/server/relin.key
+//	key_dir/server/gal-<element>.key
+//
+// Keys are generated into a temporary directory that is renamed into place
+// when complete, one rotation key at a time (never the whole set in memory).
+package keys
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"encmatch/core/envelope"
+	"encmatch/core/errs"
+	"encmatch/core/parallel"
+	"encmatch/core/params"
+
+	"github.com/tuneinsight/lattigo/v6/core/rlwe"
+)
+
+// File and kind names.
+const (
+	ServerDir   = "server"
+	metaFile    = "keys.json"
+	clientFile  = "client.json"
+	secretFile  = "secret.key"
+	publicFile  = "public.key"
+	relinFile   = "relin.key"
+	formatV1    = 1
+	KindSecret  = "secret-key"
+	KindPublic  = "public-key"
+	KindRelin   = "relinearization-key"
+	KindGalois  = "galois-key"
+	StrategyDG  = "dg"
+	galoisFiles = "gal-*.key"
+)
+
+// Meta describes a key set; it is stored as client.json and server/keys.json.
+type Meta struct {
+	Format         int      `json:"format"`
+	KeyID          string   `json:"key_id"`
+	Preset         string   `json:"preset"`
+	Insecure       bool     `json:"insecure"`
+	Kappa          int      `json:"kappa"`
+	Dim            int      `json:"dim"`
+	Fingerprint    string   `json:"fingerprint"`
+	Strategy       string   `json:"strategy"`
+	Rotations      []int    `json:"rotations"`
+	GaloisElements []uint64 `json:"galois_elements"`
+}
+
+// Params rebuilds and checks the parameter set a Meta names.
+func (m *Meta) Params() (*params.Set, error) {
+	if m.Format != formatV1 {
+		return nil, fmt.Errorf("%w: unsupported key format %d", errs.ErrCorrupt, m.Format)
+	}
+	set, err := params.New(m.Preset, m.Kappa, m.Dim)
+	if err != nil {
+		return nil, fmt.Errorf("%w: key metadata: %v", errs.ErrCorrupt, err)
+	}
+	if set.Fingerprint() != m.Fingerprint {
+		return nil, fmt.Errorf("%w: key metadata fingerprint %s does not match its parameters (%s)", errs.ErrMismatch, m.Fingerprint, set.Fingerprint())
+	}
+	return set, nil
+}
+
+func (m *Meta) header(kind string) envelope.Header {
+	return envelope.Header{Kind: kind, Fingerprint: m.Fingerprint, KeyID: m.KeyID}
+}
+
+// DGRotations are the slot rotations of the dg (HyDia) strategy: 1..l-1.
+func DGRotations(set *params.Set) []int {
+	r := make([]int, 0, set.L()-1)
+	for i := 1; i < set.L(); i++ {
+		r = append(r, i)
+	}
+	return r
+}
+
+// GaloisElements lists the Galois elements a server needs: the strategy's
+// rotations and the inner sum over all slots (membership).
+func GaloisElements(set *params.Set, rotations []int) []uint64 {
+	seen := map[uint64]bool{}
+	for _, g := range set.CKKS.GaloisElements(rotations) {
+		seen[g] = true
+	}
+	for _, g := range rlwe.GaloisElementsForInnerSum(set.CKKS, 1, set.Slots()) {
+		seen[g] = true
+	}
+	out := make([]uint64, 0, len(seen))
+	for g := range seen {
+		out = append(out, g)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// Summary reports what Generate made.
+type Summary struct {
+	KeyID          string  `json:"key_id"`
+	RotationKeys   int     `json:"rotation_keys"`
+	ServerKeyBytes int64   `json:"server_key_bytes"`
+	SecretKeyBytes int64   `json:"secret_key_bytes"`
+	Seconds        float64 `json:"seconds"`
+}
+
+// Generate creates a key set for set in dir (which must not exist or be
+// empty), with rotation keys for the dg strategy.
+func Generate(dir string, set *params.Set) (*Summary, error) {
+	start := time.Now()
+	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
+		return nil, fmt.Errorf("key directory %s already exists and is not empty: %w", dir, os.ErrExist)
+	}
+	parent := filepath.Dir(filepath.Clean(dir))
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return nil, err
+	}
+	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".keygen-*")
+	if err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			os.RemoveAll(tmp)
+		}
+	}()
+	if err := os.Chmod(tmp, 0o700); err != nil {
+		return nil, err
+	}
+	id := make([]byte, 8)
+	if _, err := rand.Read(id); err != nil {
+		return nil, err
+	}
+	rots := DGRotations(set)
+	meta := &Meta{Format: formatV1, KeyID: hex.EncodeToString(id), Preset: set.Preset, Insecure: set.Insecure,
+		Kappa: set.Kappa, Dim: set.Dim, Fingerprint: set.Fingerprint(), Strategy: StrategyDG,
+		Rotations: rots, GaloisElements: GaloisElements(set, rots)}
+
+	p := set.CKKS
+	kgen := rlwe.NewKeyGenerator(p)
+	sk, pk := kgen.GenKeyPairNew()
+	srv := filepath.Join(tmp, ServerDir)
+	if err := os.Mkdir(srv, 0o755); err != nil {
+		return nil, err
+	}
+	write := func(path, kind string, obj interface{ MarshalBinary() ([]byte, error) }, perm os.FileMode) error {
+		b, err := obj.MarshalBinary()
+		if err != nil {
+			return err
+		}
+		return envelope.WriteFile(path, meta.header(kind), b, perm)
+	}
+	if err := write(filepath.Join(tmp, secretFile), KindSecret, sk, 0o600); err != nil {
+		return nil, err
+	}
+	if err := write(filepath.Join(srv, publicFile), KindPublic, pk, 0o644); err != nil {
+		return nil, err
+	}
+	if err := write(filepath.Join(srv, relinFile), KindRelin, kgen.GenRelinearizationKeyNew(sk), 0o644); err != nil {
+		return nil, err
+	}
+	if err := parallel.For(len(meta.GaloisElements), func(i int) error {
+		g := meta.GaloisElements[i]
+		return write(galoisPath(srv, g), KindGalois, kgen.GenGaloisKeyNew(g, sk), 0o644)
+	}); err != nil {
+		return nil, err
+	}
+	for _, f := range []string{filepath.Join(tmp, clientFile), filepath.Join(srv, metaFile)} {
+		if err := envelope.WriteJSON(f, meta); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.Remove(dir); err != nil && !os.IsNotExist(err) {
+		return nil, err
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		return nil, err
+	}
+	ok = true
+	if err := envelope.SyncDir(parent); err != nil {
+		return nil, err
+	}
+	sum := &Summary{KeyID: meta.KeyID, RotationKeys: len(meta.GaloisElements), Seconds: time.Since(start).Seconds()}
+	sum.ServerKeyBytes = dirBytes(filepath.Join(dir, ServerDir))
+	if st, err := os.Stat(filepath.Join(dir, secretFile)); err == nil {
+		sum.SecretKeyBytes = st.Size()
+	}
+	return sum, nil
+}
+
+func galoisPath(dir string, g uint64) string { return filepath.Join(dir, fmt.Sprintf("gal-%d.key", g)) }
+
+func dirBytes(dir string) int64 {
+	var n int64
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if info, err := e.Info(); err == nil {
+			n += info.Size()
+		}
+	}
+	return n
+}
+
+// ReadMeta reads client.json or server/keys.json.
+func ReadMeta(path string) (*Meta, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return nil, fmt.Errorf("key metadata %s not found (is this a key directory?): %w", path, os.ErrNotExist)
+		}
+		return nil, err
+	}
+	m := new(Meta)
+	if err := json.Unmarshal(b, m); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", errs.ErrCorrupt, path, err)
+	}
+	return m, nil
+}
+
+func readKey(path string, meta *Meta, kind string, obj interface{ UnmarshalBinary([]byte) error }) error {
+	b, err := envelope.ReadFile(path, meta.header(kind))
+	if err != nil {
+		return err
+	}
+	return envelope.Unmarshal(obj, b, path)
+}
+
+// Client is what the key holder loads: parameters and the secret key.
+type Client struct {
+	Meta   *Meta
+	Params *params.Set
+	Secret *rlwe.SecretKey
+}
+
+// LoadClient loads a client key directory.
+func LoadClient(dir string) (*Client, error) {
+	meta, err := ReadMeta(filepath.Join(dir, clientFile))
+	if err != nil {
+		return nil, err
+	}
+	set, err := meta.Params()
+	if err != nil {
+		return nil, err
+	}
+	sk := rlwe.NewSecretKey(set.CKKS)
+	if err := readKey(filepath.Join(dir, secretFile), meta, KindSecret, sk); err != nil {
+		return nil, err
+	}
+	return &Client{Meta: meta, Params: set, Secret: sk}, nil
+}
+
+// Public is what an enroller loads: parameters and the public key.
+type Public struct {
+	Meta   *Meta
+	Params *params.Set
+	Key    *rlwe.PublicKey
+}
+
+// LoadServerMeta reads and checks the metadata of a server key directory
+// and refuses one that holds a secret key.
+func LoadServerMeta(dir string) (*Meta, *params.Set, error) {
+	if _, err := os.Stat(filepath.Join(dir, secretFile)); err == nil {
+		return nil, nil, fmt.Errorf("%w: %s holds a secret key: a server key directory must not", errs.ErrInvalid, dir)
+	}
+	meta, err := ReadMeta(filepath.Join(dir, metaFile))
+	if err != nil {
+		return nil, nil, err
+	}
+	set, err := meta.Params()
+	if err != nil {
+		return nil, nil, err
+	}
+	return meta, set, nil
+}
+
+// LoadPublic loads the public key of a server key directory.
+func LoadPublic(dir string) (*Public, error) {
+	meta, set, err := LoadServerMeta(dir)
+	if err != nil {
+		return nil, err
+	}
+	pk := rlwe.NewPublicKey(set.CKKS)
+	if err := readKey(filepath.Join(dir, publicFile), meta, KindPublic, pk); err != nil {
+		return nil, err
+	}
+	return &Public{Meta: meta, Params: set, Key: pk}, nil
+}
+
+// Evaluation is what the server loads: parameters, relinearisation and
+// rotation keys.
+type Evaluation struct {
+	Meta   *Meta
+	Params *params.Set
+	Keys   *rlwe.MemEvaluationKeySet
+}
+
+// LoadEvaluation loads the evaluation keys of a server key directory and
+// checks that it holds every Galois key the strategy needs.
+func LoadEvaluation(dir string) (*Evaluation, error) {
+	meta, set, err := LoadServerMeta(dir)
+	if err != nil {
+		return nil, err
+	}
+	rlk := rlwe.NewRelinearizationKey(set.CKKS)
+	if err := readKey(filepath.Join(dir, relinFile), meta, KindRelin, rlk); err != nil {
+		return nil, err
+	}
+	need := GaloisElements(set, meta.Rotations)
+	gks := make([]*rlwe.GaloisKey, len(need))
+	if err := parallel.For(len(need), func(i int) error {
+		gk := rlwe.NewGaloisKey(set.CKKS)
+		path := galoisPath(dir, need[i])
+		if _, err := os.Stat(path); os.IsNotExist(err) {
+			return fmt.Errorf("%w: rotation key %s is missing: the key set does not fit the %s strategy", errs.ErrMismatch, filepath.Base(path), meta.Strategy)
+		}
+		if err := readKey(path, meta, KindGalois, gk); err != nil {
+			return err
+		}
+		if gk.GaloisElement != need[i] {
+			return fmt.Errorf("%w: %s holds the key of Galois element %d", errs.ErrCorrupt, path, gk.GaloisElement)
+		}
+		gks[i] = gk
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return &Evaluation{Meta: meta, Params: set, Keys: rlwe.NewMemEvaluationKeySet(rlk, gks...)}, nil
+}

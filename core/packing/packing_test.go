@@ -1,0 +1,69 @@
+package packing
+
+import (
+	"math"
+	"math/rand"
+	"strings"
+	"testing"
+)
+
+func randomUnit(rng *rand.Rand, dim, l int) []float64 {
+	v := make([]float32, dim)
+	for i := range v {
+		v[i] = float32(rng.NormFloat64())
+	}
+	out, err := Normalize(v, dim, l, 0)
+	if err != nil {
+		panic(err)
+	}
+	return out
+}
+
+// TestScoresAreInnerProducts checks the layout: slot t of the diagonal
+// product scores vector t of the group, for a partial group too.
+func TestScoresAreInnerProducts(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	for _, c := range []struct{ dim, slots, n int }{{3, 16, 16}, {5, 64, 37}, {16, 64, 64}, {12, 128, 100}} {
+		l := 1
+		for l < c.dim {
+			l <<= 1
+		}
+		vecs := make([][]float64, c.n)
+		for i := range vecs {
+			vecs[i] = randomUnit(rng, c.dim, l)
+		}
+		q := randomUnit(rng, c.dim, l)
+		diags, err := Diagonals(vecs, l, c.slots, 0.5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := Scores(diags, ReplicateQuery(q, c.slots))
+		for tt := 0; tt < c.slots; tt++ {
+			want := 0.0
+			if tt < c.n {
+				for k := range q {
+					want += 0.5 * q[k] * vecs[tt][k]
+				}
+			}
+			if math.Abs(s[tt]-want) > 1e-12 {
+				t.Fatalf("%+v slot %d: %v want %v", c, tt, s[tt], want)
+			}
+		}
+	}
+}
+
+func TestNormalizeRejectsBadVectors(t *testing.T) {
+	nan := float32(math.NaN())
+	inf := float32(math.Inf(1))
+	cases := map[string][]float32{"dimension": {1, 2}, "non-finite": {1, nan, 0}, "zero vector": {0, 0, 0}}
+	cases["non-finite "] = []float32{inf, 0, 1}
+	for want, v := range cases {
+		_, err := Normalize(v, 3, 4, 7)
+		if err == nil || !strings.Contains(err.Error(), strings.TrimSpace(want)) || !strings.Contains(err.Error(), "vector 7") {
+			t.Errorf("%v: error %v, want it to mention %q and the row", v, err, want)
+		}
+	}
+	if _, err := Diagonals(make([][]float64, 5), 4, 4, 1); err == nil {
+		t.Error("overfull group accepted")
+	}
+}

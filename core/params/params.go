@@ -1,0 +1,198 @@
+// Package params defines encmatch's CKKS parameter presets, derives the
+// modulus chain from the comparator's depth budget, checks security against
+// the HE standard and fingerprints a parameter set so that keys, indexes,
+// queries and results made under different parameters are refused.
+package params
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+
+	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
+)
+
+// Preset names.
+const (
+	// Default is the secure preset: N = 2^15, 16,384 slots, 128-bit security.
+	Default = "default"
+	// Toy is a small, INSECURE preset for fast tests only.
+	Toy = "toy"
+)
+
+// Depth budgets of the comparator that the presets accept.
+const (
+	MinKappa     = 6
+	MaxKappa     = 12
+	DefaultKappa = 10
+)
+
+// MaxLogQPFor128 is the largest log2(QP) that the HE security standard
+// (homomorphicencryption.org, ternary secret, classical 128-bit) allows per
+// log2(N).
+var MaxLogQPFor128 = map[int]int{10: 27, 11: 54, 12: 109, 13: 218, 14: 438, 15: 881, 16: 1772}
+
+// Bit sizes of the modulus chain.
+const (
+	logQ0    = 60 // base prime: holds the result (up to 2^(60-45-1) = 16,384 at full precision)
+	logScale = 45 // scale and the size of every rescaling prime
+	logPi    = 50 // special primes for key switching
+)
+
+// specialPrimes picks the number of special primes P for a chain Q: the
+// fewest key-switching digits (dnum, which sets the size of every
+// rotation key) whose log2(QP) still fits the N = 2^15 security bound. The
+// same chain is used by the toy preset, so toy tests exercise the same
+// depth and precision as the secure one.
+func specialPrimes(logQ []int) int {
+	sumQ := 0
+	for _, b := range logQ {
+		sumQ += b
+	}
+	for dnum := 2; ; dnum++ {
+		np := (len(logQ) + dnum - 1) / dnum
+		if sumQ+np*logPi <= MaxLogQPFor128[15] || np == 1 {
+			return np
+		}
+	}
+}
+
+// Set is a fully specified encmatch parameter set.
+type Set struct {
+	Preset   string // "default" or "toy"
+	Kappa    int    // comparator depth budget
+	Dim      int    // embedding dimension as given by the user
+	CKKS     ckks.Parameters
+	Insecure bool
+}
+
+// Description is the JSON-friendly summary of a Set.
+type Description struct {
+	Preset       string  `json:"preset"`
+	Insecure     bool    `json:"insecure"`
+	LogN         int     `json:"log_n"`
+	Slots        int     `json:"slots"`
+	LogQ         []int   `json:"log_q"`
+	LogP         []int   `json:"log_p"`
+	LogQP        float64 `json:"log_qp"`
+	SecurityBits int     `json:"security_bits"`
+	Kappa        int     `json:"kappa"`
+	Levels       int     `json:"levels"`
+	Dim          int     `json:"dim"`
+	PaddedDim    int     `json:"padded_dim"`
+	GroupSize    int     `json:"group_size"`
+	Fingerprint  string  `json:"fingerprint"`
+}
+
+// New builds the parameter set of a preset for a comparator depth kappa and
+// an embedding dimension dim.
+func New(preset string, kappa, dim int) (*Set, error) {
+	var logN int
+	switch preset {
+	case Default:
+		logN = 15
+	case Toy:
+		logN = 12
+	default:
+		return nil, fmt.Errorf("unknown parameter preset %q (want %q or %q)", preset, Default, Toy)
+	}
+	if kappa < MinKappa || kappa > MaxKappa {
+		return nil, fmt.Errorf("comparator depth kappa=%d is outside the supported range [%d, %d]", kappa, MinKappa, MaxKappa)
+	}
+	slots := 1 << (logN - 1)
+	if dim < 1 {
+		return nil, fmt.Errorf("embedding dimension must be positive, got %d", dim)
+	}
+	if PaddedDim(dim) > slots {
+		return nil, fmt.Errorf("embedding dimension %d (padded to %d) does not fit in %d slots of preset %q", dim, PaddedDim(dim), slots, preset)
+	}
+	// One level for the similarity product, kappa for the comparator.
+	logQ := []int{logQ0}
+	for i := 0; i < 1+kappa; i++ {
+		logQ = append(logQ, logScale)
+	}
+	np := specialPrimes(logQ)
+	logP := make([]int, np)
+	for i := range logP {
+		logP[i] = logPi
+	}
+	p, err := ckks.NewParametersFromLiteral(ckks.ParametersLiteral{
+		LogN:            logN,
+		LogQ:            logQ,
+		LogP:            logP,
+		LogDefaultScale: logScale,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("building CKKS parameters: %w", err)
+	}
+	s := &Set{Preset: preset, Kappa: kappa, Dim: dim, CKKS: p, Insecure: preset != Default}
+	if !s.Insecure && s.SecurityBits() < 128 {
+		return nil, fmt.Errorf("preset %q at kappa=%d has log2(QP)=%.1f > %d: below 128-bit security", preset, kappa, p.LogQP(), MaxLogQPFor128[logN])
+	}
+	return s, nil
+}
+
+// PaddedDim is the block size l used for packing: dim rounded up to a power
+// of two, so that l divides the number of slots.
+func PaddedDim(dim int) int {
+	l := 1
+	for l < dim {
+		l <<= 1
+	}
+	return l
+}
+
+// Slots is the number of CKKS slots (gallery entries per group).
+func (s *Set) Slots() int { return s.CKKS.MaxSlots() }
+
+// L is the padded dimension (block size).
+func (s *Set) L() int { return PaddedDim(s.Dim) }
+
+// SecurityBits is 128 when log2(QP) is within the HE standard's bound for
+// log2(N), else 0 (not claimed).
+func (s *Set) SecurityBits() int {
+	if bound, ok := MaxLogQPFor128[s.CKKS.LogN()]; ok && s.CKKS.LogQP() <= float64(bound) {
+		return 128
+	}
+	return 0
+}
+
+// Fingerprint identifies the parameter set: presets, depth, dimension and
+// the exact CKKS moduli. Artefacts carry it and are refused on mismatch.
+func (s *Set) Fingerprint() string {
+	lit, _ := json.Marshal(s.CKKS.ParametersLiteral())
+	h := sha256.New()
+	fmt.Fprintf(h, "encmatch/v1|%s|%d|%d|", s.Preset, s.Kappa, s.Dim)
+	h.Write(lit)
+	return hex.EncodeToString(h.Sum(nil))[:32]
+}
+
+// Describe summarises the set.
+func (s *Set) Describe() Description {
+	return Description{
+		Preset:       s.Preset,
+		Insecure:     s.Insecure,
+		LogN:         s.CKKS.LogN(),
+		Slots:        s.Slots(),
+		LogQ:         s.CKKS.LogQi(),
+		LogP:         s.CKKS.LogPi(),
+		LogQP:        s.CKKS.LogQP(),
+		SecurityBits: s.SecurityBits(),
+		Kappa:        s.Kappa,
+		Levels:       s.CKKS.MaxLevel(),
+		Dim:          s.Dim,
+		PaddedDim:    s.L(),
+		GroupSize:    s.Slots(),
+		Fingerprint:  s.Fingerprint(),
+	}
+}
+
+// Label is a short human-readable name, marked INSECURE where it applies.
+func (s *Set) Label() string {
+	tag := "128-bit"
+	if s.Insecure {
+		tag = "INSECURE, tests only"
+	}
+	return fmt.Sprintf("%s (logN=%d, kappa=%d, %s)", s.Preset, s.CKKS.LogN(), s.Kappa, tag)
+}

@@ -1,0 +1,65 @@
+package params
+
+import "testing"
+
+func TestDefaultIsSecureForEverySupportedKappa(t *testing.T) {
+	for k := MinKappa; k <= MaxKappa; k++ {
+		s, err := New(Default, k, 512)
+		if err != nil {
+			t.Fatalf("kappa=%d: %v", k, err)
+		}
+		if s.SecurityBits() != 128 || s.Insecure {
+			t.Fatalf("kappa=%d: logQP=%.1f not 128-bit", k, s.CKKS.LogQP())
+		}
+		if s.Slots() != 16384 || s.CKKS.MaxLevel() != 1+k {
+			t.Fatalf("kappa=%d: slots=%d levels=%d", k, s.Slots(), s.CKKS.MaxLevel())
+		}
+	}
+}
+
+func TestToyIsMarkedInsecure(t *testing.T) {
+	s, err := New(Toy, 8, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.Insecure || s.SecurityBits() != 0 {
+		t.Fatal("toy preset must be insecure")
+	}
+	if want := "INSECURE"; !contains(s.Label(), want) {
+		t.Fatalf("label %q lacks %q", s.Label(), want)
+	}
+}
+
+func TestRejectsBadInput(t *testing.T) {
+	cases := []struct {
+		preset     string
+		kappa, dim int
+	}{{"nope", 10, 16}, {Default, 3, 16}, {Default, 40, 16}, {Default, 10, 0}, {Toy, 10, 4096}}
+	for _, c := range cases {
+		if _, err := New(c.preset, c.kappa, c.dim); err == nil {
+			t.Errorf("New(%q,%d,%d) accepted", c.preset, c.kappa, c.dim)
+		}
+	}
+}
+
+func TestFingerprintSeparatesSets(t *testing.T) {
+	a, _ := New(Toy, 8, 16)
+	b, _ := New(Toy, 8, 32)
+	c, _ := New(Toy, 10, 16)
+	d, _ := New(Toy, 8, 16)
+	if a.Fingerprint() == b.Fingerprint() || a.Fingerprint() == c.Fingerprint() || a.Fingerprint() != d.Fingerprint() {
+		t.Fatal("fingerprints do not identify parameter sets")
+	}
+	if PaddedDim(192) != 256 || PaddedDim(512) != 512 || PaddedDim(1) != 1 {
+		t.Fatal("PaddedDim")
+	}
+}
+
+func contains(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return true
+		}
+	}
+	return false
+}
