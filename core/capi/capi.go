@@ -16,6 +16,7 @@ import "C"
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"runtime/debug"
 	"unsafe"
 
@@ -65,6 +66,16 @@ func EMFree(p unsafe.Pointer) { C.free(p) }
 func errorJSON(err error) string {
 	b, _ := json.Marshal(map[string]string{"error": err.Error(), "kind": errs.Kind(err)})
 	return string(b)
+}
+
+// init lowers the garbage collector's target: the heap is dominated by
+// long-lived key and ciphertext arrays (gigabytes at N = 2^15), and the
+// default GOGC=100 lets it grow to twice that before collecting. An explicit
+// GOGC in the environment wins.
+func init() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(25)
+	}
 }
 
 func main() {}

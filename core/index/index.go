@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"encmatch/core/codec"
 	"encmatch/core/comparator"
 	"encmatch/core/envelope"
 	"encmatch/core/errs"
@@ -316,8 +317,8 @@ func LoadGroup(dir string, m *Manifest, set *params.Set, g Group) ([]*rlwe.Ciphe
 			if err != nil || len(chunk) != want {
 				return fmt.Errorf("%w: ciphertext %d has the wrong size", errs.ErrCorrupt, i)
 			}
-			ct := ckks.NewCiphertext(set.CKKS, 1, set.CKKS.MaxLevel())
-			if err := envelope.Unmarshal(ct, chunk, fmt.Sprintf("diagonal %d", i)); err != nil {
+			ct, err := codec.DecodeCiphertext(chunk, set.CKKS, 1, set.CKKS.MaxLevel(), fmt.Sprintf("%s diagonal %d", g.File, i))
+			if err != nil {
 				return err
 			}
 			cts = append(cts, ct)

@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"encmatch/core/codec"
 	"encmatch/core/envelope"
 	"encmatch/core/errs"
 
@@ -101,8 +102,8 @@ func Unmarshal(data []byte, want envelope.Header, p ckks.Parameters) (*Result, e
 		if chunk, rest, err = envelope.NextChunk(rest); err != nil {
 			return nil, fmt.Errorf("result: %w", err)
 		}
-		ct := ckks.NewCiphertext(p, 1, 0)
-		if err := envelope.Unmarshal(ct, chunk, "result ciphertext"); err != nil {
+		ct, err := codec.DecodeCiphertext(chunk, p, 1, 0, "result ciphertext")
+		if err != nil {
 			return nil, err
 		}
 		r.Ciphertexts = append(r.Ciphertexts, ct)
@@ -135,11 +136,11 @@ func UnmarshalQuery(data []byte, want envelope.Header, p ckks.Parameters) (*rlwe
 	if err != nil {
 		return nil, fmt.Errorf("query: %w", err)
 	}
-	ct := ckks.NewCiphertext(p, 1, p.MaxLevel())
-	if err := envelope.Unmarshal(ct, payload, "query ciphertext"); err != nil {
+	ct, err := codec.DecodeCiphertext(payload, p, 1, p.MaxLevel(), "query ciphertext")
+	if err != nil {
 		return nil, err
 	}
-	if ct.Degree() != 1 || ct.Level() != p.MaxLevel() || ct.Scale.Cmp(p.DefaultScale()) != 0 {
+	if ct.Scale.Cmp(p.DefaultScale()) != 0 {
 		return nil, fmt.Errorf("%w: query ciphertext has degree %d, level %d and scale 2^%.1f; expected 1, %d and 2^%.1f",
 			errs.ErrCorrupt, ct.Degree(), ct.Level(), ct.Scale.Log2(), p.MaxLevel(), p.DefaultScale().Log2())
 	}

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"math"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"encmatch/core/errs"
+)
+
+func call(t *testing.T, method string, args any, in []byte) (map[string]any, []byte, error) {
+	t.Helper()
+	a, _ := json.Marshal(args)
+	res, data, err := dispatch(method, a, in)
+	if err != nil {
+		return nil, nil, err
+	}
+	b, _ := json.Marshal(res)
+	var m map[string]any
+	json.Unmarshal(b, &m)
+	return m, data, nil
+}
+
+func floats(v ...float32) []byte {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	return b
+}
+
+func TestDispatchRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	kd, idx := filepath.Join(dir, "k"), filepath.Join(dir, "i")
+	if _, _, err := call(t, "keygen", map[string]any{"key_dir": kd, "preset": "toy", "kappa": 6, "dim": 2}, nil); err != nil {
+		t.Fatal(err)
+	}
+	srv := filepath.Join(kd, "server")
+	if _, _, err := call(t, "create_index", map[string]any{"index_dir": idx, "server_key_dir": srv, "delta": 0.9}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := call(t, "enroll", map[string]any{"index_dir": idx, "server_key_dir": srv, "n": 3, "dim": 2, "labels": []string{"a", "b", "c"}},
+		floats(1, 0, 0, 1, 1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	c, _, err := call(t, "client_open", map[string]any{"key_dir": kd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _, err := call(t, "server_open", map[string]any{"index_dir": idx, "server_key_dir": srv}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, q, err := call(t, "encrypt_query", map[string]any{"handle": c["handle"], "dim": 2}, floats(0, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, r, err := call(t, "search", map[string]any{"handle": s["handle"], "mode": "identification"}, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _, err := call(t, "decrypt", map[string]any{"handle": c["handle"]}, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := d["matches"].([]any); len(m) != 1 || m[0].(float64) != 1 {
+		t.Fatalf("matches %v, want [1]", m)
+	}
+	if _, _, err := call(t, "close", map[string]any{"handle": s["handle"]}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := call(t, "search", map[string]any{"handle": s["handle"], "mode": "membership"}, q); err == nil {
+		t.Fatal("closed handle still usable")
+	}
+}
+
+func TestDispatchErrorsHaveKinds(t *testing.T) {
+	cases := []struct {
+		method string
+		args   string
+		in     []byte
+		kind   string
+	}{
+		{"nope", "{}", nil, "invalid_argument"},
+		{"describe", "{bad json", nil, "invalid_argument"},
+		{"describe", `{"preset":"huge","dim":4}`, nil, "invalid_argument"},
+		{"client_open", `{"key_dir":"/nonexistent/keys"}`, nil, "not_found"},
+		{"enroll", `{"n":2,"dim":2}`, floats(1, 2, 3), "invalid_argument"},
+		{"comparator", `{"kappa":8,"delta":3}`, nil, "invalid_argument"},
+	}
+	for _, c := range cases {
+		_, _, err := dispatch(c.method, []byte(c.args), c.in)
+		if err == nil || errs.Kind(err) != c.kind {
+			t.Errorf("%s %s: %v (kind %s), want %s", c.method, c.args, err, errs.Kind(err), c.kind)
+		}
+	}
+	if got := errorJSON(errs.ErrCorrupt); !strings.Contains(got, `"kind":"corrupt"`) {
+		t.Errorf("error JSON %s", got)
+	}
+}

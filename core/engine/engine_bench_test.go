@@ -1,0 +1,101 @@
+package engine
+
+import (
+	"fmt"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"encmatch/core/client"
+	"encmatch/core/index"
+	"encmatch/core/keys"
+	"encmatch/core/params"
+	"encmatch/core/result"
+)
+
+// BenchmarkSearch measures membership and identification at the secure
+// parameters. Environment: ENCMATCH_BENCH_DIM (default 192), ENCMATCH_BENCH_K
+// (comma-free single size, default 16384), ENCMATCH_BENCH_DIR (keeps keys and
+// indexes between runs; default a temporary directory).
+//
+//	go test -run '^$' -bench Search -benchtime 3x ./engine/
+func BenchmarkSearch(b *testing.B) {
+	dim := envInt("ENCMATCH_BENCH_DIM", 192)
+	k := envInt("ENCMATCH_BENCH_K", 16384)
+	dir := os.Getenv("ENCMATCH_BENCH_DIR")
+	if dir == "" {
+		dir = b.TempDir()
+	}
+	set, err := params.New(params.Default, params.DefaultKappa, dim)
+	if err != nil {
+		b.Fatal(err)
+	}
+	keyDir := filepath.Join(dir, fmt.Sprintf("keys-%d", dim))
+	if _, err := os.Stat(keyDir); os.IsNotExist(err) {
+		sum, err := keys.Generate(keyDir, set)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Logf("keygen: %d rotation keys, %.2f GB, %.1f s", sum.RotationKeys, float64(sum.ServerKeyBytes)/1e9, sum.Seconds)
+	}
+	srvKeys := filepath.Join(keyDir, keys.ServerDir)
+	idxDir := filepath.Join(dir, fmt.Sprintf("index-%d-%d", dim, k))
+	if _, err := os.Stat(idxDir); os.IsNotExist(err) {
+		if _, err := index.Create(idxDir, srvKeys, 0.5); err != nil {
+			b.Fatal(err)
+		}
+		rng := rand.New(rand.NewSource(1))
+		data := make([]float32, k*dim)
+		for i := range data {
+			data[i] = float32(rng.NormFloat64())
+		}
+		pub, err := keys.LoadPublic(srvKeys)
+		if err != nil {
+			b.Fatal(err)
+		}
+		sum, err := index.Enroll(idxDir, pub, data, k, dim, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Logf("enroll K=%d: %.1f s, %.2f GB", k, sum.Seconds, float64(sum.Bytes)/1e9)
+	}
+	srv, err := Open(idxDir, srvKeys)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := client.Open(keyDir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	q := make([]float32, dim)
+	for i := range q {
+		q[i] = float32(i%7) - 3
+	}
+	qb, err := c.EncryptQuery(q)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, mode := range []string{result.Membership, result.Identification} {
+		b.Run(fmt.Sprintf("%s/dim=%d/K=%d", mode, dim, k), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				_, st, err := srv.Search(qb, mode, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(st.Rotations, "rot-s")
+				b.ReportMetric(st.Similarity, "sim-s")
+				b.ReportMetric(st.Comparison, "cmp-s")
+				b.ReportMetric(st.Aggregation, "agg-s")
+			}
+		})
+	}
+}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}

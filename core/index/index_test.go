@@ -1,0 +1,156 @@
+package index
+
+import (
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"encmatch/core/errs"
+	"encmatch/core/keys"
+	"encmatch/core/params"
+)
+
+func setup(t *testing.T) (string, *keys.Public) {
+	t.Helper()
+	set, err := params.New(params.Toy, 6, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	kd := filepath.Join(dir, "keys")
+	if _, err := keys.Generate(kd, set); err != nil {
+		t.Fatal(err)
+	}
+	srv := filepath.Join(kd, keys.ServerDir)
+	idx := filepath.Join(dir, "index")
+	if _, err := Create(idx, srv, 0.5); err != nil {
+		t.Fatal(err)
+	}
+	pub, err := keys.LoadPublic(srv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return idx, pub
+}
+
+func vectors(n int) []float32 {
+	out := make([]float32, 4*n)
+	for i := range out {
+		out[i] = float32(i%5) + 1
+	}
+	return out
+}
+
+func TestEnrollAppendsGroupsAndLabels(t *testing.T) {
+	idx, pub := setup(t)
+	if _, err := Enroll(idx, pub, vectors(3), 3, 4, nil); err != nil {
+		t.Fatal(err)
+	}
+	slots := pub.Params.Slots()
+	sum, err := Enroll(idx, pub, vectors(slots+2), slots+2, 4, make([]string, slots+2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := Load(idx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.GroupsWritten != 2 || m.Count != slots+5 || len(m.Groups) != 3 || len(m.Labels) != m.Count {
+		t.Fatalf("summary %+v manifest count %d groups %d labels %d", sum, m.Count, len(m.Groups), len(m.Labels))
+	}
+	if g := m.Groups[2]; g.Start != slots+3 || g.Count != 2 {
+		t.Fatalf("last group %+v", g)
+	}
+	if _, err := LoadGroup(idx, m, pub.Params, m.Groups[1]); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestBadVectorsWriteNothing(t *testing.T) {
+	idx, pub := setup(t)
+	data := vectors(4)
+	data[9] = float32(math.NaN())
+	if _, err := Enroll(idx, pub, data, 4, 4, nil); !errors.Is(err, errs.ErrInvalid) {
+		t.Fatalf("NaN accepted: %v", err)
+	}
+	zero := vectors(2)
+	for i := 4; i < 8; i++ {
+		zero[i] = 0
+	}
+	if _, err := Enroll(idx, pub, zero, 2, 4, nil); !errors.Is(err, errs.ErrInvalid) {
+		t.Fatalf("zero vector accepted: %v", err)
+	}
+	if _, err := Enroll(idx, pub, vectors(2)[:6], 2, 3, nil); !errors.Is(err, errs.ErrInvalid) {
+		t.Fatalf("wrong dimension accepted: %v", err)
+	}
+	if _, err := Enroll(idx, pub, vectors(2), 2, 4, []string{"a"}); !errors.Is(err, errs.ErrInvalid) {
+		t.Fatalf("wrong label count accepted: %v", err)
+	}
+	files, _ := filepath.Glob(filepath.Join(idx, "*"))
+	if m, _ := Load(idx); m.Count != 0 || len(files) != 1 {
+		t.Fatalf("something was written: %v", files)
+	}
+}
+
+// TestInterruptedEnrollmentIsCleanedUp simulates a crash after a group file
+// was written but before the manifest named it, plus a temporary file.
+func TestInterruptedEnrollmentIsCleanedUp(t *testing.T) {
+	idx, pub := setup(t)
+	if _, err := Enroll(idx, pub, vectors(3), 3, 4, nil); err != nil {
+		t.Fatal(err)
+	}
+	g0, _ := os.ReadFile(filepath.Join(idx, groupFile(0)))
+	os.WriteFile(filepath.Join(idx, groupFile(1)), g0[:len(g0)/2], 0o644)
+	os.WriteFile(filepath.Join(idx, "."+groupFile(1)+".tmp-42"), []byte("x"), 0o644)
+	m, err := Load(idx)
+	if err != nil || m.Count != 3 || len(m.Groups) != 1 {
+		t.Fatalf("the manifest must name only complete groups: %v %+v", err, m)
+	}
+	if _, err := Enroll(idx, pub, vectors(2), 2, 4, nil); err != nil {
+		t.Fatal(err)
+	}
+	m, _ = Load(idx)
+	if _, err := LoadGroup(idx, m, pub.Params, m.Groups[1]); err != nil || m.Count != 5 {
+		t.Fatalf("resumed enrollment: %v count %d", err, m.Count)
+	}
+	if tmps, _ := filepath.Glob(filepath.Join(idx, ".*tmp*")); len(tmps) != 0 {
+		t.Fatalf("temporary files left: %v", tmps)
+	}
+}
+
+func TestBadManifestsAreRefused(t *testing.T) {
+	idx, pub := setup(t)
+	if _, err := Enroll(idx, pub, vectors(3), 3, 4, nil); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(idx, manifestFile)
+	good, _ := os.ReadFile(path)
+	for name, data := range map[string][]byte{
+		"truncated": good[:len(good)/2],
+		"garbage":   []byte("\x00\x01"),
+		"count":     []byte(replace(string(good), `"count": 3`, `"count": 4`)),
+		"delta":     []byte(replace(string(good), `"delta": 0.5`, `"delta": 7`)),
+	} {
+		os.WriteFile(path, data, 0o644)
+		if _, err := Load(idx); !errors.Is(err, errs.ErrCorrupt) {
+			t.Errorf("%s manifest: %v", name, err)
+		}
+	}
+	if _, err := Load(filepath.Join(idx, "missing")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing index: %v", err)
+	}
+	if _, err := Create(idx, filepath.Join(idx, "no-keys"), 0.5); err == nil {
+		t.Error("index created without keys")
+	}
+}
+
+func replace(s, old, new string) string {
+	for i := 0; i+len(old) <= len(s); i++ {
+		if s[i:i+len(old)] == old {
+			return s[:i] + new + s[i+len(old):]
+		}
+	}
+	panic("pattern not found: " + old)
+}
