@@ -185,3 +185,23 @@ func TestRejectsBadSpecs(t *testing.T) {
 		t.Error("scale 0 accepted")
 	}
 }
+
+// TestBandsShrinkWithDepth logs the guard-band table of docs/COMPARATOR.md
+// (go test -v -run BandsShrink ./comparator/) and checks that more depth
+// never widens the bands.
+func TestBandsShrinkWithDepth(t *testing.T) {
+	for _, delta := range []float64{0.3, 0.457, 0.6} {
+		prevD, prevV := 1.0, 2.0
+		for kappa := params.MinKappa; kappa <= params.MaxKappa; kappa++ {
+			c, err := New(kappa, delta, DefaultScoreScale)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("| %.3f | %d | %d | %.1e | %.4f |", delta, kappa, c.Degree, c.DecisionBand, c.ValueBand)
+			if c.ValueBand > prevV*1.05 || c.DecisionBand > 0.05 {
+				t.Errorf("kappa=%d delta=%.3f: bands %.2e/%.3f after %.2e/%.3f", kappa, delta, c.DecisionBand, c.ValueBand, prevD, prevV)
+			}
+			prevD, prevV = c.DecisionBand, c.ValueBand
+		}
+	}
+}

@@ -1,0 +1,61 @@
+"""encmatch: encrypted 1:N face search.
+
+A gallery of face embeddings is encrypted under the client's public key
+(CKKS, Lattigo, in the Go core); a server searches it with encrypted
+queries and returns an encrypted answer only the client can read:
+*is this person enrolled?* (membership) or *which entries match?*
+(identification).
+
+The SDK:
+
+- :class:`Client` - key generation, query encryption, result decryption;
+- :class:`Enroller` - encrypts gallery vectors into an index directory;
+- :class:`Server` - answers encrypted queries over an index;
+- :class:`EncryptedIndex` - all three roles behind a vector-index API
+  (``create``/``add``/``search``/``len``) for a key holder;
+- :mod:`encmatch.bruteforce` and :mod:`encmatch.validate` - the exact
+  plaintext reference and the comparison against it.
+
+Errors are :class:`EncmatchError` subclasses (:mod:`encmatch.errors`).
+"""
+
+from .client import Client, Enroller, Server, comparator, describe, index_info, presets, version
+from .errors import (
+    Corrupt,
+    EncmatchError,
+    Exists,
+    Internal,
+    InvalidArgument,
+    IOError,
+    LibraryNotFound,
+    Mismatch,
+    NotFound,
+)
+from .index import EncryptedIndex
+from .results import IdentificationResult, MembershipResult
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Client",
+    "Enroller",
+    "Server",
+    "EncryptedIndex",
+    "MembershipResult",
+    "IdentificationResult",
+    "describe",
+    "presets",
+    "version",
+    "index_info",
+    "comparator",
+    "EncmatchError",
+    "InvalidArgument",
+    "Mismatch",
+    "Corrupt",
+    "NotFound",
+    "Exists",
+    "IOError",
+    "Internal",
+    "LibraryNotFound",
+    "__version__",
+]

@@ -1,0 +1,7 @@
+"""``python -m encmatch``: the command line (see :mod:`encmatch.cli`)."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

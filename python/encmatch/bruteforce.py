@@ -1,0 +1,94 @@
+"""Exact plaintext search: the reference the encrypted search is checked against.
+
+Vectors are L2-normalised, scores are cosine similarities (float64), and a
+gallery entry matches when its score is ``>= delta`` - the decision the
+encrypted comparator approximates. Results have the same types as
+:meth:`encmatch.EncryptedIndex.search`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from ._core import as_matrix
+from .errors import InvalidArgument
+from .results import Result, check_mode, make_result
+
+__all__ = ["normalize", "cosine_scores", "search", "BruteForceIndex"]
+
+
+def normalize(x: Any, name: str = "vectors") -> np.ndarray:
+    """Return the rows of ``x`` (checked like the encrypted path) L2-normalised, as float64 ``[n, d]``."""
+    arr = as_matrix(x, name=name).astype(np.float64)
+    return arr / np.linalg.norm(arr, axis=1, keepdims=True)
+
+
+def cosine_scores(gallery: Any, queries: Any) -> np.ndarray:
+    """Cosine similarities ``[q, n]`` of each query against each gallery vector."""
+    g = normalize(gallery, "gallery")
+    q = normalize(queries, "queries")
+    if g.shape[1] != q.shape[1]:
+        raise InvalidArgument(f"queries have dimension {q.shape[1]}, the gallery {g.shape[1]}")
+    return q @ g.T
+
+
+def results_from_scores(
+    scores: np.ndarray, delta: float, mode: str, labels: Sequence[str] | None = None
+) -> list[Result]:
+    """Results of ``mode`` for each row of a ``[q, n]`` score matrix thresholded at ``delta``."""
+    check_mode(mode)
+    hits = np.atleast_2d(scores) >= delta
+    if mode == "membership":
+        return [make_result(mode, count=int(row.sum())) for row in hits]
+    return [make_result(mode, positions=np.flatnonzero(row), gallery_labels=labels) for row in hits]
+
+
+def search(
+    gallery: Any, queries: Any, delta: float, mode: str = "identification", labels: Sequence[str] | None = None
+) -> Result | list[Result]:
+    """Exact search of ``queries`` (``[dim]`` or ``[q, dim]``) in ``gallery``; one result per query.
+
+    Returns a single result for a 1-D query, a list for a 2-D array, like
+    :meth:`encmatch.EncryptedIndex.search`.
+    """
+    out = results_from_scores(cosine_scores(gallery, queries), delta, mode, labels)
+    return out[0] if np.ndim(queries) == 1 else out
+
+
+class BruteForceIndex:
+    """An in-memory plaintext index with the same ``add``/``search``/``len`` shape as EncryptedIndex."""
+
+    def __init__(self, dim: int, delta: float = 0.5):
+        """Empty index of ``dim``-dimensional vectors with threshold ``delta``."""
+        self.dim = int(dim)
+        self.delta = float(delta)
+        self._vectors = np.zeros((0, self.dim))
+        self._labels: list[str | None] = []
+
+    def add(self, vectors: Any, labels: Sequence[Any] | None = None) -> None:
+        """Append vectors (normalised) and their optional labels."""
+        v = normalize(as_matrix(vectors, self.dim))
+        if labels is not None and len(labels) != len(v):
+            raise InvalidArgument(f"labels: {len(labels)} labels for {len(v)} vectors")
+        self._vectors = np.vstack([self._vectors, v])
+        self._labels.extend([str(x) for x in labels] if labels is not None else [None] * len(v))
+
+    @property
+    def labels(self) -> list[str] | None:
+        """Labels per position, or ``None`` unless every entry has one."""
+        return None if any(x is None for x in self._labels) else list(self._labels)  # type: ignore[arg-type]
+
+    def scores(self, queries: Any) -> np.ndarray:
+        """Cosine scores ``[q, n]`` of ``queries`` against the index."""
+        return normalize(as_matrix(queries, self.dim, "queries")) @ self._vectors.T
+
+    def search(self, queries: Any, mode: str = "identification") -> Result | list[Result]:
+        """Exact search; one result for a 1-D query, a list for 2-D."""
+        out = results_from_scores(self.scores(queries), self.delta, mode, self.labels)
+        return out[0] if np.ndim(queries) == 1 else out
+
+    def __len__(self) -> int:
+        """Number of vectors."""
+        return len(self._vectors)

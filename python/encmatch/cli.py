@@ -1,0 +1,326 @@
+"""The ``encmatch`` command line.
+
+Subcommands (``encmatch <command> --help`` for details)::
+
+    keygen    generate a key set (client keys + server/ evaluation keys)
+    enroll    encrypt vectors from .npy/.npz into an index (created on first use)
+    query     encrypt a query, run the server, write the encrypted result
+    decrypt   decrypt a result: membership count or matched positions (+ labels)
+    validate  encrypted search vs brute force on real faces; exit 1 on disagreement
+    demo      the end-to-end demo on LFW faces (``make demo``)
+    info      core version and presets, or an index / key set summary
+
+Exit codes: 0 success; 1 failure (disagreement, disk or internal error,
+missing core library); 2 bad input (bad arguments, wrong dimension, NaN,
+missing or corrupt files, keys of another key set). Errors are printed as
+``error: <message>`` on stderr, never as a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from . import data as data_mod
+from . import demo as demo_mod
+from . import validate as validate_mod
+from ._ui import describe_params, fmt_bytes, warn_if_insecure
+from .client import Client, Enroller, Server, describe, index_info, manifest_labels, manifest_total, presets, version
+from .errors import USER_ERRORS, EncmatchError, InvalidArgument, NotFound
+from .index import decrypted_to_result
+from .results import MODES, MembershipResult
+
+__all__ = ["main", "build_parser"]
+
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """ArgumentParser whose errors read ``error: ...`` and exit 2, like every other bad input."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        """Print the usage and ``error: message``, exit 2."""
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"error: {message}\n")
+
+
+def _load_manifest_or_none(index_dir: Path) -> dict | None:
+    """The index manifest, or ``None`` if ``index_dir`` holds no index yet."""
+    if not (index_dir / "manifest.json").exists():
+        return None
+    return index_info(index_dir)
+
+
+# ---- subcommands -----------------------------------------------------------
+
+
+def cmd_keygen(args: argparse.Namespace) -> int:
+    """Generate a key set in ``--keys``."""
+    client = Client.generate(args.keys, preset=args.preset, kappa=args.kappa, dim=args.dim)
+    with client:
+        warn_if_insecure(client.params)
+        info = client.keygen_info or {}
+        print(f"keys: {client.key_dir} (key id {client.key_id})")
+        print(f"parameters: {describe_params(client.params)}")
+        if "rotation_keys" in info:
+            print(f"rotation keys: {info['rotation_keys']}")
+        if "server_key_bytes" in info:
+            print(f"server keys ({client.server_key_dir}): {fmt_bytes(info['server_key_bytes'])}")
+        if "secret_key_bytes" in info:
+            print(f"secret key (never leaves the client): {fmt_bytes(info['secret_key_bytes'])}")
+        if "seconds" in info:
+            print(f"time: {float(info['seconds']):.2f} s")
+    return 0
+
+
+def cmd_enroll(args: argparse.Namespace) -> int:
+    """Encrypt vectors into ``--index``, creating it with ``--delta`` if needed."""
+    server_keys = args.keys / "server"
+    if not server_keys.is_dir():
+        raise NotFound(f"no server keys in {server_keys} (run `encmatch keygen --keys {args.keys}` first)")
+    vectors = data_mod.load_vectors(args.vectors, args.field)
+    labels = data_mod.load_labels(args.vectors, args.labels_from) if args.labels_from else None
+    enroller = Enroller(server_keys)
+    manifest = _load_manifest_or_none(args.index)
+    if manifest is None:
+        if args.delta is None:
+            raise InvalidArgument("--delta is required to create a new index")
+        manifest = enroller.create_index(args.index, args.delta)
+        print(f"created index {args.index} (delta {args.delta})")
+    elif args.delta is not None and abs(float(manifest.get("delta", args.delta)) - args.delta) > 1e-12:
+        print(f"note: --delta ignored, the index exists with delta {manifest.get('delta')}", file=sys.stderr)
+    warn_if_insecure(manifest.get("params"))
+    t0 = time.perf_counter()
+    summary = enroller.enroll(args.index, vectors, labels, batch_size=args.batch_size)
+    dt = time.perf_counter() - t0
+    total = summary.get("total", manifest_total(index_info(args.index)))
+    print(f"enrolled {summary.get('added', len(vectors)):,} vectors in {dt:.2f} s; index holds {int(total):,}")
+    return 0
+
+
+def _read_query(path: Path, field: str, row: int | None) -> np.ndarray:
+    """One query vector from a file (1-D, or one row of a 2-D array)."""
+    arr = data_mod.load_vectors(path, field)
+    if arr.ndim == 2:
+        if row is None:
+            if arr.shape[0] != 1:
+                raise InvalidArgument(f"{path} holds {arr.shape[0]} vectors; choose one with --row")
+            row = 0
+        if not -arr.shape[0] <= row < arr.shape[0]:
+            raise InvalidArgument(f"--row {row} is out of range for {arr.shape[0]} vectors")
+        arr = arr[row]
+    return arr
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    """Encrypt a query with the client key, run the server, write the encrypted result."""
+    vec = _read_query(args.query, args.field, args.row)
+    with Client(args.keys) as client:
+        warn_if_insecure(client.params)
+        t0 = time.perf_counter()
+        q = client.encrypt_query(vec)
+        t_enc = time.perf_counter() - t0
+        with Server(args.index, client.server_key_dir) as server:
+            t0 = time.perf_counter()
+            result = server.search(q, args.mode)
+            t_search = time.perf_counter() - t0
+            groups = server.last_search.get("groups")
+    args.out.write_bytes(result)
+    print(f"query: {fmt_bytes(len(q))} encrypted in {t_enc:.2f} s")
+    print(f"{args.mode} search: {t_search:.2f} s" + (f" over {groups} group(s)" if groups is not None else ""))
+    print(f"result: {fmt_bytes(len(result))} -> {args.out}")
+    return 0
+
+
+def cmd_decrypt(args: argparse.Namespace) -> int:
+    """Decrypt a result file and print the answer."""
+    if not args.result.is_file():
+        raise NotFound(f"no such file: {args.result}")
+    blob = args.result.read_bytes()
+    labels = None
+    if args.index is not None:
+        labels = manifest_labels(index_info(args.index))
+    with Client(args.keys) as client:
+        warn_if_insecure(client.params)
+        res = decrypted_to_result(client.decrypt(blob), labels)
+    if args.json:
+        print(json.dumps(res.to_dict()))
+    elif isinstance(res, MembershipResult):
+        raw = f" (raw {res.raw_count:.3f})" if res.raw_count is not None else ""
+        print(f"membership: {'ENROLLED' if res.enrolled else 'not enrolled'}; {res.count} match(es){raw}")
+    else:
+        print(f"identification: {res.count} match(es)")
+        for i, p in enumerate(res.positions):
+            label = f"  {res.labels[i]}" if res.labels else ""
+            print(f"  {int(p)}{label}")
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    """Encrypted search vs brute force on a labelled gallery; exit 1 on a disagreement outside the band."""
+    faces = data_mod.load_faceset_file(args.gallery) if args.gallery else data_mod.load_faces("lfw", "mfn")
+    dim = faces.emb.shape[1]
+    params = describe(args.preset, args.kappa, dim)
+    warn_if_insecure(params)
+    size = args.size or int(params["group_size"])
+    n_known = (args.queries + 1) // 2
+    scenario = data_mod.build_scenario(
+        faces, size, n_known=n_known, n_unknown=args.queries - n_known, n_enrolled=args.enrolled, seed=args.seed
+    )
+    log = None if args.quiet or args.json else (lambda s: print(s, file=sys.stderr, flush=True))
+    if log:
+        log(f"parameters: {describe_params(params)}")
+        log(scenario.describe())
+    report = validate_mod.run(
+        scenario.gallery, scenario.queries, preset=args.preset, kappa=args.kappa, delta=args.delta,
+        work_dir=args.work, gallery_labels=scenario.gallery_labels, query_names=scenario.query_names,
+        query_enrolled=scenario.query_enrolled, log=log,
+    )
+    if args.json:
+        print(json.dumps(report.to_dict()))
+    else:
+        print(report.table())
+        print(report.summary())
+    warn_if_insecure(params)
+    return 0 if report.ok else EXIT_FAILURE
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Run the end-to-end demo."""
+    return demo_mod.run(args)
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    """Show the core version and presets, or a key set, or an index."""
+    if args.index is None and args.keys is None:
+        v = version()
+        print(f"encmatch core {v.get('version', '?')} (lattigo {v.get('lattigo', '?')})")
+        print("presets:")
+        for p in presets():
+            print(f"  {describe_params(p)}")
+        return 0
+    if args.keys is not None:
+        with Client(args.keys) as client:
+            warn_if_insecure(client.params)
+            print(f"keys: {client.key_dir} (key id {client.key_id})")
+            print(f"parameters: {describe_params(client.params)}")
+    if args.index is not None:
+        m = index_info(args.index)
+        warn_if_insecure(m.get("params"))
+        if args.json:
+            print(json.dumps(m))
+            return 0
+        print(f"index: {args.index}")
+        print(f"entries: {manifest_total(m):,}")
+        for key in ("delta", "key_id", "strategy"):
+            if key in m:
+                print(f"{key}: {m[key]}")
+        if isinstance(m.get("groups"), list):
+            print(f"groups: {len(m['groups'])}")
+        if m.get("params"):
+            print(f"parameters: {describe_params(m['params'])}")
+        print(f"labels: {'yes' if manifest_labels(m) else 'no'}")
+    return 0
+
+
+# ---- parser ----------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    p = _Parser(prog="encmatch", description="Encrypted 1:N face search.")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
+
+    s = sub.add_parser("keygen", help="generate a key set")
+    s.add_argument("--keys", type=Path, required=True, help="key directory to create")
+    s.add_argument("--preset", default="default", help="parameter preset (default: %(default)s; 'toy' is INSECURE)")
+    s.add_argument("--kappa", type=int, default=10, help="comparator depth budget (default: %(default)s)")
+    s.add_argument("--dim", type=int, required=True, help="vector dimension (e.g. 192 for MobileFaceNet)")
+    s.set_defaults(func=cmd_keygen)
+
+    s = sub.add_parser("enroll", help="encrypt vectors into an index")
+    s.add_argument("--keys", type=Path, required=True, help="client key directory (its server/ subdirectory is used)")
+    s.add_argument("--index", type=Path, required=True, help="index directory (created if it does not exist)")
+    s.add_argument("--delta", type=float, default=None, help="match threshold, required when creating the index")
+    s.add_argument("--field", default="emb", help="array of a .npz holding the vectors (default: %(default)s)")
+    s.add_argument("--labels-from", default=None, metavar="FIELD", help="array of the .npz holding one label per row")
+    s.add_argument("--batch-size", type=int, default=None, help="vectors per core call (default: one group)")
+    s.add_argument("vectors", type=Path, metavar="VECTORS", help=".npy [n, dim] or .npz")
+    s.set_defaults(func=cmd_enroll)
+
+    s = sub.add_parser("query", help="encrypt a query, search, write the encrypted result")
+    s.add_argument("--keys", type=Path, required=True, help="client key directory")
+    s.add_argument("--index", type=Path, required=True, help="index directory")
+    s.add_argument("--mode", choices=MODES, default="identification")
+    s.add_argument("--out", type=Path, required=True, help="file to write the encrypted result to")
+    s.add_argument("--field", default="emb", help="array of a .npz holding the query (default: %(default)s)")
+    s.add_argument("--row", type=int, default=None, help="row of a 2-D query file to use")
+    s.add_argument("query", type=Path, metavar="QUERY", help=".npy [dim] / [1, dim] (or --row) or .npz")
+    s.set_defaults(func=cmd_query)
+
+    s = sub.add_parser("decrypt", help="decrypt a result")
+    s.add_argument("--keys", type=Path, required=True, help="client key directory")
+    s.add_argument("--index", type=Path, default=None, help="index directory, to name matches by their labels")
+    s.add_argument("--json", action="store_true", help="print the answer as JSON")
+    s.add_argument("result", type=Path, metavar="RESULT.bin")
+    s.set_defaults(func=cmd_decrypt)
+
+    s = sub.add_parser("validate", help="encrypted search vs brute force; exit 1 on disagreement")
+    s.add_argument("--preset", default="default")
+    s.add_argument("--kappa", type=int, default=10)
+    s.add_argument("--delta", type=float, default=demo_mod.DEFAULT_DELTA)
+    s.add_argument("--gallery", type=Path, default=None,
+                   help="labelled embeddings .npz (emb + label/names; default: LFW MobileFaceNet from shared/data)")
+    s.add_argument("--queries", type=int, default=8, help="queries, half of enrolled people (default: %(default)s)")
+    s.add_argument("--size", type=int, default=None, help="gallery size (default: one full group)")
+    s.add_argument("--enrolled", type=int, default=None, help="enrolled identities (default: min(3000, size/2))")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--work", type=Path, default=None, help="work directory (default: a temporary one)")
+    s.add_argument("--json", action="store_true", help="print the report as JSON")
+    s.add_argument("--quiet", action="store_true", help="no step-by-step progress")
+    s.set_defaults(func=cmd_validate)
+
+    s = sub.add_parser("demo", help="end-to-end demo on LFW faces")
+    demo_mod.add_arguments(s)
+    s.set_defaults(func=cmd_demo)
+
+    s = sub.add_parser("info", help="core version and presets, or a key set / index summary")
+    s.add_argument("--index", type=Path, default=None)
+    s.add_argument("--keys", type=Path, default=None)
+    s.add_argument("--json", action="store_true", help="print the index manifest as JSON")
+    s.set_defaults(func=cmd_info)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``encmatch`` console script; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except USER_ERRORS as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except EncmatchError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,330 @@
+"""The three roles of encrypted search: :class:`Client`, :class:`Enroller`, :class:`Server`.
+
+- The **client** owns the key set: it generates it (:meth:`Client.generate`),
+  encrypts queries and decrypts results. Its ``server/`` subdirectory
+  (:attr:`Client.server_key_dir`) holds the evaluation keys and is all the
+  other roles ever get; ``secret.key`` never leaves the client.
+- The **enroller** encrypts gallery vectors under the public key into an
+  index directory.
+- The **server** loads an index and answers encrypted queries with
+  encrypted results; it never sees a vector or a score.
+
+Each role is a thin layer over one or two core calls (``docs/ABI.md``).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from . import _core
+from .errors import Internal, InvalidArgument, NotFound
+from .results import check_mode
+
+__all__ = ["Client", "Enroller", "Server", "describe", "presets", "version", "index_info", "comparator"]
+
+PathLike = str | os.PathLike
+
+
+def version() -> dict:
+    """Version of the core and of Lattigo it was built with: ``{"version", "lattigo"}``."""
+    return _core.call("version")[0]
+
+
+def presets() -> list[dict]:
+    """Descriptions of every parameter preset the core knows."""
+    return _core.call("presets")[0].get("presets", [])
+
+
+def describe(preset: str = "default", kappa: int = 10, dim: int = 512) -> dict:
+    """Parameter description of ``preset`` for depth budget ``kappa`` and dimension ``dim``.
+
+    Keys: ``preset, insecure, log_n, slots, log_q, log_p, log_qp,
+    security_bits, kappa, levels, dim, padded_dim, group_size``.
+    """
+    return _core.call("describe", {"preset": preset, "kappa": int(kappa), "dim": int(dim)})[0]
+
+
+def index_info(index_dir: PathLike) -> dict:
+    """The manifest of the index in ``index_dir`` (read and checked by the core)."""
+    return _core.call("index_info", {"index_dir": Path(index_dir)})[0]
+
+
+def comparator(kappa: int, delta: float, scores: Any = ()) -> dict:
+    """Plaintext model of the encrypted comparator and its guard bands.
+
+    Returns ``{"values", "decision_band", "value_band", "degree",
+    "sharpen"}``: ``values`` is the comparator polynomial evaluated at
+    ``scores`` exactly as the encrypted pipeline computes it.
+    """
+    arr = _core.as_scores(scores)
+    res, _ = _core.call("comparator", {"kappa": int(kappa), "delta": float(delta)}, arr if arr.size else None)
+    return res
+
+
+def _require_dir(path: PathLike, what: str) -> Path:
+    """Return ``path`` as a Path, raising NotFound with a clear message if it is not a directory."""
+    p = Path(path)
+    if not p.is_dir():
+        raise NotFound(f"{what} {p} does not exist")
+    return p
+
+
+class Client:
+    """The key holder: encrypts queries and decrypts results.
+
+    Open an existing key directory with ``Client(key_dir)`` or create one
+    with :meth:`Client.generate`. Close it with :meth:`close` or use it as a
+    context manager.
+    """
+
+    def __init__(self, key_dir: PathLike):
+        """Open the key set in ``key_dir`` (raises NotFound, Corrupt or Mismatch)."""
+        self.key_dir = _require_dir(key_dir, "key directory")
+        res, _ = _core.call("client_open", {"key_dir": self.key_dir})
+        self._handle = _core.Handle(self, res["handle"])
+        self.key_id: str = res.get("key_id", "")
+        self.params: dict = res.get("params", {})
+
+    @classmethod
+    def generate(cls, key_dir: PathLike, preset: str = "default", kappa: int = 10, *, dim: int) -> "Client":
+        """Generate a new key set in ``key_dir`` (which must not hold keys yet) and open it.
+
+        ``dim`` is the vector dimension, ``kappa`` the comparator's depth
+        budget. The generation summary (key sizes, seconds) is kept in
+        :attr:`keygen_info`.
+        """
+        if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool) or dim <= 0:
+            raise InvalidArgument(f"dim must be a positive integer, got {dim!r}")
+        res, _ = _core.call(
+            "keygen", {"key_dir": Path(key_dir), "preset": preset, "kappa": int(kappa), "dim": int(dim)}
+        )
+        client = cls(key_dir)
+        client.keygen_info = res
+        return client
+
+    #: Summary returned by :meth:`generate` (``None`` for an opened key set).
+    keygen_info: dict | None = None
+
+    @property
+    def server_key_dir(self) -> Path:
+        """The ``server/`` subdirectory: the keys the enroller and the server need."""
+        return self.key_dir / "server"
+
+    @property
+    def dim(self) -> int:
+        """Vector dimension of the key set."""
+        return int(self.params["dim"])
+
+    @property
+    def insecure(self) -> bool:
+        """True for the toy preset (no security; tests only)."""
+        return bool(self.params.get("insecure", False))
+
+    def encrypt_query(self, vector: Any) -> bytes:
+        """Encrypt one query vector (``[dim]`` or ``[1, dim]``); returns the query bytes."""
+        vec = _core.as_vector(vector, self.dim)
+        _, out = _core.call("encrypt_query", {"handle": self._handle.get(), "dim": self.dim}, vec)
+        if out is None:
+            raise Internal("encrypt_query returned no bytes")
+        return out
+
+    def decrypt(self, result: bytes) -> dict:
+        """Decrypt a search result.
+
+        Membership: ``{"mode", "count", "raw_count"}``; identification:
+        ``{"mode", "matches": [positions], "total"}``.
+        """
+        if not isinstance(result, (bytes, bytearray, memoryview)):
+            raise InvalidArgument(f"result must be bytes, not {type(result).__name__}")
+        return _core.call("decrypt", {"handle": self._handle.get()}, result)[0]
+
+    def close(self) -> None:
+        """Release the key set in the core (idempotent)."""
+        self._handle.close()
+
+    @property
+    def closed(self) -> bool:
+        """True once closed."""
+        return self._handle.closed
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Client({str(self.key_dir)!r}, key_id={self.key_id!r}, preset={self.params.get('preset')!r})"
+
+
+class Enroller:
+    """Encrypts gallery vectors into an index directory, with only the server keys."""
+
+    #: Vectors per core call when the index's group size is unknown.
+    DEFAULT_BATCH = 4096
+
+    def __init__(self, server_key_dir: PathLike):
+        """Use the evaluation keys in ``server_key_dir`` (a key directory's ``server/``)."""
+        self.server_key_dir = _require_dir(server_key_dir, "server key directory")
+
+    def create_index(self, index_dir: PathLike, delta: float) -> dict:
+        """Create an empty index in ``index_dir`` with match threshold ``delta``; returns its manifest."""
+        delta = float(delta)
+        if not math.isfinite(delta) or not -1.0 <= delta <= 1.0:
+            raise InvalidArgument(f"delta must be a cosine similarity in [-1, 1], got {delta}")
+        return _core.call(
+            "create_index", {"index_dir": Path(index_dir), "server_key_dir": self.server_key_dir, "delta": delta}
+        )[0]
+
+    def enroll(
+        self,
+        index_dir: PathLike,
+        vectors: Any,
+        labels: Sequence[Any] | None = None,
+        *,
+        batch_size: int | None = None,
+        progress: bool | None = None,
+    ) -> dict:
+        """Append ``vectors`` (``[n, dim]``, optionally with one label each) to the index.
+
+        Vectors are sent one group (``group_size`` vectors) per core call by
+        default, with a tqdm progress bar (on a terminal) when there is more
+        than one batch (``progress`` forces it on or off). Each call appends new groups: a
+        partial last group is not filled by a later call. Returns the
+        last batch's summary with ``added`` summed over all batches.
+        """
+        index_dir = Path(index_dir)
+        manifest = index_info(index_dir)
+        dim = _manifest_dim(manifest)
+        vecs = _core.as_matrix(vectors, dim, "vectors")
+        n = len(vecs)
+        labels_list = None
+        if labels is not None:
+            labels_list = [str(x) for x in (labels.tolist() if isinstance(labels, np.ndarray) else labels)]
+            if len(labels_list) != n:
+                raise InvalidArgument(f"labels: {len(labels_list)} labels for {n} vectors")
+        group = int(batch_size or _manifest_params(manifest).get("group_size") or self.DEFAULT_BATCH)
+        if group <= 0:
+            raise InvalidArgument(f"batch_size must be positive, got {group}")
+        # The core packs every call into new groups of group_size vectors, so
+        # batches of exactly one group each lose nothing.
+        bounds = list(range(0, n, group)) + [n]
+        show = progress if progress is not None else len(bounds) > 2
+        summary: dict = {"added": 0}
+        added = 0
+        seconds = 0.0
+        with tqdm(total=n, unit="vec", desc="enroll", disable=None if show else True, leave=False) as bar:
+            for lo, hi in zip(bounds[:-1], bounds[1:]):
+                args: dict = {
+                    "index_dir": index_dir,
+                    "server_key_dir": self.server_key_dir,
+                    "n": hi - lo,
+                    "dim": dim,
+                }
+                if labels_list is not None:
+                    args["labels"] = labels_list[lo:hi]
+                summary, _ = _core.call("enroll", args, vecs[lo:hi])
+                added += int(summary.get("added", hi - lo))
+                seconds += float(summary.get("seconds", 0.0))
+                bar.update(hi - lo)
+        summary = dict(summary, added=added, seconds=seconds)
+        return summary
+
+
+class Server:
+    """Holds an encrypted index and answers encrypted queries.
+
+    ``Server(index_dir, server_key_dir)`` loads the index in the core; close
+    it with :meth:`close` or use it as a context manager.
+    """
+
+    def __init__(self, index_dir: PathLike, server_key_dir: PathLike):
+        """Load the index in ``index_dir`` with the evaluation keys in ``server_key_dir``."""
+        self.index_dir = _require_dir(index_dir, "index directory")
+        self.server_key_dir = _require_dir(server_key_dir, "server key directory")
+        res, _ = _core.call("server_open", {"index_dir": self.index_dir, "server_key_dir": self.server_key_dir})
+        self._handle = _core.Handle(self, res["handle"])
+        self.manifest: dict = res.get("manifest", {})
+        self.open_seconds = float(res.get("seconds", 0.0))
+        #: Core summary of the last :meth:`search` (``mode, seconds, groups``).
+        self.last_search: dict = {}
+
+    def search(self, query: bytes, mode: str = "identification", delta: float | None = None) -> bytes:
+        """Run an encrypted search; returns the encrypted result bytes.
+
+        ``mode`` is ``membership`` or ``identification``; ``delta``
+        overrides the index's threshold for this search.
+        """
+        check_mode(mode)
+        if not isinstance(query, (bytes, bytearray, memoryview)):
+            raise InvalidArgument(f"query must be bytes, not {type(query).__name__}")
+        args: dict = {"handle": self._handle.get(), "mode": mode}
+        if delta is not None:
+            args["delta"] = float(delta)
+        res, out = _core.call("search", args, query)
+        self.last_search = res
+        if out is None:
+            raise Internal("search returned no bytes")
+        return out
+
+    def close(self) -> None:
+        """Release the index in the core (idempotent)."""
+        self._handle.close()
+
+    @property
+    def closed(self) -> bool:
+        """True once closed."""
+        return self._handle.closed
+
+    def __enter__(self) -> "Server":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Server({str(self.index_dir)!r}, entries={manifest_total(self.manifest)})"
+
+
+# --------------------------------------------------------------------------
+# Manifest accessors: the only place that knows the manifest's field names.
+
+
+def _manifest_params(manifest: dict) -> dict:
+    """The parameter description stored in a manifest (empty dict if absent)."""
+    return manifest.get("params") or {}
+
+
+def _manifest_dim(manifest: dict) -> int:
+    """Vector dimension of an index."""
+    dim = manifest.get("dim", _manifest_params(manifest).get("dim"))
+    if dim is None:
+        raise Internal("the index manifest has no dimension")
+    return int(dim)
+
+
+def manifest_total(manifest: dict) -> int:
+    """Number of enrolled vectors in an index."""
+    for key in ("count", "total"):
+        if key in manifest:
+            return int(manifest[key])
+    return 0
+
+
+def manifest_delta(manifest: dict) -> float:
+    """Match threshold of an index."""
+    return float(manifest["delta"])
+
+
+def manifest_labels(manifest: dict) -> list[str] | None:
+    """Labels of an index, one per position, or ``None`` if it has none (or not for every entry)."""
+    labels = manifest.get("labels")
+    if not labels or len(labels) != manifest_total(manifest):
+        return None
+    return [str(x) for x in labels]

@@ -1,0 +1,114 @@
+"""Exceptions raised by encmatch.
+
+Every failure reported by the Go core carries an error *kind*
+(``docs/ABI.md``); :func:`error_for` maps it to one subclass of
+:class:`EncmatchError`, so callers can catch exactly what they handle::
+
+    try:
+        index.search(q)
+    except encmatch.Mismatch:
+        ...  # keys of another key set
+
+The Python side raises the same classes for what it checks itself (bad
+numpy input, a missing directory), so a caller never needs to know which
+layer noticed the problem.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "EncmatchError",
+    "InvalidArgument",
+    "Mismatch",
+    "Corrupt",
+    "NotFound",
+    "Exists",
+    "IOError",
+    "Internal",
+    "LibraryNotFound",
+    "error_for",
+    "USER_ERRORS",
+]
+
+
+class EncmatchError(Exception):
+    """Base class of every encmatch error.
+
+    ``kind`` is the core's error kind (``invalid_argument``, ``mismatch``...)
+    and ``message`` the human-readable text without the class name.
+    """
+
+    kind = "internal"
+
+    def __init__(self, message: str, kind: str | None = None):
+        """``message`` for humans; ``kind`` overrides the class's error kind."""
+        super().__init__(message)
+        self.message = message
+        if kind is not None:
+            self.kind = kind
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class InvalidArgument(EncmatchError, ValueError):
+    """Bad input: wrong dimension, NaN/inf, zero vector, unknown preset or mode..."""
+
+    kind = "invalid_argument"
+
+
+class Mismatch(EncmatchError):
+    """Keys, index or bytes made with other parameters or by another key set."""
+
+    kind = "mismatch"
+
+
+class Corrupt(EncmatchError):
+    """A file or byte string is truncated or corrupt (envelope or checksum check failed)."""
+
+    kind = "corrupt"
+
+
+class NotFound(EncmatchError):
+    """A file, directory or handle does not exist."""
+
+    kind = "not_found"
+
+
+class Exists(EncmatchError):
+    """The core refuses to overwrite an existing key or index directory."""
+
+    kind = "exists"
+
+
+class IOError(EncmatchError):  # noqa: A001 - the name of the core's error kind `io`
+    """A disk error (permissions, full disk...). Shadows the builtin only inside this module."""
+
+    kind = "io"
+
+
+class Internal(EncmatchError):
+    """A bug or an unexpected state in the core or the bindings."""
+
+    kind = "internal"
+
+
+class LibraryNotFound(EncmatchError):
+    """The core shared library ``libencmatch.so`` is missing or cannot be loaded."""
+
+    kind = "library"
+
+
+_BY_KIND: dict[str, type[EncmatchError]] = {
+    cls.kind: cls
+    for cls in (InvalidArgument, Mismatch, Corrupt, NotFound, Exists, IOError, Internal)
+}
+
+#: Error classes that mean "the user gave something wrong" (the CLI exits 2 on these).
+USER_ERRORS: tuple[type[EncmatchError], ...] = (InvalidArgument, Mismatch, Corrupt, NotFound, Exists)
+
+
+def error_for(kind: str | None, message: str) -> EncmatchError:
+    """Return the exception instance for a core error ``kind`` (unknown kinds map to :class:`Internal`)."""
+    cls = _BY_KIND.get(kind or "", Internal)
+    return cls(message, kind=kind or cls.kind)

@@ -1,0 +1,184 @@
+"""`EncryptedIndex`: a vector-index-shaped front for a key holder who runs every role.
+
+::
+
+    with EncryptedIndex.create("faces", dim=192, preset="default", delta=0.457) as index:
+        index.add(gallery, labels=names)
+        hit = index.search(probe, mode="membership")        # MembershipResult
+        ids = index.search(probes, mode="identification")   # list of IdentificationResult
+
+On disk, ``path/keys`` is the key directory (the secret key included) and
+``path/index`` the encrypted index. Queries are encrypted, searched and
+decrypted in process; the server side never sees a plaintext vector even
+here, it is just the same process.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from . import _core
+from .client import Client, Enroller, Server, index_info, manifest_delta, manifest_labels, manifest_total
+from .errors import NotFound
+from .results import Result, check_mode, make_result
+
+__all__ = ["EncryptedIndex", "decrypted_to_result"]
+
+PathLike = str | os.PathLike
+
+
+def decrypted_to_result(decrypted: dict, gallery_labels: Sequence[str] | None = None) -> Result:
+    """Turn :meth:`Client.decrypt`'s dict into a :class:`MembershipResult` or :class:`IdentificationResult`."""
+    mode = decrypted.get("mode", "")
+    if mode == "membership":
+        return make_result(mode, count=decrypted.get("count"), raw_count=decrypted.get("raw_count"))
+    return make_result(mode, positions=decrypted.get("matches") or [], gallery_labels=gallery_labels)
+
+
+class EncryptedIndex:
+    """An encrypted 1:N index whose keys live beside it (``path/keys``, ``path/index``).
+
+    Create one with :meth:`create`, open one with ``EncryptedIndex(path)``.
+    Close it (or use ``with``) to release the key set and the loaded index.
+    """
+
+    KEYS = "keys"
+    INDEX = "index"
+
+    def __init__(self, path: PathLike):
+        """Open the index at ``path`` (raises NotFound if it is not an encrypted index)."""
+        self.path = Path(path)
+        if not (self.path / self.KEYS).is_dir() or not (self.path / self.INDEX).is_dir():
+            raise NotFound(f"{self.path} is not an encrypted index (expected {self.KEYS}/ and {self.INDEX}/ in it)")
+        self._server: Server | None = None
+        self.client = Client(self.key_dir)
+        try:
+            self.manifest = index_info(self.index_dir)
+        except BaseException:
+            self.client.close()
+            raise
+
+    @classmethod
+    def create(
+        cls, path: PathLike, dim: int, preset: str = "default", kappa: int = 10, delta: float = 0.5
+    ) -> "EncryptedIndex":
+        """Generate keys and create an empty index at ``path`` (refuses existing keys: Exists)."""
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        with Client.generate(path / cls.KEYS, preset=preset, kappa=kappa, dim=dim) as client:
+            Enroller(client.server_key_dir).create_index(path / cls.INDEX, delta)
+        return cls(path)
+
+    # ---- properties -----------------------------------------------------
+
+    @property
+    def key_dir(self) -> Path:
+        """The key directory (``path/keys``)."""
+        return self.path / self.KEYS
+
+    @property
+    def index_dir(self) -> Path:
+        """The encrypted index directory (``path/index``)."""
+        return self.path / self.INDEX
+
+    @property
+    def dim(self) -> int:
+        """Vector dimension."""
+        return self.client.dim
+
+    @property
+    def delta(self) -> float:
+        """Match threshold (cosine similarity)."""
+        return manifest_delta(self.manifest)
+
+    @property
+    def params(self) -> dict:
+        """Parameter description of the key set (see :func:`encmatch.describe`)."""
+        return self.client.params
+
+    @property
+    def labels(self) -> list[str] | None:
+        """Labels of every position, or ``None`` if the gallery was not (fully) labelled."""
+        return manifest_labels(self.manifest)
+
+    def __len__(self) -> int:
+        """Number of enrolled vectors."""
+        return manifest_total(self.manifest)
+
+    # ---- operations -----------------------------------------------------
+
+    def add(self, vectors: Any, labels: Sequence[Any] | None = None, *, progress: bool | None = None) -> dict:
+        """Encrypt and append ``vectors`` (``[n, dim]`` or one ``[dim]``); returns the enroll summary."""
+        self._drop_server()
+        try:
+            return Enroller(self.client.server_key_dir).enroll(
+                self.index_dir, vectors, labels, progress=progress
+            )
+        finally:
+            self.manifest = index_info(self.index_dir)
+
+    def search(
+        self, queries: Any, mode: str = "identification", *, progress: bool | None = None
+    ) -> Result | list[Result]:
+        """Search one query (``[dim]``: returns one result) or several (``[q, dim]``: a list).
+
+        ``mode="membership"`` gives :class:`MembershipResult` (``count``,
+        ``enrolled``); ``mode="identification"`` gives
+        :class:`IdentificationResult` (``positions``, ``labels``).
+        """
+        check_mode(mode)
+        single = np.ndim(queries) == 1
+        qs = _core.as_matrix(queries, self.dim, "queries")
+        out: list[Result] = []
+        if len(self) == 0:  # nothing enrolled: nothing can match (the core refuses empty indexes)
+            out = [make_result(mode, count=0, positions=[]) for _ in qs]
+            return out[0] if single else out
+        server = self._open_server()
+        labels = self.labels
+        show = progress if progress is not None else len(qs) > 8
+        for q in tqdm(qs, desc=mode, unit="query", disable=None if show else True, leave=False):
+            result = server.search(self.client.encrypt_query(q), mode)
+            out.append(decrypted_to_result(self.client.decrypt(result), labels))
+        return out[0] if single else out
+
+    def info(self) -> dict:
+        """The index manifest (parameters, counts, labels...)."""
+        return dict(self.manifest)
+
+    # ---- lifetime -------------------------------------------------------
+
+    def _open_server(self) -> Server:
+        """The server handle over the current index (opened lazily, reopened after add())."""
+        if self._server is None:
+            self._server = Server(self.index_dir, self.client.server_key_dir)
+        return self._server
+
+    def _drop_server(self) -> None:
+        """Close the cached server handle (the index is about to change)."""
+        if self._server is not None:
+            server, self._server = self._server, None
+            server.close()
+
+    def close(self) -> None:
+        """Release the loaded index and the key set (idempotent)."""
+        try:
+            self._drop_server()
+        finally:
+            self.client.close()
+
+    def __enter__(self) -> "EncryptedIndex":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"EncryptedIndex({str(self.path)!r}, n={len(self)}, dim={self.dim}, "
+            f"preset={self.params.get('preset')!r}, delta={self.delta})"
+        )

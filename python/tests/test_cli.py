@@ -1,0 +1,198 @@
+"""The command line through subprocess: output, exit codes, no tracebacks."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from encmatch import cli, comparator
+from encmatch import validate as validate_mod
+from encmatch.bruteforce import cosine_scores
+from encmatch.results import make_result
+from encmatch.validate import compare
+
+from conftest import KAPPA, TOY, run_cli
+
+DIM = 16
+DELTA = 0.5
+
+
+def ok(proc, code=0):
+    """Assert the exit code and that no traceback was printed; return the process."""
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == code, f"rc={proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    return proc
+
+
+@pytest.fixture(scope="module")
+def ws(tmp_path_factory):
+    """A workspace with toy keys and an index enrolled through the CLI, plus the plaintext data."""
+    root = tmp_path_factory.mktemp("cli")
+    rng = np.random.default_rng(21)
+    gallery = rng.standard_normal((60, DIM)).astype(np.float32)
+    names = np.array([f"person-{i:02d}" for i in range(60)])
+    np.savez(root / "gallery.npz", emb=gallery, name=names)
+    np.save(root / "query.npy", gallery[7] + 0.05 * rng.standard_normal(DIM).astype(np.float32))
+    np.save(root / "queries.npy", gallery[:3])
+    np.save(root / "wrongdim.npy", np.ones(DIM + 1, dtype=np.float32))
+
+    p = ok(run_cli("keygen", "--keys", root / "keys", "--preset", TOY, "--kappa", KAPPA, "--dim", DIM))
+    assert "INSECURE" in p.stderr and "key id" in p.stdout
+    p = ok(run_cli("enroll", "--keys", root / "keys", "--index", root / "index", "--delta", DELTA,
+                   "--labels-from", "name", root / "gallery.npz"))
+    assert "enrolled 60" in p.stdout
+    return {"root": root, "gallery": gallery, "names": names}
+
+
+def test_keygen_refuses_existing_keys(ws):
+    p = ok(run_cli("keygen", "--keys", ws["root"] / "keys", "--preset", TOY, "--dim", DIM), 2)
+    assert p.stderr.strip().splitlines()[-1].startswith("error: ")
+
+
+def test_info(ws):
+    p = ok(run_cli("info", "--index", ws["root"] / "index", "--keys", ws["root"] / "keys"))
+    assert "entries: 60" in p.stdout and "labels: yes" in p.stdout and "INSECURE" in p.stderr
+    p = ok(run_cli("info"))
+    assert "presets" in p.stdout and "toy" in p.stdout
+    m = json.loads(ok(run_cli("info", "--index", ws["root"] / "index", "--json")).stdout)
+    assert m["count"] == 60 and len(m["labels"]) == 60
+
+
+@pytest.mark.parametrize("mode", ["identification", "membership"])
+def test_query_then_decrypt(ws, tmp_path, mode):
+    root = ws["root"]
+    out = tmp_path / "result.bin"
+    p = ok(run_cli("query", "--keys", root / "keys", "--index", root / "index", "--mode", mode,
+                   "--out", out, root / "query.npy"))
+    assert out.is_file() and out.stat().st_size > 0
+    assert "query:" in p.stdout and "result:" in p.stdout
+    assert "person-" not in p.stdout  # the server side prints sizes and timings only
+
+    answer = json.loads(ok(run_cli("decrypt", "--keys", root / "keys", "--index", root / "index", "--json", out)).stdout)
+    scores = cosine_scores(ws["gallery"], np.load(root / "query.npy"))
+    bands = comparator(KAPPA, DELTA, scores)
+    if mode == "identification":
+        res = make_result(mode, positions=answer["positions"])
+        report = compare(scores, DELTA, bands, identification=[res])
+        assert 7 in answer["positions"]
+        assert answer["labels"][answer["positions"].index(7)] == "person-07"
+    else:
+        res = make_result(mode, count=answer["count"])
+        report = compare(scores, DELTA, bands, membership=[res])
+        assert answer["enrolled"] is True
+    assert report.ok, report.table()
+
+    text = ok(run_cli("decrypt", "--keys", root / "keys", "--index", root / "index", out)).stdout
+    assert ("person-07" in text) if mode == "identification" else ("ENROLLED" in text)
+
+
+def test_query_row_selection(ws, tmp_path):
+    root = ws["root"]
+    p = ok(run_cli("query", "--keys", root / "keys", "--index", root / "index", "--out", tmp_path / "r.bin",
+                   root / "queries.npy"), 2)
+    assert "--row" in p.stderr
+    ok(run_cli("query", "--keys", root / "keys", "--index", root / "index", "--out", tmp_path / "r.bin",
+               "--row", "2", root / "queries.npy"))
+    text = ok(run_cli("decrypt", "--keys", root / "keys", tmp_path / "r.bin")).stdout
+    assert "match" in text and "\n  2" in text
+
+
+@pytest.mark.parametrize(
+    "args_fn, needle",
+    [
+        (lambda r, t: ["query", "--keys", r / "keys", "--index", r / "index", "--out", t / "x", r / "wrongdim.npy"], "dimension"),
+        (lambda r, t: ["query", "--keys", t / "missing", "--index", r / "index", "--out", t / "x", r / "query.npy"], "does not exist"),
+        (lambda r, t: ["query", "--keys", r / "keys", "--index", r / "index", "--out", t / "x", t / "nope.npy"], "no such file"),
+        (lambda r, t: ["decrypt", "--keys", r / "keys", t / "nope.bin"], "no such file"),
+        (lambda r, t: ["decrypt", "--keys", r / "keys", r / "gallery.npz"], ""),
+        (lambda r, t: ["enroll", "--keys", r / "keys", "--index", t / "new-index", r / "gallery.npz"], "--delta"),
+        (lambda r, t: ["enroll", "--keys", r / "keys", "--index", r / "index", "--field", "nope", r / "gallery.npz"], "nope"),
+        (lambda r, t: ["enroll", "--keys", r / "keys", "--index", r / "index", r / "wrongdim.npy"], "dimension"),
+        (lambda r, t: ["keygen", "--keys", t / "k", "--preset", "nope", "--dim", "8"], "preset"),
+        (lambda r, t: ["query", "--keys", r / "keys", "--index", r / "index", "--mode", "nope", "--out", t / "x", r / "query.npy"], "invalid choice"),
+        (lambda r, t: [], ""),
+        (lambda r, t: ["frobnicate"], "invalid choice"),
+    ],
+)
+def test_bad_input_exits_2_without_traceback(ws, tmp_path, args_fn, needle):
+    p = ok(run_cli(*args_fn(ws["root"], tmp_path)), 2)
+    assert "error:" in p.stderr and needle in p.stderr
+
+
+def test_corrupt_result_and_foreign_keys(ws, tmp_path):
+    root = ws["root"]
+    ok(run_cli("query", "--keys", root / "keys", "--index", root / "index", "--out", tmp_path / "r.bin", root / "query.npy"))
+    blob = bytearray((tmp_path / "r.bin").read_bytes())
+    blob[len(blob) // 2] ^= 0xFF
+    (tmp_path / "bad.bin").write_bytes(bytes(blob))
+    p = ok(run_cli("decrypt", "--keys", root / "keys", tmp_path / "bad.bin"), 2)
+    assert "error:" in p.stderr
+    (tmp_path / "short.bin").write_bytes(bytes(blob[:100]))
+    ok(run_cli("decrypt", "--keys", root / "keys", tmp_path / "short.bin"), 2)
+    # Another key set of the same parameters cannot decrypt it.
+    ok(run_cli("keygen", "--keys", tmp_path / "other", "--preset", TOY, "--kappa", KAPPA, "--dim", DIM))
+    p = ok(run_cli("decrypt", "--keys", tmp_path / "other", tmp_path / "r.bin"), 2)
+    assert "error:" in p.stderr
+
+
+def test_missing_library_is_a_clear_error(tmp_path):
+    p = run_cli("info", env={"ENCMATCH_LIB": str(tmp_path / "nope.so")})
+    assert p.returncode == 1 and "make core" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_console_script_is_installed():
+    script = Path(sys.executable).parent / "encmatch"
+    if not script.exists() and shutil.which("encmatch") is None:
+        pytest.skip("encmatch console script not installed (pip install -e python)")
+    p = subprocess.run([str(script) if script.exists() else "encmatch", "--help"], capture_output=True, text=True)
+    assert p.returncode == 0 and "keygen" in p.stdout
+
+
+@pytest.mark.data
+def test_validate_passes_on_orl(data_dir, tmp_path):
+    p = ok(run_cli("validate", "--preset", TOY, "--kappa", KAPPA, "--delta", "0.486",
+                   "--gallery", data_dir / "orl" / "embeddings_mfn.npz", "--size", "256", "--queries", "4",
+                   "--work", tmp_path / "work", "--json"))
+    report = json.loads(p.stdout)
+    assert report["ok"] is True and report["insecure"] is True and len(report["queries"]) == 4
+    assert "INSECURE" in p.stderr
+
+
+def test_validate_exit_code_follows_the_report(monkeypatch, tmp_path, capsys):
+    """validate exits 1 when an answer is wrong outside the guard band, 0 otherwise (core run mocked)."""
+    np.savez(tmp_path / "g.npz", emb=np.eye(8, dtype=np.float32), label=np.arange(8), names=np.array(list("abcdefgh")))
+    scores = np.array([[0.9, 0.1]])
+    bands = {"decision_band": 0.01, "value_band": 0.05}
+
+    def fake_run(*args, bad=False, **kwargs):
+        pos = [1] if bad else [0]
+        return compare(scores, 0.5, bands, identification=[make_result("identification", positions=pos)])
+
+    monkeypatch.setattr(cli, "describe", lambda *a: {"group_size": 8, "preset": "toy", "insecure": True})
+    monkeypatch.setattr(validate_mod, "run", lambda *a, **k: fake_run(bad=False))
+    assert cli.main(["validate", "--gallery", str(tmp_path / "g.npz"), "--queries", "2", "--quiet"]) == 0
+    monkeypatch.setattr(validate_mod, "run", lambda *a, **k: fake_run(bad=True))
+    assert cli.main(["validate", "--gallery", str(tmp_path / "g.npz"), "--queries", "2", "--quiet"]) == 1
+    assert "DISAGREE" in capsys.readouterr().out
+
+
+@pytest.mark.data
+def test_demo_toy_small(tmp_path):
+    """The demo at the toy preset on a reduced gallery: exit 0, every step timed, INSECURE shown."""
+    work = tmp_path / "demo-work"
+    args = ["demo", "--preset", TOY, "--size", "512", "--enrolled", "200", "--known", "2", "--unknown", "2",
+            "--work", work]
+    p = ok(run_cli(*args, cwd=tmp_path))
+    out = p.stdout
+    for step in ("keygen", "enroll", "encrypt queries", "membership search", "identification search", "decrypt"):
+        assert step in out
+    assert "INSECURE" in out and "verdict: AGREE" in out
+    # Second run reuses the keys.
+    p = ok(run_cli(*args, cwd=tmp_path))
+    assert "reused existing keys" in p.stdout
