@@ -32,6 +32,8 @@ func EMCall(method, args *C.char, in unsafe.Pointer, inLen C.longlong, outJSON *
 	*outBuf, *outLen = nil, 0
 	var input []byte
 	if in != nil && inLen > 0 {
+		// The caller's buffer, not a copy: valid during this call only, and
+		// no method retains it (decoders copy what they keep).
 		input = unsafe.Slice((*byte)(in), int(inLen))
 	}
 	defer func() {

@@ -354,3 +354,19 @@ func WriteJSON(path string, v any) error {
 		return err
 	})
 }
+
+// ReadJSON reads a JSON file into v. A missing file is reported as
+// "<what> <path> not found" wrapping fs.ErrNotExist, bad JSON as ErrCorrupt.
+func ReadJSON(path, what string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return fmt.Errorf("%s %s not found: %w", what, path, os.ErrNotExist)
+		}
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrCorrupt, path, err)
+	}
+	return nil
+}

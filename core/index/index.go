@@ -13,7 +13,6 @@
 package index
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -150,16 +149,9 @@ func Create(dir, serverKeyDir string, delta float64) (*Manifest, error) {
 // Load reads and checks an index's manifest.
 func Load(dir string) (*Manifest, error) {
 	path := filepath.Join(dir, manifestFile)
-	b, err := os.ReadFile(path)
-	if err != nil {
-		if os.IsNotExist(err) {
-			return nil, fmt.Errorf("no index at %s (manifest.json missing): %w", dir, os.ErrNotExist)
-		}
-		return nil, err
-	}
 	m := new(Manifest)
-	if err := json.Unmarshal(b, m); err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", errs.ErrCorrupt, path, err)
+	if err := envelope.ReadJSON(path, "index manifest", m); err != nil {
+		return nil, err
 	}
 	if err := m.validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)

@@ -20,7 +20,6 @@ package keys
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -221,16 +220,9 @@ func dirBytes(dir string) int64 {
 
 // ReadMeta reads client.json or server/keys.json.
 func ReadMeta(path string) (*Meta, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		if os.IsNotExist(err) {
-			return nil, fmt.Errorf("key metadata %s not found (is this a key directory?): %w", path, os.ErrNotExist)
-		}
-		return nil, err
-	}
 	m := new(Meta)
-	if err := json.Unmarshal(b, m); err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", errs.ErrCorrupt, path, err)
+	if err := envelope.ReadJSON(path, "key metadata (is this a key directory?)", m); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

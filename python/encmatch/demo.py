@@ -26,8 +26,7 @@ from .client import describe, version
 
 __all__ = ["DEFAULT_DELTA", "add_arguments", "run"]
 
-#: MobileFaceNet threshold on LFW at FMR 1e-3 (shared/data/README.md).
-DEFAULT_DELTA = 0.457
+DEFAULT_DELTA = validate.DEFAULT_DELTA
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -35,7 +34,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", default="default", help="parameter preset (default: %(default)s; 'toy' is fast and INSECURE)")
     p.add_argument("--kappa", type=int, default=10, help="comparator depth budget (default: %(default)s)")
     p.add_argument("--delta", type=float, default=DEFAULT_DELTA,
-                   help="match threshold, cosine (default: %(default)s = MobileFaceNet LFW at FMR 1e-3)")
+                   help="match threshold, cosine (default: %(default)s = MobileFaceNet LFW at FMR 1e-4)")
     p.add_argument("--work", type=Path, default=Path("demo-work"), help="work directory (default: ./%(default)s)")
     p.add_argument("--data", type=Path, default=None,
                    help="face data directory holding lfw/ (default: $ENCMATCH_DATA or shared/data next to the repo)")
