@@ -14,7 +14,9 @@ import (
 	"encmatch/core/errs"
 	"encmatch/core/index"
 	"encmatch/core/keys"
+	"encmatch/core/parallel"
 	"encmatch/core/params"
+	"encmatch/core/strategy"
 )
 
 // handles holds the loaded clients and servers.
@@ -45,20 +47,21 @@ func getHandle[T any](h int64) (T, error) {
 type method func(args []byte, in []byte) (any, []byte, error)
 
 var methods = map[string]method{
-	"version":       version,
-	"presets":       presets,
-	"describe":      describe,
-	"keygen":        keygen,
-	"create_index":  createIndex,
-	"enroll":        enroll,
-	"index_info":    indexInfo,
-	"client_open":   clientOpen,
-	"encrypt_query": encryptQuery,
-	"decrypt":       decrypt,
-	"server_open":   serverOpen,
-	"search":        search,
-	"comparator":    comparatorModel,
-	"close":         closeHandle,
+	"version":         version,
+	"presets":         presets,
+	"describe":        describe,
+	"keygen":          keygen,
+	"choose_strategy": chooseStrategy,
+	"create_index":    createIndex,
+	"enroll":          enroll,
+	"index_info":      indexInfo,
+	"client_open":     clientOpen,
+	"encrypt_query":   encryptQuery,
+	"decrypt":         decrypt,
+	"server_open":     serverOpen,
+	"search":          search,
+	"comparator":      comparatorModel,
+	"close":           closeHandle,
 }
 
 func dispatch(name string, args, in []byte) (any, []byte, error) {
@@ -147,9 +150,61 @@ func describe(args, _ []byte) (any, []byte, error) {
 	return s.Describe(), nil, nil
 }
 
+// strategyArgs choose a similarity strategy: a name and n1, or "auto" with
+// the expected gallery size, a memory budget (bytes, 0 = none) and workers.
+type strategyArgs struct {
+	Strategy     string `json:"strategy"`
+	N1           int    `json:"n1"`
+	ExpectedSize int    `json:"expected_size"`
+	MemoryBudget int64  `json:"memory_budget"`
+	Workers      int    `json:"workers"`
+}
+
+// choose returns the strategy and, for "auto", the model's ranking.
+func (a *strategyArgs) choose(set *params.Set) (strategy.Strategy, []strategy.Estimate, error) {
+	if a.Strategy == "" {
+		a.Strategy = strategy.Auto
+	}
+	if a.Strategy != strategy.Auto {
+		s, err := strategy.New(a.Strategy, a.N1, set.L())
+		return s, nil, err
+	}
+	size := a.ExpectedSize
+	if size <= 0 {
+		size = set.Slots()
+	}
+	groups := (size + set.Slots() - 1) / set.Slots()
+	workers := a.Workers
+	if workers <= 0 {
+		workers = parallel.Workers()
+	}
+	best, all, err := strategy.Choose(set.L(), groups, workers, a.MemoryBudget, strategy.DefaultCosts)
+	return best.Strategy, all, err
+}
+
+func chooseStrategy(args, _ []byte) (any, []byte, error) {
+	var a struct {
+		paramArgs
+		strategyArgs
+	}
+	if err := parse(args, &a); err != nil {
+		return nil, nil, err
+	}
+	set, err := a.set()
+	if err != nil {
+		return nil, nil, err
+	}
+	s, all, err := a.choose(set)
+	if err != nil {
+		return nil, nil, err
+	}
+	return map[string]any{"strategy": s.Name, "n1": s.N1, "candidates": all}, nil, nil
+}
+
 func keygen(args, _ []byte) (any, []byte, error) {
 	var a struct {
 		paramArgs
+		strategyArgs
 		KeyDir string `json:"key_dir"`
 	}
 	if err := parse(args, &a); err != nil {
@@ -162,12 +217,17 @@ func keygen(args, _ []byte) (any, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	sum, err := keys.Generate(a.KeyDir, s)
+	strat, _, err := a.choose(s)
+	if err != nil {
+		return nil, nil, err
+	}
+	sum, err := keys.Generate(a.KeyDir, s, strat)
 	if err != nil {
 		return nil, nil, err
 	}
 	return map[string]any{"key_id": sum.KeyID, "rotation_keys": sum.RotationKeys, "server_key_bytes": sum.ServerKeyBytes,
-		"secret_key_bytes": sum.SecretKeyBytes, "seconds": sum.Seconds, "params": s.Describe()}, nil, nil
+		"secret_key_bytes": sum.SecretKeyBytes, "seconds": sum.Seconds, "params": s.Describe(),
+		"strategy": strat.Name, "n1": strat.N1}, nil, nil
 }
 
 func createIndex(args, _ []byte) (any, []byte, error) {
@@ -285,16 +345,17 @@ func serverOpen(args, _ []byte) (any, []byte, error) {
 	var a struct {
 		IndexDir     string `json:"index_dir"`
 		ServerKeyDir string `json:"server_key_dir"`
+		MemoryBudget int64  `json:"memory_budget"`
 	}
 	if err := parse(args, &a); err != nil {
 		return nil, nil, err
 	}
 	start := time.Now()
-	s, err := engine.Open(a.IndexDir, a.ServerKeyDir)
+	s, err := engine.Open(a.IndexDir, a.ServerKeyDir, engine.Options{MemoryBudget: a.MemoryBudget})
 	if err != nil {
 		return nil, nil, err
 	}
-	return map[string]any{"handle": putHandle(s), "manifest": s.Manifest, "seconds": time.Since(start).Seconds()}, nil, nil
+	return map[string]any{"handle": putHandle(s), "manifest": s.Manifest, "streamed": s.Streamed, "seconds": time.Since(start).Seconds()}, nil, nil
 }
 
 func search(args, in []byte) (any, []byte, error) {

@@ -2,12 +2,17 @@
 // evaluation keys, and answers encrypted queries with encrypted, thresholded
 // results. It never holds a secret key and never returns a similarity score.
 //
-// Per query (dg strategy, HyDia):
-//  1. the l-1 rotations of the query, hoisted, computed once and shared by
-//     all groups;
+// Per query, with the strategy the keys and the index were made for
+// (package strategy):
+//  1. the query's rotation table, computed once and shared by all groups:
+//     all l rotations (dg: hoisted; bsgs-diagonal: hoisted baby steps, then
+//     hoisted giant steps of each baby step) or only the n1 baby steps
+//     (bsgs-tbs, bsgs-tbe);
 //  2. per group, sum_i Rot_i(q) * diag_i: ciphertext products accumulated
-//     in degree-2 accumulators without relinearisation, one accumulator per
-//     worker, then one relinearisation and one rescale;
+//     in degree-2 accumulators without relinearisation, then one
+//     relinearisation and one rescale (full table), or per giant step j the
+//     n1 products of the baby steps with the diagonals pre-rotated by
+//     -j*n1, one relinearisation and one rotation by j*n1 (tbs, tbe);
 //  3. the comparator (package comparator) on the scores;
 //  4. membership: all groups added, an inner sum over the slots, and the
 //     known contribution of empty slots removed, so that slot 0 holds the
@@ -26,29 +31,41 @@ import (
 	"encmatch/core/parallel"
 	"encmatch/core/params"
 	"encmatch/core/result"
+	"encmatch/core/strategy"
 
 	"github.com/tuneinsight/lattigo/v6/circuits/ckks/polynomial"
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
 )
 
+// Options tune a server.
+type Options struct {
+	// MemoryBudget in bytes (0 = unlimited). When the evaluation keys, the
+	// query's rotation table and every group do not fit in it, the groups
+	// stay on disk and are streamed through a small window for each query.
+	MemoryBudget int64
+}
+
 // Server answers queries against one index.
 type Server struct {
 	Manifest *index.Manifest
 	Params   *params.Set
+	// Streamed reports whether groups are read from disk for each query.
+	Streamed bool
+	dir      string
 
-	eval      *ckks.Evaluator
-	poly      *polynomial.Evaluator
-	rotations []int
-	groups    [][]*rlwe.Ciphertext
+	eval   *ckks.Evaluator
+	poly   *polynomial.Evaluator
+	strat  strategy.Strategy
+	groups [][]*rlwe.Ciphertext
 
 	mu          sync.Mutex
 	comparators map[float64]*comparator.Comparator
 }
 
-// Open loads the evaluation keys and the whole index into memory, checking
-// that they belong together.
-func Open(indexDir, serverKeyDir string) (*Server, error) {
+// Open loads the evaluation keys and, when it fits the memory budget, the
+// whole index, checking that they belong together.
+func Open(indexDir, serverKeyDir string, opt Options) (*Server, error) {
 	m, err := index.Load(indexDir)
 	if err != nil {
 		return nil, err
@@ -65,13 +82,28 @@ func Open(indexDir, serverKeyDir string) (*Server, error) {
 		return nil, err
 	}
 	set := ek.Params
+	strat, err := m.SimilarityStrategy()
+	if err != nil {
+		return nil, err
+	}
 	eval := ckks.NewEvaluator(set.CKKS, ek.Keys)
 	s := &Server{Manifest: m, Params: set, eval: eval, poly: polynomial.NewEvaluator(set.CKKS, eval),
-		rotations: keys.DGRotations(set), comparators: map[float64]*comparator.Comparator{}}
+		strat: strat, dir: indexDir, comparators: map[float64]*comparator.Comparator{}}
+	if s.Streamed = opt.MemoryBudget > 0 && s.residentBytes(ek) > opt.MemoryBudget; s.Streamed {
+		if strat.PreRotatedByServer() {
+			return nil, fmt.Errorf("%w: the index does not fit a memory budget of %.2f GB and %s cannot stream it (its diagonals are rotated at load); use %s", errs.ErrInvalid, float64(opt.MemoryBudget)/1e9, strat.Name, strategy.BSGSTBE)
+		}
+		return s, nil
+	}
 	for _, g := range m.Groups {
 		cts, err := index.LoadGroup(indexDir, m, set, g)
 		if err != nil {
 			return nil, err
+		}
+		if strat.PreRotatedByServer() {
+			if err := s.preRotate(cts); err != nil {
+				return nil, err
+			}
 		}
 		s.groups = append(s.groups, cts)
 	}
@@ -102,6 +134,7 @@ type Stats struct {
 	Comparison  float64 `json:"comparison_seconds"`
 	Aggregation float64 `json:"aggregation_seconds"`
 	Seconds     float64 `json:"seconds"`
+	Streamed    bool    `json:"streamed"`
 }
 
 // Search answers one framed query in mode membership or identification, at
@@ -123,31 +156,22 @@ func (s *Server) Search(query []byte, mode string, delta *float64) ([]byte, *Sta
 	if err != nil {
 		return nil, nil, err
 	}
-	st := &Stats{Mode: mode, Groups: len(s.groups)}
-	if len(s.groups) == 0 {
+	groups := len(s.Manifest.Groups)
+	st := &Stats{Mode: mode, Groups: groups, Streamed: s.Streamed}
+	if groups == 0 {
 		return nil, nil, fmt.Errorf("%w: the index is empty", errs.ErrInvalid)
 	}
 
 	t := time.Now()
-	rotated, err := s.rotateQuery(q)
+	table, err := s.queryTable(q)
 	if err != nil {
 		return nil, nil, err
 	}
 	st.Rotations = time.Since(t).Seconds()
 
-	outs := make([]*rlwe.Ciphertext, len(s.groups))
-	for g, diags := range s.groups {
-		t = time.Now()
-		scores, err := s.similarity(rotated, diags)
-		if err != nil {
-			return nil, nil, err
-		}
-		st.Similarity += time.Since(t).Seconds()
-		t = time.Now()
-		if outs[g], err = cmp.Evaluate(s.poly, scores, s.Params.CKKS.DefaultScale()); err != nil {
-			return nil, nil, err
-		}
-		st.Comparison += time.Since(t).Seconds()
+	outs, err := s.scoreAndCompare(table, cmp, st)
+	if err != nil {
+		return nil, nil, err
 	}
 
 	t = time.Now()
@@ -173,67 +197,89 @@ func (s *Server) Search(query []byte, mode string, delta *float64) ([]byte, *Sta
 	return out, st, nil
 }
 
-// rotateQuery returns the table Rot_i(q), i = 0..l-1, with hoisted
-// rotations split across workers.
-func (s *Server) rotateQuery(q *rlwe.Ciphertext) ([]*rlwe.Ciphertext, error) {
-	l := s.Params.L()
-	table := make([]*rlwe.Ciphertext, l)
-	table[0] = q
-	w := parallel.Workers()
+// preRotate rotates diagonal i by -j*n1 (j = i/n1), in place (bsgs-tbs, at
+// load).
+func (s *Server) preRotate(diags []*rlwe.Ciphertext) error {
+	return parallel.For(len(diags), func(i int) error {
+		if r := s.strat.PreRotation(i); r != 0 {
+			if err := s.eval.Rotate(diags[i], r, diags[i]); err != nil {
+				return fmt.Errorf("pre-rotating diagonal %d: %w", i, err)
+			}
+		}
+		return nil
+	})
+}
+
+// hoisted returns ct rotated by each of rots, with hoisted rotations, the
+// rotations split across workers (each worker decomposes ct once).
+func (s *Server) hoisted(ct *rlwe.Ciphertext, rots []int) (map[int]*rlwe.Ciphertext, error) {
+	w := min(parallel.Workers(), max(len(rots), 1))
+	parts := make([]map[int]*rlwe.Ciphertext, w)
 	err := parallel.For(w, func(k int) error {
 		var mine []int
-		for i := 1 + k; i < l; i += w {
-			mine = append(mine, i)
+		for i := k; i < len(rots); i += w {
+			mine = append(mine, rots[i])
 		}
-		if len(mine) == 0 {
+		var err error
+		if len(mine) > 0 {
+			parts[k], err = s.eval.RotateHoistedNew(ct, mine)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("rotating the query: %w", err)
+	}
+	out := map[int]*rlwe.Ciphertext{}
+	for _, p := range parts {
+		for r, c := range p {
+			out[r] = c
+		}
+	}
+	return out, nil
+}
+
+// queryTable returns Rot_i(q) for i = 0..l-1 (dg, bsgs-diagonal) or for the
+// baby steps i = 0..n1-1 (tbs, tbe).
+func (s *Server) queryTable(q *rlwe.Ciphertext) ([]*rlwe.Ciphertext, error) {
+	l, n1 := s.strat.L, s.strat.N1
+	size := n1
+	if s.strat.FullTable() {
+		size = l
+	}
+	table := make([]*rlwe.Ciphertext, size)
+	babies, err := s.hoisted(q, s.strat.Babies())
+	if err != nil {
+		return nil, err
+	}
+	table[0] = q
+	for b, ct := range babies {
+		table[b] = ct
+	}
+	if s.strat.Name != strategy.BSGSDiagonal {
+		return table, nil
+	}
+	// Giant steps of every baby step, hoisted per baby step (double hoisting).
+	giants := s.strat.Giants()
+	err = parallel.For(n1, func(b int) error {
+		var rots []int
+		for _, g := range giants {
+			if g+b < l {
+				rots = append(rots, g)
+			}
+		}
+		if len(rots) == 0 {
 			return nil
 		}
-		out, err := s.eval.RotateHoistedNew(q, mine)
+		out, err := s.eval.RotateHoistedNew(table[b], rots)
 		if err != nil {
-			return fmt.Errorf("rotating the query: %w", err)
+			return fmt.Errorf("giant steps of baby step %d: %w", b, err)
 		}
-		for _, i := range mine {
-			table[i] = out[i]
+		for _, g := range rots {
+			table[g+b] = out[g]
 		}
 		return nil
 	})
 	return table, err
-}
-
-// similarity computes sum_i rotated[i] * diags[i] for one group: one
-// degree-2 accumulator per worker, summed, relinearised once and rescaled.
-func (s *Server) similarity(rotated, diags []*rlwe.Ciphertext) (*rlwe.Ciphertext, error) {
-	p := s.Params.CKKS
-	level := rotated[0].Level()
-	w := parallel.Workers()
-	accs := make([]*rlwe.Ciphertext, w)
-	err := parallel.For(w, func(k int) error {
-		acc := ckks.NewCiphertext(p, 2, level)
-		acc.Scale = rotated[0].Scale.Mul(diags[0].Scale)
-		for i := k; i < len(diags); i += w {
-			if err := s.eval.MulThenAdd(rotated[i], diags[i], acc); err != nil {
-				return fmt.Errorf("similarity product %d: %w", i, err)
-			}
-		}
-		accs[k] = acc
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	for _, a := range accs[1:] {
-		if err := s.eval.Add(accs[0], a, accs[0]); err != nil {
-			return nil, err
-		}
-	}
-	out := ckks.NewCiphertext(p, 1, level)
-	if err := s.eval.Relinearize(accs[0], out); err != nil {
-		return nil, err
-	}
-	if err := s.eval.Rescale(out, out); err != nil {
-		return nil, err
-	}
-	return out, nil
 }
 
 // membership adds the groups' comparator outputs, sums all slots into every
@@ -250,7 +296,7 @@ func (s *Server) membership(outs []*rlwe.Ciphertext, cmp *comparator.Comparator)
 	if err := s.eval.InnerSum(acc, 1, slots, acc); err != nil {
 		return nil, fmt.Errorf("membership inner sum: %w", err)
 	}
-	empty := len(s.groups)*slots - s.Manifest.Count
+	empty := len(s.Manifest.Groups)*slots - s.Manifest.Count
 	if empty > 0 {
 		if err := s.eval.Sub(acc, float64(empty)*cmp.Model(0), acc); err != nil {
 			return nil, err

@@ -13,6 +13,7 @@ import (
 	"encmatch/core/keys"
 	"encmatch/core/params"
 	"encmatch/core/result"
+	"encmatch/core/strategy"
 )
 
 // BenchmarkSearch measures membership and identification at the secure
@@ -34,7 +35,8 @@ func BenchmarkSearch(b *testing.B) {
 	}
 	keyDir := filepath.Join(dir, fmt.Sprintf("keys-%d", dim))
 	if _, err := os.Stat(keyDir); os.IsNotExist(err) {
-		sum, err := keys.Generate(keyDir, set)
+		strat, _ := strategy.New(strategy.DG, 0, set.L())
+		sum, err := keys.Generate(keyDir, set, strat)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -61,7 +63,7 @@ func BenchmarkSearch(b *testing.B) {
 		}
 		b.Logf("enroll K=%d: %.1f s, %.2f GB", k, sum.Seconds, float64(sum.Bytes)/1e9)
 	}
-	srv, err := Open(idxDir, srvKeys)
+	srv, err := Open(idxDir, srvKeys, Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

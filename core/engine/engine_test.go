@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"math/rand"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"encmatch/core/keys"
 	"encmatch/core/params"
 	"encmatch/core/result"
+	"encmatch/core/strategy"
 )
 
 // fixture is a key set and an index in a temporary directory.
@@ -26,14 +28,22 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T, preset string, kappa, dim int, delta float64) *fixture {
+	return newFixtureWith(t, preset, kappa, dim, delta, strategy.DG, 0)
+}
+
+func newFixtureWith(t *testing.T, preset string, kappa, dim int, delta float64, name string, n1 int) *fixture {
 	t.Helper()
 	dir := t.TempDir()
 	set, err := params.New(preset, kappa, dim)
 	if err != nil {
 		t.Fatal(err)
 	}
+	strat, err := strategy.New(name, n1, set.L())
+	if err != nil {
+		t.Fatal(err)
+	}
 	f := &fixture{keyDir: filepath.Join(dir, "keys"), indexDir: filepath.Join(dir, "index"), set: set}
-	if _, err := keys.Generate(f.keyDir, set); err != nil {
+	if _, err := keys.Generate(f.keyDir, set, strat); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := index.Create(f.indexDir, f.serverKeys(), delta); err != nil {
@@ -201,7 +211,7 @@ func TestEndToEndToyNearThreshold(t *testing.T) {
 	gal := gallery(rng, q, 2500, planted)
 	f.enroll(t, gal[:1000])
 	f.enroll(t, gal[1000:]) // a second add makes a second (partial) group
-	srv, err := Open(f.indexDir, f.serverKeys())
+	srv, err := Open(f.indexDir, f.serverKeys(), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,6 +227,70 @@ func TestEndToEndToyNearThreshold(t *testing.T) {
 	check(t, f, srv, gal, f32(randomUnit(rng, dim)))
 }
 
+// TestStrategiesAgree runs every strategy (and a baby-step size that does
+// not divide l) on the same gallery and queries: identical decisions, all
+// equal to brute force outside the guard band.
+func TestStrategiesAgree(t *testing.T) {
+	const dim, delta = 24, 0.5 // l = 32
+	cases := []struct {
+		name   string
+		n1     int
+		stream bool
+	}{{strategy.DG, 0, false}, {strategy.DG, 0, true}, {strategy.BSGSDiagonal, 8, false}, {strategy.BSGSDiagonal, 5, true},
+		{strategy.BSGSTBS, 4, false}, {strategy.BSGSTBE, 8, false}, {strategy.BSGSTBE, 3, true}}
+	var first []int
+	for _, c := range cases {
+		rng := rand.New(rand.NewSource(11)) // same gallery and query for every strategy
+		q := randomUnit(rng, dim)
+		gal := gallery(rng, q, 2100, []float64{0.51, 0.503, 0.497, 0.49, 0.8})
+		f := newFixtureWith(t, params.Toy, 8, dim, delta, c.name, c.n1)
+		f.enroll(t, gal)
+		opt := Options{}
+		if c.stream {
+			opt.MemoryBudget = 1 // nothing fits: stream every group from disk
+		}
+		srv, err := Open(f.indexDir, f.serverKeys(), opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if srv.Streamed != c.stream {
+			t.Fatalf("%s: streamed=%v", c.name, srv.Streamed)
+		}
+		m := check(t, f, srv, gal, f32(q))
+		if first == nil {
+			first = m
+			if len(m) < 3 {
+				t.Fatalf("planted matches missing: %v", m)
+			}
+		} else if fmt.Sprint(m) != fmt.Sprint(first) {
+			t.Errorf("%s n1=%d stream=%v: matches %v, dg found %v", c.name, c.n1, c.stream, m, first)
+		}
+		if c.name == strategy.BSGSTBS {
+			if _, err := Open(f.indexDir, f.serverKeys(), Options{MemoryBudget: 1}); !errors.Is(err, errs.ErrInvalid) {
+				t.Errorf("bsgs-tbs accepted to stream: %v", err)
+			}
+		}
+	}
+}
+
+func TestStreamedCorruptionFailsTheQuery(t *testing.T) {
+	rng := rand.New(rand.NewSource(12))
+	f := newFixtureWith(t, params.Toy, 6, 8, 0.5, strategy.BSGSTBE, 2)
+	f.enroll(t, gallery(rng, randomUnit(rng, 8), 30, nil))
+	srv, err := Open(f.indexDir, f.serverKeys(), Options{MemoryBudget: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(f.indexDir, "group-000000.ct")
+	data, _ := os.ReadFile(path)
+	data[len(data)/2] ^= 1
+	os.WriteFile(path, data, 0o644)
+	q, _ := f.client.EncryptQuery(f32(randomUnit(rng, 8)))
+	if _, _, err := srv.Search(q, result.Identification, nil); !errors.Is(err, errs.ErrCorrupt) {
+		t.Fatalf("a corrupted streamed group gave no error: %v", err)
+	}
+}
+
 func TestEndToEndSecureSmallDim(t *testing.T) {
 	if testing.Short() {
 		t.Skip("secure parameters in -short mode")
@@ -227,7 +301,7 @@ func TestEndToEndSecureSmallDim(t *testing.T) {
 	q := randomUnit(rng, dim)
 	gal := gallery(rng, q, 300, []float64{0.61, 0.59, 0.7, 0.605})
 	f.enroll(t, gal)
-	srv, err := Open(f.indexDir, f.serverKeys())
+	srv, err := Open(f.indexDir, f.serverKeys(), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,14 +313,14 @@ func TestRefusesForeignKeysAndBadQueries(t *testing.T) {
 	f := newFixture(t, params.Toy, 6, 8, 0.5)
 	f.enroll(t, gallery(rng, randomUnit(rng, 8), 20, nil))
 	other := newFixture(t, params.Toy, 6, 8, 0.5)
-	if _, err := Open(f.indexDir, other.serverKeys()); !errors.Is(err, errs.ErrMismatch) {
+	if _, err := Open(f.indexDir, other.serverKeys(), Options{}); !errors.Is(err, errs.ErrMismatch) {
 		t.Fatalf("index opened with another key set: %v", err)
 	}
 	otherParams := newFixture(t, params.Toy, 6, 16, 0.5)
-	if _, err := Open(f.indexDir, otherParams.serverKeys()); !errors.Is(err, errs.ErrMismatch) {
+	if _, err := Open(f.indexDir, otherParams.serverKeys(), Options{}); !errors.Is(err, errs.ErrMismatch) {
 		t.Fatalf("index opened with keys of other parameters: %v", err)
 	}
-	srv, err := Open(f.indexDir, f.serverKeys())
+	srv, err := Open(f.indexDir, f.serverKeys(), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,11 +361,11 @@ func TestCorruptGroupFileIsReported(t *testing.T) {
 	path := filepath.Join(f.indexDir, "group-000000.ct")
 	data, _ := os.ReadFile(path)
 	os.WriteFile(path, data[:len(data)-1000], 0o644)
-	if _, err := Open(f.indexDir, f.serverKeys()); !errors.Is(err, errs.ErrCorrupt) {
+	if _, err := Open(f.indexDir, f.serverKeys(), Options{}); !errors.Is(err, errs.ErrCorrupt) {
 		t.Fatalf("truncated group file: %v", err)
 	}
 	os.Remove(path)
-	if _, err := Open(f.indexDir, f.serverKeys()); !errors.Is(err, errs.ErrCorrupt) {
+	if _, err := Open(f.indexDir, f.serverKeys(), Options{}); !errors.Is(err, errs.ErrCorrupt) {
 		t.Fatalf("missing group file: %v", err)
 	}
 }

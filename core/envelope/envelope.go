@@ -231,32 +231,17 @@ func WriteFileStream(path string, h Header, payloadLen int64, perm os.FileMode, 
 // lengths, header), then hands its payload to decode in a second pass. The
 // payload is never decoded before it is known to be intact.
 func ReadFileStream(path string, want Header, decode func(r io.Reader, n int64) error) error {
-	f, err := os.Open(path)
+	f, payloadOff, n, err := openFramed(path, want)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
 	fail := func(err error) error { return fmt.Errorf("%s: %w", path, err) }
-	st, err := f.Stat()
-	if err != nil {
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return err
-	}
-	br := bufio.NewReaderSize(f, 1<<20)
-	head, err := br.Peek(min(int(st.Size()), 1<<16))
-	if err != nil && err != io.EOF {
-		return err
-	}
-	h, payloadOff, n, err := parseHeader(head)
-	if err != nil {
-		return fail(err)
-	}
-	if err := h.Expect(want); err != nil {
-		return fail(err)
-	}
-	if st.Size() != payloadOff+n+sha256.Size {
-		return fail(fmt.Errorf("%w: file has %d bytes, header announces %d", ErrCorrupt, st.Size(), payloadOff+n+sha256.Size))
 	}
 	hasher := sha256.New()
+	br := bufio.NewReaderSize(f, 1<<20)
 	if _, err := io.CopyN(hasher, br, payloadOff+n); err != nil {
 		return fail(fmt.Errorf("%w: %v", ErrCorrupt, err))
 	}
@@ -274,6 +259,63 @@ func ReadFileStream(path string, want Header, decode func(r io.Reader, n int64) 
 		return fail(err)
 	}
 	return nil
+}
+
+// PayloadStream is the payload of a framed file, read in one pass without
+// the whole-file checksum: for formats whose payload carries its own
+// per-record checksums.
+type PayloadStream struct {
+	io.Reader
+	Len  int64 // payload bytes
+	file *os.File
+}
+
+// Close closes the file.
+func (p *PayloadStream) Close() error { return p.file.Close() }
+
+// OpenPayload checks a framed file's header and size and returns a reader
+// of its payload.
+func OpenPayload(path string, want Header) (*PayloadStream, error) {
+	f, off, n, err := openFramed(path, want)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := f.Seek(off, io.SeekStart); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &PayloadStream{Reader: bufio.NewReaderSize(io.LimitReader(f, n), 4<<20), Len: n, file: f}, nil
+}
+
+// openFramed opens a framed file and checks its header and total size.
+func openFramed(path string, want Header) (*os.File, int64, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	fail := func(err error) (*os.File, int64, int64, error) {
+		f.Close()
+		return nil, 0, 0, fmt.Errorf("%s: %w", path, err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return fail(err)
+	}
+	head := make([]byte, min(st.Size(), 1<<16))
+	if _, err := io.ReadFull(f, head); err != nil {
+		return fail(fmt.Errorf("%w: %v", ErrCorrupt, err))
+	}
+	h, off, n, err := parseHeader(head)
+	if err != nil {
+		return fail(err)
+	}
+	if err := h.Expect(want); err != nil {
+		return fail(err)
+	}
+	if st.Size() != off+n+sha256.Size {
+		return fail(fmt.Errorf("%w: file has %d bytes, header announces %d", ErrCorrupt, st.Size(), off+n+sha256.Size))
+	}
+	return f, off, n, nil
 }
 
 // parseHeader reads the header fields of a frame and returns the payload's

@@ -13,7 +13,9 @@
 package index
 
 import (
+	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
@@ -27,6 +29,7 @@ import (
 	"encmatch/core/packing"
 	"encmatch/core/parallel"
 	"encmatch/core/params"
+	"encmatch/core/strategy"
 
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
@@ -51,6 +54,7 @@ type Group struct {
 type Manifest struct {
 	Format      int                `json:"format"`
 	Strategy    string             `json:"strategy"`
+	N1          int                `json:"n1"`
 	KeyID       string             `json:"key_id"`
 	Fingerprint string             `json:"fingerprint"`
 	Params      params.Description `json:"params"`
@@ -75,10 +79,15 @@ func (m *Manifest) CheckKeys(meta *keys.Meta) error {
 	if meta.KeyID != m.KeyID {
 		return fmt.Errorf("%w: the index was encrypted under key set %s, not %s", errs.ErrMismatch, m.KeyID, meta.KeyID)
 	}
-	if meta.Strategy != m.Strategy {
-		return fmt.Errorf("%w: the index uses strategy %s, the keys %s", errs.ErrMismatch, m.Strategy, meta.Strategy)
+	if meta.Strategy != m.Strategy || meta.N1 != m.N1 {
+		return fmt.Errorf("%w: the index was made for strategy %s with n1=%d, the keys for %s with n1=%d", errs.ErrMismatch, m.Strategy, m.N1, meta.Strategy, meta.N1)
 	}
 	return nil
+}
+
+// SimilarityStrategy is the strategy the index was made for.
+func (m *Manifest) SimilarityStrategy() (strategy.Strategy, error) {
+	return strategy.New(m.Strategy, m.N1, m.Params.PaddedDim)
 }
 
 // ParamSet rebuilds the parameter set of the manifest.
@@ -106,6 +115,9 @@ func (m *Manifest) validate() error {
 		return err
 	}
 	if _, err := comparator.New(m.Params.Kappa, m.Delta, m.ScoreScale); err != nil {
+		return bad("%v", err)
+	}
+	if _, err := m.SimilarityStrategy(); err != nil {
 		return bad("%v", err)
 	}
 	next := 0
@@ -141,7 +153,10 @@ func Create(dir, serverKeyDir string, delta float64) (*Manifest, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	m := &Manifest{Format: formatV1, Strategy: meta.Strategy, KeyID: meta.KeyID, Fingerprint: meta.Fingerprint,
+	if _, err := meta.SimilarityStrategy(set); err != nil {
+		return nil, err
+	}
+	m := &Manifest{Format: formatV1, Strategy: meta.Strategy, N1: meta.N1, KeyID: meta.KeyID, Fingerprint: meta.Fingerprint,
 		Params: set.Describe(), Delta: delta, ScoreScale: comparator.DefaultScoreScale, Groups: []Group{}}
 	return m, envelope.WriteJSON(filepath.Join(dir, manifestFile), m)
 }
@@ -199,6 +214,10 @@ func Enroll(dir string, pub *keys.Public, data []float32, n, dim int, labels []s
 	}
 	removeStrayFiles(dir, m)
 
+	strat, err := m.SimilarityStrategy()
+	if err != nil {
+		return nil, err
+	}
 	enc := rlwe.NewEncryptor(set.CKKS, pub.Key)
 	ecd := ckks.NewEncoder(set.CKKS)
 	sum := &EnrollSummary{Added: n}
@@ -210,8 +229,12 @@ func Enroll(dir string, pub *keys.Public, data []float32, n, dim int, labels []s
 		}
 		cts := make([]*rlwe.Ciphertext, l)
 		if err := parallel.For(l, func(i int) error {
+			d := diags[i]
+			if strat.PreRotatedByEnroller() {
+				d = packing.Rotate(d, strat.PreRotation(i))
+			}
 			pt := ckks.NewPlaintext(set.CKKS, set.CKKS.MaxLevel())
-			if err := ecd.Encode(diags[i], pt); err != nil {
+			if err := ecd.Encode(d, pt); err != nil {
 				return err
 			}
 			cts[i], err = enc.EncryptNew(pt)
@@ -265,7 +288,7 @@ func removeStrayFiles(dir string, m *Manifest) {
 func writeGroup(path string, m *Manifest, cts []*rlwe.Ciphertext) (int64, error) {
 	var payload int64
 	for _, ct := range cts {
-		payload += 8 + int64(ct.BinarySize())
+		payload += recordOverhead + int64(ct.BinarySize())
 	}
 	err := envelope.WriteFileStream(path, m.Header(KindGroup), payload, 0o644, func(w io.Writer) error {
 		for _, ct := range cts {
@@ -273,7 +296,9 @@ func writeGroup(path string, m *Manifest, cts []*rlwe.Ciphertext) (int64, error)
 			if err != nil {
 				return err
 			}
-			if _, err := w.Write(envelope.AppendChunk(nil, b)); err != nil {
+			rec := envelope.AppendChunk(nil, b)
+			rec = binary.LittleEndian.AppendUint32(rec, crc32.Checksum(b, castagnoli))
+			if _, err := w.Write(rec); err != nil {
 				return err
 			}
 		}
@@ -289,41 +314,88 @@ func writeGroup(path string, m *Manifest, cts []*rlwe.Ciphertext) (int64, error)
 	return st.Size(), nil
 }
 
-// LoadGroup reads and checks group g: its frame, then l ciphertexts at the
-// top level.
+// Each diagonal is stored as a record: u64 length | ciphertext | u32
+// CRC-32C of the ciphertext. The file's SHA-256 (envelope) covers the whole
+// group; the per-record CRC lets a streamed read check every ciphertext in
+// one pass.
+const recordOverhead = 8 + 4
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// LoadGroup reads group g after verifying the whole file's SHA-256.
 func LoadGroup(dir string, m *Manifest, set *params.Set, g Group) ([]*rlwe.Ciphertext, error) {
 	path := filepath.Join(dir, g.File)
-	l := set.L()
-	want := ckks.NewCiphertext(set.CKKS, 1, set.CKKS.MaxLevel()).BinarySize()
-	cts := make([]*rlwe.Ciphertext, 0, l)
+	var cts []*rlwe.Ciphertext
 	err := envelope.ReadFileStream(path, m.Header(KindGroup), func(r io.Reader, n int64) error {
-		if n != int64(l)*(8+int64(want)) {
-			return fmt.Errorf("%w: %d payload bytes, expected %d ciphertexts of %d bytes", errs.ErrCorrupt, n, l, want)
-		}
-		buf := make([]byte, 8+want)
-		for i := 0; i < l; i++ {
-			if _, err := io.ReadFull(r, buf); err != nil {
-				return fmt.Errorf("%w: %v", errs.ErrCorrupt, err)
-			}
-			chunk, _, err := envelope.NextChunk(buf)
-			if err != nil || len(chunk) != want {
-				return fmt.Errorf("%w: ciphertext %d has the wrong size", errs.ErrCorrupt, i)
-			}
-			ct, err := codec.DecodeCiphertext(chunk, set.CKKS, 1, set.CKKS.MaxLevel(), fmt.Sprintf("%s diagonal %d", g.File, i))
-			if err != nil {
-				return err
-			}
-			cts = append(cts, ct)
-		}
-		return nil
+		return readRecords(r, n, set, g, set.L(), func(first int, chunk []*rlwe.Ciphertext) error {
+			cts = append(cts, chunk...)
+			return nil
+		})
 	})
 	if err != nil {
-		if os.IsNotExist(err) {
-			return nil, fmt.Errorf("%w: group file %s named by the manifest is missing", errs.ErrCorrupt, path)
-		}
-		return nil, err
+		return nil, groupError(path, err)
 	}
 	return cts, nil
+}
+
+// StreamGroup reads group g in one pass, checking each ciphertext's CRC-32C
+// and layout, and hands the diagonals to emit in chunks of chunk
+// ciphertexts (first is the index of the chunk's first diagonal). Used when
+// the index does not fit in memory.
+func StreamGroup(dir string, m *Manifest, set *params.Set, g Group, chunk int, emit func(first int, cts []*rlwe.Ciphertext) error) error {
+	path := filepath.Join(dir, g.File)
+	ps, err := envelope.OpenPayload(path, m.Header(KindGroup))
+	if err != nil {
+		return groupError(path, err)
+	}
+	defer ps.Close()
+	if err := readRecords(ps, ps.Len, set, g, chunk, emit); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+func groupError(path string, err error) error {
+	if os.IsNotExist(err) {
+		return fmt.Errorf("%w: group file %s named by the manifest is missing", errs.ErrCorrupt, path)
+	}
+	return err
+}
+
+// readRecords decodes the l diagonal records of a group payload.
+func readRecords(r io.Reader, n int64, set *params.Set, g Group, chunk int, emit func(int, []*rlwe.Ciphertext) error) error {
+	l := set.L()
+	want := ckks.NewCiphertext(set.CKKS, 1, set.CKKS.MaxLevel()).BinarySize()
+	if n != int64(l)*int64(recordOverhead+want) {
+		return fmt.Errorf("%w: %d payload bytes, expected %d ciphertexts of %d bytes", errs.ErrCorrupt, n, l, want)
+	}
+	buf := make([]byte, recordOverhead+want)
+	var batch []*rlwe.Ciphertext
+	first := 0
+	for i := 0; i < l; i++ {
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return fmt.Errorf("%w: %v", errs.ErrCorrupt, err)
+		}
+		b, rest, err := envelope.NextChunk(buf)
+		if err != nil || len(b) != want || len(rest) != 4 {
+			return fmt.Errorf("%w: diagonal %d has the wrong size", errs.ErrCorrupt, i)
+		}
+		if crc32.Checksum(b, castagnoli) != binary.LittleEndian.Uint32(rest) {
+			return fmt.Errorf("%w: diagonal %d fails its CRC-32C", errs.ErrCorrupt, i)
+		}
+		ct, err := codec.DecodeCiphertext(b, set.CKKS, 1, set.CKKS.MaxLevel(), fmt.Sprintf("%s diagonal %d", g.File, i))
+		if err != nil {
+			return err
+		}
+		batch = append(batch, ct)
+		if len(batch) == chunk || i == l-1 {
+			if err := emit(first, batch); err != nil {
+				return err
+			}
+			first, batch = i+1, nil
+		}
+	}
+	return nil
 }
 
 // LabelOf returns the label of a gallery position ("" if none).

@@ -10,6 +10,7 @@ import (
 	"encmatch/core/errs"
 	"encmatch/core/keys"
 	"encmatch/core/params"
+	"encmatch/core/strategy"
 )
 
 func setup(t *testing.T) (string, *keys.Public) {
@@ -20,7 +21,8 @@ func setup(t *testing.T) (string, *keys.Public) {
 	}
 	dir := t.TempDir()
 	kd := filepath.Join(dir, "keys")
-	if _, err := keys.Generate(kd, set); err != nil {
+	strat, _ := strategy.New(strategy.BSGSTBE, 2, set.L())
+	if _, err := keys.Generate(kd, set, strat); err != nil {
 		t.Fatal(err)
 	}
 	srv := filepath.Join(kd, keys.ServerDir)

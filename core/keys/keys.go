@@ -30,6 +30,7 @@ import (
 	"encmatch/core/errs"
 	"encmatch/core/parallel"
 	"encmatch/core/params"
+	"encmatch/core/strategy"
 
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 )
@@ -47,7 +48,6 @@ const (
 	KindPublic  = "public-key"
 	KindRelin   = "relinearization-key"
 	KindGalois  = "galois-key"
-	StrategyDG  = "dg"
 	galoisFiles = "gal-*.key"
 )
 
@@ -61,6 +61,7 @@ type Meta struct {
 	Dim            int      `json:"dim"`
 	Fingerprint    string   `json:"fingerprint"`
 	Strategy       string   `json:"strategy"`
+	N1             int      `json:"n1"`
 	Rotations      []int    `json:"rotations"`
 	GaloisElements []uint64 `json:"galois_elements"`
 }
@@ -84,13 +85,13 @@ func (m *Meta) header(kind string) envelope.Header {
 	return envelope.Header{Kind: kind, Fingerprint: m.Fingerprint, KeyID: m.KeyID}
 }
 
-// DGRotations are the slot rotations of the dg (HyDia) strategy: 1..l-1.
-func DGRotations(set *params.Set) []int {
-	r := make([]int, 0, set.L()-1)
-	for i := 1; i < set.L(); i++ {
-		r = append(r, i)
+// SimilarityStrategy rebuilds the strategy the keys were made for.
+func (m *Meta) SimilarityStrategy(set *params.Set) (strategy.Strategy, error) {
+	s, err := strategy.New(m.Strategy, m.N1, set.L())
+	if err != nil {
+		return s, fmt.Errorf("%w: key metadata: %v", errs.ErrCorrupt, err)
 	}
-	return r
+	return s, nil
 }
 
 // GaloisElements lists the Galois elements a server needs: the strategy's
@@ -121,8 +122,9 @@ type Summary struct {
 }
 
 // Generate creates a key set for set in dir (which must not exist or be
-// empty), with rotation keys for the dg strategy.
-func Generate(dir string, set *params.Set) (*Summary, error) {
+// empty), with exactly the rotation keys that strategy strat needs plus
+// those of the membership inner sum.
+func Generate(dir string, set *params.Set, strat strategy.Strategy) (*Summary, error) {
 	start := time.Now()
 	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
 		return nil, fmt.Errorf("key directory %s already exists and is not empty: %w", dir, os.ErrExist)
@@ -148,9 +150,12 @@ func Generate(dir string, set *params.Set) (*Summary, error) {
 	if _, err := rand.Read(id); err != nil {
 		return nil, err
 	}
-	rots := DGRotations(set)
+	if strat.L != set.L() {
+		return nil, fmt.Errorf("%w: strategy made for block size %d, parameters have %d", errs.ErrInvalid, strat.L, set.L())
+	}
+	rots := strat.Rotations()
 	meta := &Meta{Format: formatV1, KeyID: hex.EncodeToString(id), Preset: set.Preset, Insecure: set.Insecure,
-		Kappa: set.Kappa, Dim: set.Dim, Fingerprint: set.Fingerprint(), Strategy: StrategyDG,
+		Kappa: set.Kappa, Dim: set.Dim, Fingerprint: set.Fingerprint(), Strategy: strat.Name, N1: strat.N1,
 		Rotations: rots, GaloisElements: GaloisElements(set, rots)}
 
 	p := set.CKKS
@@ -315,13 +320,17 @@ func LoadEvaluation(dir string) (*Evaluation, error) {
 	if err := readKey(filepath.Join(dir, relinFile), meta, KindRelin, rlk); err != nil {
 		return nil, err
 	}
-	need := GaloisElements(set, meta.Rotations)
+	strat, err := meta.SimilarityStrategy(set)
+	if err != nil {
+		return nil, err
+	}
+	need := GaloisElements(set, strat.Rotations())
 	gks := make([]*rlwe.GaloisKey, len(need))
 	if err := parallel.For(len(need), func(i int) error {
 		gk := rlwe.NewGaloisKey(set.CKKS)
 		path := galoisPath(dir, need[i])
 		if _, err := os.Stat(path); os.IsNotExist(err) {
-			return fmt.Errorf("%w: rotation key %s is missing: the key set does not fit the %s strategy", errs.ErrMismatch, filepath.Base(path), meta.Strategy)
+			return fmt.Errorf("%w: rotation key %s is missing: the key set does not fit the %s strategy", errs.ErrMismatch, filepath.Base(path), strat)
 		}
 		if err := readKey(path, meta, KindGalois, gk); err != nil {
 			return err

@@ -9,6 +9,7 @@ import (
 
 	"encmatch/core/errs"
 	"encmatch/core/params"
+	"encmatch/core/strategy"
 )
 
 func generate(t *testing.T) (string, *params.Set) {
@@ -18,11 +19,12 @@ func generate(t *testing.T) (string, *params.Set) {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(t.TempDir(), "keys")
-	sum, err := Generate(dir, set)
+	strat, _ := strategy.New(strategy.DG, 0, set.L())
+	sum, err := Generate(dir, set, strat)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := len(GaloisElements(set, DGRotations(set))); sum.RotationKeys != want || sum.ServerKeyBytes == 0 {
+	if want := len(GaloisElements(set, strat.Rotations())); sum.RotationKeys != want || sum.ServerKeyBytes == 0 {
 		t.Fatalf("summary %+v, want %d rotation keys", sum, want)
 	}
 	return dir, set
@@ -52,7 +54,7 @@ func TestGenerateLoadAndSeparation(t *testing.T) {
 	if _, err := LoadEvaluation(srv); !errors.Is(err, errs.ErrInvalid) {
 		t.Fatalf("server keys with a secret key loaded: %v", err)
 	}
-	if _, err := Generate(dir, nil); !errors.Is(err, fs.ErrExist) {
+	if _, err := Generate(dir, nil, strategy.Strategy{}); !errors.Is(err, fs.ErrExist) {
 		t.Fatalf("overwrote a key directory: %v", err)
 	}
 }

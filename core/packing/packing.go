@@ -92,3 +92,14 @@ func Scores(diags [][]float64, query []float64) []float64 {
 	}
 	return out
 }
+
+// Rotate returns v rotated left by r slots, as a CKKS rotation by r does:
+// out[t] = v[(t + r) mod len(v)]; r may be negative.
+func Rotate(v []float64, r int) []float64 {
+	n := len(v)
+	out := make([]float64, n)
+	for t := range out {
+		out[t] = v[((t+r)%n+n)%n]
+	}
+	return out
+}

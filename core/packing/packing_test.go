@@ -67,3 +67,15 @@ func TestNormalizeRejectsBadVectors(t *testing.T) {
 		t.Error("overfull group accepted")
 	}
 }
+
+func TestRotate(t *testing.T) {
+	v := []float64{0, 1, 2, 3}
+	for r, want := range map[int][]float64{1: {1, 2, 3, 0}, -1: {3, 0, 1, 2}, 4: {0, 1, 2, 3}, -6: {2, 3, 0, 1}} {
+		got := Rotate(v, r)
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("Rotate(%v, %d) = %v, want %v", v, r, got, want)
+			}
+		}
+	}
+}

@@ -1,0 +1,227 @@
+package engine
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"encmatch/core/comparator"
+	"encmatch/core/index"
+	"encmatch/core/keys"
+	"encmatch/core/parallel"
+
+	"github.com/tuneinsight/lattigo/v6/core/rlwe"
+	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
+)
+
+// chunk is a run of consecutive diagonals of one group.
+type chunk struct {
+	first int
+	cts   []*rlwe.Ciphertext
+}
+
+// chunkSize is the unit of work and of streaming: one giant step (n1
+// diagonals) for tbs/tbe, 32 diagonals for the full-table strategies.
+func (s *Server) chunkSize() int {
+	if s.strat.FullTable() {
+		return min(32, s.strat.L)
+	}
+	return s.strat.N1
+}
+
+// residentBytes estimates the memory of the keys, the query table and all
+// groups held in memory.
+func (s *Server) residentBytes(ek *keys.Evaluation) int64 {
+	ct := int64(ckks.NewCiphertext(s.Params.CKKS, 1, s.Params.CKKS.MaxLevel()).BinarySize())
+	table := int64(s.strat.N1)
+	if s.strat.FullTable() {
+		table = int64(s.strat.L)
+	}
+	var groups int64
+	for _, g := range s.Manifest.Groups {
+		groups += g.Bytes
+	}
+	return int64(ek.Keys.BinarySize()) + table*ct + groups
+}
+
+// feed sends every group's diagonals, chunk by chunk, one channel per group,
+// from memory or streamed from disk. Reading runs ahead of the computation
+// by at most two chunks and one group. It stops early when done closes.
+func (s *Server) feed(done <-chan struct{}) (<-chan chan chunk, <-chan error) {
+	groups := make(chan chan chunk, 1)
+	errc := make(chan error, 1)
+	size := s.chunkSize()
+	go func() {
+		defer close(groups)
+		for g, entry := range s.Manifest.Groups {
+			ch := make(chan chunk, 2)
+			select {
+			case groups <- ch:
+			case <-done:
+				return
+			}
+			send := func(first int, cts []*rlwe.Ciphertext) error {
+				select {
+				case ch <- chunk{first, cts}:
+					return nil
+				case <-done:
+					return errStopped
+				}
+			}
+			var err error
+			if s.Streamed {
+				err = index.StreamGroup(s.dir, s.Manifest, s.Params, entry, size, send)
+			} else {
+				for first := 0; first < len(s.groups[g]) && err == nil; first += size {
+					err = send(first, s.groups[g][first:min(first+size, len(s.groups[g]))])
+				}
+			}
+			close(ch)
+			if err != nil {
+				if err != errStopped {
+					errc <- err
+				}
+				return
+			}
+		}
+	}()
+	return groups, errc
+}
+
+var errStopped = fmt.Errorf("stopped")
+
+// scoreAndCompare computes every group's scores and runs the comparator on
+// them; a group's comparator overlaps the next group's products.
+func (s *Server) scoreAndCompare(table []*rlwe.Ciphertext, cmp *comparator.Comparator, st *Stats) ([]*rlwe.Ciphertext, error) {
+	done := make(chan struct{})
+	defer close(done)
+	groups, feedErr := s.feed(done)
+	outs := make([]*rlwe.Ciphertext, len(s.Manifest.Groups))
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var cmpErr error
+	sem := make(chan struct{}, parallel.Workers())
+	g := 0
+	for ch := range groups {
+		t := time.Now()
+		scores, err := s.groupScores(table, ch)
+		if err != nil {
+			for range ch { // let the feeder finish this group
+			}
+			return nil, err
+		}
+		st.Similarity += time.Since(t).Seconds()
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(g int) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			t := time.Now()
+			out, err := cmp.Evaluate(s.poly, scores, s.Params.CKKS.DefaultScale())
+			mu.Lock()
+			defer mu.Unlock()
+			outs[g] = out
+			if err != nil && cmpErr == nil {
+				cmpErr = err
+			}
+			st.Comparison += time.Since(t).Seconds()
+		}(g)
+		g++
+	}
+	wg.Wait()
+	select {
+	case err := <-feedErr:
+		return nil, err
+	default:
+	}
+	if cmpErr != nil {
+		return nil, cmpErr
+	}
+	if g != len(outs) {
+		return nil, fmt.Errorf("internal error: scored %d of %d groups", g, len(outs))
+	}
+	return outs, nil
+}
+
+// groupScores computes sum_i Rot_i(q) * diag_i for the group whose chunks
+// arrive on ch. Each worker takes whole chunks: with the full table it
+// accumulates products in its own degree-2 accumulator; with baby steps a
+// chunk is giant step j, whose products are accumulated, relinearised and
+// rotated by j*n1 into the worker's running sum. The workers' results are
+// added, relinearised if needed, and rescaled once.
+func (s *Server) groupScores(table []*rlwe.Ciphertext, ch <-chan chunk) (*rlwe.Ciphertext, error) {
+	p := s.Params.CKKS
+	level := table[0].Level()
+	full := s.strat.FullTable()
+	w := parallel.Workers()
+	accs := make([]*rlwe.Ciphertext, w)
+	err := parallel.For(w, func(k int) error {
+		var acc, step *rlwe.Ciphertext
+		for c := range ch {
+			if acc == nil || !full {
+				acc = ckks.NewCiphertext(p, 2, level)
+				acc.Scale = table[0].Scale.Mul(c.cts[0].Scale)
+			}
+			for i, d := range c.cts {
+				q := table[i] // baby step b = i of giant step first/n1
+				if full {
+					q = table[c.first+i]
+				}
+				if err := s.eval.MulThenAdd(q, d, acc); err != nil {
+					return fmt.Errorf("product with diagonal %d: %w", c.first+i, err)
+				}
+			}
+			if full {
+				continue
+			}
+			if step == nil {
+				step = ckks.NewCiphertext(p, 1, level)
+			}
+			if err := s.eval.Relinearize(acc, step); err != nil {
+				return err
+			}
+			if c.first > 0 {
+				if err := s.eval.Rotate(step, c.first, step); err != nil {
+					return fmt.Errorf("giant step %d: %w", c.first/s.strat.N1, err)
+				}
+			}
+			if accs[k] == nil {
+				accs[k] = step.CopyNew()
+			} else if err := s.eval.Add(accs[k], step, accs[k]); err != nil {
+				return err
+			}
+		}
+		if full {
+			accs[k] = acc
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out *rlwe.Ciphertext
+	for _, a := range accs {
+		if a == nil {
+			continue
+		}
+		if out == nil {
+			out = a
+		} else if err := s.eval.Add(out, a, out); err != nil {
+			return nil, err
+		}
+	}
+	if out == nil {
+		return nil, fmt.Errorf("internal error: a group produced no diagonals")
+	}
+	if full {
+		relin := ckks.NewCiphertext(p, 1, level)
+		if err := s.eval.Relinearize(out, relin); err != nil {
+			return nil, err
+		}
+		out = relin
+	}
+	if err := s.eval.Rescale(out, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}

@@ -1,0 +1,97 @@
+package engine
+
+import (
+	"testing"
+
+	"encmatch/core/comparator"
+	"encmatch/core/params"
+
+	"github.com/tuneinsight/lattigo/v6/circuits/ckks/polynomial"
+	"github.com/tuneinsight/lattigo/v6/core/rlwe"
+	"github.com/tuneinsight/lattigo/v6/ring/ringqp"
+	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
+)
+
+// BenchmarkOperations measures, on one core, the per-operation costs that
+// the strategy model (strategy.DefaultCosts) is built from, at the default
+// parameters:
+//
+//	go test -run '^$' -bench Operations -cpu 1 ./engine/
+func BenchmarkOperations(b *testing.B) {
+	set, err := params.New(params.Default, params.DefaultKappa, 512)
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := set.CKKS
+	kgen := rlwe.NewKeyGenerator(p)
+	sk := kgen.GenSecretKeyNew()
+	rots := []int{1, 2, 3, 4}
+	gks := kgen.GenGaloisKeysNew(append(p.GaloisElements(rots), rlwe.GaloisElementsForInnerSum(p, 1, p.MaxSlots())...), sk)
+	eval := ckks.NewEvaluator(p, rlwe.NewMemEvaluationKeySet(kgen.GenRelinearizationKeyNew(sk), gks...))
+	enc := rlwe.NewEncryptor(p, sk)
+	ct, _ := enc.EncryptNew(ckks.NewPlaintext(p, p.MaxLevel()))
+	ct2, _ := enc.EncryptNew(ckks.NewPlaintext(p, p.MaxLevel()))
+	out := ckks.NewCiphertext(p, 1, p.MaxLevel())
+	level, levelP := p.MaxLevel(), p.MaxLevelP()
+	decomp := make([]ringqp.Poly, p.BaseRNSDecompositionVectorSize(level, levelP))
+	for i := range decomp {
+		decomp[i] = ringqp.NewPoly(p.N(), level, levelP)
+	}
+	b.Run("decompose", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			eval.DecomposeNTT(level, levelP, levelP+1, ct.Value[1], ct.IsNTT, decomp)
+		}
+	})
+	b.Run("hoisted-rotate", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if err := eval.AutomorphismHoisted(level, ct, decomp, p.GaloisElement(1+i%4), out); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("rotate", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if err := eval.Rotate(ct, 1+i%4, out); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	acc := ckks.NewCiphertext(p, 2, level)
+	b.Run("mul-add", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			acc.Scale = ct.Scale.Mul(ct2.Scale)
+			if err := eval.MulThenAdd(ct, ct2, acc); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("relinearize", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if err := eval.Relinearize(acc, out); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	cmp, err := comparator.New(set.Kappa, 0.5, comparator.DefaultScoreScale)
+	if err != nil {
+		b.Fatal(err)
+	}
+	low := ckks.NewCiphertext(p, 1, set.Kappa)
+	b.Run("comparator", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if _, err := cmp.Evaluate(polynomial.NewEvaluator(p, eval), low, p.DefaultScale()); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	last := ckks.NewCiphertext(p, 1, 0)
+	b.Run("inner-sum", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if err := eval.InnerSum(last, 1, p.MaxSlots(), last); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.ReportMetric(float64(ct.BinarySize()), "ct-bytes")
+	b.ReportMetric(float64(gks[0].BinarySize()), "key-bytes")
+}

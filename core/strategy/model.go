@@ -1,0 +1,136 @@
+package strategy
+
+import (
+	"fmt"
+	"math"
+	"sort"
+
+	"encmatch/core/errs"
+)
+
+// Costs are measured per-operation costs in seconds on one core, at the top
+// level of the default parameters (N = 2^15, kappa = 10), and sizes in
+// bytes. DefaultCosts were measured on the project's 2-core machine with
+// BenchmarkOperations in package engine; refresh them there.
+type Costs struct {
+	Decompose     float64 // hoisting decomposition of one ciphertext
+	HoistedRotate float64 // one rotation given the decomposition
+	Rotate        float64 // one rotation from scratch
+	Relinearize   float64
+	MulAdd        float64 // ciphertext x ciphertext product into a degree-2 accumulator
+	Comparator    float64 // comparator on one group (kappa = 10)
+	InnerSum      float64 // membership aggregation
+
+	CiphertextBytes int64 // a degree-1 ciphertext at the top level
+	KeyBytes        int64 // one rotation key
+	InnerSumKeys    int   // keys the inner sum adds (most are not shared)
+}
+
+// DefaultCosts: `go test -run '^$' -bench Operations -cpu 1 -benchtime 10x
+// ./engine/` on the 2-core AMD EPYC development machine, N = 2^15,
+// kappa = 10 (log QP 855), Lattigo v6.2.0.
+var DefaultCosts = Costs{
+	Decompose: 0.0159, HoistedRotate: 0.0208, Rotate: 0.0365, Relinearize: 0.0362,
+	MulAdd: 0.0031, Comparator: 1.14, InnerSum: 0.130,
+	CiphertextBytes: 6_291_456, KeyBytes: 18_880_000, InnerSumKeys: 14,
+}
+
+// Estimate is the model's prediction for one strategy.
+type Estimate struct {
+	Strategy
+	Keys         int     `json:"keys"`
+	KeyBytes     int64   `json:"key_bytes"`
+	QuerySeconds float64 `json:"query_seconds"` // membership, on `workers` cores
+	LoadSeconds  float64 `json:"load_seconds"`  // server-side pre-rotation at load
+	MemoryBytes  int64   `json:"memory_bytes"`  // keys + query table + groups resident
+	Streamed     bool    `json:"streamed"`      // groups streamed from disk
+}
+
+// Estimate predicts the membership time and server memory of s for a
+// gallery of groups groups on workers cores with a memory budget (bytes;
+// 0 = unlimited). Groups are held in memory when they fit in the budget
+// next to the keys and the query table, else streamed from disk in chunks
+// (one giant step, or 32 diagonals), with at most 2 + 2*workers chunks
+// resident. bsgs-tbs cannot stream (its diagonals are rotated at load).
+func (s Strategy) Estimate(groups, workers int, budget int64, c Costs) Estimate {
+	l, n1, n2 := s.L, s.N1, s.N2()
+	w := float64(max(workers, 1))
+	keys := len(s.Rotations()) + c.InnerSumKeys
+	e := Estimate{Strategy: s, Keys: keys, KeyBytes: int64(keys) * c.KeyBytes}
+	var table int
+	var perQuery, perGroup float64
+	products := float64(l) * c.MulAdd
+	switch {
+	case s.Name == DG:
+		table = l
+		perQuery = c.Decompose + float64(l-1)*c.HoistedRotate
+		perGroup = products + c.Relinearize
+	case s.Name == BSGSDiagonal:
+		table = l
+		perQuery = float64(n1)*c.Decompose + float64(l-1)*c.HoistedRotate
+		perGroup = products + c.Relinearize
+	default: // tbs, tbe
+		table = n1
+		perQuery = c.Decompose + float64(n1-1)*c.HoistedRotate
+		perGroup = products + float64(n2)*c.Relinearize + float64(n2-1)*c.Rotate
+		if s.PreRotatedByServer() {
+			e.LoadSeconds = float64(groups*(l-n1)) * c.Rotate / w
+		}
+	}
+	groupBytes := int64(l) * c.CiphertextBytes
+	fixed := e.KeyBytes + int64(table+2*workers)*c.CiphertextBytes
+	resident := int64(groups) * groupBytes
+	if budget > 0 && fixed+resident > budget && !s.PreRotatedByServer() {
+		e.Streamed = true
+		chunk := int64(n1)
+		if s.FullTable() {
+			chunk = int64(min(32, l))
+		}
+		resident = int64(2+2*workers) * chunk * c.CiphertextBytes
+	}
+	e.MemoryBytes = fixed + resident
+	// Rotations of the query parallelise over workers; per group, the
+	// products and giant steps do, the comparator runs on one core per
+	// group with groups spread over workers.
+	cmp := float64(groups) * c.Comparator / math.Min(w, float64(groups))
+	e.QuerySeconds = perQuery/w + float64(groups)*perGroup/w + cmp + c.InnerSum
+	return e
+}
+
+// Choose picks the fastest strategy and n1 (powers of two) whose predicted
+// memory fits the budget (0 = unlimited); among near-equal times (within
+// 5 %) it prefers fewer keys. It returns all candidates, best first.
+func Choose(l, groups, workers int, budget int64, c Costs) (Estimate, []Estimate, error) {
+	var all []Estimate
+	for _, name := range Names {
+		n1s := []int{l}
+		if name != DG {
+			n1s = nil
+			for n1 := 2; n1 < l; n1 <<= 1 {
+				n1s = append(n1s, n1)
+			}
+		}
+		for _, n1 := range n1s {
+			s, err := New(name, n1, l)
+			if err != nil {
+				return Estimate{}, nil, err
+			}
+			all = append(all, s.Estimate(groups, workers, budget, c))
+		}
+	}
+	sort.SliceStable(all, func(i, j int) bool {
+		a, b := all[i], all[j]
+		fa, fb := budget == 0 || a.MemoryBytes <= budget, budget == 0 || b.MemoryBytes <= budget
+		if fa != fb {
+			return fa
+		}
+		if math.Abs(a.QuerySeconds-b.QuerySeconds) > 0.05*math.Min(a.QuerySeconds, b.QuerySeconds) {
+			return a.QuerySeconds < b.QuerySeconds
+		}
+		return a.Keys < b.Keys
+	})
+	if len(all) == 0 || (budget > 0 && all[0].MemoryBytes > budget) {
+		return Estimate{}, all, fmt.Errorf("%w: no strategy fits a memory budget of %.1f GB for block size %d", errs.ErrInvalid, float64(budget)/1e9, l)
+	}
+	return all[0], all, nil
+}

@@ -1,0 +1,78 @@
+package strategy
+
+import (
+	"sort"
+	"testing"
+)
+
+// TestRotationSetsCoverEveryDiagonal checks, for every strategy and n1,
+// that the key rotations compose every rotation 0..l-1 the way the engine
+// builds them (baby + giant) and that only tbs needs negative rotations.
+func TestRotationSetsCoverEveryDiagonal(t *testing.T) {
+	for _, l := range []int{16, 256, 512} {
+		for _, name := range Names {
+			for _, n1 := range []int{0, 3, 8, l} {
+				s, err := New(name, n1, l)
+				if err != nil {
+					t.Fatal(err)
+				}
+				have := map[int]bool{0: true}
+				for _, r := range s.Rotations() {
+					have[r] = true
+					if r < 0 && !s.PreRotatedByServer() {
+						t.Errorf("%v: negative rotation %d", s, r)
+					}
+				}
+				for i := 0; i < l; i++ {
+					b, g := i%s.N1, i-i%s.N1
+					if !have[b] || !have[g] {
+						t.Fatalf("%v: diagonal %d needs rotations %d and %d", s, i, b, g)
+					}
+					if s.PreRotatedByServer() && !have[s.PreRotation(i)] {
+						t.Fatalf("%v: pre-rotation %d missing", s, s.PreRotation(i))
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestKeyCounts(t *testing.T) {
+	dg, _ := New(DG, 0, 512)
+	bs, _ := New(BSGSDiagonal, 0, 512)
+	tbs, _ := New(BSGSTBS, 0, 512)
+	if len(dg.Rotations()) != 511 || bs.N1 != 32 || len(bs.Rotations()) != 31+15 || len(tbs.Rotations()) != 31+30 {
+		t.Fatalf("keys: dg %d, bsgs %d (n1 %d), tbs %d", len(dg.Rotations()), len(bs.Rotations()), bs.N1, len(tbs.Rotations()))
+	}
+	if _, err := New("fft", 0, 512); err == nil {
+		t.Fatal("unknown strategy accepted")
+	}
+	if _, err := New(BSGSTBE, 600, 512); err == nil {
+		t.Fatal("n1 > l accepted")
+	}
+}
+
+func TestChooseRespectsBudgetAndGallerySize(t *testing.T) {
+	c := DefaultCosts
+	small, all, err := Choose(512, 1, 2, 0, c)
+	if err != nil || len(all) < 10 {
+		t.Fatal(err)
+	}
+	if small.Name == DG || small.FullTable() {
+		t.Errorf("one group: expected a baby-step strategy (fewest rotations per query), got %v", small.Strategy)
+	}
+	// Candidates come sorted by time, then keys.
+	if !sort.SliceIsSorted(all, func(i, j int) bool { return all[i].QuerySeconds < all[j].QuerySeconds*0.95 }) && all[0].QuerySeconds > all[1].QuerySeconds*1.05 {
+		t.Error("candidates not ranked by time")
+	}
+	tight, _, err := Choose(512, 64, 2, 4e9, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tight.MemoryBytes > 4e9 || tight.PreRotatedByServer() {
+		t.Errorf("4 GB budget at 64 groups: chose %v using %.1f GB", tight.Strategy, float64(tight.MemoryBytes)/1e9)
+	}
+	if _, _, err := Choose(512, 64, 2, 1e8, c); err == nil {
+		t.Error("an impossible budget was accepted")
+	}
+}
