@@ -18,13 +18,20 @@ import (
 
 // BenchmarkSearch measures membership and identification at the secure
 // parameters. Environment: ENCMATCH_BENCH_DIM (default 192), ENCMATCH_BENCH_K
-// (comma-free single size, default 16384), ENCMATCH_BENCH_DIR (keeps keys and
-// indexes between runs; default a temporary directory).
+// (one size, default 16384), ENCMATCH_BENCH_STRATEGY (default dg) and
+// ENCMATCH_BENCH_N1 (0 = default), ENCMATCH_BENCH_BUDGET (server memory
+// budget in bytes, 0 = unlimited), ENCMATCH_BENCH_DIR (keeps keys and
+// indexes between runs, so that a second run measures a server that did no
+// key generation or enrollment; default a temporary directory).
 //
 //	go test -run '^$' -bench Search -benchtime 3x ./engine/
 func BenchmarkSearch(b *testing.B) {
 	dim := envInt("ENCMATCH_BENCH_DIM", 192)
 	k := envInt("ENCMATCH_BENCH_K", 16384)
+	name := os.Getenv("ENCMATCH_BENCH_STRATEGY")
+	if name == "" {
+		name = strategy.DG
+	}
 	dir := os.Getenv("ENCMATCH_BENCH_DIR")
 	if dir == "" {
 		dir = b.TempDir()
@@ -33,9 +40,12 @@ func BenchmarkSearch(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	keyDir := filepath.Join(dir, fmt.Sprintf("keys-%d", dim))
+	strat, err := strategy.New(name, envInt("ENCMATCH_BENCH_N1", 0), set.L())
+	if err != nil {
+		b.Fatal(err)
+	}
+	keyDir := filepath.Join(dir, fmt.Sprintf("keys-%d-%s-%d", dim, strat.Name, strat.N1))
 	if _, err := os.Stat(keyDir); os.IsNotExist(err) {
-		strat, _ := strategy.New(strategy.DG, 0, set.L())
 		sum, err := keys.Generate(keyDir, set, strat)
 		if err != nil {
 			b.Fatal(err)
@@ -43,7 +53,7 @@ func BenchmarkSearch(b *testing.B) {
 		b.Logf("keygen: %d rotation keys, %.2f GB, %.1f s", sum.RotationKeys, float64(sum.ServerKeyBytes)/1e9, sum.Seconds)
 	}
 	srvKeys := filepath.Join(keyDir, keys.ServerDir)
-	idxDir := filepath.Join(dir, fmt.Sprintf("index-%d-%d", dim, k))
+	idxDir := filepath.Join(dir, fmt.Sprintf("index-%d-%d-%s-%d", dim, k, strat.Name, strat.N1))
 	if _, err := os.Stat(idxDir); os.IsNotExist(err) {
 		if _, err := index.Create(idxDir, srvKeys, 0.5); err != nil {
 			b.Fatal(err)
@@ -63,10 +73,11 @@ func BenchmarkSearch(b *testing.B) {
 		}
 		b.Logf("enroll K=%d: %.1f s, %.2f GB", k, sum.Seconds, float64(sum.Bytes)/1e9)
 	}
-	srv, err := Open(idxDir, srvKeys, Options{})
+	srv, err := Open(idxDir, srvKeys, Options{MemoryBudget: int64(envInt("ENCMATCH_BENCH_BUDGET", 0))})
 	if err != nil {
 		b.Fatal(err)
 	}
+	b.Logf("%v: streamed=%v", strat, srv.Streamed)
 	c, err := client.Open(keyDir)
 	if err != nil {
 		b.Fatal(err)
@@ -80,7 +91,10 @@ func BenchmarkSearch(b *testing.B) {
 		b.Fatal(err)
 	}
 	for _, mode := range []string{result.Membership, result.Identification} {
-		b.Run(fmt.Sprintf("%s/dim=%d/K=%d", mode, dim, k), func(b *testing.B) {
+		if _, _, err := srv.Search(qb, mode, nil); err != nil { // warm-up, not timed
+			b.Fatal(err)
+		}
+		b.Run(fmt.Sprintf("%s/%s/n1=%d/dim=%d/K=%d", mode, strat.Name, strat.N1, dim, k), func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				_, st, err := srv.Search(qb, mode, nil)
 				if err != nil {

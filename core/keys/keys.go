@@ -102,7 +102,11 @@ func GaloisElements(set *params.Set, rotations []int) []uint64 {
 		seen[g] = true
 	}
 	for _, g := range rlwe.GaloisElementsForInnerSum(set.CKKS, 1, set.Slots()) {
-		seen[g] = true
+		// Lattigo lists the rotation by all slots (the identity, element 1)
+		// but never applies it when the slot count is a power of two.
+		if g != 1 {
+			seen[g] = true
+		}
 	}
 	out := make([]uint64, 0, len(seen))
 	for g := range seen {

@@ -21,9 +21,11 @@ type Costs struct {
 	Comparator    float64 // comparator on one group (kappa = 10)
 	InnerSum      float64 // membership aggregation
 
+	DiskBytesPerSecond float64 // sequential read bandwidth for streamed groups
+
 	CiphertextBytes int64 // a degree-1 ciphertext at the top level
 	KeyBytes        int64 // one rotation key
-	InnerSumKeys    int   // keys the inner sum adds (most are not shared)
+	Slots           int   // slots per ciphertext (the inner sum rotates by its powers of two)
 }
 
 // DefaultCosts: `go test -run '^$' -bench Operations -cpu 1 -benchtime 10x
@@ -32,7 +34,22 @@ type Costs struct {
 var DefaultCosts = Costs{
 	Decompose: 0.0159, HoistedRotate: 0.0208, Rotate: 0.0365, Relinearize: 0.0362,
 	MulAdd: 0.0031, Comparator: 1.14, InnerSum: 0.130,
-	CiphertextBytes: 6_291_456, KeyBytes: 18_880_000, InnerSumKeys: 14,
+	DiskBytesPerSecond: 1.5e9, // dd with O_DIRECT on the same machine
+	CiphertextBytes:    6_291_456, KeyBytes: 18_880_000, Slots: 1 << 14,
+}
+
+// KeyCount is the number of distinct rotation keys: the strategy's and
+// those of the membership inner sum over all slots (rotations by 1, 2, 4,
+// ..., slots/2).
+func (s Strategy) KeyCount(slots int) int {
+	seen := map[int]bool{}
+	for _, r := range s.Rotations() {
+		seen[((r%slots)+slots)%slots] = true
+	}
+	for r := 1; r < slots; r <<= 1 {
+		seen[r] = true
+	}
+	return len(seen)
 }
 
 // Estimate is the model's prediction for one strategy.
@@ -55,7 +72,7 @@ type Estimate struct {
 func (s Strategy) Estimate(groups, workers int, budget int64, c Costs) Estimate {
 	l, n1, n2 := s.L, s.N1, s.N2()
 	w := float64(max(workers, 1))
-	keys := len(s.Rotations()) + c.InnerSumKeys
+	keys := s.KeyCount(c.Slots)
 	e := Estimate{Strategy: s, Keys: keys, KeyBytes: int64(keys) * c.KeyBytes}
 	var table int
 	var perQuery, perGroup float64
@@ -94,6 +111,10 @@ func (s Strategy) Estimate(groups, workers int, budget int64, c Costs) Estimate 
 	// group with groups spread over workers.
 	cmp := float64(groups) * c.Comparator / math.Min(w, float64(groups))
 	e.QuerySeconds = perQuery/w + float64(groups)*perGroup/w + cmp + c.InnerSum
+	if e.Streamed {
+		// Reading overlaps the computation: the slower of the two bounds it.
+		e.QuerySeconds = math.Max(e.QuerySeconds, float64(int64(groups)*groupBytes)/c.DiskBytesPerSecond)
+	}
 	return e
 }
 

@@ -44,6 +44,10 @@ func TestKeyCounts(t *testing.T) {
 	if len(dg.Rotations()) != 511 || bs.N1 != 32 || len(bs.Rotations()) != 31+15 || len(tbs.Rotations()) != 31+30 {
 		t.Fatalf("keys: dg %d, bsgs %d (n1 %d), tbs %d", len(dg.Rotations()), len(bs.Rotations()), bs.N1, len(tbs.Rotations()))
 	}
+	tbe, _ := New(BSGSTBE, 32, 512)
+	if got := tbe.KeyCount(1 << 14); got != 46+5 {
+		t.Fatalf("bsgs-tbe n1=32: %d keys, want 46 + 5 inner-sum keys", got)
+	}
 	if _, err := New("fft", 0, 512); err == nil {
 		t.Fatal("unknown strategy accepted")
 	}
