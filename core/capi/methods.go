@@ -17,6 +17,9 @@ import (
 	"encmatch/core/parallel"
 	"encmatch/core/params"
 	"encmatch/core/strategy"
+
+	"github.com/tuneinsight/lattigo/v6/core/rlwe"
+	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
 )
 
 // handles holds the loaded clients and servers.
@@ -160,14 +163,12 @@ type strategyArgs struct {
 	Workers      int    `json:"workers"`
 }
 
-// choose returns the strategy and, for "auto", the model's ranking.
+// choose returns the strategy and the model's estimates: that strategy's
+// alone, or for "auto" every candidate ranked best first (also when none
+// fits the budget, with the error).
 func (a *strategyArgs) choose(set *params.Set) (strategy.Strategy, []strategy.Estimate, error) {
 	if a.Strategy == "" {
 		a.Strategy = strategy.Auto
-	}
-	if a.Strategy != strategy.Auto {
-		s, err := strategy.New(a.Strategy, a.N1, set.L())
-		return s, nil, err
 	}
 	size := a.ExpectedSize
 	if size <= 0 {
@@ -178,7 +179,17 @@ func (a *strategyArgs) choose(set *params.Set) (strategy.Strategy, []strategy.Es
 	if workers <= 0 {
 		workers = parallel.Workers()
 	}
-	best, all, err := strategy.Choose(set.L(), groups, workers, a.MemoryBudget, strategy.DefaultCosts)
+	p := set.CKKS
+	costs := strategy.DefaultCosts.For(int64(ckks.NewCiphertext(p, 1, p.MaxLevel()).BinarySize()),
+		int64(rlwe.NewGaloisKey(p).BinarySize()), set.Slots())
+	if a.Strategy != strategy.Auto {
+		s, err := strategy.New(a.Strategy, a.N1, set.L())
+		if err != nil {
+			return s, nil, err
+		}
+		return s, []strategy.Estimate{s.Estimate(groups, workers, a.MemoryBudget, costs)}, nil
+	}
+	best, all, err := strategy.Choose(set.L(), groups, workers, a.MemoryBudget, costs)
 	return best.Strategy, all, err
 }
 
@@ -195,8 +206,11 @@ func chooseStrategy(args, _ []byte) (any, []byte, error) {
 		return nil, nil, err
 	}
 	s, all, err := a.choose(set)
-	if err != nil {
+	if err != nil && all == nil {
 		return nil, nil, err
+	}
+	if err != nil { // nothing fits: show why
+		return map[string]any{"strategy": nil, "n1": nil, "candidates": all, "error": err.Error()}, nil, nil
 	}
 	return map[string]any{"strategy": s.Name, "n1": s.N1, "candidates": all}, nil, nil
 }

@@ -65,6 +65,17 @@ type Manifest struct {
 	Labels      []string           `json:"labels,omitempty"`
 }
 
+// groupHeader is the envelope header of a group file. Its kind names the
+// diagonal layout (pre-rotated for bsgs-tbe, with n1), so that a manifest
+// edited to another layout no longer opens its groups.
+func (m *Manifest) groupHeader() envelope.Header {
+	kind := KindGroup + "/plain"
+	if m.Strategy == strategy.BSGSTBE {
+		kind = fmt.Sprintf("%s/prerotated-n1=%d", KindGroup, m.N1)
+	}
+	return m.Header(kind)
+}
+
 // Header is the envelope header of this index's files.
 func (m *Manifest) Header(kind string) envelope.Header {
 	return envelope.Header{Kind: kind, Fingerprint: m.Fingerprint, KeyID: m.KeyID}
@@ -290,7 +301,7 @@ func writeGroup(path string, m *Manifest, cts []*rlwe.Ciphertext) (int64, error)
 	for _, ct := range cts {
 		payload += recordOverhead + int64(ct.BinarySize())
 	}
-	err := envelope.WriteFileStream(path, m.Header(KindGroup), payload, 0o644, func(w io.Writer) error {
+	err := envelope.WriteFileStream(path, m.groupHeader(), payload, 0o644, func(w io.Writer) error {
 		for _, ct := range cts {
 			b, err := ct.MarshalBinary()
 			if err != nil {
@@ -326,7 +337,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 func LoadGroup(dir string, m *Manifest, set *params.Set, g Group) ([]*rlwe.Ciphertext, error) {
 	path := filepath.Join(dir, g.File)
 	var cts []*rlwe.Ciphertext
-	err := envelope.ReadFileStream(path, m.Header(KindGroup), func(r io.Reader, n int64) error {
+	err := envelope.ReadFileStream(path, m.groupHeader(), func(r io.Reader, n int64) error {
 		return readRecords(r, n, set, g, set.L(), func(first int, chunk []*rlwe.Ciphertext) error {
 			cts = append(cts, chunk...)
 			return nil
@@ -344,7 +355,7 @@ func LoadGroup(dir string, m *Manifest, set *params.Set, g Group) ([]*rlwe.Ciphe
 // the index does not fit in memory.
 func StreamGroup(dir string, m *Manifest, set *params.Set, g Group, chunk int, emit func(first int, cts []*rlwe.Ciphertext) error) error {
 	path := filepath.Join(dir, g.File)
-	ps, err := envelope.OpenPayload(path, m.Header(KindGroup))
+	ps, err := envelope.OpenPayload(path, m.groupHeader())
 	if err != nil {
 		return groupError(path, err)
 	}

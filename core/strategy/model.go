@@ -38,6 +38,19 @@ var DefaultCosts = Costs{
 	CiphertextBytes:    6_291_456, KeyBytes: 18_880_000, Slots: 1 << 14,
 }
 
+// For adapts costs measured at the default parameters to another parameter
+// set, from its ciphertext and key sizes and slot count: times scale with
+// the ciphertext size (ring degree times primes), to first order.
+func (c Costs) For(ciphertextBytes, keyBytes int64, slots int) Costs {
+	r := float64(ciphertextBytes) / float64(c.CiphertextBytes)
+	out := c
+	for _, t := range []*float64{&out.Decompose, &out.HoistedRotate, &out.Rotate, &out.Relinearize, &out.MulAdd, &out.Comparator, &out.InnerSum} {
+		*t *= r
+	}
+	out.CiphertextBytes, out.KeyBytes, out.Slots = ciphertextBytes, keyBytes, slots
+	return out
+}
+
 // KeyCount is the number of distinct rotation keys: the strategy's and
 // those of the membership inner sum over all slots (rotations by 1, 2, 4,
 // ..., slots/2).

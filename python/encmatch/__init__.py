@@ -10,7 +10,10 @@ The SDK:
 
 - :class:`Client` - key generation, query encryption, result decryption;
 - :class:`Enroller` - encrypts gallery vectors into an index directory;
-- :class:`Server` - answers encrypted queries over an index;
+- :class:`Server` - answers encrypted queries over an index (in memory, or
+  streamed from disk under a memory budget);
+- :func:`choose_strategy` - the core's cost and memory model ranking the
+  similarity strategies (:data:`STRATEGIES`) a key set can be made for;
 - :class:`EncryptedIndex` - all three roles behind a vector-index API
   (``create``/``add``/``search``/``len``) for a key holder;
 - :mod:`encmatch.bruteforce` and :mod:`encmatch.validate` - the exact
@@ -19,7 +22,18 @@ The SDK:
 Errors are :class:`EncmatchError` subclasses (:mod:`encmatch.errors`).
 """
 
-from .client import Client, Enroller, Server, comparator, describe, index_info, presets, version
+from .client import (
+    STRATEGIES,
+    Client,
+    Enroller,
+    Server,
+    choose_strategy,
+    comparator,
+    describe,
+    index_info,
+    presets,
+    version,
+)
 from .errors import (
     Corrupt,
     EncmatchError,
@@ -48,6 +62,8 @@ __all__ = [
     "version",
     "index_info",
     "comparator",
+    "choose_strategy",
+    "STRATEGIES",
     "EncmatchError",
     "InvalidArgument",
     "Mismatch",

@@ -1,11 +1,24 @@
-"""Small helpers for human-readable terminal output (CLI and demo)."""
+"""Small helpers for the terminal (CLI and demo): human-readable output and shared options."""
 
 from __future__ import annotations
 
+import argparse
+import math
 import sys
 from typing import TextIO
 
-__all__ = ["INSECURE_BANNER", "warn_if_insecure", "fmt_bytes", "describe_params"]
+from .client import AUTO, STRATEGIES
+
+__all__ = [
+    "INSECURE_BANNER",
+    "warn_if_insecure",
+    "fmt_bytes",
+    "describe_params",
+    "describe_strategy",
+    "gigabytes",
+    "add_strategy_arguments",
+    "add_memory_budget_argument",
+]
 
 #: Printed whenever the toy (insecure) preset is in use.
 INSECURE_BANNER = (
@@ -52,3 +65,59 @@ def describe_params(p: dict) -> str:
     if "group_size" in p:
         parts.append(f"group {int(p['group_size']):,} vectors")
     return ", ".join(parts)
+
+
+def describe_strategy(name: str, n1: int) -> str:
+    """A strategy and its baby-step size for humans: ``dg`` or ``bsgs-tbe (n1 8)``."""
+    if not name:
+        return "unknown"
+    return name if name == "dg" else f"{name} (n1 {int(n1)})"
+
+
+def gigabytes(text: str) -> int:
+    """argparse type: a size in GB (decimal, a float) as bytes; 0 means unlimited."""
+    try:
+        gb = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of GB: {text!r}") from None
+    if not math.isfinite(gb) or gb < 0:
+        raise argparse.ArgumentTypeError(f"a memory budget must be a non-negative number of GB, got {text!r}")
+    return int(round(gb * 1e9))
+
+
+def _count(minimum: int):
+    """argparse type: an integer >= ``minimum``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+
+    return parse
+
+
+def add_memory_budget_argument(p: argparse.ArgumentParser, text: str) -> None:
+    """Add ``--memory-budget GB`` (stored as bytes in ``args.memory_budget``; 0 = unlimited)."""
+    p.add_argument("--memory-budget", type=gigabytes, default=0, metavar="GB", help=text + " (default: 0 = unlimited)")
+
+
+def add_strategy_arguments(p: argparse.ArgumentParser, *, choice: bool = True, model: bool = True) -> None:
+    """Add the options that choose a similarity strategy.
+
+    ``choice``: ``--strategy`` and ``--n1``; ``model``: ``--expected-size``
+    and ``--workers``, the inputs of the ``auto`` cost model.
+    """
+    if choice:
+        p.add_argument("--strategy", choices=STRATEGIES, default=AUTO,
+                       help="similarity strategy (default: %(default)s = the cost model's choice)")
+        p.add_argument("--n1", type=_count(0), default=0,
+                       help="baby-step size of the bsgs strategies (default: 0 = about sqrt of the padded dimension)")
+    if model:
+        p.add_argument("--expected-size", type=_count(1), default=None, metavar="N",
+                       help="expected gallery size in vectors, for the model (default: one group)")
+        p.add_argument("--workers", type=_count(0), default=0,
+                       help="server cores, for the model (default: 0 = this machine's)")

@@ -9,6 +9,10 @@ Subcommands (``encmatch <command> --help`` for details)::
     validate  encrypted search vs brute force on real faces; exit 1 on disagreement
     demo      the end-to-end demo on LFW faces (``make demo``)
     info      core version and presets, or an index / key set summary
+    strategies  the cost model's ranking of the similarity strategies
+
+Memory budgets (``--memory-budget``) are in GB (10^9 bytes, a float); 0
+means unlimited.
 
 Exit codes: 0 success; 1 failure (disagreement, disk or internal error,
 missing core library); 2 bad input (bad arguments, wrong dimension, NaN,
@@ -30,8 +34,27 @@ import numpy as np
 from . import data as data_mod
 from . import demo as demo_mod
 from . import validate as validate_mod
-from ._ui import describe_params, fmt_bytes, warn_if_insecure
-from .client import Client, Enroller, Server, describe, index_info, manifest_labels, manifest_total, presets, version
+from ._ui import (
+    add_memory_budget_argument,
+    add_strategy_arguments,
+    describe_params,
+    describe_strategy,
+    fmt_bytes,
+    warn_if_insecure,
+)
+from .client import (
+    Client,
+    Enroller,
+    Server,
+    choose_strategy,
+    describe,
+    index_info,
+    manifest_labels,
+    manifest_strategy,
+    manifest_total,
+    presets,
+    version,
+)
 from .errors import USER_ERRORS, EncmatchError, InvalidArgument, NotFound
 from .index import decrypted_to_result
 from .results import MODES, MembershipResult
@@ -63,12 +86,17 @@ def _load_manifest_or_none(index_dir: Path) -> dict | None:
 
 def cmd_keygen(args: argparse.Namespace) -> int:
     """Generate a key set in ``--keys``."""
-    client = Client.generate(args.keys, preset=args.preset, kappa=args.kappa, dim=args.dim)
+    client = Client.generate(
+        args.keys, preset=args.preset, kappa=args.kappa, dim=args.dim, strategy=args.strategy, n1=args.n1,
+        expected_size=args.expected_size, memory_budget=args.memory_budget, workers=args.workers,
+    )
     with client:
         warn_if_insecure(client.params)
         info = client.keygen_info or {}
         print(f"keys: {client.key_dir} (key id {client.key_id})")
         print(f"parameters: {describe_params(client.params)}")
+        chosen = " (chosen by the cost model)" if args.strategy == "auto" else ""
+        print(f"strategy: {client.strategy}, n1 {client.n1}{chosen}")
         if "rotation_keys" in info:
             print(f"rotation keys: {info['rotation_keys']}")
         if "server_key_bytes" in info:
@@ -127,14 +155,15 @@ def cmd_query(args: argparse.Namespace) -> int:
         t0 = time.perf_counter()
         q = client.encrypt_query(vec)
         t_enc = time.perf_counter() - t0
-        with Server(args.index, client.server_key_dir) as server:
+        with Server(args.index, client.server_key_dir, args.memory_budget) as server:
             t0 = time.perf_counter()
             result = server.search(q, args.mode)
             t_search = time.perf_counter() - t0
             groups = server.last_search.get("groups")
+            streamed = " streamed from disk" if server.streamed else ""
     args.out.write_bytes(result)
     print(f"query: {fmt_bytes(len(q))} encrypted in {t_enc:.2f} s")
-    print(f"{args.mode} search: {t_search:.2f} s" + (f" over {groups} group(s)" if groups is not None else ""))
+    print(f"{args.mode} search: {t_search:.2f} s" + (f" over {groups} group(s){streamed}" if groups is not None else ""))
     print(f"result: {fmt_bytes(len(result))} -> {args.out}")
     return 0
 
@@ -182,6 +211,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         scenario.gallery, scenario.queries, preset=args.preset, kappa=args.kappa, delta=args.delta,
         work_dir=args.work, gallery_labels=scenario.gallery_labels, query_names=scenario.query_names,
         query_enrolled=scenario.query_enrolled, log=log,
+        strategy=args.strategy, n1=args.n1, memory_budget=args.memory_budget,
     )
     if args.json:
         print(json.dumps(report.to_dict()))
@@ -211,6 +241,7 @@ def cmd_info(args: argparse.Namespace) -> int:
             warn_if_insecure(client.params)
             print(f"keys: {client.key_dir} (key id {client.key_id})")
             print(f"parameters: {describe_params(client.params)}")
+            print(f"strategy: {client.strategy}, n1 {client.n1}")
     if args.index is not None:
         m = index_info(args.index)
         warn_if_insecure(m.get("params"))
@@ -219,14 +250,61 @@ def cmd_info(args: argparse.Namespace) -> int:
             return 0
         print(f"index: {args.index}")
         print(f"entries: {manifest_total(m):,}")
-        for key in ("delta", "key_id", "strategy"):
+        for key in ("delta", "key_id"):
             if key in m:
                 print(f"{key}: {m[key]}")
+        name, n1 = manifest_strategy(m)
+        print(f"strategy: {name or 'unknown'}, n1 {n1}")
         if isinstance(m.get("groups"), list):
             print(f"groups: {len(m['groups'])}")
         if m.get("params"):
             print(f"parameters: {describe_params(m['params'])}")
         print(f"labels: {'yes' if manifest_labels(m) else 'no'}")
+    return 0
+
+
+def strategies_table(res: dict, budget: int = 0) -> str:
+    """The model's ranked candidates (``choose_strategy``) as a plain-text table, best (the choice) first."""
+    headers = ["rank", "strategy", "n1", "keys", "key GB", "query s", "load s", "memory GB", "streamed"]
+    if budget:
+        headers.append("fits")
+    rows = []
+    for i, c in enumerate(res.get("candidates") or []):
+        row = [
+            str(i + 1), str(c["strategy"]), str(c["n1"]), str(c["keys"]),
+            f"{c['key_bytes'] / 1e9:.2f}", f"{c['query_seconds']:.2f}", f"{c['load_seconds']:.2f}",
+            f"{c['memory_bytes'] / 1e9:.2f}", "yes" if c.get("streamed") else "no",
+        ]
+        if budget:
+            row.append("yes" if c["memory_bytes"] <= budget else "no")
+        rows.append(row)
+    return validate_mod.format_table(headers, rows)
+
+
+def cmd_strategies(args: argparse.Namespace) -> int:
+    """Print the cost model's ranking of the strategies and the one ``keygen --strategy auto`` would take."""
+    res = choose_strategy(
+        args.dim, args.preset, args.kappa, expected_size=args.expected_size,
+        memory_budget=args.memory_budget, workers=args.workers,
+    )
+    params = describe(args.preset, args.kappa, args.dim)
+    warn_if_insecure(params)
+    if args.json:
+        print(json.dumps(res))
+        return EXIT_USAGE if res.get("error") else 0
+    group = int(params["group_size"])
+    size = args.expected_size or group
+    budget = f"{args.memory_budget / 1e9:g} GB" if args.memory_budget else "unlimited"
+    print(f"parameters: {describe_params(params)}")
+    print(f"gallery: {size:,} vectors ({-(-size // group)} group(s)); memory budget {budget}; "
+          f"workers {args.workers or 'all cores'}")
+    print(strategies_table(res, args.memory_budget))
+    print("predictions of the core's cost model (per-operation costs measured at the default preset, "
+          "N = 2^15, scaled by ciphertext size; query s = membership)")
+    if res.get("error"):
+        print(f"error: {res['error']}", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"chosen (rank 1): {describe_strategy(res['strategy'], res['n1'])}")
     return 0
 
 
@@ -243,6 +321,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--preset", default="default", help="parameter preset (default: %(default)s; 'toy' is INSECURE)")
     s.add_argument("--kappa", type=int, default=10, help="comparator depth budget (default: %(default)s)")
     s.add_argument("--dim", type=int, required=True, help="vector dimension (e.g. 192 for MobileFaceNet)")
+    add_strategy_arguments(s)
+    add_memory_budget_argument(s, "server memory, for --strategy auto")
     s.set_defaults(func=cmd_keygen)
 
     s = sub.add_parser("enroll", help="encrypt vectors into an index")
@@ -263,6 +343,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--field", default="emb", help="array of a .npz holding the query (default: %(default)s)")
     s.add_argument("--row", type=int, default=None, help="row of a 2-D query file to use")
     s.add_argument("query", type=Path, metavar="QUERY", help=".npy [dim] / [1, dim] (or --row) or .npz")
+    add_memory_budget_argument(s, "server memory; an index that does not fit is streamed from disk")
     s.set_defaults(func=cmd_query)
 
     s = sub.add_parser("decrypt", help="decrypt a result")
@@ -285,6 +366,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--work", type=Path, default=None, help="work directory (default: a temporary one)")
     s.add_argument("--json", action="store_true", help="print the report as JSON")
     s.add_argument("--quiet", action="store_true", help="no step-by-step progress")
+    add_strategy_arguments(s, model=False)
+    add_memory_budget_argument(s, "server memory (also the model's, for --strategy auto)")
     s.set_defaults(func=cmd_validate)
 
     s = sub.add_parser("demo", help="end-to-end demo on LFW faces")
@@ -296,6 +379,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--keys", type=Path, default=None)
     s.add_argument("--json", action="store_true", help="print the index manifest as JSON")
     s.set_defaults(func=cmd_info)
+
+    s = sub.add_parser("strategies", help="the cost model's ranking of the similarity strategies")
+    s.add_argument("--dim", type=int, required=True, help="vector dimension")
+    s.add_argument("--preset", default="default", help="parameter preset (default: %(default)s)")
+    s.add_argument("--kappa", type=int, default=10, help="comparator depth budget (default: %(default)s)")
+    add_strategy_arguments(s, choice=False)
+    add_memory_budget_argument(s, "server memory")
+    s.add_argument("--json", action="store_true", help="print the model's answer as JSON")
+    s.set_defaults(func=cmd_strategies)
     return p
 
 

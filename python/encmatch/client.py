@@ -9,12 +9,21 @@
 - The **server** loads an index and answers encrypted queries with
   encrypted results; it never sees a vector or a score.
 
+A key set is made for one *similarity strategy* (``dg``,
+``bsgs-diagonal``, ``bsgs-tbs``, ``bsgs-tbe``; :data:`STRATEGIES`): it
+decides which rotation keys exist, how the enroller lays out the index
+and how the server computes the scores. ``"auto"`` lets the core's cost
+and memory model pick one (:func:`choose_strategy`). Memory budgets are in
+bytes; ``None`` (or 0) means unlimited.
+
 Each role is a thin layer over one or two core calls (``docs/ABI.md``).
 """
 
 from __future__ import annotations
 
+import json
 import math
+import numbers
 import os
 from pathlib import Path
 from typing import Any, Sequence
@@ -23,12 +32,30 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from . import _core
-from .errors import Internal, InvalidArgument, NotFound
+from .errors import Corrupt, Internal, InvalidArgument, NotFound
 from .results import check_mode
 
-__all__ = ["Client", "Enroller", "Server", "describe", "presets", "version", "index_info", "comparator"]
+__all__ = [
+    "Client",
+    "Enroller",
+    "Server",
+    "describe",
+    "presets",
+    "version",
+    "index_info",
+    "comparator",
+    "choose_strategy",
+    "STRATEGIES",
+    "AUTO",
+]
 
 PathLike = str | os.PathLike
+
+#: Let the core's cost and memory model choose the strategy.
+AUTO = "auto"
+
+#: Accepted strategy names: ``auto`` and the four similarity strategies of the core.
+STRATEGIES = (AUTO, "dg", "bsgs-diagonal", "bsgs-tbs", "bsgs-tbe")
 
 
 def version() -> dict:
@@ -67,6 +94,88 @@ def comparator(kappa: int, delta: float, scores: Any = ()) -> dict:
     return res
 
 
+def _non_negative_int(value: Any, name: str) -> int:
+    """``value`` as an int >= 0 (``None`` is 0); InvalidArgument otherwise."""
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise InvalidArgument(f"{name} must be a non-negative number, got {value!r}")
+    if not math.isfinite(value) or value < 0 or (not isinstance(value, numbers.Integral) and value != int(value)):
+        raise InvalidArgument(f"{name} must be a non-negative integer, got {value!r}")
+    return int(value)
+
+
+def memory_budget_bytes(memory_budget: Any) -> int:
+    """A memory budget in bytes as the core takes it: a non-negative int, 0 for ``None`` (unlimited)."""
+    return _non_negative_int(memory_budget, "memory_budget")
+
+
+def _strategy_args(
+    strategy: str, n1: int, expected_size: int | None, memory_budget: int | None, workers: int | None
+) -> dict:
+    """The core arguments that choose a similarity strategy (``keygen``, ``choose_strategy``), checked."""
+    if strategy not in STRATEGIES:
+        raise InvalidArgument(f"unknown strategy {strategy!r} (want one of {', '.join(STRATEGIES)})")
+    return {
+        "strategy": strategy,
+        "n1": _non_negative_int(n1, "n1"),
+        "expected_size": _non_negative_int(expected_size, "expected_size"),
+        "memory_budget": memory_budget_bytes(memory_budget),
+        "workers": _non_negative_int(workers, "workers"),
+    }
+
+
+def _check_dim(dim: Any) -> int:
+    """``dim`` as a positive int; InvalidArgument otherwise."""
+    if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool) or dim <= 0:
+        raise InvalidArgument(f"dim must be a positive integer, got {dim!r}")
+    return int(dim)
+
+
+def choose_strategy(
+    dim: int,
+    preset: str = "default",
+    kappa: int = 10,
+    *,
+    strategy: str = AUTO,
+    n1: int = 0,
+    expected_size: int | None = None,
+    memory_budget: int | None = None,
+    workers: int | None = None,
+) -> dict:
+    """The strategy :meth:`Client.generate` would use with the same arguments, and the model's ranking.
+
+    ``expected_size`` is the expected gallery size in vectors (default one
+    group), ``memory_budget`` the server's memory in bytes (``None``:
+    unlimited), ``workers`` its cores (``None``: this machine's). Returns
+    ``{"strategy", "n1", "candidates"}``; with ``strategy="auto"``,
+    ``candidates`` ranks every strategy and n1, best first, each
+    ``{"strategy", "n1", "keys", "key_bytes", "query_seconds",
+    "load_seconds", "memory_bytes", "streamed"}`` (predictions of a cost
+    model calibrated at the default preset and scaled by ciphertext size);
+    for a named strategy it holds that strategy's estimate alone. When no
+    strategy fits the budget, ``strategy`` and ``n1`` are ``None`` and
+    ``error`` says why, next to the candidates.
+    """
+    args = {"preset": preset, "kappa": int(kappa), "dim": _check_dim(dim)}
+    args.update(_strategy_args(strategy, n1, expected_size, memory_budget, workers))
+    res = _core.call("choose_strategy", args)[0]
+    res["candidates"] = res.get("candidates") or []
+    return res
+
+
+def _read_key_meta(key_dir: Path) -> dict:
+    """The key set's metadata (``client.json``: strategy, n1, rotations...); Corrupt if unreadable."""
+    path = key_dir / "client.json"
+    try:
+        meta = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise Corrupt(f"cannot read the key metadata {path}: {exc}") from exc
+    if not isinstance(meta, dict):
+        raise Corrupt(f"the key metadata {path} is not a JSON object")
+    return meta
+
+
 def _require_dir(path: PathLike, what: str) -> Path:
     """Return ``path`` as a Path, raising NotFound with a clear message if it is not a directory."""
     p = Path(path)
@@ -90,20 +199,44 @@ class Client:
         self._handle = _core.Handle(self, res["handle"])
         self.key_id: str = res.get("key_id", "")
         self.params: dict = res.get("params", {})
+        try:
+            meta = _read_key_meta(self.key_dir)
+        except BaseException:
+            self._handle.close()
+            raise
+        #: Similarity strategy the key set was made for (``dg``, ``bsgs-tbe``...).
+        self.strategy: str = str(meta.get("strategy", ""))
+        #: Baby-step size of the strategy (``l`` for ``dg``).
+        self.n1: int = int(meta.get("n1", 0))
 
     @classmethod
-    def generate(cls, key_dir: PathLike, preset: str = "default", kappa: int = 10, *, dim: int) -> "Client":
+    def generate(
+        cls,
+        key_dir: PathLike,
+        preset: str = "default",
+        kappa: int = 10,
+        *,
+        dim: int,
+        strategy: str = AUTO,
+        n1: int = 0,
+        expected_size: int | None = None,
+        memory_budget: int | None = None,
+        workers: int | None = None,
+    ) -> "Client":
         """Generate a new key set in ``key_dir`` (which must not hold keys yet) and open it.
 
         ``dim`` is the vector dimension, ``kappa`` the comparator's depth
-        budget. The generation summary (key sizes, seconds) is kept in
-        :attr:`keygen_info`.
+        budget. ``strategy`` is one of :data:`STRATEGIES` with baby-step
+        size ``n1`` (0: about sqrt(l)); ``"auto"`` picks the fastest
+        strategy whose server fits ``memory_budget`` (bytes, ``None``:
+        unlimited) for ``expected_size`` vectors (default one group) on
+        ``workers`` cores (see :func:`choose_strategy`). The generation
+        summary (strategy, n1, rotation keys, key sizes, seconds) is kept
+        in :attr:`keygen_info`.
         """
-        if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool) or dim <= 0:
-            raise InvalidArgument(f"dim must be a positive integer, got {dim!r}")
-        res, _ = _core.call(
-            "keygen", {"key_dir": Path(key_dir), "preset": preset, "kappa": int(kappa), "dim": int(dim)}
-        )
+        args = {"key_dir": Path(key_dir), "preset": preset, "kappa": int(kappa), "dim": _check_dim(dim)}
+        args.update(_strategy_args(strategy, n1, expected_size, memory_budget, workers))
+        res, _ = _core.call("keygen", args)
         client = cls(key_dir)
         client.keygen_info = res
         return client
@@ -160,7 +293,10 @@ class Client:
         self.close()
 
     def __repr__(self) -> str:
-        return f"Client({str(self.key_dir)!r}, key_id={self.key_id!r}, preset={self.params.get('preset')!r})"
+        return (
+            f"Client({str(self.key_dir)!r}, key_id={self.key_id!r}, preset={self.params.get('preset')!r}, "
+            f"strategy={self.strategy!r}, n1={self.n1})"
+        )
 
 
 class Enroller:
@@ -240,19 +376,34 @@ class Enroller:
 class Server:
     """Holds an encrypted index and answers encrypted queries.
 
-    ``Server(index_dir, server_key_dir)`` loads the index in the core; close
-    it with :meth:`close` or use it as a context manager.
+    ``Server(index_dir, server_key_dir, memory_budget=None)`` loads the
+    index in the core; close it with :meth:`close` or use it as a context
+    manager.
     """
 
-    def __init__(self, index_dir: PathLike, server_key_dir: PathLike):
-        """Load the index in ``index_dir`` with the evaluation keys in ``server_key_dir``."""
+    def __init__(self, index_dir: PathLike, server_key_dir: PathLike, memory_budget: int | None = None):
+        """Load the index in ``index_dir`` with the evaluation keys in ``server_key_dir``.
+
+        When the keys, the query's rotation table and the whole index do
+        not fit in ``memory_budget`` bytes (``None`` or 0: unlimited), the
+        groups stay on disk and are streamed for every query
+        (:attr:`streamed`); ``bsgs-tbs`` cannot stream and then raises
+        InvalidArgument. Keys made for another key set, parameters or
+        strategy than the index raise Mismatch.
+        """
         self.index_dir = _require_dir(index_dir, "index directory")
         self.server_key_dir = _require_dir(server_key_dir, "server key directory")
-        res, _ = _core.call("server_open", {"index_dir": self.index_dir, "server_key_dir": self.server_key_dir})
+        self.memory_budget = memory_budget_bytes(memory_budget)
+        res, _ = _core.call(
+            "server_open",
+            {"index_dir": self.index_dir, "server_key_dir": self.server_key_dir, "memory_budget": self.memory_budget},
+        )
         self._handle = _core.Handle(self, res["handle"])
         self.manifest: dict = res.get("manifest", {})
         self.open_seconds = float(res.get("seconds", 0.0))
-        #: Core summary of the last :meth:`search` (``mode, seconds, groups``).
+        #: True when the groups are streamed from disk for each query (they did not fit the budget).
+        self.streamed = bool(res.get("streamed", False))
+        #: Core summary of the last :meth:`search` (``mode, seconds, groups, streamed``...).
         self.last_search: dict = {}
 
     def search(self, query: bytes, mode: str = "identification", delta: float | None = None) -> bytes:
@@ -289,7 +440,11 @@ class Server:
         self.close()
 
     def __repr__(self) -> str:
-        return f"Server({str(self.index_dir)!r}, entries={manifest_total(self.manifest)})"
+        name, n1 = manifest_strategy(self.manifest)
+        return (
+            f"Server({str(self.index_dir)!r}, entries={manifest_total(self.manifest)}, strategy={name!r}, "
+            f"n1={n1}, streamed={self.streamed})"
+        )
 
 
 # --------------------------------------------------------------------------
@@ -320,6 +475,11 @@ def manifest_total(manifest: dict) -> int:
 def manifest_delta(manifest: dict) -> float:
     """Match threshold of an index."""
     return float(manifest["delta"])
+
+
+def manifest_strategy(manifest: dict) -> tuple[str, int]:
+    """``(strategy, n1)`` the index was made for (``("", 0)`` if the manifest does not say)."""
+    return str(manifest.get("strategy") or ""), int(manifest.get("n1") or 0)
 
 
 def manifest_labels(manifest: dict) -> list[str] | None:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from . import data as data_mod
 from . import validate
-from ._ui import describe_params, warn_if_insecure
+from ._ui import add_memory_budget_argument, add_strategy_arguments, describe_params, warn_if_insecure
 from .client import describe, version
 
 __all__ = ["DEFAULT_DELTA", "add_arguments", "run"]
@@ -44,6 +44,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--known", type=int, default=4, help="queries of enrolled people (default: %(default)s)")
     p.add_argument("--unknown", type=int, default=4, help="queries of people not enrolled (default: %(default)s)")
     p.add_argument("--seed", type=int, default=1, help="random seed for picking faces (default: %(default)s)")
+    add_strategy_arguments(p, model=False)
+    add_memory_budget_argument(p, "server memory (also the model's, for --strategy auto)")
 
 
 def run(args: argparse.Namespace, out=None) -> int:
@@ -68,6 +70,8 @@ def run(args: argparse.Namespace, out=None) -> int:
     )
     say(f"data: {faces.source} ({len(faces):,} faces, {dim}-d); match threshold delta = {args.delta}")
     say(scenario.describe())
+    say(f"similarity strategy: {args.strategy}" + (f", n1 {args.n1}" if args.n1 else "")
+        + (f"; server memory budget {args.memory_budget / 1e9:g} GB" if args.memory_budget else ""))
     say(f"work directory: {args.work.resolve()}")
     say()
     report = validate.run(
@@ -76,6 +80,9 @@ def run(args: argparse.Namespace, out=None) -> int:
         preset=args.preset,
         kappa=args.kappa,
         delta=args.delta,
+        strategy=args.strategy,
+        n1=args.n1,
+        memory_budget=args.memory_budget,
         work_dir=args.work,
         gallery_labels=scenario.gallery_labels,
         query_names=scenario.query_names,

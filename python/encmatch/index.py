@@ -8,7 +8,11 @@
         ids = index.search(probes, mode="identification")   # list of IdentificationResult
 
 On disk, ``path/keys`` is the key directory (the secret key included) and
-``path/index`` the encrypted index. Queries are encrypted, searched and
+``path/index`` the encrypted index. ``create(..., strategy=...)`` picks the
+similarity strategy (``"auto"``: the core's model chooses); a memory budget
+(bytes) given to ``create`` or ``EncryptedIndex(path, memory_budget=...)``
+is the server's: an index that does not fit is streamed from disk per query.
+It is not stored on disk: pass it again when reopening. Queries are encrypted, searched and
 decrypted in process; the server side never sees a plaintext vector even
 here, it is just the same process.
 """
@@ -23,7 +27,18 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from . import _core
-from .client import Client, Enroller, Server, index_info, manifest_delta, manifest_labels, manifest_total
+from .client import (
+    AUTO,
+    Client,
+    Enroller,
+    Server,
+    index_info,
+    manifest_delta,
+    manifest_labels,
+    manifest_strategy,
+    manifest_total,
+    memory_budget_bytes,
+)
 from .errors import NotFound
 from .results import Result, check_mode, make_result
 
@@ -50,9 +65,16 @@ class EncryptedIndex:
     KEYS = "keys"
     INDEX = "index"
 
-    def __init__(self, path: PathLike):
-        """Open the index at ``path`` (raises NotFound if it is not an encrypted index)."""
+    def __init__(self, path: PathLike, memory_budget: int | None = None):
+        """Open the index at ``path`` (raises NotFound if it is not an encrypted index).
+
+        ``memory_budget`` (bytes, ``None``: unlimited) is handed to the
+        :class:`Server` that searches open: groups that do not fit are
+        streamed from disk for each query.
+        """
         self.path = Path(path)
+        #: The server's memory budget in bytes (0: unlimited).
+        self.memory_budget = memory_budget_bytes(memory_budget)
         if not (self.path / self.KEYS).is_dir() or not (self.path / self.INDEX).is_dir():
             raise NotFound(f"{self.path} is not an encrypted index (expected {self.KEYS}/ and {self.INDEX}/ in it)")
         self._server: Server | None = None
@@ -65,14 +87,32 @@ class EncryptedIndex:
 
     @classmethod
     def create(
-        cls, path: PathLike, dim: int, preset: str = "default", kappa: int = 10, delta: float = 0.5
+        cls,
+        path: PathLike,
+        dim: int,
+        preset: str = "default",
+        kappa: int = 10,
+        delta: float = 0.5,
+        *,
+        strategy: str = AUTO,
+        n1: int = 0,
+        expected_size: int | None = None,
+        memory_budget: int | None = None,
     ) -> "EncryptedIndex":
-        """Generate keys and create an empty index at ``path`` (refuses existing keys: Exists)."""
+        """Generate keys and create an empty index at ``path`` (refuses existing keys: Exists).
+
+        ``strategy``, ``n1``, ``expected_size`` and ``memory_budget`` choose
+        the similarity strategy as in :meth:`Client.generate`; the memory
+        budget (bytes) is also the server's for the returned index.
+        """
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
-        with Client.generate(path / cls.KEYS, preset=preset, kappa=kappa, dim=dim) as client:
+        with Client.generate(
+            path / cls.KEYS, preset=preset, kappa=kappa, dim=dim, strategy=strategy, n1=n1,
+            expected_size=expected_size, memory_budget=memory_budget,
+        ) as client:
             Enroller(client.server_key_dir).create_index(path / cls.INDEX, delta)
-        return cls(path)
+        return cls(path, memory_budget=memory_budget)
 
     # ---- properties -----------------------------------------------------
 
@@ -100,6 +140,21 @@ class EncryptedIndex:
     def params(self) -> dict:
         """Parameter description of the key set (see :func:`encmatch.describe`)."""
         return self.client.params
+
+    @property
+    def strategy(self) -> str:
+        """Similarity strategy the index and its keys were made for."""
+        return manifest_strategy(self.manifest)[0]
+
+    @property
+    def n1(self) -> int:
+        """Baby-step size of the strategy (``l`` for ``dg``)."""
+        return manifest_strategy(self.manifest)[1]
+
+    @property
+    def streamed(self) -> bool | None:
+        """Whether the open server streams groups from disk (``None`` until a search opened it)."""
+        return None if self._server is None else self._server.streamed
 
     @property
     def labels(self) -> list[str] | None:
@@ -155,7 +210,7 @@ class EncryptedIndex:
     def _open_server(self) -> Server:
         """The server handle over the current index (opened lazily, reopened after add())."""
         if self._server is None:
-            self._server = Server(self.index_dir, self.client.server_key_dir)
+            self._server = Server(self.index_dir, self.client.server_key_dir, self.memory_budget)
         return self._server
 
     def _drop_server(self) -> None:
@@ -180,5 +235,5 @@ class EncryptedIndex:
     def __repr__(self) -> str:
         return (
             f"EncryptedIndex({str(self.path)!r}, n={len(self)}, dim={self.dim}, "
-            f"preset={self.params.get('preset')!r}, delta={self.delta})"
+            f"preset={self.params.get('preset')!r}, delta={self.delta}, strategy={self.strategy!r}, n1={self.n1})"
         )

@@ -34,7 +34,8 @@ from tqdm.auto import tqdm
 
 from . import _core
 from .bruteforce import cosine_scores
-from .client import Client, Enroller, Server, comparator
+from ._ui import describe_strategy
+from .client import AUTO, Client, Enroller, Server, choose_strategy, comparator
 from .errors import Corrupt, Exists, InvalidArgument, Mismatch, NotFound
 from .index import decrypted_to_result
 from .results import MODES, IdentificationResult, MembershipResult, check_mode
@@ -147,6 +148,10 @@ class ValidationReport:
     membership: Confusion | None
     preset: str = ""
     insecure: bool = False
+    #: Similarity strategy of the key set and the index, its baby-step size, and whether the server streamed.
+    strategy: str = ""
+    n1: int = 0
+    streamed: bool = False
     gallery_labels: Sequence[str] | None = None
     timings: dict[str, float] = field(default_factory=dict)
     comparator: dict = field(default_factory=dict)
@@ -165,6 +170,7 @@ class ValidationReport:
         """Plain-dict form (JSON-serialisable)."""
         return {
             "ok": self.ok, "errors": self.errors, "preset": self.preset, "insecure": self.insecure,
+            "strategy": self.strategy, "n1": self.n1, "streamed": self.streamed,
             "kappa": self.kappa, "delta": self.delta, "decision_band": self.decision_band,
             "value_band": self.value_band, "gallery_size": self.gallery_size,
             "identification": self.identification.to_dict() if self.identification else None,
@@ -217,7 +223,11 @@ class ValidationReport:
 
     def summary(self) -> str:
         """Confusion counts, recall/precision, bands and the verdict, as a few lines."""
-        lines = [
+        lines = []
+        if self.strategy:
+            lines.append(f"strategy {describe_strategy(self.strategy, self.n1)}"
+                         + (", groups streamed from disk" if self.streamed else ""))
+        lines += [
             f"delta {self.delta:g}, kappa {self.kappa}, guard bands: decision +-{self.decision_band:.4g}, "
             f"value +-{self.value_band:.4g}; gallery {self.gallery_size:,}, {len(self.queries)} queries"
         ]
@@ -357,13 +367,31 @@ class Steps:
             self.log(f"      {name}: {dt:.2f} s{note}")
 
 
-def open_or_generate_keys(key_dir: Path, preset: str, kappa: int, dim: int) -> tuple[Client, bool]:
-    """Open the keys in ``key_dir`` if they match ``preset``/``kappa``/``dim``, else (re)generate them.
+def open_or_generate_keys(
+    key_dir: Path,
+    preset: str,
+    kappa: int,
+    dim: int,
+    *,
+    strategy: str = AUTO,
+    n1: int = 0,
+    expected_size: int | None = None,
+    memory_budget: int | None = None,
+) -> tuple[Client, bool]:
+    """Open the keys in ``key_dir`` if they match ``preset``/``kappa``/``dim`` and the strategy, else (re)generate them.
 
-    Returns ``(client, reused)``. Keys made with other parameters are
-    deleted first (only when the directory holds a ``client.json``).
+    The strategy is resolved first (:func:`choose_strategy`: ``auto``
+    becomes the model's choice for ``expected_size`` vectors and
+    ``memory_budget`` bytes, ``n1=0`` the default baby-step size), so keys
+    are reused only when they were made for exactly that strategy and n1.
+    Returns ``(client, reused)``. Keys made otherwise are deleted first
+    (only when the directory holds a ``client.json``).
     """
     key_dir = Path(key_dir)
+    chosen = choose_strategy(
+        dim, preset, kappa, strategy=strategy, n1=n1, expected_size=expected_size, memory_budget=memory_budget
+    )
+    want = (str(chosen["strategy"]), int(chosen["n1"]))
     if (key_dir / "client.json").is_file():
         try:
             client = Client(key_dir)
@@ -371,13 +399,14 @@ def open_or_generate_keys(key_dir: Path, preset: str, kappa: int, dim: int) -> t
             client = None
         else:
             p = client.params
-            if p.get("preset") == preset and int(p.get("kappa", -1)) == kappa and int(p.get("dim", -1)) == dim:
+            same = p.get("preset") == preset and int(p.get("kappa", -1)) == kappa and int(p.get("dim", -1)) == dim
+            if same and (client.strategy, client.n1) == want:
                 return client, True
             client.close()
         shutil.rmtree(key_dir)
     elif key_dir.exists() and any(key_dir.iterdir()):
         raise Exists(f"{key_dir} exists and does not hold encmatch keys; refusing to overwrite it")
-    return Client.generate(key_dir, preset=preset, kappa=kappa, dim=dim), False
+    return Client.generate(key_dir, preset=preset, kappa=kappa, dim=dim, strategy=want[0], n1=want[1]), False
 
 
 def _fresh_index_dir(index_dir: Path) -> None:
@@ -395,6 +424,9 @@ def run(
     preset: str = "default",
     kappa: int = 10,
     delta: float = DEFAULT_DELTA,
+    strategy: str = AUTO,
+    n1: int = 0,
+    memory_budget: int | None = None,
     work_dir: str | Path | None = None,
     gallery_labels: Sequence[str] | None = None,
     query_names: Sequence[str] | None = None,
@@ -405,7 +437,11 @@ def run(
 ) -> ValidationReport:
     """Run the encrypted pipeline on ``gallery``/``queries`` and compare it with brute force.
 
-    Keys in ``work_dir/keys`` are reused when their parameters match; the
+    ``strategy``/``n1`` choose the similarity strategy (``auto``: the cost
+    model's choice for this gallery's size and ``memory_budget``);
+    ``memory_budget`` (bytes, ``None``: unlimited) is also the server's, so
+    a gallery that does not fit is streamed from disk. Keys in
+    ``work_dir/keys`` are reused when their parameters and strategy match; the
     index ``work_dir/index`` is always rebuilt. Without ``work_dir`` a
     temporary directory is used and removed. ``log`` (e.g. ``print``)
     receives one line per step; ``progress`` shows tqdm bars (enrollment,
@@ -425,9 +461,15 @@ def run(
     work.mkdir(parents=True, exist_ok=True)
     steps = Steps(4 + 2 * len(modes) + 1, log)
     try:
-        with steps.step("keygen", f"preset {preset}, kappa {kappa}, dim {g.shape[1]}") as info:
-            client, reused = open_or_generate_keys(work / "keys", preset, kappa, g.shape[1])
-            info["note"] = "reused existing keys" if reused else f"key id {client.key_id}"
+        with steps.step("keygen", f"preset {preset}, kappa {kappa}, dim {g.shape[1]}, strategy {strategy}") as info:
+            client, reused = open_or_generate_keys(
+                work / "keys", preset, kappa, g.shape[1], strategy=strategy, n1=n1,
+                expected_size=len(g), memory_budget=memory_budget,
+            )
+            what = f"strategy {describe_strategy(client.strategy, client.n1)}"
+            if client.keygen_info and "rotation_keys" in client.keygen_info:
+                what += f", {client.keygen_info['rotation_keys']} rotation keys"
+            info["note"] = f"reused existing keys, {what}" if reused else f"key id {client.key_id}, {what}"
         with client:
             index_dir = work / "index"
             _fresh_index_dir(index_dir)
@@ -440,8 +482,10 @@ def run(
                 encrypted = [client.encrypt_query(v) for v in q]
                 info["note"] = f"{len(encrypted[0]):,} bytes each" if encrypted else ""
             results: dict[str, list[bytes]] = {}
-            with steps.step("load index", "server loads the encrypted index and its keys"):
-                server = Server(index_dir, client.server_key_dir)
+            with steps.step("load index", "server loads the encrypted index and its keys") as info:
+                server = Server(index_dir, client.server_key_dir, memory_budget)
+                info["note"] = "groups streamed from disk per query" if server.streamed else "groups in memory"
+                streamed = server.streamed
             with server:
                 for m in modes:
                     with steps.step(f"{m} search", f"{len(q)} queries") as info:
@@ -469,5 +513,6 @@ def run(
     )
     report.preset = str(params.get("preset", preset))
     report.insecure = bool(params.get("insecure", False))
+    report.strategy, report.n1, report.streamed = client.strategy, client.n1, streamed
     report.timings = steps.timings
     return report

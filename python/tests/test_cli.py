@@ -42,8 +42,9 @@ def ws(tmp_path_factory):
     np.save(root / "queries.npy", gallery[:3])
     np.save(root / "wrongdim.npy", np.ones(DIM + 1, dtype=np.float32))
 
-    p = ok(run_cli("keygen", "--keys", root / "keys", "--preset", TOY, "--kappa", KAPPA, "--dim", DIM))
-    assert "INSECURE" in p.stderr and "key id" in p.stdout
+    p = ok(run_cli("keygen", "--keys", root / "keys", "--preset", TOY, "--kappa", KAPPA, "--dim", DIM,
+                   "--strategy", "bsgs-tbe"))
+    assert "INSECURE" in p.stderr and "key id" in p.stdout and "strategy: bsgs-tbe, n1 4" in p.stdout
     p = ok(run_cli("enroll", "--keys", root / "keys", "--index", root / "index", "--delta", DELTA,
                    "--labels-from", "name", root / "gallery.npz"))
     assert "enrolled 60" in p.stdout
@@ -58,6 +59,7 @@ def test_keygen_refuses_existing_keys(ws):
 def test_info(ws):
     p = ok(run_cli("info", "--index", ws["root"] / "index", "--keys", ws["root"] / "keys"))
     assert "entries: 60" in p.stdout and "labels: yes" in p.stdout and "INSECURE" in p.stderr
+    assert p.stdout.count("strategy: bsgs-tbe, n1 4") == 2  # keys and index
     p = ok(run_cli("info"))
     assert "presets" in p.stdout and "toy" in p.stdout
     m = json.loads(ok(run_cli("info", "--index", ws["root"] / "index", "--json")).stdout)
@@ -92,6 +94,45 @@ def test_query_then_decrypt(ws, tmp_path, mode):
     assert ("person-07" in text) if mode == "identification" else ("ENROLLED" in text)
 
 
+def test_query_streamed_under_a_memory_budget(ws, tmp_path):
+    root = ws["root"]
+    p = ok(run_cli("query", "--keys", root / "keys", "--index", root / "index", "--memory-budget", "1e-9",
+                   "--out", tmp_path / "r.bin", root / "query.npy"))
+    assert "streamed from disk" in p.stdout
+    answer = json.loads(ok(run_cli("decrypt", "--keys", root / "keys", "--json", tmp_path / "r.bin")).stdout)
+    assert 7 in answer["positions"]
+
+
+def _rotation_keys(stdout: str) -> int:
+    """The ``rotation keys: N`` line of ``encmatch keygen``."""
+    return int(next(line for line in stdout.splitlines() if line.startswith("rotation keys:")).split(":")[1])
+
+
+def test_keygen_strategy_bsgs_tbe_needs_fewer_keys_than_dg(tmp_path):
+    keys = {}
+    for strategy in ("dg", "bsgs-tbe"):
+        p = ok(run_cli("keygen", "--keys", tmp_path / strategy, "--preset", TOY, "--dim", 64, "--strategy", strategy))
+        assert f"strategy: {strategy}, n1 {64 if strategy == 'dg' else 8}" in p.stdout and "server keys" in p.stdout
+        keys[strategy] = _rotation_keys(p.stdout)
+    assert keys["bsgs-tbe"] < keys["dg"]
+    assert keys["dg"] >= 63
+
+
+def test_strategies_subcommand(tmp_path):
+    p = ok(run_cli("strategies", "--dim", 192))
+    lines = p.stdout.splitlines()
+    header = next(line for line in lines if line.startswith("rank"))
+    for column in ("strategy", "n1", "keys", "key GB", "query s", "load s", "memory GB", "streamed"):
+        assert column in header
+    for strategy in ("dg", "bsgs-diagonal", "bsgs-tbs", "bsgs-tbe"):
+        assert any(f" {strategy} " in line for line in lines)
+    assert "chosen" in p.stdout
+    res = json.loads(ok(run_cli("strategies", "--dim", 192, "--memory-budget", 4, "--json")).stdout)
+    best = res["candidates"][0]
+    assert (res["strategy"], res["n1"]) == (best["strategy"], best["n1"])
+    assert best["memory_bytes"] <= 4e9
+
+
 def test_query_row_selection(ws, tmp_path):
     root = ws["root"]
     p = ok(run_cli("query", "--keys", root / "keys", "--index", root / "index", "--out", tmp_path / "r.bin",
@@ -115,6 +156,10 @@ def test_query_row_selection(ws, tmp_path):
         (lambda r, t: ["enroll", "--keys", r / "keys", "--index", r / "index", "--field", "nope", r / "gallery.npz"], "nope"),
         (lambda r, t: ["enroll", "--keys", r / "keys", "--index", r / "index", r / "wrongdim.npy"], "dimension"),
         (lambda r, t: ["keygen", "--keys", t / "k", "--preset", "nope", "--dim", "8"], "preset"),
+        (lambda r, t: ["keygen", "--keys", t / "k", "--dim", "8", "--strategy", "fft"], "invalid choice"),
+        (lambda r, t: ["keygen", "--keys", t / "k", "--dim", "8", "--strategy", "bsgs-tbe", "--n1", "99"], "n1"),
+        (lambda r, t: ["strategies", "--dim", "64", "--memory-budget", "-1"], "memory budget"),
+        (lambda r, t: ["strategies", "--dim", "64", "--memory-budget", "1e-9"], "budget"),
         (lambda r, t: ["query", "--keys", r / "keys", "--index", r / "index", "--mode", "nope", "--out", t / "x", r / "query.npy"], "invalid choice"),
         (lambda r, t: [], ""),
         (lambda r, t: ["frobnicate"], "invalid choice"),
@@ -158,9 +203,11 @@ def test_console_script_is_installed():
 def test_validate_passes_on_orl(data_dir, tmp_path):
     p = ok(run_cli("validate", "--preset", TOY, "--kappa", KAPPA, "--delta", "0.486",
                    "--gallery", data_dir / "orl" / "embeddings_mfn.npz", "--size", "256", "--queries", "4",
+                   "--strategy", "bsgs-tbe", "--n1", "32", "--memory-budget", "1e-9",
                    "--work", tmp_path / "work", "--json"))
     report = json.loads(p.stdout)
     assert report["ok"] is True and report["insecure"] is True and len(report["queries"]) == 4
+    assert (report["strategy"], report["n1"], report["streamed"]) == ("bsgs-tbe", 32, True)
     assert "INSECURE" in p.stderr
 
 
@@ -192,7 +239,7 @@ def test_demo_toy_small(tmp_path):
     out = p.stdout
     for step in ("keygen", "enroll", "encrypt queries", "membership search", "identification search", "decrypt"):
         assert step in out
-    assert "INSECURE" in out and "verdict: AGREE" in out
+    assert "INSECURE" in out and "verdict: AGREE" in out and "strategy " in out
     # Second run reuses the keys.
     p = ok(run_cli(*args, cwd=tmp_path))
     assert "reused existing keys" in p.stdout

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
+
 import numpy as np
 import pytest
 
 from encmatch import _core, errors
+from encmatch._ui import gigabytes
+from encmatch.client import memory_budget_bytes
 from encmatch.bruteforce import BruteForceIndex, cosine_scores, normalize, search
 from encmatch.results import IdentificationResult, MembershipResult, make_result
 from encmatch.validate import compare, format_table
@@ -190,3 +194,15 @@ def test_compare_out_of_range_positions_are_errors():
 def test_format_table_aligns():
     t = format_table(["a", "bb"], [["xxx", "y"], ["z", "wwww"]]).splitlines()
     assert t[0].startswith("a    bb") and len(t) == 4
+
+
+def test_memory_budgets_gb_on_the_command_line_bytes_in_python():
+    assert gigabytes("4") == 4_000_000_000 and gigabytes("0.5") == 500_000_000 and gigabytes("0") == 0
+    for bad in ("-1", "nan", "inf", "four"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            gigabytes(bad)
+    assert memory_budget_bytes(None) == 0 and memory_budget_bytes(np.int64(7)) == 7
+    assert memory_budget_bytes(2e9) == 2_000_000_000
+    for bad in (-1, 1.5, float("nan"), True, "1"):
+        with pytest.raises(errors.InvalidArgument):
+            memory_budget_bytes(bad)
