@@ -22,7 +22,9 @@ import (
 // ENCMATCH_BENCH_N1 (0 = default), ENCMATCH_BENCH_BUDGET (server memory
 // budget in bytes, 0 = unlimited), ENCMATCH_BENCH_DIR (keeps keys and
 // indexes between runs, so that a second run measures a server that did no
-// key generation or enrollment; default a temporary directory).
+// key generation or enrollment; default a temporary directory),
+// ENCMATCH_BENCH_SETUP_ONLY (make keys and index, measure nothing),
+// ENCMATCH_BENCH_KAPPA (comparator depth, default 10).
 //
 //	go test -run '^$' -bench Search -benchtime 3x ./engine/
 func BenchmarkSearch(b *testing.B) {
@@ -36,7 +38,8 @@ func BenchmarkSearch(b *testing.B) {
 	if dir == "" {
 		dir = b.TempDir()
 	}
-	set, err := params.New(params.Default, params.DefaultKappa, dim)
+	kappa := envInt("ENCMATCH_BENCH_KAPPA", params.DefaultKappa)
+	set, err := params.New(params.Default, kappa, dim)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -44,7 +47,7 @@ func BenchmarkSearch(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	keyDir := filepath.Join(dir, fmt.Sprintf("keys-%d-%s-%d", dim, strat.Name, strat.N1))
+	keyDir := filepath.Join(dir, fmt.Sprintf("keys-%d-k%d-%s-%d", dim, kappa, strat.Name, strat.N1))
 	if _, err := os.Stat(keyDir); os.IsNotExist(err) {
 		sum, err := keys.Generate(keyDir, set, strat)
 		if err != nil {
@@ -53,7 +56,7 @@ func BenchmarkSearch(b *testing.B) {
 		b.Logf("keygen: %d rotation keys, %.2f GB, %.1f s", sum.RotationKeys, float64(sum.ServerKeyBytes)/1e9, sum.Seconds)
 	}
 	srvKeys := filepath.Join(keyDir, keys.ServerDir)
-	idxDir := filepath.Join(dir, fmt.Sprintf("index-%d-%d-%s-%d", dim, k, strat.Name, strat.N1))
+	idxDir := filepath.Join(dir, fmt.Sprintf("index-%d-k%d-%d-%s-%d", dim, kappa, k, strat.Name, strat.N1))
 	if _, err := os.Stat(idxDir); os.IsNotExist(err) {
 		if _, err := index.Create(idxDir, srvKeys, 0.5); err != nil {
 			b.Fatal(err)
@@ -72,6 +75,9 @@ func BenchmarkSearch(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.Logf("enroll K=%d: %.1f s, %.2f GB", k, sum.Seconds, float64(sum.Bytes)/1e9)
+	}
+	if os.Getenv("ENCMATCH_BENCH_SETUP_ONLY") != "" {
+		b.Skip("setup only: keys and index are in place")
 	}
 	srv, err := Open(idxDir, srvKeys, Options{MemoryBudget: int64(envInt("ENCMATCH_BENCH_BUDGET", 0))})
 	if err != nil {
@@ -94,7 +100,7 @@ func BenchmarkSearch(b *testing.B) {
 		if _, _, err := srv.Search(qb, mode, nil); err != nil { // warm-up, not timed
 			b.Fatal(err)
 		}
-		b.Run(fmt.Sprintf("%s/%s/n1=%d/dim=%d/K=%d", mode, strat.Name, strat.N1, dim, k), func(b *testing.B) {
+		b.Run(fmt.Sprintf("%s/%s/n1=%d/dim=%d/kappa=%d/K=%d", mode, strat.Name, strat.N1, dim, kappa, k), func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				_, st, err := srv.Search(qb, mode, nil)
 				if err != nil {

@@ -9,6 +9,7 @@ import (
 	"encmatch/core/index"
 	"encmatch/core/keys"
 	"encmatch/core/parallel"
+	"encmatch/core/strategy"
 
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
@@ -29,8 +30,8 @@ func (s *Server) chunkSize() int {
 	return s.strat.N1
 }
 
-// residentBytes estimates the memory of the keys, the query table and all
-// groups held in memory.
+// residentBytes estimates the resident memory of the keys, the query table
+// and all groups held in memory, with the Go runtime's headroom.
 func (s *Server) residentBytes(ek *keys.Evaluation) int64 {
 	ct := int64(ckks.NewCiphertext(s.Params.CKKS, 1, s.Params.CKKS.MaxLevel()).BinarySize())
 	table := int64(s.strat.N1)
@@ -41,7 +42,8 @@ func (s *Server) residentBytes(ek *keys.Evaluation) int64 {
 	for _, g := range s.Manifest.Groups {
 		groups += g.Bytes
 	}
-	return int64(ek.Keys.BinarySize()) + table*ct + groups
+	live := int64(ek.Keys.BinarySize()) + table*ct + groups
+	return int64(float64(live) * strategy.RuntimeOverhead)
 }
 
 // feed sends every group's diagonals, chunk by chunk, one channel per group,

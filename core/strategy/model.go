@@ -65,6 +65,11 @@ func (s Strategy) KeyCount(slots int) int {
 	return len(seen)
 }
 
+// RuntimeOverhead is the factor between live data and a Go process's
+// resident memory at GOGC=25 (the library's setting): the collector lets
+// the heap grow 25 % past the live data. Memory estimates include it.
+const RuntimeOverhead = 1.25
+
 // Estimate is the model's prediction for one strategy.
 type Estimate struct {
 	Strategy
@@ -110,7 +115,7 @@ func (s Strategy) Estimate(groups, workers int, budget int64, c Costs) Estimate 
 	groupBytes := int64(l) * c.CiphertextBytes
 	fixed := e.KeyBytes + int64(table+2*workers)*c.CiphertextBytes
 	resident := int64(groups) * groupBytes
-	if budget > 0 && fixed+resident > budget && !s.PreRotatedByServer() {
+	if budget > 0 && overhead(fixed+resident) > budget && !s.PreRotatedByServer() {
 		e.Streamed = true
 		chunk := int64(n1)
 		if s.FullTable() {
@@ -118,7 +123,7 @@ func (s Strategy) Estimate(groups, workers int, budget int64, c Costs) Estimate 
 		}
 		resident = int64(2+2*workers) * chunk * c.CiphertextBytes
 	}
-	e.MemoryBytes = fixed + resident
+	e.MemoryBytes = overhead(fixed + resident)
 	// Rotations of the query parallelise over workers; per group, the
 	// products and giant steps do, the comparator runs on one core per
 	// group with groups spread over workers.
@@ -168,3 +173,5 @@ func Choose(l, groups, workers int, budget int64, c Costs) (Estimate, []Estimate
 	}
 	return all[0], all, nil
 }
+
+func overhead(live int64) int64 { return int64(float64(live) * RuntimeOverhead) }
