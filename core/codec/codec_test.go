@@ -60,3 +60,69 @@ func FuzzDecodeCiphertext(f *testing.F) {
 		DecodeCiphertext(data, p, 1, p.MaxLevel(), "fuzz")
 	})
 }
+
+func TestPackBitsRoundTrip(t *testing.T) {
+	for _, w := range []uint{1, 7, 8, 45, 50, 60, 61, 63} {
+		vals := make([]uint64, 1001)
+		for i := range vals {
+			vals[i] = (uint64(i)*0x9E3779B97F4A7C15 + 12345) & (1<<w - 1)
+		}
+		b := packBits(nil, vals, w)
+		if len(b) != (len(vals)*int(w)+7)/8 {
+			t.Fatalf("w=%d: %d bytes", w, len(b))
+		}
+		got := make([]uint64, len(vals))
+		if !unpackBits(b, got, w, ^uint64(0)) {
+			t.Fatalf("w=%d: range check failed", w)
+		}
+		for i := range vals {
+			if got[i] != vals[i] {
+				t.Fatalf("w=%d value %d: %x != %x", w, i, got[i], vals[i])
+			}
+		}
+	}
+}
+
+func TestPackedCiphertext(t *testing.T) {
+	p, b := sample(t)
+	ct, err := DecodeCiphertext(b, p, 1, p.MaxLevel(), "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	packed, err := PackCiphertext(ct, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(packed) != PackedSize(p, 1, p.MaxLevel()) || len(packed) >= len(b)*8/10 {
+		t.Fatalf("packed %d bytes, Lattigo's encoding %d", len(packed), len(b))
+	}
+	back, err := UnpackCiphertext(packed, p, 1, p.MaxLevel(), "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, _ := back.MarshalBinary()
+	if string(again) != string(b) {
+		t.Fatal("packed round trip changed the ciphertext")
+	}
+	if _, err := UnpackCiphertext(packed[:len(packed)-1], p, 1, p.MaxLevel(), "x"); !errors.Is(err, errs.ErrCorrupt) {
+		t.Fatalf("truncated: %v", err)
+	}
+	bad := append([]byte(nil), packed...)
+	for i := len(bad) - 64; i < len(bad); i++ {
+		bad[i] = 0xff // top coefficients of the last prime: >= q
+	}
+	if _, err := UnpackCiphertext(bad, p, 1, p.MaxLevel(), "x"); !errors.Is(err, errs.ErrCorrupt) {
+		t.Fatalf("unreduced: %v", err)
+	}
+}
+
+func FuzzUnpackCiphertext(f *testing.F) {
+	p, b := sample(f)
+	ct, _ := DecodeCiphertext(b, p, 1, p.MaxLevel(), "x")
+	packed, _ := PackCiphertext(ct, p)
+	f.Add(packed)
+	f.Add(packed[:50])
+	f.Fuzz(func(t *testing.T, data []byte) {
+		UnpackCiphertext(data, p, 1, p.MaxLevel(), "fuzz")
+	})
+}

@@ -38,10 +38,8 @@ func (s *Server) residentBytes(ek *keys.Evaluation) int64 {
 	if s.strat.FullTable() {
 		table = int64(s.strat.L)
 	}
-	var groups int64
-	for _, g := range s.Manifest.Groups {
-		groups += g.Bytes
-	}
+	// Decoded diagonals take full 64-bit words, whatever their packed size on disk.
+	groups := int64(len(s.Manifest.Groups)) * int64(s.strat.L) * ct
 	live := int64(ek.Keys.BinarySize()) + table*ct + groups
 	return int64(float64(live) * strategy.RuntimeOverhead)
 }

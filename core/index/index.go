@@ -254,7 +254,7 @@ func Enroll(dir string, pub *keys.Public, data []float32, n, dim int, labels []s
 			return nil, fmt.Errorf("encrypting group: %w", err)
 		}
 		g := Group{File: groupFile(len(m.Groups)), Start: m.Count, Count: hi - lo}
-		if g.Bytes, err = writeGroup(filepath.Join(dir, g.File), m, cts); err != nil {
+		if g.Bytes, err = writeGroup(filepath.Join(dir, g.File), m, set.CKKS, cts); err != nil {
 			return nil, err
 		}
 		m.Groups = append(m.Groups, g)
@@ -296,14 +296,11 @@ func removeStrayFiles(dir string, m *Manifest) {
 	}
 }
 
-func writeGroup(path string, m *Manifest, cts []*rlwe.Ciphertext) (int64, error) {
-	var payload int64
-	for _, ct := range cts {
-		payload += recordOverhead + int64(ct.BinarySize())
-	}
+func writeGroup(path string, m *Manifest, p ckks.Parameters, cts []*rlwe.Ciphertext) (int64, error) {
+	payload := int64(len(cts)) * int64(recordOverhead+codec.PackedSize(p, 1, cts[0].Level()))
 	err := envelope.WriteFileStream(path, m.groupHeader(), payload, 0o644, func(w io.Writer) error {
 		for _, ct := range cts {
-			b, err := ct.MarshalBinary()
+			b, err := codec.PackCiphertext(ct, p)
 			if err != nil {
 				return err
 			}
@@ -325,8 +322,8 @@ func writeGroup(path string, m *Manifest, cts []*rlwe.Ciphertext) (int64, error)
 	return st.Size(), nil
 }
 
-// Each diagonal is stored as a record: u64 length | ciphertext | u32
-// CRC-32C of the ciphertext. The file's SHA-256 (envelope) covers the whole
+// Each diagonal is stored as a record: u64 length | ciphertext with
+// bit-packed coefficients (codec.PackCiphertext) | u32 CRC-32C of it. The file's SHA-256 (envelope) covers the whole
 // group; the per-record CRC lets a streamed read check every ciphertext in
 // one pass.
 const recordOverhead = 8 + 4
@@ -376,7 +373,7 @@ func groupError(path string, err error) error {
 // readRecords decodes the l diagonal records of a group payload.
 func readRecords(r io.Reader, n int64, set *params.Set, g Group, chunk int, emit func(int, []*rlwe.Ciphertext) error) error {
 	l := set.L()
-	want := ckks.NewCiphertext(set.CKKS, 1, set.CKKS.MaxLevel()).BinarySize()
+	want := codec.PackedSize(set.CKKS, 1, set.CKKS.MaxLevel())
 	if n != int64(l)*int64(recordOverhead+want) {
 		return fmt.Errorf("%w: %d payload bytes, expected %d ciphertexts of %d bytes", errs.ErrCorrupt, n, l, want)
 	}
@@ -394,7 +391,7 @@ func readRecords(r io.Reader, n int64, set *params.Set, g Group, chunk int, emit
 		if crc32.Checksum(b, castagnoli) != binary.LittleEndian.Uint32(rest) {
 			return fmt.Errorf("%w: diagonal %d fails its CRC-32C", errs.ErrCorrupt, i)
 		}
-		ct, err := codec.DecodeCiphertext(b, set.CKKS, 1, set.CKKS.MaxLevel(), fmt.Sprintf("%s diagonal %d", g.File, i))
+		ct, err := codec.UnpackCiphertext(b, set.CKKS, 1, set.CKKS.MaxLevel(), fmt.Sprintf("%s diagonal %d", g.File, i))
 		if err != nil {
 			return err
 		}
