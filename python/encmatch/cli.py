@@ -10,6 +10,7 @@ Subcommands (``encmatch <command> --help`` for details)::
     demo      the end-to-end demo on LFW faces (``make demo``)
     info      core version and presets, or an index / key set summary
     strategies  the cost model's ranking of the similarity strategies
+    bench     the papers/000 benchmark: timings, RAM, disk per K and strategy, beside the published figures
 
 Memory budgets (``--memory-budget``) are in GB (10^9 bytes, a float); 0
 means unlimited.
@@ -31,6 +32,7 @@ from typing import Sequence
 
 import numpy as np
 
+from . import bench as bench_mod
 from . import data as data_mod
 from . import demo as demo_mod
 from . import validate as validate_mod
@@ -43,6 +45,7 @@ from ._ui import (
     warn_if_insecure,
 )
 from .client import (
+    STRATEGIES,
     Client,
     Enroller,
     Server,
@@ -308,6 +311,48 @@ def cmd_strategies(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    """Run the benchmark and write results.json/csv/md and plots to ``--out``; exit 1 if a trial failed."""
+    params = describe(args.preset, args.kappa, bench_mod.FACES_DIM if args.workload == "faces" else args.dim)
+    warn_if_insecure(params)
+    log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
+    log(f"parameters: {describe_params(params)}")
+    doc = bench_mod.run(
+        args.sizes, args.strategies, matches=args.matches, n1=args.n1, trials=args.trials, preset=args.preset,
+        kappa=args.kappa, dim=args.dim, workload=args.workload, memory_budget=args.memory_budget,
+        work_dir=args.work, seed=args.seed, log=log,
+    )
+    paths = bench_mod.write_outputs(doc, args.out)
+    print(bench_mod.markdown_table(doc))
+    print(f"results: {', '.join(str(p) for p in paths.values())}")
+    failed = sum(rec["failed"] for rec in doc["configs"])
+    if failed:
+        print(f"error: {failed} trial(s) failed the correctness check", file=sys.stderr)
+    warn_if_insecure(params)
+    return EXIT_FAILURE if failed else 0
+
+
+def _int_list(text: str) -> list[int]:
+    """argparse type: comma-separated positive integers."""
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of integers: {text!r}") from None
+    if not values or any(v <= 0 for v in values):
+        raise argparse.ArgumentTypeError(f"want positive integers, got {text!r}")
+    return values
+
+
+def _strategy_list(text: str) -> list[str]:
+    """argparse type: comma-separated strategy names (not ``auto``)."""
+    names = [x.strip() for x in text.split(",") if x.strip()]
+    bad = [n for n in names if n not in STRATEGIES or n == "auto"]
+    if not names or bad:
+        raise argparse.ArgumentTypeError(
+            f"unknown strategy {', '.join(bad) or text!r} (want {', '.join(s for s in STRATEGIES if s != 'auto')})")
+    return names
+
+
 # ---- parser ----------------------------------------------------------------
 
 
@@ -388,6 +433,26 @@ def build_parser() -> argparse.ArgumentParser:
     add_memory_budget_argument(s, "server memory")
     s.add_argument("--json", action="store_true", help="print the model's answer as JSON")
     s.set_defaults(func=cmd_strategies)
+
+    s = sub.add_parser("bench", help="benchmark per gallery size and strategy, beside papers/000 Tables 6-8")
+    s.add_argument("--sizes", type=_int_list, default=[1024, 16384], metavar="K,K",
+                   help="gallery sizes (default: 1024,16384)")
+    s.add_argument("--matches", type=int, default=1, metavar="KM", help="planted matches Km (default: %(default)s)")
+    s.add_argument("--strategies", type=_strategy_list, default=["bsgs-tbe", "dg"], metavar="S,S",
+                   help="similarity strategies (default: bsgs-tbe,dg)")
+    s.add_argument("--n1", type=int, default=0, help="baby-step size of the bsgs strategies (default: 0 = automatic)")
+    s.add_argument("--trials", type=int, default=11,
+                   help="trials per configuration; trial 1 is the setup (default: %(default)s)")
+    s.add_argument("--preset", default="default", help="parameter preset (default: %(default)s; 'toy' is INSECURE)")
+    s.add_argument("--kappa", type=int, default=8, help="comparator depth, 8 as papers/000 Tables 7-8 (default: %(default)s)")
+    s.add_argument("--dim", type=int, default=512, help="vector dimension of the synthetic workload (default: %(default)s)")
+    s.add_argument("--workload", choices=bench_mod.WORKLOADS, default="synthetic",
+                   help="synthetic (papers/000 6.1) or faces (LFW MobileFaceNet, 192-d) (default: %(default)s)")
+    s.add_argument("--seed", type=int, default=0, help="workload seed (default: %(default)s)")
+    s.add_argument("--out", type=Path, default=Path("bench-results"), help="output directory (default: %(default)s)")
+    s.add_argument("--work", type=Path, default=None, help="where keys and indexes are written (default: the temp dir)")
+    add_memory_budget_argument(s, "server memory; an index that does not fit is streamed from disk")
+    s.set_defaults(func=cmd_bench)
     return p
 
 

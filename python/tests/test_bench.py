@@ -1,0 +1,113 @@
+"""The benchmark harness (encmatch.bench, ``encmatch bench``) at the toy preset."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+
+from encmatch import bench, comparator
+from encmatch.bruteforce import cosine_scores
+
+from conftest import TOY, run_cli
+
+DIM = 32
+KAPPA = 8
+
+
+def test_synthetic_generator_separates_planted_from_others():
+    margin = comparator(KAPPA, bench.SYNTHETIC_DELTA)["value_band"]
+    wl = bench.synthetic_workload(3000, 5, DIM, margin=margin, seed=3)
+    s = cosine_scores(wl.gallery, wl.query)[0]
+    assert len(wl.planted) == 5 and np.all(s[wl.planted] >= wl.delta + margin)
+    others = np.delete(s, wl.planted)
+    assert np.all(others < wl.delta - margin)
+    assert wl.info["min_planted_score"] == pytest.approx(s[wl.planted].min())
+    # integer components in [-99, 99]; matches are the query plus noise in [-2, 2]
+    assert np.all(np.abs(wl.gallery) <= 99) and np.all(wl.gallery == np.round(wl.gallery))
+    assert np.all(np.abs(wl.gallery[wl.planted] - wl.query) <= 2)
+    assert len(bench.synthetic_workload(100, 0, DIM, seed=1).planted) == 0
+
+
+def test_faces_workload(lfw):
+    margin = comparator(KAPPA, bench.FACES_DELTA)["value_band"]
+    wl = bench.faces_workload(500, 2, margin=margin, faces=lfw, seed=1)
+    s = cosine_scores(wl.gallery, wl.query)[0]
+    assert wl.dim == bench.FACES_DIM and len(wl.planted) == 2
+    assert np.all(s[wl.planted] >= wl.delta + margin) and np.all(np.delete(s, wl.planted) < wl.delta - margin)
+
+
+def test_check_trial():
+    from encmatch.results import make_result
+
+    m1, m0 = make_result("membership", count=1), make_result("membership", count=0)
+    ident = make_result("identification", positions=[3, 7])
+    assert bench.check_trial(m1, ident, np.array([3, 7])) == []
+    assert bench.check_trial(m0, ident, np.array([3, 7]))  # membership wrong
+    assert bench.check_trial(m1, make_result("identification", positions=[3]), np.array([3, 7]))
+    assert bench.check_trial(m1, make_result("identification", positions=[]), np.array([], np.int64))
+
+
+def test_reference_loads():
+    ref = bench.load_reference()
+    cpu = [r for r in ref["rows"] if r["device"] == "CPU" and r["kappa"] == 8]
+    for approach in ("HyDia-CPU-DG", "BSGS-CPU-DG"):
+        assert sorted(r["K"] for r in cpu if r["approach"] == approach) == [2 ** k for k in range(10, 21)]
+    top = next(r for r in cpu if r["K"] == 2 ** 20 and r["approach"] == "BSGS-CPU-DG")
+    assert top["membership_s"] == 88.99 and top["Km"] == 512 and top["threads"] == 40
+    assert "40 threads" in ref["hardware"]["CPU"]
+
+
+def test_failed_trial_is_excluded(tmp_path):
+    wl = bench.make_workload("synthetic", 200, 1, DIM, kappa=KAPPA)
+    calls = []
+
+    def flaky(client, server, workload):
+        """The real query trial, with trial 2 made wrong (and slow)."""
+        res = bench._query(client, server, workload)
+        calls.append(res)
+        if len(calls) == 2:  # trial 2: a wrong identification answer, and an outlier time
+            from encmatch.results import make_result
+
+            wrong = make_result("identification", positions=[])
+            res["failures"] = bench.check_trial(make_result("membership", count=1), wrong, workload.planted)
+            res["ok"] = not res["failures"]
+            res["membership_s"] = 1e6
+        return res
+
+    rec = bench.bench_config(wl, "bsgs-tbe", tmp_path / "w", preset=TOY, kappa=KAPPA, trials=4, query_fn=flaky)
+    assert [t["ok"] for t in rec["trials"]] == [False, True, True]
+    assert rec["passed"] == 2 and rec["failed"] == 1
+    assert rec["membership_s"] < 1e3  # the failing trial's time is not averaged
+    assert rec["setup"]["trial"]["ok"] and rec["index_disk_bytes"] > 0 and rec["key_disk_bytes"] > 0
+
+
+def test_cli_end_to_end(tmp_path):
+    out = tmp_path / "out"
+    p = run_cli("bench", "--preset", TOY, "--dim", DIM, "--sizes", "256,2048", "--strategies", "bsgs-tbe,dg",
+                "--trials", "3", "--matches", "2", "--out", out, "--work", tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "Traceback" not in p.stderr and "INSECURE" in p.stderr
+    for name in ("results.json", "results.csv", "time.png", "ram.png", "disk.png", "results.md"):
+        assert (out / name).is_file() and (out / name).stat().st_size > 0, name
+    doc = json.loads((out / "results.json").read_text())
+    assert len(doc["configs"]) == 4 and all(c["passed"] == 2 and c["failed"] == 0 for c in doc["configs"])
+    c = doc["configs"][0]
+    for key in ("membership_s", "identification_s", "rtt_s", "peak_rss_bytes", "key_disk_bytes", "index_disk_bytes",
+                "key_bytes_sent", "query_bytes", "membership_result_bytes", "identification_result_bytes"):
+        assert c[key] > 0, key
+    assert c["setup"]["keygen_s"] > 0 and c["setup"]["enroll_s"] > 0
+    rows = list(csv.DictReader(open(out / "results.csv")))
+    assert len(rows) == 4 and rows[0]["preset"] == TOY and rows[0]["cpu"] and rows[0]["kappa"] == "8"
+    md = (out / "results.md").read_text()
+    assert "papers/000 Table 7" in md and "HyDia-CPU-DG" in md  # K = 2048 has published rows
+    assert not list(tmp_path.glob("encmatch-bench-*"))  # keys and indexes removed
+
+
+def test_cli_rejects_bad_lists(tmp_path):
+    p = run_cli("bench", "--strategies", "dg,nope", "--out", tmp_path)
+    assert p.returncode == 2 and "unknown strategy" in p.stderr
+    p = run_cli("bench", "--sizes", "0", "--out", tmp_path)
+    assert p.returncode == 2
