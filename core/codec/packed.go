@@ -130,15 +130,17 @@ func unpackBits(src []byte, dst []uint64, w uint, q uint64) bool {
 	for j := range dst {
 		bit := uint(j) * w
 		k, sh := bit/8, bit%8
-		// The value lies in bytes k..k+8 (w + 7 <= 70 bits).
-		copy(word[:], src[k:min(int(k)+9, len(src))])
-		for t := min(int(k)+9, len(src)) - int(k); t < 9; t++ {
-			word[t] = 0
+		// The value lies in bytes k..k+8 (w + 7 <= 70 bits); near the end
+		// of the stream, copy them into a zero-padded word first.
+		buf := src[k:]
+		if len(buf) < 9 {
+			word = [9]byte{}
+			copy(word[:], buf)
+			buf = word[:]
 		}
-		lo := binary.LittleEndian.Uint64(word[:8])
-		v := lo >> sh
+		v := binary.LittleEndian.Uint64(buf) >> sh
 		if sh > 0 {
-			v |= uint64(word[8]) << (64 - sh)
+			v |= uint64(buf[8]) << (64 - sh)
 		}
 		dst[j] = v & mask
 		if dst[j] >= q {
