@@ -70,17 +70,26 @@ type Comparator struct {
 	stage1F64, sharpenF64 []float64
 }
 
+// Check validates a comparator specification without building it (New
+// also interpolates the polynomials and scans them for the guard bands).
+func Check(kappa int, delta, scoreScale float64) error {
+	if kappa < SharpenDepth+2 {
+		return fmt.Errorf("comparator depth kappa=%d too small (minimum %d)", kappa, SharpenDepth+2)
+	}
+	if math.IsNaN(delta) || delta <= -1 || delta >= 1 {
+		return fmt.Errorf("threshold delta=%v must lie in (-1, 1)", delta)
+	}
+	if !(scoreScale > 0 && scoreScale <= 1) {
+		return fmt.Errorf("score scale %v must lie in (0, 1]", scoreScale)
+	}
+	return nil
+}
+
 // New builds the comparator for depth budget kappa, threshold delta and
 // score scale a (0 < a <= 1).
 func New(kappa int, delta, scoreScale float64) (*Comparator, error) {
-	if kappa < SharpenDepth+2 {
-		return nil, fmt.Errorf("comparator depth kappa=%d too small (minimum %d)", kappa, SharpenDepth+2)
-	}
-	if math.IsNaN(delta) || delta <= -1 || delta >= 1 {
-		return nil, fmt.Errorf("threshold delta=%v must lie in (-1, 1)", delta)
-	}
-	if !(scoreScale > 0 && scoreScale <= 1) {
-		return nil, fmt.Errorf("score scale %v must lie in (0, 1]", scoreScale)
+	if err := Check(kappa, delta, scoreScale); err != nil {
+		return nil, err
 	}
 	deg := 1<<(kappa-SharpenDepth) - 1
 	k := steepnessPerDegree * float64(deg+1)

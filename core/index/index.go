@@ -125,7 +125,7 @@ func (m *Manifest) validate() error {
 	if err != nil {
 		return err
 	}
-	if _, err := comparator.New(m.Params.Kappa, m.Delta, m.ScoreScale); err != nil {
+	if err := comparator.Check(m.Params.Kappa, m.Delta, m.ScoreScale); err != nil {
 		return bad("%v", err)
 	}
 	if _, err := m.SimilarityStrategy(); err != nil {
@@ -155,7 +155,7 @@ func Create(dir, serverKeyDir string, delta float64) (*Manifest, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := comparator.New(set.Kappa, delta, comparator.DefaultScoreScale); err != nil {
+	if err := comparator.Check(set.Kappa, delta, comparator.DefaultScoreScale); err != nil {
 		return nil, fmt.Errorf("%w: %v", errs.ErrInvalid, err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, manifestFile)); err == nil {
