@@ -158,10 +158,14 @@ func (s *Server) groupScores(table []*rlwe.Ciphertext, ch <-chan chunk) (*rlwe.C
 	err := parallel.For(w, func(k int) error {
 		var acc, step *rlwe.Ciphertext
 		for c := range ch {
-			if acc == nil || !full {
+			if acc == nil {
 				acc = ckks.NewCiphertext(p, 2, level)
-				acc.Scale = table[0].Scale.Mul(c.cts[0].Scale)
+			} else if !full { // a new giant step: reuse the accumulator
+				for _, poly := range acc.Value {
+					poly.Zero()
+				}
 			}
+			acc.Scale = table[0].Scale.Mul(c.cts[0].Scale) // the same for every chunk
 			for i, d := range c.cts {
 				q := table[i] // baby step b = i of giant step first/n1
 				if full {
