@@ -11,6 +11,12 @@ Subcommands (``encmatch <command> --help`` for details)::
     info      core version and presets, or an index / key set summary
     strategies  the cost model's ranking of the similarity strategies
     bench     the papers/000 benchmark: timings, RAM, disk per K and strategy, beside the published figures
+    serve     the HTTP service (encrypted galleries and queries; docs/SERVICE.md)
+    tenant    add, list or revoke the service's tenants and their tokens
+
+``enroll`` and ``query`` take ``--server URL`` (and ``--token`` or
+``$ENCMATCH_TOKEN``) to work against a service: ``--index`` is then the
+remote index id.
 
 Memory budgets (``--memory-budget``) are in GB (10^9 bytes, a float); 0
 means unlimited.
@@ -60,6 +66,7 @@ from .client import (
 )
 from .errors import USER_ERRORS, EncmatchError, InvalidArgument, NotFound
 from .index import decrypted_to_result
+from .service import commands as service_commands
 from .results import MODES, MembershipResult
 
 __all__ = ["main", "build_parser"]
@@ -118,6 +125,10 @@ def cmd_enroll(args: argparse.Namespace) -> int:
         raise NotFound(f"no server keys in {server_keys} (run `encmatch keygen --keys {args.keys}` first)")
     vectors = data_mod.load_vectors(args.vectors, args.field)
     labels = data_mod.load_labels(args.vectors, args.labels_from) if args.labels_from else None
+    if args.server:
+        return service_commands.remote_enroll(args, vectors, labels)
+    if args.index is None:
+        raise InvalidArgument("--index is required (or --server URL)")
     enroller = Enroller(server_keys)
     manifest = _load_manifest_or_none(args.index)
     if manifest is None:
@@ -153,6 +164,8 @@ def _read_query(path: Path, field: str, row: int | None) -> np.ndarray:
 def cmd_query(args: argparse.Namespace) -> int:
     """Encrypt a query with the client key, run the server, write the encrypted result."""
     vec = _read_query(args.query, args.field, args.row)
+    if args.server:
+        return service_commands.remote_query(args, vec)
     with Client(args.keys) as client:
         warn_if_insecure(client.params)
         t0 = time.perf_counter()
@@ -372,23 +385,27 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("enroll", help="encrypt vectors into an index")
     s.add_argument("--keys", type=Path, required=True, help="client key directory (its server/ subdirectory is used)")
-    s.add_argument("--index", type=Path, required=True, help="index directory (created if it does not exist)")
+    s.add_argument("--index", type=Path, default=None,
+                   help="index directory (created if it does not exist); with --server the remote index id "
+                        "(absent: a new remote index)")
     s.add_argument("--delta", type=float, default=None, help="match threshold, required when creating the index")
     s.add_argument("--field", default="emb", help="array of a .npz holding the vectors (default: %(default)s)")
     s.add_argument("--labels-from", default=None, metavar="FIELD", help="array of the .npz holding one label per row")
     s.add_argument("--batch-size", type=int, default=None, help="vectors per core call (default: one group)")
     s.add_argument("vectors", type=Path, metavar="VECTORS", help=".npy [n, dim] or .npz")
+    service_commands.add_remote_arguments(s)
     s.set_defaults(func=cmd_enroll)
 
     s = sub.add_parser("query", help="encrypt a query, search, write the encrypted result")
     s.add_argument("--keys", type=Path, required=True, help="client key directory")
-    s.add_argument("--index", type=Path, required=True, help="index directory")
+    s.add_argument("--index", type=Path, required=True, help="index directory (with --server: the remote index id)")
     s.add_argument("--mode", choices=MODES, default="identification")
     s.add_argument("--out", type=Path, required=True, help="file to write the encrypted result to")
     s.add_argument("--field", default="emb", help="array of a .npz holding the query (default: %(default)s)")
     s.add_argument("--row", type=int, default=None, help="row of a 2-D query file to use")
     s.add_argument("query", type=Path, metavar="QUERY", help=".npy [dim] / [1, dim] (or --row) or .npz")
     add_memory_budget_argument(s, "server memory; an index that does not fit is streamed from disk")
+    service_commands.add_remote_arguments(s)
     s.set_defaults(func=cmd_query)
 
     s = sub.add_parser("decrypt", help="decrypt a result")
@@ -453,6 +470,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--work", type=Path, default=None, help="where keys and indexes are written (default: the temp dir)")
     add_memory_budget_argument(s, "server memory; an index that does not fit is streamed from disk")
     s.set_defaults(func=cmd_bench)
+
+    service_commands.add_commands(sub)
     return p
 
 

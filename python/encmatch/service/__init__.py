@@ -1,0 +1,36 @@
+"""encmatch as a service: an HTTP server for encrypted galleries and queries, and its remote SDK.
+
+In deployment the key holder, the enroller and the server are different
+machines (papers/000, Fig. 2). This package is the server and the
+network between them:
+
+- :mod:`~encmatch.service.app` - the FastAPI application and ``encmatch serve``;
+- :mod:`~encmatch.service.storage` - durable on-disk indexes, resumable uploads, atomic commits;
+- :mod:`~encmatch.service.tenancy` - tenants and their (hashed) bearer tokens;
+- :mod:`~encmatch.service.scheduler` - loaded indexes and the bounded search queue;
+- :mod:`~encmatch.service.remote` - :class:`RemoteIndex` and :class:`ServiceClient`;
+- :mod:`~encmatch.service.frames` - the core's frame header, read in Python;
+- :mod:`~encmatch.service.errors` - the service's error kinds and HTTP statuses;
+- :mod:`~encmatch.service.commands` - the command-line subcommands;
+- :mod:`~encmatch.service.measure` - a server process helper, the load test and the overhead measurement.
+
+``docs/SERVICE.md`` describes the HTTP API and the measured figures.
+Importing this package does not import the web framework (only
+:mod:`~encmatch.service.app` does).
+"""
+
+from .errors import Busy, Conflict, Forbidden, ServiceError, ShuttingDown, Timeout, TooLarge, Unauthorized
+from .remote import RemoteIndex, ServiceClient
+
+__all__ = [
+    "RemoteIndex",
+    "ServiceClient",
+    "ServiceError",
+    "Unauthorized",
+    "Forbidden",
+    "Conflict",
+    "TooLarge",
+    "Busy",
+    "Timeout",
+    "ShuttingDown",
+]

@@ -1,0 +1,362 @@
+"""The HTTP service: a FastAPI application over :mod:`storage <encmatch.service.storage>`,
+:mod:`tenancy <encmatch.service.tenancy>` and :mod:`scheduler <encmatch.service.scheduler>`.
+
+``encmatch serve --data DIR`` runs :func:`serve`; the OpenAPI description
+is at ``/openapi.json`` (``/docs`` renders it). Every route except
+``/v1/health`` needs ``Authorization: Bearer <token>``; a token sees only
+its tenant's indexes, and any other index id is ``404 not_found``.
+
+Routes (all under ``/v1``; ``docs/SERVICE.md`` has the protocol):
+
+- ``POST /indexes`` create a pending index from a key set's ``keys.json``;
+- ``PUT|GET|PATCH /indexes/{id}/files/{name}`` declare, inspect and append
+  to a resumable upload (key files and gallery group files);
+- ``POST /indexes/{id}/commit`` make the uploaded groups and the enroller's
+  manifest the index's next generation (loaded, then visible);
+- ``POST /indexes/{id}/search?mode=`` encrypted query in, encrypted result out;
+- ``GET /indexes``, ``GET|DELETE /indexes/{id}``, ``GET /indexes/{id}/manifest``;
+- ``GET /health``.
+
+Limits: request bodies beyond ``max_body_bytes`` are refused with 413
+before they are read; searches beyond the bounded queue get 503
+``busy`` (see :class:`~encmatch.service.scheduler.Scheduler`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fastapi import Depends, FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel, Field
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from .. import __version__
+from ..client import version as core_version
+from ..errors import Corrupt, EncmatchError, InvalidArgument, Mismatch
+from ..results import MODES
+from .errors import Conflict, Forbidden, TooLarge, Unauthorized, status_for
+from .frames import FrameError, parse_header
+from .scheduler import Loaded, Scheduler, open_generation
+from .storage import Storage
+from .tenancy import TokenStore
+
+__all__ = ["ServiceConfig", "create_app", "serve"]
+
+log = logging.getLogger("encmatch.service")
+
+_OCTETS = {"content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}
+
+
+@dataclass
+class ServiceConfig:
+    """Settings of one service instance (``encmatch serve`` options)."""
+
+    data_dir: Path
+    allow_insecure: bool = False
+    max_body_bytes: int = 64 << 20
+    max_file_bytes: int = 16 << 30
+    max_pending: int = 16
+    workers: int = 1
+    query_timeout: float = 300.0
+    shutdown_grace: float = 30.0
+    memory_budget: int = 0
+
+
+class CreateIndex(BaseModel):
+    """Body of ``POST /v1/indexes``."""
+
+    keys: dict[str, Any] = Field(description="the key set's server/keys.json")
+    label: str = Field("", max_length=200, description="a name for people; not unique")
+
+
+class DeclareFile(BaseModel):
+    """Body of ``PUT /v1/indexes/{id}/files/{name}``."""
+
+    size: int = Field(description="bytes of the whole file")
+    sha256: str = Field(description="hex SHA-256 of the whole file")
+
+
+class Commit(BaseModel):
+    """Body of ``POST /v1/indexes/{id}/commit``."""
+
+    manifest: dict[str, Any] = Field(description="the enroller's manifest.json naming every group file")
+
+
+class _BodyLimit:
+    """ASGI middleware: refuse a body larger than ``limit`` bytes (413), by its Content-Length before
+    reading it, or as soon as a chunked body passes the limit."""
+
+    def __init__(self, app: Any, limit: int):
+        """Wrap ``app``."""
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        """Check the declared length, then count the body as it arrives."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
+            await _error_response(TooLarge(f"request body of {declared.decode(errors='replace')} bytes; "
+                                           f"the limit is {self.limit}"))(scope, receive, send)
+            return
+        seen = 0
+
+        async def limited() -> dict:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.limit:
+                    raise TooLarge(f"request body over the limit of {self.limit} bytes")
+            return message
+
+        await self.app(scope, limited, send)
+
+
+def _error_response(exc: EncmatchError) -> JSONResponse:
+    """The JSON answer ``{"error", "kind"}`` of an error, with its status (and Retry-After / WWW-Authenticate)."""
+    status = status_for(exc)
+    headers = {}
+    if status == 503:
+        headers["Retry-After"] = "1"
+    if status == 401:
+        headers["WWW-Authenticate"] = "Bearer"
+    return JSONResponse({"error": exc.message, "kind": exc.kind}, status_code=status, headers=headers)
+
+
+def create_app(config: ServiceConfig) -> FastAPI:
+    """The service application over ``config.data_dir`` (recovered and loaded when it starts)."""
+    storage = Storage(config.data_dir, allow_insecure=config.allow_insecure, max_file_bytes=config.max_file_bytes)
+    tokens = TokenStore(config.data_dir)
+    scheduler = Scheduler(max_pending=config.max_pending, workers=config.workers, query_timeout=config.query_timeout)
+    unavailable: dict[tuple[str, str], str] = {}
+
+    def load_all() -> None:
+        """Load every committed index (after crash recovery); one that cannot load is reported, not served."""
+        report = storage.recover()
+        if report["removed"] or report["truncated"]:
+            log.warning("recovered the data directory: %s", report)
+        for key in storage.committed():
+            try:
+                meta = storage.keys_meta(*key)
+                if meta.get("insecure") and not config.allow_insecure:
+                    raise Forbidden(f"preset {meta['preset']!r} is INSECURE; start with --allow-insecure to serve it")
+                generation, gen_dir, keys_dir = storage.current(*key)  # type: ignore[misc]
+                entry = open_generation(gen_dir, keys_dir, config.memory_budget)
+                entry.generation = generation
+                scheduler.install(key, entry)
+                log.info("loaded index %s/%s: generation %d, %d entries", key[0], key[1], generation, entry.count)
+            except EncmatchError as exc:
+                unavailable[key] = str(exc)
+                log.error("index %s/%s is not served: %s", key[0], key[1], exc)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI):
+        await asyncio.to_thread(load_all)
+        yield
+        result = await asyncio.to_thread(scheduler.shutdown, config.shutdown_grace)
+        log.info("search queue stopped: %s", result)
+
+    app = FastAPI(
+        title="encmatch",
+        version=__version__,
+        description="Encrypted 1:N face search: encrypted galleries and queries in, encrypted results out. "
+                    "The service holds evaluation keys and ciphertexts only, never a secret key.",
+        lifespan=lifespan,
+    )
+    app.add_middleware(_BodyLimit, limit=config.max_body_bytes)
+    bearer = HTTPBearer(auto_error=False, description="a tenant token (encmatch tenant add)")
+
+    def tenant_of(creds: HTTPAuthorizationCredentials | None = Depends(bearer)) -> str:
+        """The tenant of the request's bearer token (401 without a valid one)."""
+        tenant = tokens.authenticate(creds.credentials if creds else None)
+        if tenant is None:
+            raise Unauthorized("missing or unknown token (Authorization: Bearer <token>)")
+        return tenant
+
+    @app.exception_handler(EncmatchError)
+    async def on_error(_request: Request, exc: EncmatchError) -> JSONResponse:
+        if status_for(exc) >= 500 and exc.kind not in ("busy", "shutting_down", "timeout"):
+            log.error("internal error: %s", exc)
+        return _error_response(exc)
+
+    @app.exception_handler(RequestValidationError)
+    async def on_invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        parts = []
+        for e in exc.errors()[:5]:
+            where = ".".join(str(x) for x in e.get("loc", ()) if x != "body")
+            parts.append(f"{where or 'body'}: {e.get('msg', 'invalid')}")
+        return JSONResponse({"error": "invalid request: " + "; ".join(parts), "kind": "invalid_argument"},
+                            status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def on_http(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        kind = {404: "not_found", 405: "invalid_argument"}.get(exc.status_code, "invalid_argument")
+        return JSONResponse({"error": str(exc.detail), "kind": kind}, status_code=exc.status_code)
+
+    @app.exception_handler(Exception)
+    async def on_crash(_request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unexpected error")
+        return JSONResponse({"error": f"internal error: {type(exc).__name__}", "kind": "internal"}, status_code=500)
+
+    def status_with_load(tenant: str, index_id: str) -> dict:
+        """An index's stored status plus whether it is loaded (and why not)."""
+        out = storage.status(tenant, index_id)
+        entry = scheduler.loaded((tenant, index_id))
+        out["loaded"] = entry is not None
+        if (tenant, index_id) in unavailable:
+            out["unavailable"] = unavailable[(tenant, index_id)]
+        return out
+
+    @app.get("/v1/health", summary="Liveness and queue state (no token needed)")
+    def health() -> dict:
+        stats = scheduler.stats()
+        return {"status": "shutting_down" if stats["closing"] else "ok", "version": __version__,
+                "core": core_version(), "queue": stats, "insecure_allowed": config.allow_insecure,
+                "limits": {"max_body_bytes": config.max_body_bytes, "max_file_bytes": config.max_file_bytes,
+                           "max_queue": config.max_pending, "query_timeout": config.query_timeout}}
+
+    @app.post("/v1/indexes", status_code=201, summary="Create a pending index from a key set's keys.json")
+    def create_index(body: CreateIndex, tenant: str = Depends(tenant_of)) -> dict:
+        return dict(storage.create_index(tenant, body.keys, body.label), loaded=False)
+
+    @app.get("/v1/indexes", summary="The tenant's committed indexes")
+    def list_indexes(tenant: str = Depends(tenant_of)) -> dict:
+        return {"indexes": [dict(s, loaded=scheduler.loaded((tenant, s["id"])) is not None)
+                            for s in storage.list(tenant)]}
+
+    @app.get("/v1/indexes/{index_id}", summary="State of an index (pending or ready), entries, uploads")
+    def get_index(index_id: str, tenant: str = Depends(tenant_of)) -> dict:
+        return status_with_load(tenant, index_id)
+
+    @app.delete("/v1/indexes/{index_id}", summary="Delete an index and its files")
+    def delete_index(index_id: str, tenant: str = Depends(tenant_of)) -> dict:
+        with storage.lock(tenant, index_id):
+            storage.status(tenant, index_id)  # NotFound for another tenant's id
+            scheduler.remove((tenant, index_id))
+            storage.delete(tenant, index_id)
+        unavailable.pop((tenant, index_id), None)
+        return {"deleted": index_id}
+
+    @app.get("/v1/indexes/{index_id}/manifest", summary="The manifest of the current generation")
+    def get_manifest(index_id: str, tenant: str = Depends(tenant_of)) -> dict:
+        return storage.manifest(tenant, index_id)
+
+    @app.put("/v1/indexes/{index_id}/files/{name}", summary="Declare (or resume) the upload of a file")
+    def declare_file(index_id: str, name: str, body: DeclareFile, tenant: str = Depends(tenant_of)) -> dict:
+        return storage.declare(tenant, index_id, name, body.size, body.sha256)
+
+    @app.get("/v1/indexes/{index_id}/files/{name}", summary="Progress of an upload")
+    def file_status(index_id: str, name: str, tenant: str = Depends(tenant_of)) -> dict:
+        return storage.upload_status(tenant, index_id, name)
+
+    @app.patch("/v1/indexes/{index_id}/files/{name}", openapi_extra={"requestBody": _OCTETS},
+               summary="Append a chunk at `offset`; acknowledged once durable")
+    async def upload_chunk(request: Request, index_id: str, name: str,
+                           offset: int = Query(..., ge=0, description="byte offset of the chunk in the file"),
+                           tenant: str = Depends(tenant_of)) -> dict:
+        data = await request.body()
+        return await run_in_threadpool(storage.write_chunk, tenant, index_id, name, offset, data,
+                                       request.headers.get("x-chunk-sha256"))
+
+    @app.post("/v1/indexes/{index_id}/commit", summary="Make the uploaded groups the index's next generation")
+    def commit(index_id: str, body: Commit, tenant: str = Depends(tenant_of)) -> dict:
+        key = (tenant, index_id)
+        with storage.lock(tenant, index_id):
+            meta = storage.keys_meta(tenant, index_id)
+            if meta.get("insecure") and not config.allow_insecure:
+                raise Forbidden(f"preset {meta['preset']!r} is INSECURE; this service refuses it")
+            gen = storage.prepare_commit(tenant, index_id, body.manifest)
+            try:
+                entry = open_generation(gen.path, gen.keys_dir, config.memory_budget)
+            except EncmatchError:
+                storage.discard(gen)
+                raise
+            entry.generation = gen.number
+            storage.publish(gen)
+            scheduler.install(key, entry)  # closes the previous generation's handle after its search
+            if gen.previous is not None:
+                storage.remove_generation(tenant, index_id, gen.previous)
+            unavailable.pop(key, None)
+        return status_with_load(tenant, index_id)
+
+    @app.post("/v1/indexes/{index_id}/search", openapi_extra={"requestBody": _OCTETS},
+              response_class=Response, responses={200: _OCTETS},
+              summary="Encrypted search: query bytes in, encrypted result bytes out")
+    async def search(request: Request, index_id: str,
+                     mode: str = Query("identification", description=" or ".join(MODES)),
+                     delta: float | None = Query(None, ge=-1, le=1, description="threshold for this search"),
+                     tenant: str = Depends(tenant_of)) -> Response:
+        if mode not in MODES:
+            raise InvalidArgument(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
+        query = await request.body()
+        key = (tenant, index_id)
+        entry = scheduler.loaded(key)
+        if entry is None:
+            status = await run_in_threadpool(status_with_load, tenant, index_id)  # NotFound if not the tenant's
+            if status["state"] == "pending":
+                raise Conflict(f"index {index_id} is not committed yet")
+            raise Conflict(f"index {index_id} is not served: {status.get('unavailable', 'not loaded')}")
+        _check_query(query, entry)
+        result, info = await scheduler.search(key, query, mode, delta)
+        headers = {"X-Queue-Seconds": f"{info['queue_seconds']:.6f}",
+                   "X-Search-Seconds": f"{info['search_seconds']:.6f}",
+                   "X-Generation": str(info["generation"])}
+        return Response(result, media_type="application/octet-stream", headers=headers)
+
+    app.state.storage = storage
+    app.state.scheduler = scheduler
+    app.state.tokens = tokens
+    return app
+
+
+def _check_query(query: bytes, entry: Loaded) -> None:
+    """Refuse, before it is queued, a query that is not a whole frame of kind ``query`` of the index's key set."""
+    try:
+        h = parse_header(query)
+    except FrameError as exc:
+        raise Corrupt(f"query: {exc}") from None
+    if h.total_length != len(query):
+        raise Corrupt(f"query: {len(query)} bytes, its header announces {h.total_length} (truncated or padded)")
+    if h.kind != "query":
+        raise Mismatch(f"expected a query, got a {h.kind}")
+    if h.fingerprint != entry.fingerprint:
+        raise Mismatch("the query was made with other parameters than the index")
+    if h.key_id != entry.key_id:
+        raise Mismatch(f"the query belongs to key set {h.key_id}, the index to {entry.key_id}")
+
+
+def serve(config: ServiceConfig, host: str = "127.0.0.1", port: int = 8470, *, access_log: bool = True) -> int:
+    """Run the service with uvicorn until SIGINT/SIGTERM; in-flight requests get ``shutdown_grace`` seconds.
+
+    Returns 0 after a clean shutdown.
+    """
+    import uvicorn
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        stream=sys.stderr)
+    app = create_app(config)
+    server = uvicorn.Server(uvicorn.Config(
+        app, host=host, port=port, access_log=access_log, log_level="info",
+        timeout_graceful_shutdown=int(max(1, config.shutdown_grace)),
+        limit_concurrency=max(64, 4 * config.max_pending),
+    ))
+    # uvicorn re-raises SIGINT/SIGTERM once it has shut down gracefully; with these handlers in place
+    # that re-raise is a no-op and the process exits 0 instead of dying of the signal.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: None)
+    server.run()
+    return 0 if server.started else 1

@@ -1,0 +1,146 @@
+"""The service's part of the command line: ``encmatch serve``, ``encmatch tenant`` and the
+``--server`` mode of ``encmatch enroll`` and ``encmatch query``.
+
+::
+
+    encmatch tenant add --data DIR NAME      # prints a new token for tenant NAME (stored hashed)
+    encmatch serve --data DIR [--port 8470] [--allow-insecure] [--max-queue 16] ...
+    encmatch enroll --server URL [--token T] --keys K [--index ID] [--delta D] gallery.npz
+    encmatch query  --server URL [--token T] --keys K --index ID --out r.bin query.npy
+
+The web framework is imported only when a service command runs, so the
+rest of the command line starts as fast as before.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .._ui import add_memory_budget_argument, fmt_bytes, warn_if_insecure
+from ..client import Client
+from ..errors import InvalidArgument
+
+__all__ = ["add_commands", "add_remote_arguments", "remote_enroll", "remote_query"]
+
+
+def add_remote_arguments(p: argparse.ArgumentParser) -> None:
+    """Add ``--server URL`` and ``--token`` (default ``$ENCMATCH_TOKEN``) to a subcommand."""
+    p.add_argument("--server", default=None, metavar="URL",
+                   help="run against an encmatch service (then --index is the remote index id)")
+    p.add_argument("--token", default=None, help="tenant token for --server (default: $ENCMATCH_TOKEN)")
+
+
+def add_commands(sub: Any) -> None:
+    """Add the ``serve`` and ``tenant`` subcommands to the ``encmatch`` subparsers ``sub``."""
+    s = sub.add_parser("serve", help="run the HTTP service (encrypted galleries and queries, multi-tenant)")
+    s.add_argument("--data", type=Path, required=True, help="data directory (indexes, keys, tenants.json)")
+    s.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
+    s.add_argument("--port", type=int, default=8470, help="port (default: %(default)s)")
+    s.add_argument("--allow-insecure", action="store_true",
+                   help="accept key sets of INSECURE presets (toy): for tests only")
+    s.add_argument("--max-body-mb", type=float, default=64.0,
+                   help="largest request body in MiB (default: %(default)s); upload chunks must fit")
+    s.add_argument("--max-file-gb", type=float, default=16.0, help="largest uploaded file in GiB (default: %(default)s)")
+    s.add_argument("--max-queue", type=int, default=16,
+                   help="searches queued or running at once; more are answered 503 busy (default: %(default)s)")
+    s.add_argument("--workers", type=int, default=1,
+                   help="search threads; each search already uses every core (default: %(default)s)")
+    s.add_argument("--query-timeout", type=float, default=300.0,
+                   help="seconds a search may wait and run before it is answered 504 (default: %(default)s)")
+    s.add_argument("--shutdown-grace", type=float, default=30.0,
+                   help="seconds in-flight requests get to finish on SIGTERM/SIGINT (default: %(default)s)")
+    s.add_argument("--no-access-log", action="store_true", help="do not log every request")
+    add_memory_budget_argument(s, "memory for each loaded index; a larger one is streamed from disk per query")
+    s.set_defaults(func=cmd_serve)
+
+    s = sub.add_parser("tenant", help="add, list or revoke the service's tenants and tokens")
+    s.add_argument("action", choices=("add", "list", "revoke"))
+    s.add_argument("name", nargs="?", help="tenant name (add, revoke)")
+    s.add_argument("--data", type=Path, required=True, help="the service's data directory")
+    s.set_defaults(func=cmd_tenant)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Run the service until SIGINT/SIGTERM."""
+    from .app import ServiceConfig, serve
+
+    if args.max_queue < 1 or args.workers < 1 or args.query_timeout <= 0 or args.max_body_mb <= 0:
+        raise InvalidArgument("--max-queue and --workers must be >= 1; --query-timeout and --max-body-mb > 0")
+    if args.allow_insecure:
+        print("warning: --allow-insecure: key sets of INSECURE presets are accepted (tests only)", file=sys.stderr)
+    config = ServiceConfig(
+        data_dir=args.data, allow_insecure=args.allow_insecure, max_body_bytes=int(args.max_body_mb * (1 << 20)),
+        max_file_bytes=int(args.max_file_gb * (1 << 30)), max_pending=args.max_queue, workers=args.workers,
+        query_timeout=args.query_timeout, shutdown_grace=args.shutdown_grace, memory_budget=args.memory_budget,
+    )
+    return serve(config, args.host, args.port, access_log=not args.no_access_log)
+
+
+def cmd_tenant(args: argparse.Namespace) -> int:
+    """Add a token (printed once, on stdout), list tenants, or revoke a tenant's tokens."""
+    from .tenancy import TokenStore
+
+    store = TokenStore(args.data)
+    if args.action == "list":
+        for name, n in sorted(store.tenants().items()):
+            print(f"{name}\t{n} token(s)")
+        return 0
+    if not args.name:
+        raise InvalidArgument(f"tenant {args.action} needs a tenant name")
+    if args.action == "add":
+        args.data.mkdir(parents=True, exist_ok=True)
+        print(store.add(args.name))
+        print(f"token for tenant {args.name!r} (stored hashed in {store.path}; shown only now)", file=sys.stderr)
+        return 0
+    n = store.revoke(args.name)
+    print(f"revoked {n} token(s) of tenant {args.name!r}")
+    return 0
+
+
+def remote_enroll(args: argparse.Namespace, vectors: np.ndarray, labels: Any) -> int:
+    """``enroll --server``: encrypt here, upload, commit; creates the index when ``--index`` is absent."""
+    from .remote import RemoteIndex
+
+    if args.index is None:
+        if args.delta is None:
+            raise InvalidArgument("--delta is required to create a new remote index (or give --index ID)")
+        index = RemoteIndex.create(args.server, args.token, args.keys, args.delta)
+        print(f"created remote index {index.id} (delta {args.delta})")
+    else:
+        index = RemoteIndex(args.server, args.token, str(args.index), args.keys)
+    with index:
+        warn_if_insecure(index.client.params)
+        t0 = time.perf_counter()
+        summary = index.add(vectors, labels)
+        dt = time.perf_counter() - t0
+        print(f"enrolled {summary['added']:,} vectors in {dt:.2f} s (uploaded {fmt_bytes(summary['uploaded_bytes'])}); "
+              f"index {index.id} holds {len(index):,}")
+    return 0
+
+
+def remote_query(args: argparse.Namespace, vector: np.ndarray) -> int:
+    """``query --server``: encrypt here, search on the service, write the encrypted result to ``--out``."""
+    from .remote import ServiceClient
+
+    if args.index is None:
+        raise InvalidArgument("--index (the remote index id) is required")
+    with Client(args.keys) as client, ServiceClient(args.server, args.token) as service:
+        warn_if_insecure(client.params)
+        t0 = time.perf_counter()
+        q = client.encrypt_query(vector)
+        t_enc = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        result, timings = service.search(str(args.index), q, args.mode)
+        t_round = time.perf_counter() - t0
+    args.out.write_bytes(result)
+    print(f"query: {fmt_bytes(len(q))} encrypted in {t_enc:.2f} s")
+    print(f"{args.mode} search on {args.server}: {t_round:.2f} s round trip "
+          f"({timings['search_seconds']:.2f} s searching, {timings['queue_seconds']:.2f} s queued)")
+    print(f"result: {fmt_bytes(len(result))} -> {args.out}")
+    return 0

@@ -1,0 +1,126 @@
+"""Errors of the service, and how they travel over HTTP.
+
+Every failure answer of the service is JSON ``{"error": message, "kind":
+kind}`` (plus details for some kinds) with an HTTP status chosen by
+:data:`STATUS`. The core's error kinds (``invalid_argument``,
+``mismatch``, ``corrupt``, ``not_found``, ``exists``...) keep their
+meaning; the service adds its own: ``unauthorized`` (401), ``forbidden``
+(403: a secret key, an insecure preset), ``conflict`` (409: an upload
+offset or a commit that does not fit the stored state), ``too_large``
+(413), ``busy`` (503: the query queue is full; retry later),
+``timeout`` (504) and ``shutting_down`` (503).
+
+:func:`error_from_response` turns an answer back into the same exception
+class on the client side, so a caller of :class:`~encmatch.service.remote.RemoteIndex`
+catches exactly what a caller of the local index does.
+"""
+
+from __future__ import annotations
+
+from ..errors import EncmatchError, error_for
+
+__all__ = [
+    "ServiceError",
+    "Unauthorized",
+    "Forbidden",
+    "Conflict",
+    "TooLarge",
+    "Busy",
+    "Timeout",
+    "ShuttingDown",
+    "STATUS",
+    "status_for",
+    "error_from_response",
+]
+
+
+class ServiceError(EncmatchError):
+    """Base class of the errors only the service raises."""
+
+    kind = "service"
+
+
+class Unauthorized(ServiceError):
+    """No token, or a token no tenant holds."""
+
+    kind = "unauthorized"
+
+
+class Forbidden(ServiceError):
+    """Something the service refuses to hold: a secret key, an index at an insecure preset."""
+
+    kind = "forbidden"
+
+
+class Conflict(ServiceError):
+    """The request does not fit the stored state (upload offset, incomplete files, changed groups)."""
+
+    kind = "conflict"
+
+
+class TooLarge(ServiceError):
+    """The request body exceeds the service's limit."""
+
+    kind = "too_large"
+
+
+class Busy(ServiceError):
+    """The bounded query queue is full; retry after a short wait."""
+
+    kind = "busy"
+
+
+class Timeout(ServiceError):
+    """The query did not finish (or start) within the service's time limit."""
+
+    kind = "timeout"
+
+
+class ShuttingDown(ServiceError):
+    """The service is stopping and takes no new work."""
+
+    kind = "shutting_down"
+
+
+_SERVICE: dict[str, type[ServiceError]] = {
+    cls.kind: cls for cls in (Unauthorized, Forbidden, Conflict, TooLarge, Busy, Timeout, ShuttingDown)
+}
+
+#: HTTP status of every error kind.
+STATUS: dict[str, int] = {
+    "invalid_argument": 422,
+    "mismatch": 422,
+    "corrupt": 422,
+    "not_found": 404,
+    "exists": 409,
+    "conflict": 409,
+    "unauthorized": 401,
+    "forbidden": 403,
+    "too_large": 413,
+    "busy": 503,
+    "shutting_down": 503,
+    "timeout": 504,
+    "io": 500,
+    "internal": 500,
+    "library": 500,
+}
+
+
+def status_for(exc: EncmatchError) -> int:
+    """The HTTP status that reports ``exc``."""
+    return STATUS.get(exc.kind, 500)
+
+
+def error_from_response(status: int, body: object) -> EncmatchError:
+    """The exception an error answer stands for (by its ``kind``; by its status when it has none)."""
+    message = f"HTTP {status}"
+    kind = None
+    if isinstance(body, dict):
+        message = str(body.get("error") or message)
+        kind = body.get("kind")
+    if kind is None:
+        kind = {401: "unauthorized", 403: "forbidden", 404: "not_found", 409: "conflict", 413: "too_large",
+                503: "busy", 504: "timeout"}.get(status, "invalid_argument" if 400 <= status < 500 else "internal")
+    if kind in _SERVICE:
+        return _SERVICE[kind](message)
+    return error_for(kind, message)

@@ -1,0 +1,333 @@
+"""Running and measuring a real service: a server process helper, the load test and the
+overhead of the service over an in-process search.
+
+:class:`ServerProcess` starts ``encmatch serve`` as a subprocess on a free
+loopback port and waits for ``/v1/health``; the test suite and this
+module's measurements use it (no mocks: a real process, real HTTP).
+
+``python -m encmatch.service.measure`` runs the figures of
+``docs/SERVICE.md``: it generates a key set, enrolls a gallery, measures
+the in-process search, then the same search through a service process
+(round trip, the service's own search time, bytes on the wire), and a load
+test of several concurrent clients, every answer checked against the
+plaintext brute force. It prints JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import httpx
+import numpy as np
+
+from ..bruteforce import cosine_scores
+from ..client import Client, Enroller, Server, describe
+from ..results import Result, make_result
+from .remote import RemoteIndex
+from .tenancy import TokenStore
+
+__all__ = ["ServerProcess", "free_port", "add_tenant", "separated_gallery", "expected_results", "run_load",
+           "percentiles", "main"]
+
+
+def free_port() -> int:
+    """A TCP port that is free on the loopback interface now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def add_tenant(data_dir: str | os.PathLike, name: str) -> str:
+    """A new token for tenant ``name`` of the service whose data directory is ``data_dir``."""
+    Path(data_dir).mkdir(parents=True, exist_ok=True)
+    return TokenStore(data_dir).add(name)
+
+
+class ServerProcess:
+    """``encmatch serve --data DATA ARGS`` as a subprocess on a free loopback port.
+
+    ``start()`` returns once ``/v1/health`` answers; ``stop()`` sends
+    SIGTERM (graceful shutdown) and returns the exit code; ``kill()``
+    sends SIGKILL. The server's output goes to ``data.log`` beside the
+    data directory.
+    """
+
+    def __init__(self, data_dir: str | os.PathLike, *args: str, port: int | None = None):
+        """Prepare (not start) a server over ``data_dir`` with extra ``serve`` arguments ``args``."""
+        self.data_dir = Path(data_dir)
+        self.args = [str(a) for a in args]
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = self.data_dir.with_name(self.data_dir.name + ".log")
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 120.0) -> "ServerProcess":
+        """Start the process and wait until it answers ``/v1/health`` (RuntimeError if it exits or times out)."""
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "encmatch", "serve", "--data", str(self.data_dir), "--port", str(self.port),
+             *self.args],
+            stdout=log, stderr=subprocess.STDOUT,
+        )
+        log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the server exited with code {self.proc.returncode}:\n{self.log()[-3000:]}")
+            try:
+                if httpx.get(self.url + "/v1/health", timeout=1.0).status_code == 200:
+                    return self
+            except httpx.TransportError:
+                pass
+            time.sleep(0.05)
+        self.kill()
+        raise RuntimeError(f"the server did not answer within {timeout} s:\n{self.log()[-3000:]}")
+
+    def stop(self, timeout: float = 60.0) -> int:
+        """SIGTERM, then wait for the exit; returns the exit code."""
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout)
+
+    def kill(self) -> None:
+        """SIGKILL (a crash), then reap the process."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def log(self) -> str:
+        """The server's output so far."""
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def __enter__(self) -> "ServerProcess":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.stop()
+        finally:
+            self.kill()
+
+
+def separated_gallery(rng: np.random.Generator, dim: int, n: int, people: int,
+                      noise: float = 0.05) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A gallery whose scores to the queries are far from any threshold in (0.3, 0.8).
+
+    ``people`` orthogonal identities (``people <= dim``); each gallery
+    entry is one identity plus a little noise; the queries are the
+    identities themselves plus noise. Returns ``(gallery [n, dim],
+    identity of each entry [n], queries [people, dim])``.
+    """
+    if people > dim:
+        raise ValueError("people must be <= dim")
+    basis = np.linalg.qr(rng.standard_normal((dim, dim)))[0][:people]
+    who = rng.integers(0, people, n)
+    gallery = basis[who] + noise * rng.standard_normal((n, dim)) / np.sqrt(dim)
+    queries = basis + noise * rng.standard_normal((people, dim)) / np.sqrt(dim)
+    return gallery.astype(np.float32), who, queries.astype(np.float32)
+
+
+def expected_results(gallery: np.ndarray, queries: np.ndarray, delta: float, mode: str) -> list[Result]:
+    """The exact (plaintext) answers of ``queries`` in ``mode``."""
+    scores = cosine_scores(gallery, queries)
+    return [make_result(mode, count=float((s >= delta).sum()), positions=np.flatnonzero(s >= delta))
+            for s in scores]
+
+
+def same_answer(got: Result, want: Result) -> bool:
+    """Whether two answers agree (count, and positions for identification)."""
+    if got.mode != want.mode or got.count != want.count:
+        return False
+    return want.mode == "membership" or np.array_equal(got.positions, want.positions)
+
+
+def percentiles(values: Sequence[float]) -> dict:
+    """Median, p90, p99 and max of ``values`` (seconds)."""
+    arr = np.asarray(values, dtype=float)
+    return {"p50": float(np.percentile(arr, 50)), "p90": float(np.percentile(arr, 90)),
+            "p99": float(np.percentile(arr, 99)), "max": float(arr.max()), "mean": float(arr.mean())}
+
+
+def run_load(url: str, token: str, index_id: str, keys: str | os.PathLike, queries: np.ndarray,
+             expected: dict[str, list[Result]], *, clients: int = 4, per_client: int = 75) -> dict:
+    """``clients`` threads, each with its own :class:`RemoteIndex`, send ``per_client`` searches
+    (cycling through ``queries`` and both modes) and check every answer against ``expected``.
+
+    Returns counts (``queries``, ``answered``, ``wrong``, ``errors``), the
+    wall time, the throughput (queries per second) and the latency
+    percentiles of a whole search (encrypt, HTTP round trip, decrypt) and
+    of the HTTP round trip alone.
+    """
+    modes = sorted(expected)
+    lock = threading.Lock()
+    latencies: list[float] = []
+    round_trips: list[float] = []
+    wrong: list[str] = []
+    errors: list[str] = []
+    answered = [0]
+    barrier = threading.Barrier(clients)
+
+    def client_loop(c: int) -> None:
+        try:
+            with RemoteIndex(url, token, index_id, keys) as index:
+                len(index)  # fetch the manifest before the clock starts
+                barrier.wait()
+                for i in range(per_client):
+                    k = (c * per_client + i) % len(queries)
+                    mode = modes[(c + i) % len(modes)]
+                    t0 = time.perf_counter()
+                    blob = index.client.encrypt_query(queries[k])
+                    t1 = time.perf_counter()
+                    result, _ = index.service.search(index.id, blob, mode)
+                    t2 = time.perf_counter()
+                    got = make_result(mode, **_decrypted_fields(index.client.decrypt(result)))
+                    t3 = time.perf_counter()
+                    with lock:
+                        latencies.append(t3 - t0)
+                        round_trips.append(t2 - t1)
+                        answered[0] += 1
+                        if not same_answer(got, expected[mode][k]):
+                            wrong.append(f"client {c} query {k} {mode}: {got} != {expected[mode][k]}")
+        except Exception as exc:  # noqa: BLE001 - reported in the summary, which the caller checks
+            with lock:
+                errors.append(f"client {c}: {type(exc).__name__}: {exc}")
+            barrier.abort()
+
+    threads = [threading.Thread(target=client_loop, args=(c,)) for c in range(clients)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    return {
+        "clients": clients, "queries": clients * per_client, "answered": answered[0], "wrong": wrong,
+        "errors": errors, "seconds": wall, "throughput_qps": answered[0] / wall if wall > 0 else 0.0,
+        "latency": percentiles(latencies) if latencies else None,
+        "round_trip": percentiles(round_trips) if round_trips else None,
+    }
+
+
+def _decrypted_fields(decrypted: dict) -> dict:
+    """The :func:`make_result` arguments of a decrypted answer."""
+    if decrypted.get("mode") == "membership":
+        return {"count": decrypted.get("count"), "raw_count": decrypted.get("raw_count")}
+    return {"positions": decrypted.get("matches") or []}
+
+
+def _dir_bytes(path: Path) -> int:
+    """Bytes of the files directly in ``path``."""
+    return sum(p.stat().st_size for p in path.iterdir() if p.is_file())
+
+
+def measure(work: Path, *, preset: str, kappa: int, dim: int, size: int, queries: int, clients: int,
+            per_client: int, log: Any = print) -> dict:
+    """Everything ``docs/SERVICE.md`` reports, at one parameter set (see the module docstring)."""
+    rng = np.random.default_rng(7)
+    delta = 0.5
+    people = min(dim, 16)
+    gallery, _, probes = separated_gallery(rng, dim, size, people)
+    expected = {m: expected_results(gallery, probes, delta, m) for m in ("membership", "identification")}
+    params = describe(preset, kappa, dim)
+    out: dict[str, Any] = {"preset": preset, "insecure": bool(params["insecure"]), "kappa": kappa, "dim": dim,
+                           "size": size, "log_n": params["log_n"], "cores": os.cpu_count()}
+    log(f"keygen ({preset}, kappa {kappa}, dim {dim})")
+    client = Client.generate(work / "keys", preset=preset, kappa=kappa, dim=dim)
+    out["strategy"], out["n1"] = client.strategy, client.n1
+    enroller = Enroller(client.server_key_dir)
+    enroller.create_index(work / "local", delta)
+    enroller.enroll(work / "local", gallery)
+    log("in-process searches")
+    with Server(work / "local", client.server_key_dir) as server:
+        blobs = [client.encrypt_query(probes[i % len(probes)]) for i in range(queries + 1)]
+        server.search(blobs[0], "membership")  # warm-up
+        local = []
+        for b in blobs[1:]:
+            t0 = time.perf_counter()
+            server.search(b, "membership")
+            local.append(time.perf_counter() - t0)
+    out["in_process_search"] = percentiles(local)
+
+    data = work / "service"
+    token = add_tenant(data, "measure")
+    args = [] if not params["insecure"] else ["--allow-insecure"]
+    with ServerProcess(data, *args, "--no-access-log") as proc:
+        log("remote: create, upload keys")
+        t0 = time.perf_counter()
+        index = RemoteIndex.create(proc.url, token, client, delta)
+        out["keys_upload_seconds"] = time.perf_counter() - t0
+        out["bytes_keys"] = index.service.bytes_sent
+        server_keys = client.server_key_dir
+        out["server_key_dir_bytes"] = _dir_bytes(server_keys)
+        sent0 = index.service.bytes_sent
+        t0 = time.perf_counter()
+        summary = index.add(gallery)
+        out["enroll_and_upload_seconds"] = time.perf_counter() - t0
+        out["bytes_gallery_files"] = summary["uploaded_bytes"]
+        out["bytes_gallery_wire"] = index.service.bytes_sent - sent0
+        log("remote searches")
+        index.service.search(index.id, blobs[0], "membership")  # warm-up
+        rts, served = [], []
+        for b in blobs[1:]:
+            sent, recv = index.service.bytes_sent, index.service.bytes_received
+            t0 = time.perf_counter()
+            result, timings = index.service.search(index.id, b, "membership")
+            rts.append(time.perf_counter() - t0)
+            served.append(timings["search_seconds"])
+            out["bytes_query"] = index.service.bytes_sent - sent
+            out["bytes_result_membership"] = index.service.bytes_received - recv
+        recv = index.service.bytes_received
+        index.service.search(index.id, blobs[1], "identification")
+        out["bytes_result_identification"] = index.service.bytes_received - recv
+        out["remote_round_trip"] = percentiles(rts)
+        out["service_search"] = percentiles(served)
+        base = out["in_process_search"]["p50"]
+        out["overhead_seconds_p50"] = out["remote_round_trip"]["p50"] - base
+        out["overhead_percent_p50"] = 100.0 * out["overhead_seconds_p50"] / base
+        log(f"load test: {clients} clients x {per_client} searches")
+        out["load"] = run_load(proc.url, token, index.id, work / "keys", probes, expected,
+                               clients=clients, per_client=per_client)
+        index.close()
+        out["server_exit_code"] = proc.stop()
+    client.close()
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m encmatch.service.measure``: print the measurements as JSON."""
+    p = argparse.ArgumentParser(prog="python -m encmatch.service.measure", description=__doc__.splitlines()[0])
+    p.add_argument("--preset", default="default")
+    p.add_argument("--kappa", type=int, default=10)
+    p.add_argument("--dim", type=int, default=64)
+    p.add_argument("--size", type=int, default=1000, help="gallery size K")
+    p.add_argument("--queries", type=int, default=10, help="timed searches, in process and remote")
+    p.add_argument("--clients", type=int, default=4, help="load test: concurrent clients")
+    p.add_argument("--per-client", type=int, default=10, help="load test: searches per client")
+    p.add_argument("--work", type=Path, default=None, help="work directory (default: a temporary one)")
+    args = p.parse_args(argv)
+    log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
+    with tempfile.TemporaryDirectory(prefix="encmatch-measure-") as tmp:
+        work = args.work or Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        res = measure(work, preset=args.preset, kappa=args.kappa, dim=args.dim, size=args.size,
+                      queries=args.queries, clients=args.clients, per_client=args.per_client, log=log)
+    print(json.dumps(res, indent=1))
+    return 0 if not res["load"]["wrong"] and not res["load"]["errors"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

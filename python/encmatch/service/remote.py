@@ -1,0 +1,400 @@
+"""The remote SDK: :class:`RemoteIndex` (the local index's ``search`` over HTTP) and
+:class:`ServiceClient` (one call per route of the service).
+
+The key holder keeps its key directory (secret key included) and talks to
+a service that holds only evaluation keys and ciphertexts::
+
+    index = RemoteIndex.create("http://127.0.0.1:8470", token, keys="keys", delta=0.541)
+    index.add(gallery, labels=names)       # encrypted here, uploaded, committed
+    hits = index.search(probes, mode="identification")
+    same = RemoteIndex("http://127.0.0.1:8470", token, index.id, keys="keys")
+
+Enrollment runs the ordinary :class:`~encmatch.Enroller` into a local
+staging directory that holds the service's current manifest, then uploads
+the new group files in checksummed chunks (resuming where the service's
+record ends after a dropped connection or a service restart) and commits
+the new manifest. Searches encrypt locally, send the query bytes and
+decrypt the answer locally. Errors arrive as the same exception classes
+as locally (:mod:`encmatch.errors`, :mod:`encmatch.service.errors`); a
+``busy`` answer is retried after the service's ``Retry-After``.
+
+The token comes from the ``token`` argument or ``$ENCMATCH_TOKEN``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import httpx
+import numpy as np
+from tqdm.auto import tqdm
+
+from .. import _core
+from ..client import Client, Enroller, manifest_delta, manifest_labels, manifest_total
+from ..errors import EncmatchError, InvalidArgument, Mismatch
+from ..index import decrypted_to_result
+from ..results import Result, check_mode, make_result
+from .errors import Busy, Conflict, ShuttingDown, error_from_response
+
+__all__ = ["RemoteIndex", "ServiceClient", "TOKEN_ENV", "DEFAULT_CHUNK"]
+
+#: Environment variable holding the bearer token when none is passed.
+TOKEN_ENV = "ENCMATCH_TOKEN"
+#: Upload chunk size (bytes); smaller when the service's body limit is smaller.
+DEFAULT_CHUNK = 8 << 20
+
+PathLike = str | os.PathLike
+
+
+class ServiceClient:
+    """HTTP calls of the service with a bearer token, retries and byte counters.
+
+    Connection failures and ``busy``/``shutting_down`` answers are retried
+    ``retries`` times with a growing pause (the service's ``Retry-After``
+    at least), except where a retry could act twice (index creation is
+    retried only when the connection failed before the request was sent).
+    """
+
+    def __init__(self, url: str, token: str | None = None, *, timeout: float = 600.0, retries: int = 8,
+                 chunk_size: int = DEFAULT_CHUNK):
+        """Talk to the service at ``url`` with ``token`` (default ``$ENCMATCH_TOKEN``)."""
+        token = token or os.environ.get(TOKEN_ENV)
+        if not token:
+            raise InvalidArgument(f"a token is needed: pass one or set ${TOKEN_ENV}")
+        if chunk_size < 1:
+            raise InvalidArgument("chunk_size must be positive")
+        self.url = url.rstrip("/")
+        self.retries = retries
+        self.chunk_size = chunk_size
+        self._http = httpx.Client(base_url=self.url, timeout=timeout,
+                                  headers={"Authorization": f"Bearer {token}"})
+        #: Request body bytes sent so far.
+        self.bytes_sent = 0
+        #: Response body bytes received so far.
+        self.bytes_received = 0
+        self._max_body: int | None = None  # the service's body limit, asked once before the first upload
+
+    def request(self, method: str, path: str, *, json_body: Any = None, content: bytes | None = None,
+                params: dict | None = None, headers: dict | None = None, safe_retry: bool = True) -> httpx.Response:
+        """Send one request (retrying as the class says); return the response, or raise the error it carries."""
+        body = content
+        hdrs = dict(headers or {})
+        if json_body is not None:
+            body = json.dumps(json_body).encode()
+            hdrs["Content-Type"] = "application/json"
+        pause = 0.2
+        for attempt in range(self.retries + 1):
+            last = attempt == self.retries
+            try:
+                resp = self._http.request(method, path, content=body, params=params, headers=hdrs)
+            except httpx.ConnectError:
+                if last:
+                    raise
+                time.sleep(pause)
+                pause = min(pause * 2, 5.0)
+                continue
+            except httpx.TransportError:
+                if last or not safe_retry:
+                    raise
+                time.sleep(pause)
+                pause = min(pause * 2, 5.0)
+                continue
+            self.bytes_sent += len(body or b"")
+            self.bytes_received += len(resp.content)
+            if resp.status_code < 400:
+                return resp
+            err = _response_error(resp)
+            if isinstance(err, (Busy, ShuttingDown)) and safe_retry and not last:
+                time.sleep(max(pause, float(resp.headers.get("Retry-After", "0") or 0)))
+                pause = min(pause * 2, 5.0)
+                continue
+            raise err
+        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+    # ---- routes --------------------------------------------------------------
+
+    def health(self) -> dict:
+        """``GET /v1/health``."""
+        return self.request("GET", "/v1/health").json()
+
+    def create_index(self, keys_meta: dict, label: str = "") -> dict:
+        """``POST /v1/indexes``: a pending index for a key set; returns its status."""
+        return self.request("POST", "/v1/indexes", json_body={"keys": keys_meta, "label": label},
+                            safe_retry=False).json()
+
+    def indexes(self) -> list[dict]:
+        """``GET /v1/indexes``: the tenant's committed indexes."""
+        return self.request("GET", "/v1/indexes").json()["indexes"]
+
+    def index(self, index_id: str) -> dict:
+        """``GET /v1/indexes/{id}``: the index's state."""
+        return self.request("GET", f"/v1/indexes/{index_id}").json()
+
+    def delete(self, index_id: str) -> None:
+        """``DELETE /v1/indexes/{id}``."""
+        self.request("DELETE", f"/v1/indexes/{index_id}")
+
+    def manifest(self, index_id: str) -> dict:
+        """``GET /v1/indexes/{id}/manifest``: the current generation's manifest."""
+        return self.request("GET", f"/v1/indexes/{index_id}/manifest").json()
+
+    def commit(self, index_id: str, manifest: dict) -> dict:
+        """``POST /v1/indexes/{id}/commit``: the index's next generation; returns its state."""
+        return self.request("POST", f"/v1/indexes/{index_id}/commit", json_body={"manifest": manifest}).json()
+
+    def search(self, index_id: str, query: bytes, mode: str, delta: float | None = None) -> tuple[bytes, dict]:
+        """``POST /v1/indexes/{id}/search``: result bytes and the service's timings (seconds)."""
+        params: dict[str, Any] = {"mode": mode}
+        if delta is not None:
+            params["delta"] = float(delta)
+        resp = self.request("POST", f"/v1/indexes/{index_id}/search", content=bytes(query), params=params,
+                            headers={"Content-Type": "application/octet-stream"})
+        timings = {k: float(resp.headers.get(h, "nan")) for k, h in
+                   (("queue_seconds", "X-Queue-Seconds"), ("search_seconds", "X-Search-Seconds"))}
+        return resp.content, timings
+
+    def upload_file(self, index_id: str, path: PathLike, name: str | None = None,
+                    on_bytes: Callable[[int], None] | None = None) -> dict:
+        """Upload one file (declare, then chunks from where the service's record ends); returns its status.
+
+        Idempotent and resumable: a file the service already holds whole
+        is not sent again; after a failure, calling again continues.
+        """
+        path = Path(path)
+        name = name or path.name
+        size = path.stat().st_size
+        digest = _sha256(path)
+        status = self.request("PUT", f"/v1/indexes/{index_id}/files/{name}",
+                              json_body={"size": size, "sha256": digest}).json()
+        if self._max_body is None:
+            self._max_body = int(self.health()["limits"]["max_body_bytes"])
+        chunk_size = min(self.chunk_size, self._max_body)
+        with open(path, "rb") as f:
+            while not status["complete"]:
+                offset = int(status["received"])
+                f.seek(offset)
+                chunk = f.read(chunk_size)
+                try:
+                    status = self.request(
+                        "PATCH", f"/v1/indexes/{index_id}/files/{name}", content=chunk, params={"offset": offset},
+                        headers={"X-Chunk-SHA256": hashlib.sha256(chunk).hexdigest(),
+                                 "Content-Type": "application/octet-stream"},
+                    ).json()
+                except Conflict:  # our idea of the offset is stale (an earlier try was stored): ask
+                    status = self.request("GET", f"/v1/indexes/{index_id}/files/{name}").json()
+                    continue
+                if on_bytes is not None:
+                    on_bytes(int(status["received"]) - offset)
+        return status
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._http.close()
+
+    def __enter__(self) -> "ServiceClient":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _response_error(resp: httpx.Response) -> EncmatchError:
+    """The exception an error response carries."""
+    try:
+        body = resp.json()
+    except ValueError:
+        body = {"error": f"HTTP {resp.status_code}: {resp.text[:200]}"}
+    return error_from_response(resp.status_code, body)
+
+
+def _sha256(path: Path) -> str:
+    """Hex SHA-256 of a file."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _open_client(keys: PathLike | Client) -> tuple[Client, bool]:
+    """``(client, owned)``: an open :class:`Client` for a key directory (owned) or the given one."""
+    if isinstance(keys, Client):
+        return keys, False
+    return Client(keys), True
+
+
+class RemoteIndex:
+    """An encrypted index held by an encmatch service, searched like :class:`~encmatch.EncryptedIndex`.
+
+    ``RemoteIndex(url, token, index_id, keys)`` opens an existing index
+    (``token`` ``None``: ``$ENCMATCH_TOKEN``); :meth:`create` makes one.
+    ``keys`` is the key holder's key directory (or an open
+    :class:`~encmatch.Client`); its secret key never leaves this process.
+    """
+
+    def __init__(self, url: str, token: str | None, index_id: str, keys: PathLike | Client, *,
+                 timeout: float = 600.0, retries: int = 8, chunk_size: int = DEFAULT_CHUNK):
+        """Open index ``index_id`` of the token's tenant (NotFound if it is not one of them)."""
+        self.id = index_id
+        self.service = ServiceClient(url, token, timeout=timeout, retries=retries, chunk_size=chunk_size)
+        try:
+            self.client, self._own_client = _open_client(keys)
+        except BaseException:
+            self.service.close()
+            raise
+        self._manifest: dict | None = None
+        #: The service's timings of the last search (``queue_seconds``, ``search_seconds``).
+        self.last_search: dict = {}
+        try:
+            status = self.service.index(index_id)
+            if status["key_id"] != self.client.key_id:
+                raise Mismatch(f"index {index_id} was made for key set {status['key_id']}, "
+                               f"these keys are {self.client.key_id}")
+        except BaseException:
+            self.close()
+            raise
+
+    @classmethod
+    def create(cls, url: str, token: str | None, keys: PathLike | Client, delta: float = 0.5, *, label: str = "",
+               progress: bool | None = None, **kwargs: Any) -> "RemoteIndex":
+        """Create an empty index on the service for the key set ``keys`` with threshold ``delta``.
+
+        Uploads the evaluation keys the service needs (relinearization and
+        rotation keys: not the public key, never the secret key) and
+        commits an empty manifest. ``kwargs`` go to the constructor.
+        """
+        client, owned = _open_client(keys)
+        try:
+            server_keys = client.server_key_dir
+            meta = json.loads((server_keys / "keys.json").read_text())
+            with ServiceClient(url, token, **kwargs) as service:
+                status = service.create_index(meta, label)
+                index_id = status["id"]
+                _upload_all(service, index_id, [server_keys / n for n in status["missing_key_files"]],
+                            "keys", progress)
+                with tempfile.TemporaryDirectory(prefix="encmatch-remote-") as tmp:
+                    Enroller(server_keys).create_index(Path(tmp) / "index", delta)
+                    service.commit(index_id, json.loads((Path(tmp) / "index" / "manifest.json").read_text()))
+            index = cls(url, token, index_id, client, **kwargs)
+        except BaseException:
+            if owned:
+                client.close()
+            raise
+        index._own_client = owned  # the new index closes the key set it was handed by path
+        return index
+
+    # ---- properties --------------------------------------------------------------
+
+    @property
+    def manifest(self) -> dict:
+        """The service's manifest of the index (fetched once, refreshed by :meth:`add` and :meth:`refresh`)."""
+        if self._manifest is None:
+            self._manifest = self.service.manifest(self.id)
+        return self._manifest
+
+    def refresh(self) -> None:
+        """Forget the cached manifest (another enroller may have added to the index)."""
+        self._manifest = None
+
+    @property
+    def dim(self) -> int:
+        """Vector dimension."""
+        return self.client.dim
+
+    @property
+    def delta(self) -> float:
+        """Match threshold (cosine similarity)."""
+        return manifest_delta(self.manifest)
+
+    @property
+    def labels(self) -> list[str] | None:
+        """Labels of every position, or ``None`` if the gallery was not (fully) labelled."""
+        return manifest_labels(self.manifest)
+
+    def __len__(self) -> int:
+        """Number of enrolled vectors."""
+        return manifest_total(self.manifest)
+
+    def info(self) -> dict:
+        """The service's state of the index (``state``, ``generation``, ``count``, ``loaded``...)."""
+        return self.service.index(self.id)
+
+    # ---- operations ----------------------------------------------------------------
+
+    def add(self, vectors: Any, labels: Sequence[Any] | None = None, *, progress: bool | None = None) -> dict:
+        """Encrypt ``vectors`` here (``[n, dim]``), upload the new groups and commit them.
+
+        Returns the enrollment summary plus ``uploaded_bytes``. The service
+        makes the new entries visible all at once, after it has loaded them.
+        """
+        self.refresh()
+        manifest = self.manifest
+        old = {g["file"] for g in manifest.get("groups", [])}
+        with tempfile.TemporaryDirectory(prefix="encmatch-remote-") as tmp:
+            stage = Path(tmp) / "index"
+            stage.mkdir()
+            (stage / "manifest.json").write_text(json.dumps(manifest))
+            summary = Enroller(self.client.server_key_dir).enroll(stage, vectors, labels, progress=progress)
+            new_manifest = json.loads((stage / "manifest.json").read_text())
+            files = [stage / g["file"] for g in new_manifest["groups"] if g["file"] not in old]
+            sent = _upload_all(self.service, self.id, files, "upload", progress)
+            self.service.commit(self.id, new_manifest)
+        self._manifest = new_manifest
+        return dict(summary, uploaded_bytes=sent)
+
+    def search(self, queries: Any, mode: str = "identification", *,
+               progress: bool | None = None) -> Result | list[Result]:
+        """Search one query (``[dim]``: one result) or several (``[q, dim]``: a list), as
+        :meth:`EncryptedIndex.search <encmatch.EncryptedIndex.search>` does."""
+        check_mode(mode)
+        single = np.ndim(queries) == 1
+        qs = _core.as_matrix(queries, self.dim, "queries")
+        if len(self) == 0:
+            out = [make_result(mode, count=0, positions=[]) for _ in qs]
+            return out[0] if single else out
+        labels = self.labels
+        out = []
+        show = progress if progress is not None else len(qs) > 8
+        for q in tqdm(qs, desc=mode, unit="query", disable=None if show else True, leave=False):
+            result, self.last_search = self.service.search(self.id, self.client.encrypt_query(q), mode)
+            out.append(decrypted_to_result(self.client.decrypt(result), labels))
+        return out[0] if single else out
+
+    def delete(self) -> None:
+        """Delete the index on the service."""
+        self.service.delete(self.id)
+
+    def close(self) -> None:
+        """Close the connection and (when this object opened it) the key set."""
+        try:
+            self.service.close()
+        finally:
+            if self._own_client:
+                self.client.close()
+
+    def __enter__(self) -> "RemoteIndex":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"RemoteIndex({self.service.url!r}, id={self.id!r}, dim={self.dim})"
+
+
+def _upload_all(service: ServiceClient, index_id: str, files: list[Path], desc: str,
+                progress: bool | None) -> int:
+    """Upload ``files`` to index ``index_id`` with one progress bar; returns their total size."""
+    total = sum(p.stat().st_size for p in files)
+    show = progress if progress is not None else total > (64 << 20)
+    with tqdm(total=total, unit="B", unit_scale=True, desc=desc, disable=None if show else True,
+              leave=False) as bar:
+        for p in files:
+            service.upload_file(index_id, p, on_bytes=bar.update)
+    return total

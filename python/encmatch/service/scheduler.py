@@ -1,0 +1,210 @@
+"""Loaded indexes and the bounded queue of searches.
+
+The core uses every core for one search and its search handles are not
+documented as safe for concurrent calls, so the service runs the searches
+of one index one at a time (a lock per loaded index) on a small pool of
+worker threads (``workers``, default 1). In front of them is a bounded
+admission count: at most ``max_pending`` searches are queued or running;
+one more is answered at once with :class:`~encmatch.service.errors.Busy`
+(HTTP 503, ``Retry-After``) instead of piling up. A search that has not
+started within ``query_timeout`` seconds is dropped without running, and
+its caller gets :class:`~encmatch.service.errors.Timeout`, as does one whose
+result is later than that (the core cannot stop a running search; its
+result is discarded).
+
+Shutdown (:meth:`Scheduler.shutdown`): new searches are refused with
+``shutting_down``; those queued or running get ``grace`` seconds to
+finish; what has not started by then fails cleanly, and the handles are
+closed once the last running search returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..client import Server, index_info
+from ..errors import InvalidArgument, NotFound
+from ..results import check_mode
+from .errors import Busy, Conflict, ShuttingDown, Timeout
+
+__all__ = ["Scheduler", "Loaded", "open_generation"]
+
+
+@dataclass
+class Loaded:
+    """One index as the scheduler holds it: its core server (``None`` for an empty index) and its lock."""
+
+    generation: int
+    count: int
+    key_id: str
+    fingerprint: str
+    server: Server | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    deleted: bool = False
+
+
+class Scheduler:
+    """Serialises the searches of each index behind a bounded admission queue."""
+
+    def __init__(self, *, max_pending: int = 16, workers: int = 1, query_timeout: float = 300.0):
+        """``max_pending`` searches may be queued or running at once, on ``workers`` threads,
+        each answered within ``query_timeout`` seconds or failed."""
+        if max_pending < 1 or workers < 1 or query_timeout <= 0:
+            raise InvalidArgument("max_pending and workers must be >= 1, query_timeout > 0")
+        self.max_pending = max_pending
+        self.workers = workers
+        self.query_timeout = query_timeout
+        self._pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="encmatch-search")
+        self._guard = threading.Lock()
+        self._pending = 0
+        self._running = 0
+        self._served = 0
+        self._refused = 0
+        self._closing = False
+        self._stopped = False
+        self._loaded: dict[tuple[str, str], Loaded] = {}
+
+    # ---- indexes -------------------------------------------------------------
+
+    def install(self, key: tuple[str, str], entry: Loaded) -> None:
+        """Make ``entry`` the one that answers for index ``key``.
+
+        Waits for a running search of the previous generation to finish, then closes it.
+        """
+        with self._guard:
+            old = self._loaded.get(key)
+            self._loaded[key] = entry
+        if old is not None:
+            self._retire(old)
+
+    @staticmethod
+    def _retire(old: Loaded) -> None:
+        """Close a replaced or removed index once its running search (if any) returns."""
+        with old.lock:
+            old.deleted = True
+            if old.server is not None:
+                old.server.close()
+
+    def remove(self, key: tuple[str, str]) -> None:
+        """Forget index ``key``: queued searches of it fail as not found; waits for a running one."""
+        with self._guard:
+            old = self._loaded.pop(key, None)
+        if old is not None:
+            self._retire(old)
+
+    def loaded(self, key: tuple[str, str]) -> Loaded | None:
+        """The loaded index ``key``, if any."""
+        with self._guard:
+            return self._loaded.get(key)
+
+    # ---- searches --------------------------------------------------------------
+
+    def stats(self) -> dict:
+        """Queue and pool state: pending (queued + running), running, capacity, served, refused as busy."""
+        with self._guard:
+            return {"pending": self._pending, "running": self._running, "capacity": self.max_pending,
+                    "workers": self.workers, "served": self._served, "refused_busy": self._refused,
+                    "indexes_loaded": len(self._loaded), "closing": self._closing}
+
+    async def search(self, key: tuple[str, str], query: bytes, mode: str, delta: float | None) -> tuple[bytes, dict]:
+        """Run one search of index ``key``; returns the result bytes and timings.
+
+        Raises Busy when the queue is full, ShuttingDown while stopping,
+        Timeout past ``query_timeout``, NotFound if the index is not loaded
+        (or is deleted meanwhile), Conflict for an empty index.
+        """
+        check_mode(mode)
+        with self._guard:
+            if self._closing:
+                raise ShuttingDown("the service is shutting down")
+            if self._pending >= self.max_pending:
+                self._refused += 1
+                raise Busy(f"busy: {self._pending} searches queued or running (limit {self.max_pending}); retry later")
+            self._pending += 1
+        enqueued = time.monotonic()
+        try:
+            fut = self._pool.submit(self._run, key, query, mode, delta, enqueued)
+        except RuntimeError:  # the pool is shut down
+            self._done(None)
+            raise ShuttingDown("the service is shutting down") from None
+        fut.add_done_callback(self._done)
+        try:
+            return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(fut)), self.query_timeout)
+        except asyncio.TimeoutError:
+            raise Timeout(f"the search did not finish within {self.query_timeout:g} s") from None
+
+    def _done(self, _fut: object) -> None:
+        """A search left the queue (answered, failed or dropped)."""
+        with self._guard:
+            self._pending -= 1
+
+    def _run(self, key: tuple[str, str], query: bytes, mode: str, delta: float | None,
+             enqueued: float) -> tuple[bytes, dict]:
+        """Worker thread: run one search under the index's lock, unless it is too late."""
+        waited = time.monotonic() - enqueued
+        if self._stopped:
+            raise ShuttingDown("the service stopped before this search started")
+        if waited > self.query_timeout:
+            raise Timeout(f"the search waited {waited:.1f} s in the queue; dropped")
+        while True:
+            entry = self.loaded(key)
+            if entry is None:
+                raise NotFound(f"no index {key[1]!r}")
+            with entry.lock:
+                if entry.deleted:  # replaced by a new generation meanwhile: run on that one
+                    continue
+                if entry.server is None:
+                    raise Conflict(f"index {key[1]!r} is empty")
+                with self._guard:
+                    self._running += 1
+                try:
+                    t0 = time.perf_counter()
+                    out = entry.server.search(query, mode, delta)
+                    seconds = time.perf_counter() - t0
+                finally:
+                    with self._guard:
+                        self._running -= 1
+                        self._served += 1
+                core = dict(entry.server.last_search)
+                break
+        return out, {"queue_seconds": waited, "search_seconds": seconds, "generation": entry.generation,
+                     "core_seconds": core.get("seconds"), "groups": core.get("groups")}
+
+    # ---- shutdown ----------------------------------------------------------------
+
+    def shutdown(self, grace: float = 30.0) -> dict:
+        """Refuse new searches, let queued and running ones finish for ``grace`` seconds, fail the rest,
+        close every handle. Returns what was still pending when the grace period ended."""
+        with self._guard:
+            self._closing = True
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            with self._guard:
+                if self._pending == 0:
+                    break
+            time.sleep(0.05)
+        with self._guard:
+            left = self._pending
+        self._stopped = True  # searches that have not started fail from here on
+        self._pool.shutdown(wait=True, cancel_futures=False)
+        with self._guard:
+            loaded, self._loaded = list(self._loaded.values()), {}
+        for entry in loaded:
+            self._retire(entry)
+        return {"pending_at_deadline": left}
+
+
+def open_generation(gen_dir: Path, keys_dir: Path, memory_budget: int) -> Loaded:
+    """Load a committed generation in the core, checking it whole (manifest, keys, every group).
+
+    An empty index is checked by its manifest alone: the core cannot search one.
+    """
+    manifest = index_info(gen_dir)
+    count = int(manifest.get("count", 0))
+    server = Server(gen_dir, keys_dir, memory_budget) if count else None
+    return Loaded(0, count, str(manifest["key_id"]), str(manifest["fingerprint"]), server)

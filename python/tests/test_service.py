@@ -1,0 +1,446 @@
+"""The HTTP service through a real ``encmatch serve`` process on loopback (no mocks).
+
+One server (toy preset admitted with --allow-insecure, 4 MiB body limit, 8 searches queued)
+serves the module: end to end through RemoteIndex and the CLI, tenancy,
+the secret-key refusal, a suite of bad input after which the server still
+answers correctly, and a load test of concurrent clients in which every
+answer is checked. A second server without --allow-insecure refuses the
+toy preset.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import struct
+import threading
+
+import httpx
+import numpy as np
+import pytest
+
+import encmatch
+from encmatch.service import Forbidden, RemoteIndex, ServiceClient, Unauthorized
+from encmatch.service.measure import (
+    ServerProcess,
+    add_tenant,
+    expected_results,
+    run_load,
+    same_answer,
+    separated_gallery,
+)
+from encmatch.service.tenancy import hash_token
+
+from conftest import run_cli
+
+DIM = 16
+KAPPA = 8
+DELTA = 0.5
+CHUNK = 1 << 20
+MODES = ("membership", "identification")
+
+
+def seal(kind: str, fingerprint: str, key_id: str, payload: bytes) -> bytes:
+    """A well-formed frame (core/envelope layout) around ``payload``."""
+    out = b"ENCMATCH" + struct.pack("<H", 1)
+    for field in (kind, fingerprint, key_id):
+        raw = field.encode()
+        out += struct.pack("<H", len(raw)) + raw
+    out += struct.pack("<Q", len(payload)) + payload
+    return out + hashlib.sha256(out).digest()
+
+
+def check_answers(index, gallery, queries, modes=MODES):
+    """Search ``queries`` in every mode and assert the exact plaintext answers."""
+    for mode in modes:
+        got = index.search(queries, mode)
+        want = expected_results(gallery, queries, DELTA, mode)
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            assert same_answer(g, w), f"{mode}: {g} != {w}"
+
+
+@pytest.fixture(scope="module")
+def keys(tmp_path_factory):
+    """Toy key sets: ``a`` (the indexes'), ``a2`` (same parameters, another key set), ``b`` (dim 8)."""
+    root = tmp_path_factory.mktemp("svc-keys")
+    out = {}
+    for name, dim in (("a", DIM), ("a2", DIM), ("b", 8)):
+        encmatch.Client.generate(root / name, preset="toy", kappa=KAPPA, dim=dim).close()
+        out[name] = root / name
+    return out
+
+
+@pytest.fixture(scope="module")
+def data():
+    """The gallery (one group), its identities and the queries (one per identity)."""
+    rng = np.random.default_rng(3)
+    gallery, who, queries = separated_gallery(rng, DIM, 600, 16)
+    return {"gallery": gallery, "labels": [f"person-{w:02d}" for w in who], "queries": queries}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """A running service with tenants alice and bob (4 MiB bodies, 8 searches queued or running)."""
+    data_dir = tmp_path_factory.mktemp("svc") / "data"
+    tokens = {name: add_tenant(data_dir, name) for name in ("alice", "bob")}
+    proc = ServerProcess(data_dir, "--allow-insecure", "--max-body-mb", "4", "--max-queue", "8").start()
+    proc.tokens = tokens
+    yield proc
+    code = proc.stop()
+    proc.kill()
+    assert code == 0, proc.log()[-3000:]
+    assert "Traceback" not in proc.log(), proc.log()[-5000:]
+
+
+@pytest.fixture(scope="module")
+def ready(server, keys, data):
+    """Alice's index holding the gallery (labelled)."""
+    index = RemoteIndex.create(server.url, server.tokens["alice"], keys["a"], DELTA, chunk_size=CHUNK, label="ready")
+    index.add(data["gallery"], data["labels"])
+    yield index
+    index.close()
+
+
+def http(server, token=None):
+    """A raw HTTP client of the server (with alice's token by default)."""
+    token = server.tokens["alice"] if token is None else token
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return httpx.Client(base_url=server.url, headers=headers, timeout=60)
+
+
+# ---- basics ------------------------------------------------------------------------------
+
+
+def test_health_and_openapi(server):
+    with http(server, token="") as c:
+        health = c.get("/v1/health").json()
+        assert health["status"] == "ok" and health["insecure_allowed"] is True
+        paths = c.get("/openapi.json").json()["paths"]
+    for path in ("/v1/indexes", "/v1/indexes/{index_id}", "/v1/indexes/{index_id}/files/{name}",
+                 "/v1/indexes/{index_id}/commit", "/v1/indexes/{index_id}/search", "/v1/health"):
+        assert path in paths
+    assert set(paths["/v1/indexes/{index_id}/files/{name}"]) == {"put", "get", "patch"}
+
+
+def test_end_to_end(server, keys, data):
+    token = server.tokens["alice"]
+    with RemoteIndex.create(server.url, token, keys["a"], DELTA, chunk_size=CHUNK) as index:
+        assert len(index) == 0 and index.info()["state"] == "ready"
+        empty = index.search(data["queries"][0], "membership")
+        assert empty.count == 0 and not empty.enrolled
+        summary = index.add(data["gallery"][:500], data["labels"][:500])
+        assert summary["added"] == 500 and summary["uploaded_bytes"] > 0
+        check_answers(index, data["gallery"][:500], data["queries"][:6])
+        ident = index.search(data["queries"][2], "identification")
+        assert ident.count > 0 and ident.labels == [data["labels"][p] for p in ident.positions]
+        index.add(data["gallery"][500:], data["labels"][500:])  # appended: a second group
+        info = index.info()
+        assert (info["count"], info["groups"], info["generation"]) == (600, 2, 3)
+        assert info["loaded"] and info["uploads"] == []
+        check_answers(index, data["gallery"], data["queries"][6:12])
+        index_id = index.id
+    with RemoteIndex(server.url, token, index_id, keys["a"]) as again:
+        assert len(again) == 600 and again.labels == data["labels"]
+        assert index_id in [s["id"] for s in again.service.indexes()]
+        check_answers(again, data["gallery"], data["queries"][:4], modes=("identification",))
+        again.delete()
+        with pytest.raises(encmatch.NotFound):
+            again.info()
+        assert index_id not in [s["id"] for s in again.service.indexes()]
+
+
+def test_remote_index_refuses_other_keys(server, keys, ready):
+    with pytest.raises(encmatch.Mismatch):
+        RemoteIndex(server.url, server.tokens["alice"], ready.id, keys["a2"])
+
+
+def test_cli_remote(server, keys, data, tmp_path):
+    np.savez(tmp_path / "gallery.npz", emb=data["gallery"][:300], name=np.array(data["labels"][:300]))
+    np.save(tmp_path / "query.npy", data["queries"][5])
+    p = run_cli("tenant", "add", "carol", "--data", server.data_dir)
+    assert p.returncode == 0, p.stderr
+    token = p.stdout.strip()
+    assert token.startswith("em_") and token not in (server.data_dir / "tenants.json").read_text()
+    p = run_cli("enroll", "--server", server.url, "--token", token, "--keys", keys["a"], "--delta", DELTA,
+                "--labels-from", "name", tmp_path / "gallery.npz")
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
+    index_id = re.search(r"created remote index ([0-9a-f]{16})", p.stdout).group(1)
+    assert "enrolled 300 vectors" in p.stdout
+    env = {"ENCMATCH_TOKEN": token}
+    p = run_cli("query", "--server", server.url, "--keys", keys["a"], "--index", index_id, "--mode",
+                "identification", "--out", tmp_path / "r.bin", tmp_path / "query.npy", env=env)
+    assert p.returncode == 0, p.stderr
+    p = run_cli("decrypt", "--keys", keys["a"], "--json", tmp_path / "r.bin")
+    want = expected_results(data["gallery"][:300], data["queries"][5:6], DELTA, "identification")[0]
+    assert json.loads(p.stdout)["positions"] == want.positions.tolist() and want.count > 0
+    p = run_cli("enroll", "--server", server.url, "--index", index_id, "--keys", keys["a"],
+                tmp_path / "gallery.npz", env=env)
+    assert p.returncode == 0 and f"index {index_id} holds 600" in p.stdout, p.stderr
+    p = run_cli("query", "--server", server.url, "--token", "em_wrong", "--keys", keys["a"], "--index", index_id,
+                "--out", tmp_path / "r2.bin", tmp_path / "query.npy")
+    assert p.returncode == 1 and "error:" in p.stderr and "Traceback" not in p.stderr
+    p = run_cli("query", "--server", server.url, "--keys", keys["a"], "--index", "0123456789abcdef",
+                "--out", tmp_path / "r2.bin", tmp_path / "query.npy", env=env)
+    assert p.returncode == 2 and "no index" in p.stderr
+
+
+# ---- tenancy and what the service refuses -------------------------------------------------
+
+
+def test_tenancy(server, keys, data, ready):
+    bob = server.tokens["bob"]
+    with http(server, bob) as c:
+        for method, path, kwargs in (
+            ("GET", f"/v1/indexes/{ready.id}", {}),
+            ("GET", f"/v1/indexes/{ready.id}/manifest", {}),
+            ("DELETE", f"/v1/indexes/{ready.id}", {}),
+            ("POST", f"/v1/indexes/{ready.id}/commit", {"json": {"manifest": ready.manifest}}),
+            ("PUT", f"/v1/indexes/{ready.id}/files/group-000009.ct", {"json": {"size": 10, "sha256": "0" * 64}}),
+            ("POST", f"/v1/indexes/{ready.id}/search?mode=membership",
+             {"content": ready.client.encrypt_query(data["queries"][0])}),
+        ):
+            r = c.request(method, path, **kwargs)
+            assert (r.status_code, r.json()["kind"]) == (404, "not_found"), (method, path, r.text)
+        assert ready.id not in [s["id"] for s in c.get("/v1/indexes").json()["indexes"]]
+    for token in ("", "em_not-a-token"):
+        with http(server, token) as c:
+            r = c.get("/v1/indexes")
+            assert r.status_code == 401 and r.json()["kind"] == "unauthorized"
+            assert c.post(f"/v1/indexes/{ready.id}/search", content=b"x").status_code == 401
+    with pytest.raises(Unauthorized):
+        RemoteIndex(server.url, "em_not-a-token", ready.id, keys["a"])
+    stored = (server.data_dir / "tenants.json").read_text()
+    for token in server.tokens.values():
+        assert token not in stored and hash_token(token) in stored
+    # revoking takes effect while the server runs
+    dave = add_tenant(server.data_dir, "dave")
+    with http(server, dave) as c:
+        assert c.get("/v1/indexes").status_code == 200
+        encmatch.service.tenancy.TokenStore(server.data_dir).revoke("dave")
+        assert c.get("/v1/indexes").status_code == 401
+    check_answers(ready, data["gallery"], data["queries"][:3])
+
+
+def test_secret_key_refused(server, keys):
+    secret = (keys["a"] / "secret.key").read_bytes()
+    meta = json.loads((keys["a"] / "server" / "keys.json").read_text())
+    with http(server) as c:
+        index_id = c.post("/v1/indexes", json={"keys": meta}).json()["id"]
+        base = f"/v1/indexes/{index_id}/files"
+        for name in ("group-000000.ct", "relin.key"):
+            r = c.put(f"{base}/{name}", json={"size": len(secret), "sha256": hashlib.sha256(secret).hexdigest()})
+            assert r.status_code == 200, r.text
+            r = c.patch(f"{base}/{name}", params={"offset": 0}, content=secret,
+                        headers={"X-Chunk-SHA256": hashlib.sha256(secret).hexdigest()})
+            assert (r.status_code, r.json()["kind"]) == (403, "forbidden") and "secret key" in r.json()["error"]
+            assert c.get(f"{base}/{name}").status_code == 404  # the upload was dropped
+        r = c.put(f"{base}/secret.key", json={"size": len(secret), "sha256": hashlib.sha256(secret).hexdigest()})
+        assert r.status_code == 422
+    for path in server.data_dir.rglob("*"):
+        if path.is_file() and path.stat().st_size >= len(secret):
+            assert secret not in path.read_bytes(), path
+
+
+def test_insecure_preset_refused_by_default(tmp_path, keys):
+    data_dir = tmp_path / "strict"
+    token = add_tenant(data_dir, "alice")
+    with ServerProcess(data_dir) as strict:
+        with ServiceClient(strict.url, token) as c:
+            assert c.health()["insecure_allowed"] is False
+            with pytest.raises(Forbidden, match="INSECURE"):
+                RemoteIndex.create(strict.url, token, keys["a"], DELTA)
+            assert c.indexes() == []
+
+
+# ---- bad input ---------------------------------------------------------------------------------
+
+
+def test_bad_queries(server, keys, data, ready):
+    good = ready.client.encrypt_query(data["queries"][1])
+    meta = json.loads((keys["a"] / "server" / "keys.json").read_text())
+    with encmatch.Client(keys["a2"]) as other, encmatch.Client(keys["b"]) as small:
+        other_keys = other.encrypt_query(data["queries"][1])
+        other_params = small.encrypt_query(data["queries"][1][:8])
+    rng = np.random.default_rng(0)
+    cases = {
+        "garbage": (rng.bytes(5000), "corrupt"),
+        "truncated": (good[: len(good) // 2], "corrupt"),
+        "padded": (good + b"\0" * 10, "corrupt"),
+        "empty": (b"", "corrupt"),
+        "another key set": (other_keys, "mismatch"),
+        "other parameters": (other_params, "mismatch"),
+        "not a query": (seal("result", meta["fingerprint"], meta["key_id"], b"x" * 64), "mismatch"),
+        "bad payload": (seal("query", meta["fingerprint"], meta["key_id"], rng.bytes(4096)), "corrupt"),
+    }
+    with http(server) as c:
+        for name, (body, kind) in cases.items():
+            r = c.post(f"/v1/indexes/{ready.id}/search", params={"mode": "membership"}, content=body)
+            assert (r.status_code, r.json()["kind"]) == (422, kind), (name, r.text)
+        r = c.post(f"/v1/indexes/{ready.id}/search", params={"mode": "everything"}, content=good)
+        assert r.status_code == 422 and r.json()["kind"] == "invalid_argument"
+        r = c.post(f"/v1/indexes/{ready.id}/search", params={"delta": "7"}, content=good)
+        assert r.status_code == 422
+        r = c.post(f"/v1/indexes/{ready.id}/search", content=b"\0" * (5 << 20))
+        assert (r.status_code, r.json()["kind"]) == (413, "too_large")
+        r = c.post("/v1/indexes/zz../search", content=good)
+        assert r.status_code == 404
+    check_answers(ready, data["gallery"], data["queries"][::2])
+
+
+def test_bad_json(server, keys):
+    meta = json.loads((keys["a"] / "server" / "keys.json").read_text())
+    bad_fp = dict(meta, fingerprint="0" * 32)
+    with http(server) as c:
+        for body in (b"{not json", b"[1, 2]", b"null", json.dumps({"keys": "x"}).encode(),
+                     json.dumps({"keys": dict(meta, dim="sixteen")}).encode(),
+                     json.dumps({"keys": dict(meta, galois_elements=[])}).encode(),
+                     json.dumps({"keys": dict(meta, preset="huge")}).encode()):
+            r = c.post("/v1/indexes", content=body, headers={"Content-Type": "application/json"})
+            assert (r.status_code, r.json()["kind"]) == (422, "invalid_argument"), (body, r.text)
+        r = c.post("/v1/indexes", json={"keys": bad_fp})
+        assert (r.status_code, r.json()["kind"]) == (422, "mismatch")
+        r = c.post("/v1/indexes", content=b"{" + b" " * (5 << 20) + b"}", headers={"Content-Type": "application/json"})
+        assert r.status_code == 413
+
+
+def test_bad_uploads(server, keys, data, ready, tmp_path):
+    """Truncated, corrupt and foreign files, bad chunks and bad commits; the index is unharmed."""
+    # a real group file of the ready index's key set, made locally
+    stage = tmp_path / "stage"
+    stage.mkdir()
+    manifest = ready.service.manifest(ready.id)
+    (stage / "manifest.json").write_text(json.dumps(manifest))
+    encmatch.Enroller(keys["a"] / "server").enroll(stage, data["gallery"][:50])
+    new_manifest = json.loads((stage / "manifest.json").read_text())
+    name = new_manifest["groups"][-1]["file"]
+    blob = (stage / name).read_bytes()
+    meta = json.loads((keys["a"] / "server" / "keys.json").read_text())
+    base = f"/v1/indexes/{ready.id}/files"
+
+    def declare(c, fname, content):
+        r = c.put(f"{base}/{fname}", json={"size": len(content), "sha256": hashlib.sha256(content).hexdigest()})
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    def patch(c, fname, content, offset=0, sha=None):
+        return c.patch(f"{base}/{fname}", params={"offset": offset}, content=content,
+                       headers={"X-Chunk-SHA256": sha or hashlib.sha256(content).hexdigest()})
+
+    def upload(c, fname, content):
+        """Send ``content`` in chunks under the body limit; the last answer (or the first error)."""
+        for off in range(0, len(content), CHUNK):
+            r = patch(c, fname, content[off:off + CHUNK], offset=off)
+            if r.status_code != 200:
+                break
+        return r
+
+    with http(server) as c:
+        declare(c, name, blob)
+        r = patch(c, name, blob[:1000], sha="0" * 64)
+        assert (r.status_code, r.json()["kind"]) == (422, "corrupt")
+        r = patch(c, name, blob[2000:3000], offset=2000)
+        assert (r.status_code, r.json()["kind"]) == (409, "conflict")
+        assert patch(c, name, blob[:1000]).json()["received"] == 1000
+        assert patch(c, name, blob[:1500]).json()["received"] == 1500  # overlapping retry: only the new part
+        r = patch(c, name, b"X" * 1000, offset=500)
+        assert r.status_code == 409  # differs from what was received
+        # truncated: the commit finds it incomplete
+        r = c.post(f"/v1/indexes/{ready.id}/commit", json={"manifest": new_manifest})
+        assert (r.status_code, r.json()["kind"]) == (409, "conflict") and "not uploaded" in r.json()["error"]
+        # corrupt: one flipped byte in the payload fails the frame's checksum when the file completes
+        bad = bytearray(blob)
+        bad[len(bad) // 2] ^= 0xFF
+        declare(c, name, bytes(bad))
+        r = upload(c, name, bytes(bad))
+        assert (r.status_code, r.json()["kind"]) == (422, "corrupt") and "checksum" in r.json()["error"]
+        # a key file of other parameters / another key set in place of a gallery file or a key
+        with encmatch.Client(keys["b"]) as small:
+            foreign = (small.server_key_dir / "relin.key").read_bytes()
+        declare(c, name, foreign)
+        r = patch(c, name, foreign)
+        assert (r.status_code, r.json()["kind"]) == (422, "mismatch")
+        pending = c.post("/v1/indexes", json={"keys": meta}).json()
+        other_relin = (keys["a2"] / "server" / "relin.key").read_bytes()
+        r = c.put(f"/v1/indexes/{pending['id']}/files/relin.key",
+                  json={"size": len(other_relin), "sha256": hashlib.sha256(other_relin).hexdigest()})
+        r = c.patch(f"/v1/indexes/{pending['id']}/files/relin.key", params={"offset": 0}, content=other_relin,
+                    headers={"X-Chunk-SHA256": hashlib.sha256(other_relin).hexdigest()})
+        assert (r.status_code, r.json()["kind"]) == (422, "mismatch") and "key set" in r.json()["error"]
+        r = c.post(f"/v1/indexes/{pending['id']}/commit", json={"manifest": manifest})
+        assert r.status_code == 409 and "key files" in r.json()["error"]
+        r = c.post(f"/v1/indexes/{pending['id']}/search", content=b"x")
+        assert r.status_code == 409
+        # a well-framed group whose ciphertexts are garbage: stored, then refused by the core at commit
+        fake = seal(encmatch.service.frames.parse_header(blob).kind, meta["fingerprint"], meta["key_id"],
+                    np.random.default_rng(1).bytes(len(blob) - 200))
+        declare(c, name, fake)
+        assert upload(c, name, fake).json()["complete"]
+        fake_manifest = json.loads(json.dumps(new_manifest))
+        fake_manifest["groups"][-1]["bytes"] = len(fake)
+        r = c.post(f"/v1/indexes/{ready.id}/commit", json={"manifest": fake_manifest})
+        assert (r.status_code, r.json()["kind"]) == (422, "corrupt"), r.text
+        # commits that rewrite history or are not manifests
+        changed = json.loads(json.dumps(manifest))
+        changed["groups"][0]["count"] -= 1
+        for body, status in (({"manifest": changed}, 409), ({"manifest": []}, 422), ({"manifest": {"groups": 3}}, 422),
+                             ({"nothing": 1}, 422)):
+            r = c.post(f"/v1/indexes/{ready.id}/commit", json=body)
+            assert r.status_code == status, (body, r.text)
+        status = c.get(f"/v1/indexes/{ready.id}").json()
+    assert status["count"] == 600 and status["generation"] == 2 and status["loaded"]
+    assert not list((ready_dir(server, ready.id)).glob("gen-000003"))
+    check_answers(ready, data["gallery"], data["queries"][::2])
+
+
+def ready_dir(server, index_id):
+    """The on-disk directory of one of alice's indexes."""
+    return server.data_dir / "tenants" / "alice" / index_id
+
+
+# ---- load ----------------------------------------------------------------------------------------
+
+
+def test_load(server, keys, data, ready):
+    expected = {m: expected_results(data["gallery"], data["queries"], DELTA, m) for m in MODES}
+    before = httpx.get(server.url + "/v1/health").json()["queue"]["served"]
+    res = run_load(server.url, server.tokens["alice"], ready.id, keys["a"], data["queries"], expected,
+                   clients=4, per_client=60)
+    print(f"\nload test (toy, dim {DIM}, kappa {KAPPA}, K = 600, 4 clients x 60 searches): "
+          f"{res['throughput_qps']:.1f} queries/s, latency p50 {res['latency']['p50'] * 1e3:.0f} ms, "
+          f"p90 {res['latency']['p90'] * 1e3:.0f} ms, p99 {res['latency']['p99'] * 1e3:.0f} ms; "
+          f"HTTP round trip p50 {res['round_trip']['p50'] * 1e3:.0f} ms")
+    assert res["errors"] == [] and res["wrong"] == []
+    assert res["answered"] == 240
+    after = httpx.get(server.url + "/v1/health").json()["queue"]
+    assert after["served"] - before == 240 and after["pending"] == 0
+
+
+def test_busy_answer(server, ready, data):
+    """Beyond the bounded queue the answer is 503 busy at once; RemoteIndex retries it."""
+    # the module's server admits 8 searches queued or running; send twice as many at once
+    blob = ready.client.encrypt_query(data["queries"][0])
+    statuses: list[int] = []
+    lock = threading.Lock()
+    barrier = threading.Barrier(16)
+
+    def one():
+        with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {server.tokens['alice']}"},
+                          timeout=120) as c:
+            barrier.wait()
+            r = c.post(f"/v1/indexes/{ready.id}/search", params={"mode": "membership"}, content=blob)
+            with lock:
+                statuses.append(r.status_code)
+                if r.status_code == 503:
+                    assert r.json()["kind"] == "busy" and r.headers["Retry-After"]
+
+    threads = [threading.Thread(target=one) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert set(statuses) <= {200, 503} and statuses.count(200) >= 1 and statuses.count(503) >= 1, statuses
+    with ServiceClient(server.url, server.tokens["alice"], retries=0) as c:
+        assert c.health()["queue"]["pending"] == 0
+    check_answers(ready, data["gallery"], data["queries"][:2])
