@@ -11,6 +11,9 @@ Subcommands (``encmatch <command> --help`` for details)::
     info      core version and presets, or an index / key set summary
     strategies  the cost model's ranking of the similarity strategies
     bench     the papers/000 benchmark: timings, RAM, disk per K and strategy, beside the published figures
+    embed     detect, align and embed the faces of photos (MobileFaceNet or dlib) into an .npz
+    calibrate genuine/impostor score distributions, a suggested delta, the guard band checked against them
+    accuracy  encrypted vs plaintext identification on a labelled set: TP/FP/TN/FN, EER, TAR@FAR, ROC/DET plot
     serve     the HTTP service (encrypted galleries and queries; docs/SERVICE.md)
     tenant    add, list or revoke the service's tenants and their tokens
 
@@ -65,6 +68,7 @@ from .client import (
     version,
 )
 from .errors import USER_ERRORS, EncmatchError, InvalidArgument, NotFound
+from .faces import commands as face_commands
 from .index import decrypted_to_result
 from .service import commands as service_commands
 from .results import MODES, MembershipResult
@@ -123,8 +127,8 @@ def cmd_enroll(args: argparse.Namespace) -> int:
     server_keys = args.keys / "server"
     if not server_keys.is_dir():
         raise NotFound(f"no server keys in {server_keys} (run `encmatch keygen --keys {args.keys}` first)")
-    vectors = data_mod.load_vectors(args.vectors, args.field)
-    labels = data_mod.load_labels(args.vectors, args.labels_from) if args.labels_from else None
+    got = face_commands.enroll_inputs(args, server_keys)
+    vectors, labels = got.vectors, got.labels
     if args.server:
         return service_commands.remote_enroll(args, vectors, labels)
     if args.index is None:
@@ -144,7 +148,7 @@ def cmd_enroll(args: argparse.Namespace) -> int:
     dt = time.perf_counter() - t0
     total = summary.get("total", manifest_total(index_info(args.index)))
     print(f"enrolled {summary.get('added', len(vectors)):,} vectors in {dt:.2f} s; index holds {int(total):,}")
-    return 0
+    return face_commands.finish_enroll(args, got)
 
 
 def _read_query(path: Path, field: str, row: int | None) -> np.ndarray:
@@ -163,7 +167,7 @@ def _read_query(path: Path, field: str, row: int | None) -> np.ndarray:
 
 def cmd_query(args: argparse.Namespace) -> int:
     """Encrypt a query with the client key, run the server, write the encrypted result."""
-    vec = _read_query(args.query, args.field, args.row)
+    vec = face_commands.query_vector(args, _read_query)
     if args.server:
         return service_commands.remote_query(args, vec)
     with Client(args.keys) as client:
@@ -392,7 +396,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--field", default="emb", help="array of a .npz holding the vectors (default: %(default)s)")
     s.add_argument("--labels-from", default=None, metavar="FIELD", help="array of the .npz holding one label per row")
     s.add_argument("--batch-size", type=int, default=None, help="vectors per core call (default: one group)")
-    s.add_argument("vectors", type=Path, metavar="VECTORS", help=".npy [n, dim] or .npz")
+    s.add_argument("vectors", type=Path, nargs="+", metavar="VECTORS",
+                   help=".npy [n, dim] or .npz embeddings, or photos (files, folders: embedded here)")
+    face_commands.add_photo_arguments(s)
     service_commands.add_remote_arguments(s)
     s.set_defaults(func=cmd_enroll)
 
@@ -403,7 +409,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", type=Path, required=True, help="file to write the encrypted result to")
     s.add_argument("--field", default="emb", help="array of a .npz holding the query (default: %(default)s)")
     s.add_argument("--row", type=int, default=None, help="row of a 2-D query file to use")
-    s.add_argument("query", type=Path, metavar="QUERY", help=".npy [dim] / [1, dim] (or --row) or .npz")
+    s.add_argument("query", type=Path, metavar="QUERY",
+                   help=".npy [dim] / [1, dim] (or --row) or .npz, or one photo (embedded here)")
+    face_commands.add_photo_arguments(s, ids=False)
     add_memory_budget_argument(s, "server memory; an index that does not fit is streamed from disk")
     service_commands.add_remote_arguments(s)
     s.set_defaults(func=cmd_query)
@@ -472,6 +480,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_bench)
 
     service_commands.add_commands(sub)
+    face_commands.add_commands(sub)
     return p
 
 

@@ -209,7 +209,8 @@ def collect(
 
     Photos are embedded with ``model`` (default :data:`DEFAULT_MODEL`) and
     labelled with their ids; embedding files are read from array ``field``
-    (labels from array ``labels_from`` when given). A file of the wrong
+    (labels from array ``labels_from`` when given, else from ``name`` in
+    files written by ``encmatch embed``). A file of the wrong
     dimension (``dim``, the key set's) or of another model than ``model``
     or than the other inputs is skipped with a :class:`Problem`, as are
     unusable photos; the rest is returned. ``model`` in the result is the
@@ -224,10 +225,10 @@ def collect(
     any_labels = False
     for path in files:
         try:
-            if path.suffix.lower() not in (".npy", ".npz"):
-                if path.exists():
-                    raise InvalidArgument("neither a photo nor a .npy/.npz embedding file")
+            if not path.exists():
                 raise InvalidArgument("no such file or folder")
+            if path.suffix.lower() not in (".npy", ".npz"):
+                raise InvalidArgument("neither a photo nor a .npy/.npz embedding file")
             tag = file_model(path)
             check_model(known, tag, str(path))
             vecs = np.asarray(data_mod.load_vectors(path, field))
@@ -237,7 +238,9 @@ def collect(
                 raise InvalidArgument(f"expected vectors [n, dim], got shape {vecs.shape}")
             check_dim(vecs.shape[1], tag, str(path))
             _check_key_dim(vecs.shape[1], dim)
-            rows = data_mod.load_labels(path, labels_from) if labels_from else [None] * len(vecs)
+            # Files written by `encmatch embed` (tagged with their model) carry their ids in "name".
+            by = labels_from or ("name" if tag is not None else None)
+            rows = data_mod.load_labels(path, by) if by else [None] * len(vecs)
             if len(rows) != len(vecs):
                 raise InvalidArgument(f"{len(rows)} labels for {len(vecs)} vectors")
         except EncmatchError as exc:
@@ -245,7 +248,7 @@ def collect(
             continue
         known = known or tag
         dim = dim or vecs.shape[1]
-        any_labels = any_labels or labels_from is not None
+        any_labels = any_labels or by is not None
         parts.append(vecs)
         labels += rows
     embedded = None

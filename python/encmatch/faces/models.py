@@ -20,12 +20,15 @@ norm of the model's raw output.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import os
+import sys
 import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -127,7 +130,8 @@ class MobileFaceNet(FaceModel):
         from ai_edge_litert.interpreter import Interpreter
 
         self._interp = Interpreter(model_content=blob, num_threads=threads)
-        self._interp.allocate_tensors()
+        with _quiet_stderr():  # LiteRT prints an INFO line about its XNNPACK delegate here
+            self._interp.allocate_tensors()
         inp, out = self._interp.get_input_details()[0], self._interp.get_output_details()[0]
         self._in, self._out = inp["index"], out["index"]
         self._batch = int(inp["shape"][0])
@@ -165,6 +169,20 @@ class DlibResNet(FaceModel):
     def embed(self, prepared: list) -> tuple[np.ndarray, np.ndarray]:
         """Normalise the descriptors."""
         return _normalised(np.array(prepared, dtype=np.float64).reshape(len(prepared), self.dim))
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """Send what native code writes to file descriptor 2 to /dev/null for the duration of the block."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def _normalised(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import zipfile
 from pathlib import Path
 from typing import Sequence
 
@@ -62,11 +63,15 @@ def save_embeddings(
     spec = model_spec(model)
     emb = np.asarray(emb, dtype=np.float32)
     check_dim(emb.shape[1], spec.name, str(path))
+    arrays = {"emb": emb, "name": names[label], "names": names, "label": label.astype(np.int32),
+              MODEL_FIELD: np.array(spec.name), **extra}
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
-        with open(tmp, "wb") as f:
-            np.savez(f, emb=emb, name=names[label], names=names, label=label.astype(np.int32),
-                     **{MODEL_FIELD: np.array(spec.name)}, **extra)
+        # np.savez cannot take an array called "file" (its own first parameter): write the zip directly.
+        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED) as zf:
+            for name, arr in arrays.items():
+                with zf.open(f"{name}.npy", "w", force_zip64=True) as out:
+                    np.lib.format.write_array(out, np.asanyarray(arr), allow_pickle=False)
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)

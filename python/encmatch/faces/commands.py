@@ -1,0 +1,257 @@
+"""The command line's photo side: ``embed``, ``calibrate``, ``accuracy``, and photos for ``enroll``/``query``.
+
+- ``encmatch embed PHOTOS... -o gallery.npz`` embeds photos (files or
+  folders; ids from folder or file names) and reports what it skipped.
+- ``encmatch enroll`` and ``encmatch query`` take photos as well as
+  ``.npy``/``.npz`` embeddings (:func:`enroll_inputs`, :func:`query_vector`);
+  the model is recorded beside the index and embeddings of another model
+  are refused.
+- ``encmatch calibrate LABELLED`` prints the genuine and impostor score
+  distributions and suggests delta (:mod:`encmatch.calibrate`).
+- ``encmatch accuracy LABELLED`` compares encrypted and plaintext
+  identification (:mod:`encmatch.accuracy`) and draws the ROC/DET plot.
+
+LABELLED is one labelled ``.npz`` (``emb`` + ``label``/``names`` or
+``name``) or photos. Inputs that cannot be used are listed on stderr; the
+rest is processed and the exit code is 2 when anything was skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from .. import accuracy as accuracy_mod
+from .. import calibrate as calibrate_mod
+from .. import data as data_mod
+from .._ui import describe_params, warn_if_insecure
+from ..client import describe
+from ..errors import InvalidArgument, Mismatch
+from .embed import MULTIPLE, Collected, Problem, collect, embed_photos
+from .images import ID_RULES, is_photo_path
+from .models import DEFAULT_MODEL, MODELS
+from .store import check_dim, check_model, file_model, index_model, record_index_model
+
+__all__ = ["add_photo_arguments", "enroll_inputs", "finish_enroll", "query_vector", "add_commands"]
+
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+
+
+def _log(text: str) -> None:
+    """A line on stderr."""
+    print(text, file=sys.stderr, flush=True)
+
+
+def _report(problems: list[Problem], summary: str | None = None) -> int:
+    """Print the problems (skipped inputs and notes) and ``summary`` on stderr; 2 if anything was skipped, else 0."""
+    for p in problems:
+        _log(str(p))
+    if summary:
+        _log(summary)
+    skipped = sum(1 for p in problems if p.skipped)
+    if skipped:
+        _log(f"error: {skipped} input(s) skipped (listed above); the rest was processed")
+    return EXIT_USAGE if skipped else 0
+
+
+def add_photo_arguments(p: argparse.ArgumentParser, ids: bool = True) -> None:
+    """Add ``--model``, ``--multiple`` and (with ``ids``) ``--ids``: how photos are embedded."""
+    p.add_argument("--model", choices=tuple(MODELS), default=None,
+                   help=f"face model for photos (default: the index's, else {DEFAULT_MODEL})")
+    p.add_argument("--multiple", choices=MULTIPLE, default="central",
+                   help="photos with several faces: embed the one nearest the centre, or skip them "
+                        "(default: %(default)s)")
+    if ids:
+        p.add_argument("--ids", choices=ID_RULES, default="auto",
+                       help="identity of a photo: its folder's name, its file name, or auto (folder for photos "
+                            "found in a sub-folder, else the file name) (default: %(default)s)")
+
+
+def _local_index_model(args: argparse.Namespace) -> str | None:
+    """The model of ``--model``, checked against the one recorded beside a local ``--index``."""
+    recorded = None
+    if not getattr(args, "server", None) and args.index is not None and Path(args.index).is_dir():
+        recorded = index_model(args.index)
+    if recorded is not None and args.model is not None and recorded != args.model:
+        raise Mismatch(f"the index holds {recorded} embeddings: photos embedded with --model {args.model} "
+                       "cannot be compared with them")
+    return args.model or recorded
+
+
+def _key_dim(server_keys: Path) -> int | None:
+    """The dimension of the key set in ``server_keys`` (its ``keys.json``), or None if unreadable."""
+    try:
+        return int(json.loads((server_keys / "keys.json").read_text())["dim"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def enroll_inputs(args: argparse.Namespace, server_keys: Path) -> Collected:
+    """The vectors and labels ``encmatch enroll`` was given: embedding files and photos, checked.
+
+    Bad inputs are printed and left out; InvalidArgument if nothing is left.
+    """
+    got = collect(
+        args.vectors, dim=_key_dim(server_keys), model=_local_index_model(args), field=args.field,
+        labels_from=args.labels_from, ids=args.ids, multiple=args.multiple,
+    )
+    if got.vectors is None:
+        _report(got.problems, got.embedded.summary() if got.embedded is not None else None)
+        raise InvalidArgument("nothing to enroll: every input was skipped")
+    return got
+
+
+def finish_enroll(args: argparse.Namespace, got: Collected) -> int:
+    """After a local enrollment: record the model beside the index, report the skipped inputs; the exit code."""
+    record_index_model(args.index, got.model)
+    if got.model is not None:
+        print(f"face model: {got.model} (recorded in the index)")
+    return _report(got.problems, got.embedded.summary() if got.embedded is not None else None)
+
+
+def query_vector(args: argparse.Namespace, read_file) -> np.ndarray:
+    """The query of ``encmatch query``: a photo (embedded) or a vector from a ``.npy``/``.npz`` (``read_file``)."""
+    path = Path(args.query)
+    model = _local_index_model(args)
+    if path.suffix.lower() in (".npy", ".npz") or not is_photo_path(path):
+        check_model(model, file_model(path), str(path))
+        return read_file(path, args.field, args.row)
+    if path.is_dir():
+        raise InvalidArgument(f"{path} is a folder; a query is one photo")
+    out = embed_photos([path], model or DEFAULT_MODEL, multiple=args.multiple, progress=False)
+    for p in out.problems:
+        if not p.skipped:
+            _log(str(p))
+    if not len(out):
+        raise InvalidArgument(f"{path}: {out.problems[0].reason}" if out.problems else f"{path}: no face")
+    _log(f"query photo {path}: embedded with {out.model} ({1000 * out.seconds:.0f} ms)")
+    return out.emb[0]
+
+
+# ---- embed, calibrate, accuracy -------------------------------------------------
+
+
+def cmd_embed(args: argparse.Namespace) -> int:
+    """Embed photos into an ``.npz``; exit 2 when photos were skipped."""
+    out = embed_photos(args.photos, args.model or DEFAULT_MODEL, ids=args.ids, multiple=args.multiple)
+    code = _report(out.problems, out.summary())
+    if not len(out):
+        raise InvalidArgument("no face was embedded; nothing written")
+    path = out.save(args.out)
+    print(f"wrote {len(out):,} embeddings of {len(set(out.ids)):,} identities ({out.model}, {out.emb.shape[1]}-d) "
+          f"to {path}")
+    return code
+
+
+def _labelled(args: argparse.Namespace) -> tuple[data_mod.FaceSet, list[Problem]]:
+    """The labelled set of ``calibrate``/``accuracy``: one ``.npz``, or photos embedded here."""
+    inputs = [Path(p) for p in args.labelled]
+    if len(inputs) == 1 and inputs[0].suffix.lower() == ".npz":
+        faces = data_mod.load_faceset_file(inputs[0])
+        check_model(args.model, file_model(inputs[0]), str(inputs[0]))
+        check_dim(faces.emb.shape[1], args.model or file_model(inputs[0]), str(inputs[0]))
+        return faces, []
+    bad = [str(p) for p in inputs if p.suffix.lower() in (".npy", ".npz")]
+    if bad:
+        raise InvalidArgument(f"give one labelled .npz or photos, not {', '.join(bad)} among several inputs")
+    out = embed_photos(inputs, args.model or DEFAULT_MODEL, ids=args.ids, multiple=args.multiple)
+    if not len(out):
+        _report(out.problems, out.summary())
+        raise InvalidArgument("no face was embedded")
+    _log(out.summary())
+    names, label = np.unique(np.asarray(out.ids), return_inverse=True)
+    return data_mod.FaceSet(emb=out.emb, label=label, names=names, source=", ".join(args.labelled)), out.problems
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    """Score distributions and a suggested delta; exit 1 when delta fails the target inside the guard band."""
+    faces, problems = _labelled(args)
+    dist = calibrate_mod.ScoreDistributions.from_labelled(faces.emb, faces.label)
+    cal = calibrate_mod.calibrate(dist, args.target_fmr, kappa=args.kappa, delta=args.delta,
+                                  gallery_size=args.gallery_size)
+    if args.json:
+        print(json.dumps(cal.to_dict()))
+    else:
+        print(f"{len(faces):,} faces of {len(np.unique(faces.label)):,} identities ({faces.source})")
+        print(cal.report())
+    if args.plot:
+        print(f"plot: {calibrate_mod.plot_distributions(cal, args.plot)}")
+    code = _report(problems)
+    return EXIT_FAILURE if not cal.ok else code
+
+
+def cmd_accuracy(args: argparse.Namespace) -> int:
+    """Encrypted vs plaintext identification on a labelled set; exit 1 on a decision wrong outside the band."""
+    faces, problems = _labelled(args)
+    params = describe(args.preset, args.kappa, int(faces.emb.shape[1]))
+    warn_if_insecure(params)
+    sp = accuracy_mod.split(faces, probes=args.probes, max_gallery=args.max_gallery, seed=args.seed)
+    _log(f"parameters: {describe_params(params)}")
+    _log(sp.describe())
+    report = accuracy_mod.run(sp, preset=args.preset, kappa=args.kappa, delta=args.delta, work_dir=args.work,
+                              log=None if args.json else _log, progress=not args.json)
+    if args.json:
+        print(json.dumps(report.to_dict()))
+    else:
+        print(report.table())
+        print(report.summary())
+    if args.plot:
+        print(f"plot: {accuracy_mod.plot(report, args.plot)}")
+    warn_if_insecure(params)
+    code = _report(problems)
+    return EXIT_FAILURE if not report.ok else code
+
+
+def _rate(text: str) -> float:
+    """argparse type: a rate in (0, 1)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"want a rate in (0, 1), got {text!r}")
+    return value
+
+
+def add_commands(sub) -> None:
+    """Add the ``embed``, ``calibrate`` and ``accuracy`` subcommands to the CLI's subparsers."""
+    s = sub.add_parser("embed", help="detect, align and embed the faces of photos into an .npz")
+    s.add_argument("photos", nargs="+", type=Path, metavar="PHOTO",
+                   help="photo files or folders (searched recursively; people/alice/1.jpg -> alice)")
+    s.add_argument("-o", "--out", type=Path, required=True, help="the .npz to write")
+    add_photo_arguments(s)
+    s.set_defaults(func=cmd_embed)
+
+    for name, text in (("calibrate", "genuine/impostor score distributions and a suggested delta"),
+                       ("accuracy", "encrypted vs plaintext identification: TP/FP/TN/FN, EER, TAR@FAR, ROC/DET")):
+        s = sub.add_parser(name, help=text)
+        s.add_argument("labelled", nargs="+", metavar="LABELLED",
+                       help="one labelled .npz (emb + label/names or name), or photos (files, folders)")
+        add_photo_arguments(s)
+        s.add_argument("--kappa", type=int, default=10, help="comparator depth (default: %(default)s)")
+        s.add_argument("--json", action="store_true", help="print the result as JSON")
+        s.add_argument("--plot", type=Path, default=None, metavar="PNG", help="write a plot to this PNG")
+        if name == "calibrate":
+            s.add_argument("--target-fmr", type=_rate, default=1e-4,
+                           help="false-match rate per comparison to reach (default: %(default)g)")
+            s.add_argument("--delta", type=float, default=None, help="check this delta instead of suggesting one")
+            s.add_argument("--gallery-size", type=int, default=16384,
+                           help="gallery entries per query, for the expected false matches (default: %(default)s)")
+            s.set_defaults(func=cmd_calibrate)
+        else:
+            s.add_argument("--preset", default="toy",
+                           help="parameter preset of the encrypted runs (default: %(default)s, INSECURE but the same "
+                                "comparator; 'default' for 128-bit security)")
+            s.add_argument("--delta", type=float, default=None,
+                           help="operating threshold (default: the plaintext threshold at FAR 0.1 %%)")
+            s.add_argument("--probes", type=int, default=200, help="probes, half mated (default: %(default)s)")
+            s.add_argument("--max-gallery", type=int, default=None, help="at most this many enrolled identities")
+            s.add_argument("--seed", type=int, default=0, help="split seed (default: %(default)s)")
+            s.add_argument("--work", type=Path, default=None, help="work directory for keys and indexes "
+                                                                    "(default: a temporary one)")
+            s.set_defaults(func=cmd_accuracy)
