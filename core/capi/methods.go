@@ -267,6 +267,7 @@ func enroll(args, in []byte) (any, []byte, error) {
 	var a struct {
 		IndexDir     string   `json:"index_dir"`
 		ServerKeyDir string   `json:"server_key_dir"`
+		ClientKeyDir string   `json:"client_key_dir"`
 		N            int      `json:"n"`
 		Dim          int      `json:"dim"`
 		Labels       []string `json:"labels"`
@@ -274,9 +275,20 @@ func enroll(args, in []byte) (any, []byte, error) {
 	if err := parse(args, &a); err != nil {
 		return nil, nil, err
 	}
+	if (a.ServerKeyDir == "") == (a.ClientKeyDir == "") {
+		return nil, nil, fmt.Errorf("%w: give exactly one of \"server_key_dir\" (public-key enrollment) and \"client_key_dir\" (the key owner's seeded enrollment)", errs.ErrInvalid)
+	}
 	data, err := float32s(in, a.N, a.Dim)
 	if err != nil {
 		return nil, nil, err
+	}
+	if a.ClientKeyDir != "" {
+		owner, err := keys.LoadClient(a.ClientKeyDir)
+		if err != nil {
+			return nil, nil, err
+		}
+		sum, err := index.EnrollSeeded(a.IndexDir, owner, data, a.N, a.Dim, a.Labels)
+		return sum, nil, err
 	}
 	pub, err := keys.LoadPublic(a.ServerKeyDir)
 	if err != nil {

@@ -46,6 +46,10 @@ func TestDispatchRoundTrip(t *testing.T) {
 		floats(1, 0, 0, 1, 1, 1)); err != nil {
 		t.Fatal(err)
 	}
+	// The key owner appends a seeded group (position 3 matches too).
+	if _, _, err := call(t, "enroll", map[string]any{"index_dir": idx, "client_key_dir": kd, "n": 1, "dim": 2}, floats(0, 3)); err != nil {
+		t.Fatal(err)
+	}
 	c, _, err := call(t, "client_open", map[string]any{"key_dir": kd}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -66,8 +70,8 @@ func TestDispatchRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m := d["matches"].([]any); len(m) != 1 || m[0].(float64) != 1 {
-		t.Fatalf("matches %v, want [1]", m)
+	if m := d["matches"].([]any); len(m) != 2 || m[0].(float64) != 1 || m[1].(float64) != 3 {
+		t.Fatalf("matches %v, want [1 3]", m)
 	}
 	if _, _, err := call(t, "close", map[string]any{"handle": s["handle"]}, nil); err != nil {
 		t.Fatal(err)
@@ -89,6 +93,7 @@ func TestDispatchErrorsHaveKinds(t *testing.T) {
 		{"describe", `{"preset":"huge","dim":4}`, nil, "invalid_argument"},
 		{"client_open", `{"key_dir":"/nonexistent/keys"}`, nil, "not_found"},
 		{"enroll", `{"n":2,"dim":2}`, floats(1, 2, 3), "invalid_argument"},
+		{"enroll", `{"n":1,"dim":2,"server_key_dir":"a","client_key_dir":"b"}`, floats(1, 2), "invalid_argument"},
 		{"comparator", `{"kappa":8,"delta":3}`, nil, "invalid_argument"},
 	}
 	for _, c := range cases {

@@ -24,7 +24,8 @@ import (
 // indexes between runs, so that a second run measures a server that did no
 // key generation or enrollment; default a temporary directory),
 // ENCMATCH_BENCH_SETUP_ONLY (make keys and index, measure nothing),
-// ENCMATCH_BENCH_KAPPA (comparator depth, default 10).
+// ENCMATCH_BENCH_KAPPA (comparator depth, default 10), ENCMATCH_BENCH_SEEDED
+// (enroll as the key owner: secret key, seeded uniform halves).
 //
 //	go test -run '^$' -bench Search -benchtime 3x ./engine/
 func BenchmarkSearch(b *testing.B) {
@@ -56,7 +57,11 @@ func BenchmarkSearch(b *testing.B) {
 		b.Logf("keygen: %d rotation keys, %.2f GB, %.1f s", sum.RotationKeys, float64(sum.ServerKeyBytes)/1e9, sum.Seconds)
 	}
 	srvKeys := filepath.Join(keyDir, keys.ServerDir)
+	seededStore := os.Getenv("ENCMATCH_BENCH_SEEDED") != ""
 	idxDir := filepath.Join(dir, fmt.Sprintf("index-%d-k%d-%d-%s-%d", dim, kappa, k, strat.Name, strat.N1))
+	if seededStore {
+		idxDir += "-seeded"
+	}
 	if _, err := os.Stat(idxDir); os.IsNotExist(err) {
 		if _, err := index.Create(idxDir, srvKeys, 0.5); err != nil {
 			b.Fatal(err)
@@ -66,15 +71,11 @@ func BenchmarkSearch(b *testing.B) {
 		for i := range data {
 			data[i] = float32(rng.NormFloat64())
 		}
-		pub, err := keys.LoadPublic(srvKeys)
+		sum, err := enrollBench(keyDir, idxDir, data, k, dim, seededStore)
 		if err != nil {
 			b.Fatal(err)
 		}
-		sum, err := index.Enroll(idxDir, pub, data, k, dim, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Logf("enroll K=%d: %.1f s, %.2f GB", k, sum.Seconds, float64(sum.Bytes)/1e9)
+		b.Logf("enroll K=%d (seeded=%v): %.1f s, %.2f GB, %.1f KB per entry", k, seededStore, sum.Seconds, float64(sum.Bytes)/1e9, float64(sum.Bytes)/float64(k)/1e3)
 	}
 	if os.Getenv("ENCMATCH_BENCH_SETUP_ONLY") != "" {
 		b.Skip("setup only: keys and index are in place")
@@ -113,6 +114,23 @@ func BenchmarkSearch(b *testing.B) {
 			}
 		})
 	}
+}
+
+// enrollBench enrolls as an enroller with the public key, or as the key
+// owner (seeded).
+func enrollBench(keyDir, idxDir string, data []float32, k, dim int, seededStore bool) (*index.EnrollSummary, error) {
+	if seededStore {
+		owner, err := keys.LoadClient(keyDir)
+		if err != nil {
+			return nil, err
+		}
+		return index.EnrollSeeded(idxDir, owner, data, k, dim, nil)
+	}
+	pub, err := keys.LoadPublic(filepath.Join(keyDir, keys.ServerDir))
+	if err != nil {
+		return nil, err
+	}
+	return index.Enroll(idxDir, pub, data, k, dim, nil)
 }
 
 func envInt(name string, def int) int {

@@ -57,19 +57,36 @@ func newFixtureWith(t *testing.T, preset string, kappa, dim int, delta float64, 
 
 func (f *fixture) serverKeys() string { return filepath.Join(f.keyDir, keys.ServerDir) }
 
+// enroll encrypts vecs under the public key.
 func (f *fixture) enroll(t *testing.T, vecs [][]float32) {
 	t.Helper()
 	pub, err := keys.LoadPublic(f.serverKeys())
 	if err != nil {
 		t.Fatal(err)
 	}
-	flat := make([]float32, 0, len(vecs)*f.set.Dim)
+	if _, err := index.Enroll(f.indexDir, pub, flatten(vecs), len(vecs), f.set.Dim, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// enrollSeeded encrypts vecs as the key owner (secret key, seeded halves).
+func (f *fixture) enrollSeeded(t *testing.T, vecs [][]float32) {
+	t.Helper()
+	owner, err := keys.LoadClient(f.keyDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := index.EnrollSeeded(f.indexDir, owner, flatten(vecs), len(vecs), f.set.Dim, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func flatten(vecs [][]float32) []float32 {
+	flat := make([]float32, 0, len(vecs)*len(vecs[0]))
 	for _, v := range vecs {
 		flat = append(flat, v...)
 	}
-	if _, err := index.Enroll(f.indexDir, pub, flat, len(vecs), f.set.Dim, nil); err != nil {
-		t.Fatal(err)
-	}
+	return flat
 }
 
 func unit(v []float64) []float64 {
@@ -210,13 +227,13 @@ func TestEndToEndToyNearThreshold(t *testing.T) {
 	planted := []float64{0.52, 0.505, 0.502, 0.498, 0.495, 0.48, 0.9, 1.0, 0.3}
 	gal := gallery(rng, q, 2500, planted)
 	f.enroll(t, gal[:1000])
-	f.enroll(t, gal[1000:]) // a second add makes a second (partial) group
+	f.enrollSeeded(t, gal[1000:]) // a second add makes a second (partial) group, seeded
 	srv, err := Open(f.indexDir, f.serverKeys(), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(srv.Manifest.Groups) != 2 || srv.Manifest.Count != len(gal) {
-		t.Fatalf("groups %d count %d", len(srv.Manifest.Groups), srv.Manifest.Count)
+	if len(srv.Manifest.Groups) != 2 || srv.Manifest.Count != len(gal) || srv.Manifest.Groups[0].Seeded || !srv.Manifest.Groups[1].Seeded {
+		t.Fatalf("groups %+v count %d", srv.Manifest.Groups, srv.Manifest.Count)
 	}
 	m := check(t, f, srv, gal, f32(q))
 	t.Logf("matches: %v", m)
@@ -228,23 +245,29 @@ func TestEndToEndToyNearThreshold(t *testing.T) {
 }
 
 // TestStrategiesAgree runs every strategy (and a baby-step size that does
-// not divide l) on the same gallery and queries: identical decisions, all
-// equal to brute force outside the guard band.
+// not divide l), in memory and streamed, enrolled with the public key or
+// seeded, on the same gallery and queries: identical decisions, all equal
+// to brute force outside the guard band.
 func TestStrategiesAgree(t *testing.T) {
 	const dim, delta = 24, 0.5 // l = 32
 	cases := []struct {
-		name   string
-		n1     int
-		stream bool
-	}{{strategy.DG, 0, false}, {strategy.DG, 0, true}, {strategy.BSGSDiagonal, 8, false}, {strategy.BSGSDiagonal, 5, true},
-		{strategy.BSGSTBS, 4, false}, {strategy.BSGSTBE, 8, false}, {strategy.BSGSTBE, 3, true}}
+		name           string
+		n1             int
+		stream, seeded bool
+	}{{strategy.DG, 0, false, false}, {strategy.DG, 0, true, true}, {strategy.BSGSDiagonal, 8, false, true},
+		{strategy.BSGSDiagonal, 5, true, false}, {strategy.BSGSTBS, 4, false, true}, {strategy.BSGSTBE, 8, false, false},
+		{strategy.BSGSTBE, 3, true, true}}
 	var first []int
 	for _, c := range cases {
 		rng := rand.New(rand.NewSource(11)) // same gallery and query for every strategy
 		q := randomUnit(rng, dim)
 		gal := gallery(rng, q, 2100, []float64{0.51, 0.503, 0.497, 0.49, 0.8})
 		f := newFixtureWith(t, params.Toy, 8, dim, delta, c.name, c.n1)
-		f.enroll(t, gal)
+		if c.seeded {
+			f.enrollSeeded(t, gal)
+		} else {
+			f.enroll(t, gal)
+		}
 		opt := Options{}
 		if c.stream {
 			opt.MemoryBudget = 1 // nothing fits: stream every group from disk
@@ -263,7 +286,7 @@ func TestStrategiesAgree(t *testing.T) {
 				t.Fatalf("planted matches missing: %v", m)
 			}
 		} else if fmt.Sprint(m) != fmt.Sprint(first) {
-			t.Errorf("%s n1=%d stream=%v: matches %v, dg found %v", c.name, c.n1, c.stream, m, first)
+			t.Errorf("%s n1=%d stream=%v seeded=%v: matches %v, dg found %v", c.name, c.n1, c.stream, c.seeded, m, first)
 		}
 		if c.name == strategy.BSGSTBS {
 			if _, err := Open(f.indexDir, f.serverKeys(), Options{MemoryBudget: 1}); !errors.Is(err, errs.ErrInvalid) {
@@ -291,9 +314,9 @@ func TestStreamedCorruptionFailsTheQuery(t *testing.T) {
 	}
 }
 
-// TestEndToEndSecureSmallDim runs dg and the BSGS strategies at the secure
-// parameters (N = 2^15) on the same gallery: identical matches, equal to
-// brute force outside the guard band.
+// TestEndToEndSecureSmallDim runs dg and the BSGS strategies (bsgs-tbe on a
+// seeded store) at the secure parameters (N = 2^15) on the same gallery:
+// identical matches, equal to brute force outside the guard band.
 func TestEndToEndSecureSmallDim(t *testing.T) {
 	if testing.Short() {
 		t.Skip("secure parameters in -short mode")
@@ -308,7 +331,11 @@ func TestEndToEndSecureSmallDim(t *testing.T) {
 		q := randomUnit(rng, dim)
 		gal := gallery(rng, q, 300, []float64{0.61, 0.59, 0.7, 0.605})
 		f := newFixtureWith(t, params.Default, params.DefaultKappa, dim, 0.6, c.name, c.n1)
-		f.enroll(t, gal)
+		if c.name == strategy.BSGSTBE {
+			f.enrollSeeded(t, gal) // the key owner's seeded store at N = 2^15
+		} else {
+			f.enroll(t, gal)
+		}
 		srv, err := Open(f.indexDir, f.serverKeys(), Options{})
 		if err != nil {
 			t.Fatal(err)

@@ -92,7 +92,7 @@ var errStopped = fmt.Errorf("stopped")
 
 // scoreAndCompare computes every group's scores and runs the comparator on
 // them; a group's comparator overlaps the next group's products.
-func (s *Server) scoreAndCompare(table []*rlwe.Ciphertext, cmp *comparator.Comparator, st *Stats) ([]*rlwe.Ciphertext, error) {
+func (s *Server) scoreAndCompare(table montTable, cmp *comparator.Comparator, st *Stats) ([]*rlwe.Ciphertext, error) {
 	done := make(chan struct{})
 	defer close(done)
 	groups, feedErr := s.feed(done)
@@ -149,9 +149,10 @@ func (s *Server) scoreAndCompare(table []*rlwe.Ciphertext, cmp *comparator.Compa
 // chunk is giant step j, whose products are accumulated, relinearised and
 // rotated by j*n1 into the worker's running sum. The workers' results are
 // added, relinearised if needed, and rescaled once.
-func (s *Server) groupScores(table []*rlwe.Ciphertext, ch <-chan chunk) (*rlwe.Ciphertext, error) {
+func (s *Server) groupScores(table montTable, ch <-chan chunk) (*rlwe.Ciphertext, error) {
 	p := s.Params.CKKS
 	level := table[0].Level()
+	rq := p.RingQ().AtLevel(level)
 	full := s.strat.FullTable()
 	w := parallel.Workers()
 	accs := make([]*rlwe.Ciphertext, w)
@@ -171,9 +172,10 @@ func (s *Server) groupScores(table []*rlwe.Ciphertext, ch <-chan chunk) (*rlwe.C
 				if full {
 					q = table[c.first+i]
 				}
-				if err := s.eval.MulThenAdd(q, d, acc); err != nil {
-					return fmt.Errorf("product with diagonal %d: %w", c.first+i, err)
+				if d.Level() != level || d.Degree() != 1 {
+					return fmt.Errorf("internal error: diagonal %d has level %d and degree %d", c.first+i, d.Level(), d.Degree())
 				}
+				mulThenAdd(rq, q, d, acc)
 			}
 			if full {
 				continue

@@ -1,7 +1,9 @@
 // Package index is the enroller's side and the on-disk format of an
 // encrypted gallery: a directory with a manifest and one file per group of
 // `slots` vectors, each group holding the l diagonal ciphertexts of the
-// HyDia layout (package packing), encrypted under the client's public key.
+// HyDia layout (package packing), encrypted under the client's public key
+// or, when the enroller owns the key set, under the secret key with seeded
+// uniform halves (package seeded: half the bytes).
 //
 //	index_dir/manifest.json       parameters, key id, threshold, groups, labels
 //	index_dir/group-000000.ct     l ciphertexts, framed and checksummed
@@ -29,9 +31,11 @@ import (
 	"encmatch/core/packing"
 	"encmatch/core/parallel"
 	"encmatch/core/params"
+	"encmatch/core/seeded"
 	"encmatch/core/strategy"
 
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
+	"github.com/tuneinsight/lattigo/v6/ring"
 	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
 )
 
@@ -48,6 +52,9 @@ type Group struct {
 	Start int    `json:"start"` // gallery position of slot 0
 	Count int    `json:"count"` // vectors in the group (<= slots)
 	Bytes int64  `json:"bytes"`
+	// Seeded groups store only c0 of each diagonal and the seed from which
+	// the reader regenerates c1 (secret-key enrollment).
+	Seeded bool `json:"seeded,omitempty"`
 }
 
 // Manifest describes an index.
@@ -65,13 +72,17 @@ type Manifest struct {
 	Labels      []string           `json:"labels,omitempty"`
 }
 
-// groupHeader is the envelope header of a group file. Its kind names the
-// diagonal layout (pre-rotated for bsgs-tbe, with n1), so that a manifest
-// edited to another layout no longer opens its groups.
-func (m *Manifest) groupHeader() envelope.Header {
+// groupHeader is the envelope header of group g's file. Its kind names the
+// diagonal layout (pre-rotated for bsgs-tbe, with n1) and the storage
+// (seeded or not), so that a manifest edited to another layout no longer
+// opens its groups.
+func (m *Manifest) groupHeader(g Group) envelope.Header {
 	kind := KindGroup + "/plain"
 	if m.Strategy == strategy.BSGSTBE {
 		kind = fmt.Sprintf("%s/prerotated-n1=%d", KindGroup, m.N1)
+	}
+	if g.Seeded {
+		kind += "/seeded"
 	}
 	return m.Header(kind)
 }
@@ -195,18 +206,66 @@ type EnrollSummary struct {
 }
 
 // Enroll validates, normalises, packs and encrypts n vectors of dimension
-// dim (row-major in data) and appends them to the index as new groups.
-// Nothing is written unless every vector is valid.
+// dim (row-major in data) under the public key and appends them to the
+// index as new groups. Nothing is written unless every vector is valid.
 func Enroll(dir string, pub *keys.Public, data []float32, n, dim int, labels []string) (*EnrollSummary, error) {
+	enc := rlwe.NewEncryptor(pub.Params.CKKS, pub.Key)
+	return enroll(dir, pub.Meta, pub.Params, data, n, dim, labels, func() (groupEncryptor, error) {
+		return publicKeyGroup{enc}, nil
+	})
+}
+
+// EnrollSeeded is Enroll for the owner of the key set: it encrypts under the
+// secret key with the uniform halves derived from a fresh random seed per
+// group, and stores only the other halves and the seed (half the bytes of
+// Enroll). The server, which never sees the secret key, regenerates the
+// uniform halves when it reads the group.
+func EnrollSeeded(dir string, owner *keys.Client, data []float32, n, dim int, labels []string) (*EnrollSummary, error) {
+	enc := seeded.NewEncryptor(owner.Params.CKKS, owner.Secret)
+	return enroll(dir, owner.Meta, owner.Params, data, n, dim, labels, func() (groupEncryptor, error) {
+		seed, err := seeded.NewSeed()
+		return seededGroup{enc, seed}, err
+	})
+}
+
+// groupEncryptor encrypts the diagonals of one group.
+type groupEncryptor interface {
+	encrypt(pt *rlwe.Plaintext, diagonal int) (*rlwe.Ciphertext, error)
+	// seed is the group's seed, nil when its ciphertexts are stored whole.
+	seed() *seeded.Seed
+}
+
+type publicKeyGroup struct{ enc *rlwe.Encryptor }
+
+func (g publicKeyGroup) encrypt(pt *rlwe.Plaintext, _ int) (*rlwe.Ciphertext, error) {
+	return g.enc.EncryptNew(pt)
+}
+
+func (publicKeyGroup) seed() *seeded.Seed { return nil }
+
+type seededGroup struct {
+	enc *seeded.Encryptor
+	s   seeded.Seed
+}
+
+func (g seededGroup) encrypt(pt *rlwe.Plaintext, diagonal int) (*rlwe.Ciphertext, error) {
+	return g.enc.Encrypt(pt, g.s, uint64(diagonal))
+}
+
+func (g seededGroup) seed() *seeded.Seed { return &g.s }
+
+// enroll is Enroll and EnrollSeeded; newGroup gives the encryptor of each
+// new group.
+func enroll(dir string, meta *keys.Meta, set *params.Set, data []float32, n, dim int, labels []string,
+	newGroup func() (groupEncryptor, error)) (*EnrollSummary, error) {
 	start := time.Now()
 	m, err := Load(dir)
 	if err != nil {
 		return nil, err
 	}
-	if err := m.CheckKeys(pub.Meta); err != nil {
+	if err := m.CheckKeys(meta); err != nil {
 		return nil, err
 	}
-	set := pub.Params
 	if dim != set.Dim {
 		return nil, fmt.Errorf("%w: vectors have dimension %d, the index expects %d", errs.ErrInvalid, dim, set.Dim)
 	}
@@ -229,12 +288,15 @@ func Enroll(dir string, pub *keys.Public, data []float32, n, dim int, labels []s
 	if err != nil {
 		return nil, err
 	}
-	enc := rlwe.NewEncryptor(set.CKKS, pub.Key)
 	ecd := ckks.NewEncoder(set.CKKS)
 	sum := &EnrollSummary{Added: n}
 	for lo := 0; lo < n; lo += slots {
 		hi := min(lo+slots, n)
 		diags, err := packing.Diagonals(vecs[lo:hi], l, slots, m.ScoreScale)
+		if err != nil {
+			return nil, err
+		}
+		genc, err := newGroup()
 		if err != nil {
 			return nil, err
 		}
@@ -248,13 +310,13 @@ func Enroll(dir string, pub *keys.Public, data []float32, n, dim int, labels []s
 			if err := ecd.Encode(d, pt); err != nil {
 				return err
 			}
-			cts[i], err = enc.EncryptNew(pt)
+			cts[i], err = genc.encrypt(pt, i)
 			return err
 		}); err != nil {
 			return nil, fmt.Errorf("encrypting group: %w", err)
 		}
-		g := Group{File: groupFile(len(m.Groups)), Start: m.Count, Count: hi - lo}
-		if g.Bytes, err = writeGroup(filepath.Join(dir, g.File), m, set.CKKS, cts); err != nil {
+		g := Group{File: groupFile(len(m.Groups)), Start: m.Count, Count: hi - lo, Seeded: genc.seed() != nil}
+		if g.Bytes, err = writeGroup(filepath.Join(dir, g.File), m, g, set.CKKS, cts, genc.seed()); err != nil {
 			return nil, err
 		}
 		m.Groups = append(m.Groups, g)
@@ -296,17 +358,24 @@ func removeStrayFiles(dir string, m *Manifest) {
 	}
 }
 
-func writeGroup(path string, m *Manifest, p ckks.Parameters, cts []*rlwe.Ciphertext) (int64, error) {
-	payload := int64(len(cts)) * int64(recordOverhead+codec.PackedSize(p, 1, cts[0].Level()))
-	err := envelope.WriteFileStream(path, m.groupHeader(), payload, 0o644, func(w io.Writer) error {
+// writeGroup writes group g's diagonals; with a seed, the seed and only
+// the c0 half of each ciphertext.
+func writeGroup(path string, m *Manifest, g Group, p ckks.Parameters, cts []*rlwe.Ciphertext, seed *seeded.Seed) (int64, error) {
+	err := envelope.WriteFileStream(path, m.groupHeader(g), groupPayload(p, len(cts), cts[0].Level(), seed != nil), 0o644, func(w io.Writer) error {
+		if seed != nil {
+			if _, err := w.Write(record(seed[:])); err != nil {
+				return err
+			}
+		}
 		for _, ct := range cts {
+			if seed != nil {
+				ct = &rlwe.Ciphertext{Element: rlwe.Element[ring.Poly]{Value: ct.Value[:1], MetaData: ct.MetaData}}
+			}
 			b, err := codec.PackCiphertext(ct, p)
 			if err != nil {
 				return err
 			}
-			rec := envelope.AppendChunk(nil, b)
-			rec = binary.LittleEndian.AppendUint32(rec, crc32.Checksum(b, castagnoli))
-			if _, err := w.Write(rec); err != nil {
+			if _, err := w.Write(record(b)); err != nil {
 				return err
 			}
 		}
@@ -322,19 +391,49 @@ func writeGroup(path string, m *Manifest, p ckks.Parameters, cts []*rlwe.Ciphert
 	return st.Size(), nil
 }
 
-// Each diagonal is stored as a record: u64 length | ciphertext with
-// bit-packed coefficients (codec.PackCiphertext) | u32 CRC-32C of it. The file's SHA-256 (envelope) covers the whole
-// group; the per-record CRC lets a streamed read check every ciphertext in
-// one pass.
+// A group payload is a sequence of records: u64 length | bytes | u32
+// CRC-32C of the bytes. A seeded group starts with a record holding the
+// seed; then each diagonal is one record holding the ciphertext with
+// bit-packed coefficients (codec.PackCiphertext), only its c0 half when
+// seeded. The file's SHA-256 (envelope) covers the whole group; the
+// per-record CRC lets a streamed read check every ciphertext in one pass.
 const recordOverhead = 8 + 4
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func record(b []byte) []byte {
+	rec := envelope.AppendChunk(make([]byte, 0, len(b)+recordOverhead), b)
+	return binary.LittleEndian.AppendUint32(rec, crc32.Checksum(b, castagnoli))
+}
+
+// storedDegree is the degree of the stored part of a diagonal.
+func storedDegree(seededGroup bool) int {
+	if seededGroup {
+		return 0
+	}
+	return 1
+}
+
+// groupPayload is the payload size of a group of l diagonals at level.
+func groupPayload(p ckks.Parameters, l, level int, seededGroup bool) int64 {
+	n := int64(l) * int64(recordOverhead+codec.PackedSize(p, storedDegree(seededGroup), level))
+	if seededGroup {
+		n += recordOverhead + seeded.SeedSize
+	}
+	return n
+}
+
+// BytesPerGroup is the size of a group file's payload at the parameters of
+// set: stored whole (public-key enrollment) or seeded (secret-key).
+func BytesPerGroup(set *params.Set, seededGroup bool) int64 {
+	return groupPayload(set.CKKS, set.L(), set.CKKS.MaxLevel(), seededGroup)
+}
 
 // LoadGroup reads group g after verifying the whole file's SHA-256.
 func LoadGroup(dir string, m *Manifest, set *params.Set, g Group) ([]*rlwe.Ciphertext, error) {
 	path := filepath.Join(dir, g.File)
 	var cts []*rlwe.Ciphertext
-	err := envelope.ReadFileStream(path, m.groupHeader(), func(r io.Reader, n int64) error {
+	err := envelope.ReadFileStream(path, m.groupHeader(g), func(r io.Reader, n int64) error {
 		return readRecords(r, n, set, g, set.L(), func(first int, chunk []*rlwe.Ciphertext) error {
 			cts = append(cts, chunk...)
 			return nil
@@ -352,7 +451,7 @@ func LoadGroup(dir string, m *Manifest, set *params.Set, g Group) ([]*rlwe.Ciphe
 // the index does not fit in memory.
 func StreamGroup(dir string, m *Manifest, set *params.Set, g Group, chunk int, emit func(first int, cts []*rlwe.Ciphertext) error) error {
 	path := filepath.Join(dir, g.File)
-	ps, err := envelope.OpenPayload(path, m.groupHeader())
+	ps, err := envelope.OpenPayload(path, m.groupHeader(g))
 	if err != nil {
 		return groupError(path, err)
 	}
@@ -370,30 +469,56 @@ func groupError(path string, err error) error {
 	return err
 }
 
-// readRecords decodes the l diagonal records of a group payload.
-func readRecords(r io.Reader, n int64, set *params.Set, g Group, chunk int, emit func(int, []*rlwe.Ciphertext) error) error {
-	l := set.L()
-	want := codec.PackedSize(set.CKKS, 1, set.CKKS.MaxLevel())
-	if n != int64(l)*int64(recordOverhead+want) {
-		return fmt.Errorf("%w: %d payload bytes, expected %d ciphertexts of %d bytes", errs.ErrCorrupt, n, l, want)
+// readRecord reads one record of exactly size bytes into buf and checks
+// its CRC.
+func readRecord(r io.Reader, buf []byte, size int, what string) ([]byte, error) {
+	buf = buf[:recordOverhead+size]
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return nil, fmt.Errorf("%w: %v", errs.ErrCorrupt, err)
 	}
-	buf := make([]byte, recordOverhead+want)
+	b, rest, err := envelope.NextChunk(buf)
+	if err != nil || len(b) != size || len(rest) != 4 {
+		return nil, fmt.Errorf("%w: %s has the wrong size", errs.ErrCorrupt, what)
+	}
+	if crc32.Checksum(b, castagnoli) != binary.LittleEndian.Uint32(rest) {
+		return nil, fmt.Errorf("%w: %s fails its CRC-32C", errs.ErrCorrupt, what)
+	}
+	return b, nil
+}
+
+// readRecords decodes the l diagonal records of a group payload,
+// regenerating the uniform halves of a seeded group.
+func readRecords(r io.Reader, n int64, set *params.Set, g Group, chunk int, emit func(int, []*rlwe.Ciphertext) error) error {
+	p, l, level := set.CKKS, set.L(), set.CKKS.MaxLevel()
+	if want := groupPayload(p, l, level, g.Seeded); n != want {
+		return fmt.Errorf("%w: %d payload bytes, expected %d for %d diagonals", errs.ErrCorrupt, n, want, l)
+	}
+	size := codec.PackedSize(p, storedDegree(g.Seeded), level)
+	buf := make([]byte, recordOverhead+max(size, seeded.SeedSize))
+	var seed seeded.Seed
+	if g.Seeded {
+		b, err := readRecord(r, buf, seeded.SeedSize, "the seed")
+		if err != nil {
+			return err
+		}
+		copy(seed[:], b)
+	}
 	var batch []*rlwe.Ciphertext
 	first := 0
 	for i := 0; i < l; i++ {
-		if _, err := io.ReadFull(r, buf); err != nil {
-			return fmt.Errorf("%w: %v", errs.ErrCorrupt, err)
-		}
-		b, rest, err := envelope.NextChunk(buf)
-		if err != nil || len(b) != want || len(rest) != 4 {
-			return fmt.Errorf("%w: diagonal %d has the wrong size", errs.ErrCorrupt, i)
-		}
-		if crc32.Checksum(b, castagnoli) != binary.LittleEndian.Uint32(rest) {
-			return fmt.Errorf("%w: diagonal %d fails its CRC-32C", errs.ErrCorrupt, i)
-		}
-		ct, err := codec.UnpackCiphertext(b, set.CKKS, 1, set.CKKS.MaxLevel(), fmt.Sprintf("%s diagonal %d", g.File, i))
+		what := fmt.Sprintf("%s diagonal %d", g.File, i)
+		b, err := readRecord(r, buf, size, what)
 		if err != nil {
 			return err
+		}
+		ct, err := codec.UnpackCiphertext(b, p, storedDegree(g.Seeded), level, what)
+		if err != nil {
+			return err
+		}
+		if g.Seeded {
+			c1 := p.RingQ().AtLevel(level).NewPoly()
+			seeded.Mask(p.RingQ().AtLevel(level), seed, uint64(i), c1)
+			ct.Value = append(ct.Value, c1)
 		}
 		batch = append(batch, ct)
 		if len(batch) == chunk || i == l-1 {

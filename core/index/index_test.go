@@ -5,12 +5,16 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"encmatch/core/errs"
 	"encmatch/core/keys"
 	"encmatch/core/params"
 	"encmatch/core/strategy"
+
+	"github.com/tuneinsight/lattigo/v6/core/rlwe"
+	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
 )
 
 func setup(t *testing.T) (string, *keys.Public) {
@@ -155,4 +159,76 @@ func replace(s, old, new string) string {
 		}
 	}
 	panic("pattern not found: " + old)
+}
+
+// TestSeededGroups enrolls the same vectors with the public key and as the
+// key owner: the seeded group is half the size, decrypts to the same
+// diagonals, and a corrupted seed or a manifest that misnames the storage
+// is refused.
+func TestSeededGroups(t *testing.T) {
+	idx, pub := setup(t)
+	owner, err := keys.LoadClient(filepath.Join(filepath.Dir(idx), "keys"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Enroll(idx, pub, vectors(3), 3, 4, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := EnrollSeeded(idx, owner, vectors(3), 3, 4, nil); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Load(idx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole, half := m.Groups[0], m.Groups[1]
+	if whole.Seeded || !half.Seeded || float64(half.Bytes) > 0.51*float64(whole.Bytes) {
+		t.Fatalf("groups %+v", m.Groups)
+	}
+	for _, g := range m.Groups {
+		if over := g.Bytes - BytesPerGroup(pub.Params, g.Seeded); over < 0 || over > 256 {
+			t.Fatalf("group %s: %d bytes, BytesPerGroup says %d", g.File, g.Bytes, BytesPerGroup(pub.Params, g.Seeded))
+		}
+	}
+	a, err := LoadGroup(idx, m, pub.Params, whole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := LoadGroup(idx, m, pub.Params, half)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := pub.Params.CKKS
+	dec, ecd := rlwe.NewDecryptor(p, owner.Secret), ckks.NewEncoder(p)
+	for i := range a {
+		x, y := make([]float64, p.MaxSlots()), make([]float64, p.MaxSlots())
+		if err := ecd.Decode(dec.DecryptNew(a[i]), x); err != nil {
+			t.Fatal(err)
+		}
+		if err := ecd.Decode(dec.DecryptNew(b[i]), y); err != nil {
+			t.Fatal(err)
+		}
+		for j := range x {
+			if math.Abs(x[j]-y[j]) > 1e-6 {
+				t.Fatalf("diagonal %d slot %d: public-key %v, seeded %v", i, j, x[j], y[j])
+			}
+		}
+	}
+
+	misnamed := *m
+	misnamed.Groups = []Group{m.Groups[0], m.Groups[1]}
+	misnamed.Groups[1].Seeded = false
+	if _, err := LoadGroup(idx, &misnamed, pub.Params, misnamed.Groups[1]); !errors.Is(err, errs.ErrMismatch) {
+		t.Fatalf("a seeded group read as whole: %v", err)
+	}
+
+	path := filepath.Join(idx, half.File)
+	data, _ := os.ReadFile(path)
+	seedAt := len(data) - 32 - int(BytesPerGroup(pub.Params, true)) + 8 // after the seed record's length
+	data[seedAt+5] ^= 1
+	os.WriteFile(path, data, 0o644)
+	err = StreamGroup(idx, m, pub.Params, half, 4, func(int, []*rlwe.Ciphertext) error { return nil })
+	if !errors.Is(err, errs.ErrCorrupt) || !strings.Contains(err.Error(), "seed") {
+		t.Fatalf("corrupted seed: %v", err)
+	}
 }

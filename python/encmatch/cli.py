@@ -122,6 +122,16 @@ def cmd_keygen(args: argparse.Namespace) -> int:
     return 0
 
 
+def _enroller(args: argparse.Namespace) -> Enroller:
+    """The enroller ``--keys`` and ``--encryption`` ask for."""
+    owner = (args.keys / "secret.key").is_file()
+    if args.encryption == "secret-key" and not owner:
+        raise NotFound(f"--encryption secret-key: {args.keys} holds no secret key")
+    if args.encryption == "public-key" or not owner:
+        return Enroller(args.keys / "server")
+    return Enroller(args.keys / "server", owner_key_dir=args.keys)
+
+
 def cmd_enroll(args: argparse.Namespace) -> int:
     """Encrypt vectors into ``--index``, creating it with ``--delta`` if needed."""
     server_keys = args.keys / "server"
@@ -133,7 +143,7 @@ def cmd_enroll(args: argparse.Namespace) -> int:
         return service_commands.remote_enroll(args, vectors, labels)
     if args.index is None:
         raise InvalidArgument("--index is required (or --server URL)")
-    enroller = Enroller(server_keys)
+    enroller = _enroller(args)
     manifest = _load_manifest_or_none(args.index)
     if manifest is None:
         if args.delta is None:
@@ -389,6 +399,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("enroll", help="encrypt vectors into an index")
     s.add_argument("--keys", type=Path, required=True, help="client key directory (its server/ subdirectory is used)")
+    s.add_argument("--encryption", choices=("auto", "secret-key", "public-key"), default="auto",
+                   help="secret-key: the key owner's seeded encryption, half the bytes; public-key: any enroller; "
+                        "auto (default): secret-key when --keys holds the secret key")
     s.add_argument("--index", type=Path, default=None,
                    help="index directory (created if it does not exist); with --server the remote index id "
                         "(absent: a new remote index)")

@@ -300,14 +300,28 @@ class Client:
 
 
 class Enroller:
-    """Encrypts gallery vectors into an index directory, with only the server keys."""
+    """Encrypts gallery vectors into an index directory.
+
+    ``Enroller(server_key_dir)`` is any enroller: it encrypts under the
+    public key of a key directory's ``server/``. ``Enroller(server_key_dir,
+    owner_key_dir=key_dir)`` is the key owner (who holds the secret key): it
+    encrypts under the secret key with seeded uniform halves, which halves
+    the index on disk and on the wire (60 KB instead of 120 KB per 512-d
+    entry at kappa 8). The server never needs the secret key either way.
+    """
 
     #: Vectors per core call when the index's group size is unknown.
     DEFAULT_BATCH = 4096
 
-    def __init__(self, server_key_dir: PathLike):
-        """Use the evaluation keys in ``server_key_dir`` (a key directory's ``server/``)."""
+    def __init__(self, server_key_dir: PathLike, *, owner_key_dir: PathLike | None = None):
+        """Use the keys in ``server_key_dir``; with ``owner_key_dir``, the owner's secret key."""
         self.server_key_dir = _require_dir(server_key_dir, "server key directory")
+        self.owner_key_dir = None if owner_key_dir is None else _require_dir(owner_key_dir, "client key directory")
+
+    @property
+    def seeded(self) -> bool:
+        """True when enrolling as the key owner (secret key, seeded halves)."""
+        return self.owner_key_dir is not None
 
     def create_index(self, index_dir: PathLike, delta: float) -> dict:
         """Create an empty index in ``index_dir`` with match threshold ``delta``; returns its manifest."""
@@ -333,7 +347,7 @@ class Enroller:
         default, with a tqdm progress bar (on a terminal) when there is more
         than one batch (``progress`` forces it on or off). Each call appends new groups: a
         partial last group is not filled by a later call. Returns the
-        last batch's summary with ``added`` summed over all batches.
+        last batch's summary with ``added``, ``seconds`` and ``bytes`` summed over all batches.
         """
         index_dir = Path(index_dir)
         manifest = index_info(index_dir)
@@ -355,21 +369,22 @@ class Enroller:
         summary: dict = {"added": 0}
         added = 0
         seconds = 0.0
+        stored = 0
         with tqdm(total=n, unit="vec", desc="enroll", disable=None if show else True, leave=False) as bar:
             for lo, hi in zip(bounds[:-1], bounds[1:]):
-                args: dict = {
-                    "index_dir": index_dir,
-                    "server_key_dir": self.server_key_dir,
-                    "n": hi - lo,
-                    "dim": dim,
-                }
+                args: dict = {"index_dir": index_dir, "n": hi - lo, "dim": dim}
+                if self.owner_key_dir is not None:
+                    args["client_key_dir"] = self.owner_key_dir
+                else:
+                    args["server_key_dir"] = self.server_key_dir
                 if labels_list is not None:
                     args["labels"] = labels_list[lo:hi]
                 summary, _ = _core.call("enroll", args, vecs[lo:hi])
                 added += int(summary.get("added", hi - lo))
                 seconds += float(summary.get("seconds", 0.0))
+                stored += int(summary.get("bytes", 0))
                 bar.update(hi - lo)
-        summary = dict(summary, added=added, seconds=seconds)
+        summary = dict(summary, added=added, seconds=seconds, bytes=stored)
         return summary
 
 

@@ -171,7 +171,8 @@ class EncryptedIndex:
         """Encrypt and append ``vectors`` (``[n, dim]`` or one ``[dim]``); returns the enroll summary."""
         self._drop_server()
         try:
-            return Enroller(self.client.server_key_dir).enroll(
+            # The index owns its keys: enroll with the secret key (seeded, half the bytes).
+            return Enroller(self.client.server_key_dir, owner_key_dir=self.key_dir).enroll(
                 self.index_dir, vectors, labels, progress=progress
             )
         finally:

@@ -110,6 +110,19 @@ def test_many_small_groups(new_index, check):
     check(ix, g, np.vstack([g[10], g[100], g[149]]))
 
 
+def test_owner_enrollment_is_seeded_and_half_the_bytes(new_index, check):
+    """EncryptedIndex.add enrolls as the key owner (seeded); a public-key enroller on the same index stores twice the bytes; answers are exact either way."""
+    rng = np.random.default_rng(8)
+    ix = new_index(16, 0.5)
+    g = rng.standard_normal((60, 16)).astype(np.float32)
+    owner = ix.add(g[:30])
+    public = Enroller(ix.client.server_key_dir).enroll(ix.index_dir, g[30:], progress=False)
+    ix.manifest = encmatch.index_info(ix.index_dir)
+    assert [grp.get("seeded", False) for grp in ix.manifest["groups"]] == [True, False]
+    assert 0.45 < owner["bytes"] / public["bytes"] < 0.55
+    check(ix, g, np.vstack([g[3], g[40], rng.standard_normal(16)]))
+
+
 def test_empty_index_matches_nothing(new_index):
     ix = new_index(16)
     assert len(ix) == 0
