@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import csv
+import itertools
 import json
 import multiprocessing
 import os
@@ -60,6 +61,7 @@ __all__ = [
     "FACES_DELTA",
     "FACES_DIM",
     "WORKLOADS",
+    "ENCRYPTIONS",
     "Workload",
     "synthetic_workload",
     "faces_workload",
@@ -72,7 +74,12 @@ __all__ = [
     "load_reference",
     "write_outputs",
     "markdown_table",
+    "series",
 ]
+
+#: How a gallery can be enrolled: by any enroller under the public key, or by
+#: the key owner under the secret key with seeded uniform halves (half the bytes).
+ENCRYPTIONS = ("public-key", "secret-key")
 
 #: Threshold of the synthetic workload. Matches score about 0.9997, non-matches
 #: of 512-d uniform vectors about 0 +- 0.044 (at most about 0.25 over 2^20): 0.6
@@ -383,8 +390,13 @@ def bench_config(
     sampler: RssSampler | None = None,
     progress: bool | None = None,
     query_fn: Callable[[Client, Server, Workload], dict] = _query,
+    encryption: str = "public-key",
 ) -> dict:
     """Benchmark ``workload`` with ``strategy`` for ``trials`` trials in ``work_dir``; returns the record.
+
+    ``encryption`` is how the gallery is enrolled: ``public-key`` (any
+    enroller, as in papers/000) or ``secret-key`` (the key owner: seeded
+    uniform halves, half the index bytes).
 
     ``work_dir`` receives ``keys/`` and ``index/`` (kept for the disk
     figures; the caller removes them). ``query_fn`` runs one query trial
@@ -394,6 +406,8 @@ def bench_config(
     """
     if trials < 2:
         raise InvalidArgument(f"trials must be at least 2 (trial 1 is the setup), got {trials}")
+    if encryption not in ENCRYPTIONS:
+        raise InvalidArgument(f"encryption must be one of {', '.join(ENCRYPTIONS)}, got {encryption!r}")
     own_sampler = sampler is None
     sampler = sampler or RssSampler()
     if own_sampler:
@@ -401,8 +415,8 @@ def bench_config(
     work_dir = Path(work_dir)
     key_dir, index_dir = work_dir / "keys", work_dir / "index"
     size = len(workload.gallery)
-    rec: dict = {"K": size, "Km": int(len(workload.planted)), "strategy": strategy, "workload": workload.name,
-                 "delta": workload.delta, "trials": []}
+    rec: dict = {"K": size, "Km": int(len(workload.planted)), "strategy": strategy, "encryption": encryption,
+                 "workload": workload.name, "delta": workload.delta, "trials": []}
     try:
         sampler.reset()
         t_setup = time.perf_counter()
@@ -411,7 +425,8 @@ def bench_config(
                                  n1=0 if strategy == "dg" else n1, expected_size=size, memory_budget=memory_budget)
         keygen_s = time.perf_counter() - t0
         with client:
-            enroller = Enroller(client.server_key_dir)
+            owner = key_dir if encryption == "secret-key" else None
+            enroller = Enroller(client.server_key_dir, owner_key_dir=owner)
             enroller.create_index(index_dir, workload.delta)
             t0 = time.perf_counter()
             summary = enroller.enroll(index_dir, workload.gallery, progress=False)
@@ -444,6 +459,7 @@ def bench_config(
         rec["key_disk_bytes"] = _dir_bytes(client.server_key_dir)
         rec["key_bytes_sent"] = int((client.keygen_info or {}).get("server_key_bytes") or rec["key_disk_bytes"])
         rec["index_disk_bytes"] = _dir_bytes(index_dir)
+        rec["index_bytes_per_entry"] = rec["index_disk_bytes"] / max(size, 1)
     finally:
         if own_sampler:
             sampler.__exit__(None, None, None)
@@ -492,6 +508,7 @@ def run(
     sizes: Sequence[int] = (1024, 16384),
     strategies: Sequence[str] = ("bsgs-tbe", "dg"),
     *,
+    encryptions: Sequence[str] = ("public-key",),
     matches: int = 1,
     n1: int = 0,
     trials: int = 11,
@@ -507,7 +524,7 @@ def run(
     query_fn: Callable[[Client, Server, Workload], dict] = _query,
     isolate: bool = True,
 ) -> dict:
-    """Run every (K, strategy) configuration; returns the results document (see :func:`write_outputs`).
+    """Run every (K, strategy, encryption) configuration; returns the results document (see :func:`write_outputs`).
 
     The workload of each K is generated once and shared by the
     strategies. ``dim`` is ignored by the ``faces`` workload (192-d).
@@ -536,12 +553,13 @@ def run(
             wl = make_workload(workload, int(size), matches, dim, kappa=kappa, seed=seed)
             doc["workloads"][str(size)] = wl.info
             doc["parameters"]["delta"] = wl.delta
-            for strategy in strategies:
+            for strategy, encryption in itertools.product(strategies, encryptions):
                 if log:
-                    log(f"K = {size:,}, {strategy}: keygen, enrollment, warm-up ...")
-                cfg_dir = Path(tmp) / f"{size}-{strategy}"
+                    log(f"K = {size:,}, {strategy}, {encryption} enrollment: keygen, enrollment, warm-up ...")
+                cfg_dir = Path(tmp) / f"{size}-{strategy}-{encryption}"
                 kwargs = dict(workload=wl, strategy=strategy, work_dir=cfg_dir, preset=preset, kappa=kappa,
-                              n1=n1, trials=trials, memory_budget=memory_budget, progress=progress)
+                              n1=n1, trials=trials, memory_budget=memory_budget, progress=progress,
+                              encryption=encryption)
                 if isolate:
                     ctx = multiprocessing.get_context("spawn")
                     with concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
@@ -563,9 +581,14 @@ def _fmt_pm(mean: float | None, std: float | None, scale: float = 1.0, digits: i
     return f"{mean / scale:.{digits}f} ± {(std or 0.0) / scale:.{digits}f}"
 
 
+def series(rec: dict) -> str:
+    """The name of a configuration's line in plots and tables: the strategy, marked when the store is seeded."""
+    return rec["strategy"] + (" seeded" if rec.get("encryption") == "secret-key" else "")
+
+
 def _summary_line(rec: dict) -> str:
     """One line per configuration for the log."""
-    return (f"K = {rec['K']:,}, {rec['strategy']}: membership {_fmt_pm(rec['membership_s'], rec['membership_std_s'])} s,"
+    return (f"K = {rec['K']:,}, {series(rec)}: membership {_fmt_pm(rec['membership_s'], rec['membership_std_s'])} s,"
             f" identification {_fmt_pm(rec['identification_s'], rec['identification_std_s'])} s, "
             f"peak RSS {_fmt_pm(rec['peak_rss_bytes'], rec['peak_rss_bytes_std'], GB, 1)} GB, "
             f"{rec['passed']} passed, {rec['failed']} failed")
@@ -582,10 +605,10 @@ def load_reference() -> dict:
 
 #: Columns of results.csv, in order.
 CSV_FIELDS = (
-    "K", "Km", "strategy", "n1", "workload", "delta", "preset", "log_n", "log_qp", "kappa", "dim",
+    "K", "Km", "strategy", "encryption", "n1", "workload", "delta", "preset", "log_n", "log_qp", "kappa", "dim",
     "trials", "passed", "failed", "membership_s", "membership_std_s", "identification_s", "identification_std_s",
     "rtt_s", "rtt_std_s", "peak_rss_bytes", "peak_rss_bytes_std", "keygen_s", "enroll_s", "setup_s",
-    "setup_peak_rss_bytes", "key_disk_bytes", "index_disk_bytes", "key_bytes_sent", "query_bytes",
+    "setup_peak_rss_bytes", "key_disk_bytes", "index_disk_bytes", "index_bytes_per_entry", "key_bytes_sent", "query_bytes",
     "membership_result_bytes", "identification_result_bytes", "rotation_keys", "streamed",
     "cpu", "cores", "ram_bytes",
 )
@@ -627,28 +650,30 @@ def markdown_table(doc: dict, ref: dict | None = None) -> str:
         "",
         "Membership and identification: server-side search time. RTT: membership round trip "
         "(encrypt, search, decrypt) in ours; in papers/000 RTT is enrollment + mean wall time of a whole run. "
-        "RAM: peak RSS of the process (sampled every 0.5 s). Disk: keys + index.",
+        "RAM: peak RSS of the process (sampled every 0.5 s). Disk: keys + index. Index/entry: encrypted gallery "
+        "bytes per entry (seeded = the key owner's secret-key enrollment, else public-key).",
         "",
         "| K | Km | approach | source | RTT (s) | membership (s) | identification (s) | RAM (GB) | disk (GB) "
-        "| enroll (s) | keygen (s) | passed/failed |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| index/entry (KB) | enroll (s) | keygen (s) | passed/failed |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     refs = _reference_rows(doc, ref)
     for size in sorted({rec["K"] for rec in doc["configs"]}):
         for rec in (r for r in doc["configs"] if r["K"] == size):
-            name = rec["strategy"] if rec["strategy"] == "dg" else f"{rec['strategy']} n1={rec.get('n1')}"
+            name = series(rec) if rec["strategy"] == "dg" else f"{series(rec)} n1={rec.get('n1')}"
             disk = (rec["key_disk_bytes"] + rec["index_disk_bytes"]) / GB
+            per_entry = rec["index_disk_bytes"] / rec["K"] / 1e3
             lines.append(
                 f"| {size:,} | {rec['Km']} | {name} | encmatch, {hw['cores']} cores | "
                 f"{_fmt_pm(rec['rtt_s'], rec['rtt_std_s'])} | {_fmt_pm(rec['membership_s'], rec['membership_std_s'])} | "
                 f"{_fmt_pm(rec['identification_s'], rec['identification_std_s'])} | "
-                f"{_fmt_pm(rec['peak_rss_bytes'], rec['peak_rss_bytes_std'], GB, 1)} | {disk:.2f} | "
+                f"{_fmt_pm(rec['peak_rss_bytes'], rec['peak_rss_bytes_std'], GB, 1)} | {disk:.2f} | {per_entry:.1f} | "
                 f"{rec['setup']['enroll_s']:.1f} | {rec['setup']['keygen_s']:.1f} | {rec['passed']}/{rec['failed']} |")
         for r in (r for r in refs if r["K"] == size):
             lines.append(
                 f"| {size:,} | {r['Km']} | {r['approach']} | papers/000 Table {r['table']}, 40 threads | {r['rtt_s']:.2f} | "
                 f"{r['membership_s']:.2f} ± {r['membership_std_s']:.2f} | {r['index_s']:.2f} ± {r['index_std_s']:.2f} | "
-                f"{r['ram_gb']:.1f} ± {r['ram_std_gb']:.1f} | {r['disk_gb']:.2f} | - | - | - |")
+                f"{r['ram_gb']:.1f} ± {r['ram_std_gb']:.1f} | {r['disk_gb']:.2f} | - | - | - | - |")
     lines += ["", f"papers/000 hardware: {ref['hardware']['CPU']}. Approaches: "
               + "; ".join(f"{k} = {v}" for k, v in ref["approaches"].items() if "CPU" in k) + "."]
     if doc["workloads"]:
@@ -660,15 +685,15 @@ def markdown_table(doc: dict, ref: dict | None = None) -> str:
 
 
 def _plot(doc: dict, path: Path, metrics: Sequence[tuple[str, str | None, str]], ylabel: str, scale: float) -> None:
-    """A log-log plot against K, one line per strategy (and metric), with std error bars."""
+    """A log-log plot against K, one line per series (strategy and store) and metric, with std error bars."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    for strategy in dict.fromkeys(r["strategy"] for r in doc["configs"]):
-        recs = sorted((r for r in doc["configs"] if r["strategy"] == strategy), key=lambda r: r["K"])
+    for name in dict.fromkeys(series(r) for r in doc["configs"]):
+        recs = sorted((r for r in doc["configs"] if series(r) == name), key=lambda r: r["K"])
         for key, std_key, label in metrics:
             pts = [(r["K"], _metric(r, key), _metric(r, std_key) if std_key else 0.0) for r in recs]
             pts = [x for x in pts if x[1] is not None]
@@ -676,7 +701,7 @@ def _plot(doc: dict, path: Path, metrics: Sequence[tuple[str, str | None, str]],
                 continue
             k, y, e = zip(*pts)
             ax.errorbar(k, np.array(y) / scale, yerr=np.array(e) / scale, marker="o", capsize=3,
-                        label=f"{strategy}{' ' + label if label else ''}")
+                        label=f"{name}{' ' + label if label else ''}")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("gallery size K")

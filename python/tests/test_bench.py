@@ -87,22 +87,28 @@ def test_failed_trial_is_excluded(tmp_path):
 def test_cli_end_to_end(tmp_path):
     out = tmp_path / "out"
     p = run_cli("bench", "--preset", TOY, "--dim", DIM, "--sizes", "256,2048", "--strategies", "bsgs-tbe,dg",
-                "--trials", "3", "--matches", "2", "--out", out, "--work", tmp_path)
+                "--encryption", "public-key,secret-key", "--trials", "3", "--matches", "2", "--out", out,
+                "--work", tmp_path)
     assert p.returncode == 0, p.stderr
     assert "Traceback" not in p.stderr and "INSECURE" in p.stderr
     for name in ("results.json", "results.csv", "time.png", "ram.png", "disk.png", "results.md"):
         assert (out / name).is_file() and (out / name).stat().st_size > 0, name
     doc = json.loads((out / "results.json").read_text())
-    assert len(doc["configs"]) == 4 and all(c["passed"] == 2 and c["failed"] == 0 for c in doc["configs"])
+    assert len(doc["configs"]) == 8 and all(c["passed"] == 2 and c["failed"] == 0 for c in doc["configs"])
+    per_entry = {(c["K"], c["strategy"], c["encryption"]): c["index_bytes_per_entry"] for c in doc["configs"]}
+    for (k, strategy, enc), b in per_entry.items():
+        if enc == "secret-key":  # seeded: half the bytes of public-key enrollment
+            assert 0.45 < b / per_entry[(k, strategy, "public-key")] < 0.55
     c = doc["configs"][0]
     for key in ("membership_s", "identification_s", "rtt_s", "peak_rss_bytes", "key_disk_bytes", "index_disk_bytes",
                 "key_bytes_sent", "query_bytes", "membership_result_bytes", "identification_result_bytes"):
         assert c[key] > 0, key
     assert c["setup"]["keygen_s"] > 0 and c["setup"]["enroll_s"] > 0
     rows = list(csv.DictReader(open(out / "results.csv")))
-    assert len(rows) == 4 and rows[0]["preset"] == TOY and rows[0]["cpu"] and rows[0]["kappa"] == "8"
+    assert len(rows) == 8 and rows[0]["preset"] == TOY and {r["encryption"] for r in rows} == {"public-key", "secret-key"} and rows[0]["cpu"] and rows[0]["kappa"] == "8"
     md = (out / "results.md").read_text()
     assert "papers/000 Table 7" in md and "HyDia-CPU-DG" in md  # K = 2048 has published rows
+    assert "bsgs-tbe seeded" in md
     assert not list(tmp_path.glob("encmatch-bench-*"))  # keys and indexes removed
 
 
@@ -111,3 +117,5 @@ def test_cli_rejects_bad_lists(tmp_path):
     assert p.returncode == 2 and "unknown strategy" in p.stderr
     p = run_cli("bench", "--sizes", "0", "--out", tmp_path)
     assert p.returncode == 2
+    p = run_cli("bench", "--encryption", "secret-key,rot13", "--out", tmp_path)
+    assert p.returncode == 2 and "unknown encryption" in p.stderr
