@@ -345,8 +345,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
     log(f"parameters: {describe_params(params)}")
     doc = bench_mod.run(
-        args.sizes, args.strategies, matches=args.matches, n1=args.n1, trials=args.trials, preset=args.preset,
-        kappa=args.kappa, dim=args.dim, workload=args.workload, memory_budget=args.memory_budget,
+        args.sizes, args.strategies, encryptions=args.encryption, matches=args.matches, n1=args.n1,
+        trials=args.trials, preset=args.preset, kappa=args.kappa, dim=args.dim, workload=args.workload, memory_budget=args.memory_budget,
         work_dir=args.work, seed=args.seed, log=log,
     )
     paths = bench_mod.write_outputs(doc, args.out)
@@ -377,6 +377,16 @@ def _strategy_list(text: str) -> list[str]:
     if not names or bad:
         raise argparse.ArgumentTypeError(
             f"unknown strategy {', '.join(bad) or text!r} (want {', '.join(s for s in STRATEGIES if s != 'auto')})")
+    return names
+
+
+def _encryption_list(text: str) -> list[str]:
+    """argparse type: comma-separated enrollment encryptions (bench)."""
+    names = [x.strip() for x in text.split(",") if x.strip()]
+    bad = [n for n in names if n not in bench_mod.ENCRYPTIONS]
+    if not names or bad:
+        raise argparse.ArgumentTypeError(
+            f"unknown encryption {', '.join(bad) or text!r} (want {', '.join(bench_mod.ENCRYPTIONS)})")
     return names
 
 
@@ -479,6 +489,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--strategies", type=_strategy_list, default=["bsgs-tbe", "dg"], metavar="S,S",
                    help="similarity strategies (default: bsgs-tbe,dg)")
     s.add_argument("--n1", type=int, default=0, help="baby-step size of the bsgs strategies (default: 0 = automatic)")
+    s.add_argument("--encryption", type=_encryption_list, default=["public-key"], metavar="E,E",
+                   help="gallery enrollment: public-key (any enroller, as papers/000), secret-key (the key owner, "
+                        "seeded: half the bytes), or both comma-separated (default: public-key)")
     s.add_argument("--trials", type=int, default=11,
                    help="trials per configuration; trial 1 is the setup (default: %(default)s)")
     s.add_argument("--preset", default="default", help="parameter preset (default: %(default)s; 'toy' is INSECURE)")
