@@ -346,8 +346,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     log(f"parameters: {describe_params(params)}")
     doc = bench_mod.run(
         args.sizes, args.strategies, encryptions=args.encryption, matches=args.matches, n1=args.n1,
-        trials=args.trials, preset=args.preset, kappa=args.kappa, dim=args.dim, workload=args.workload, memory_budget=args.memory_budget,
-        work_dir=args.work, seed=args.seed, log=log,
+        trials=args.trials, preset=args.preset, kappa=args.kappa, dim=args.dim, workload=args.workload,
+        memory_budget=args.memory_budget, work_dir=args.work, seed=args.seed, log=log,
     )
     paths = bench_mod.write_outputs(doc, args.out)
     print(bench_mod.markdown_table(doc))
