@@ -124,7 +124,7 @@ class Roc:
             raise InvalidArgument("need at least one genuine and one impostor pair")
         s = np.unique(np.concatenate([gen, imp]))
         t = np.concatenate([[s[0] - 1e-3], (s[:-1] + s[1:]) / 2, [s[-1] + 1e-3]])
-        far = 1 - np.searchsorted(imp, t, side="left") / imp.size
+        far = (imp.size - np.searchsorted(imp, t, side="left")) / imp.size
         frr = np.searchsorted(gen, t, side="left") / gen.size
         return cls(t, far, frr, gen.size, imp.size)
 

@@ -117,8 +117,8 @@ def load_image(path: str | os.PathLike, max_side: int = MAX_SIDE, max_pixels: in
     """Read a photo as a C-contiguous uint8 RGB array ``[h, w, 3]``.
 
     Grey, 16-bit, float, palette, RGBA, LA and CMYK photos are converted to
-    RGB (grey is copied to the three channels; 16-bit and float images are
-    scaled to 8 bits by their range), the EXIF orientation is applied, and
+    RGB (grey is copied to the three channels, 16-bit grey divided by 257,
+    32-bit and float grey scaled by their range; transparency becomes white), the EXIF orientation is applied, and
     photos whose longer side exceeds ``max_side`` are shrunk to it (JPEGs
     are decoded at a reduced size directly). Raises :class:`BadPhoto` for
     a missing, unreadable, truncated or non-image file and for photos of
@@ -127,7 +127,7 @@ def load_image(path: str | os.PathLike, max_side: int = MAX_SIDE, max_pixels: in
     path = Path(path)
     try:
         with warnings.catch_warnings():
-            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)  # max_pixels decides, below
             with Image.open(path) as im:
                 w, h = im.size
                 if w * h > max_pixels:
@@ -150,8 +150,9 @@ def load_image(path: str | os.PathLike, max_side: int = MAX_SIDE, max_pixels: in
         raise BadPhoto("is a folder") from None
     except Image.UnidentifiedImageError:
         raise BadPhoto("not an image (or a format Pillow cannot read)") from None
-    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
-        raise BadPhoto(f"image too large: {exc}") from None
+    except Image.DecompressionBombError:
+        raise BadPhoto(f"image too large: more than {2 * Image.MAX_IMAGE_PIXELS / 1e6:.0f} megapixels "
+                       f"(the limit is {max_pixels / 1e6:.0f})") from None
     except (OSError, ValueError, SyntaxError, EOFError) as exc:
         raise BadPhoto(f"cannot read the image: {exc}") from None
     if max(rgb.size) > max_side:
@@ -161,8 +162,10 @@ def load_image(path: str | os.PathLike, max_side: int = MAX_SIDE, max_pixels: in
 
 
 def _to_rgb(im: Image.Image) -> Image.Image:
-    """``im`` as an 8-bit RGB image (16-bit and float modes scaled by their range)."""
-    if im.mode in ("I", "I;16", "I;16B", "I;16L", "I;16N", "F"):
+    """``im`` as an 8-bit RGB image (16-bit grey divided by 257; 32-bit and float grey outside 0..255 by their range)."""
+    if im.mode.startswith("I;16"):
+        im = Image.fromarray(np.round(np.asarray(im, dtype=np.float64) / 257.0).astype(np.uint8), "L")
+    elif im.mode in ("I", "F"):
         arr = np.asarray(im, dtype=np.float64)
         lo, hi = float(arr.min()), float(arr.max())
         if hi > 255 or lo < 0:
