@@ -47,12 +47,17 @@ def _log(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def _report(problems: list[Problem], summary: str | None = None) -> int:
-    """Print the problems (skipped inputs and notes) and ``summary`` on stderr; 2 if anything was skipped, else 0."""
+def _print(problems: list[Problem], summary: str | None = None) -> None:
+    """Print the problems (skipped inputs and notes), then ``summary``, on stderr."""
     for p in problems:
         _log(str(p))
     if summary:
         _log(summary)
+
+
+def _report(problems: list[Problem], summary: str | None = None) -> int:
+    """:func:`_print`, then a closing error line if anything was skipped; the exit code (2 if so, else 0)."""
+    _print(problems, summary)
     skipped = sum(1 for p in problems if p.skipped)
     if skipped:
         _log(f"error: {skipped} input(s) skipped (listed above); the rest was processed")
@@ -101,7 +106,7 @@ def enroll_inputs(args: argparse.Namespace, server_keys: Path) -> Collected:
         labels_from=args.labels_from, ids=args.ids, multiple=args.multiple,
     )
     if got.vectors is None:
-        _report(got.problems, got.embedded.summary() if got.embedded is not None else None)
+        _print(got.problems, got.embedded.summary() if got.embedded is not None else None)
         raise InvalidArgument("nothing to enroll: every input was skipped")
     return got
 
@@ -139,9 +144,10 @@ def query_vector(args: argparse.Namespace, read_file) -> np.ndarray:
 def cmd_embed(args: argparse.Namespace) -> int:
     """Embed photos into an ``.npz``; exit 2 when photos were skipped."""
     out = embed_photos(args.photos, args.model or DEFAULT_MODEL, ids=args.ids, multiple=args.multiple)
-    code = _report(out.problems, out.summary())
     if not len(out):
+        _print(out.problems, out.summary())
         raise InvalidArgument("no face was embedded; nothing written")
+    code = _report(out.problems, out.summary())
     path = out.save(args.out)
     print(f"wrote {len(out):,} embeddings of {len(set(out.ids)):,} identities ({out.model}, {out.emb.shape[1]}-d) "
           f"to {path}")
@@ -161,7 +167,7 @@ def _labelled(args: argparse.Namespace) -> tuple[data_mod.FaceSet, list[Problem]
         raise InvalidArgument(f"give one labelled .npz or photos, not {', '.join(bad)} among several inputs")
     out = embed_photos(inputs, args.model or DEFAULT_MODEL, ids=args.ids, multiple=args.multiple)
     if not len(out):
-        _report(out.problems, out.summary())
+        _print(out.problems, out.summary())
         raise InvalidArgument("no face was embedded")
     _log(out.summary())
     names, label = np.unique(np.asarray(out.ids), return_inverse=True)

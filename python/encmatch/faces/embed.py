@@ -255,7 +255,7 @@ def collect(
     if photo_args:
         use = known or DEFAULT_MODEL
         try:
-            _check_key_dim(model_spec(use).dim, dim, f"the {use} model makes {model_spec(use).dim}-d embeddings")
+            _check_key_dim(model_spec(use).dim, dim, f"the {use} model's dimension {model_spec(use).dim}")
         except EncmatchError as exc:
             problems += [Problem(str(p), f"{exc} (choose the model with --model)") for p in photo_args]
         else:
@@ -274,4 +274,4 @@ def collect(
 def _check_key_dim(got: int, dim: int | None, what: str | None = None) -> None:
     """InvalidArgument unless ``got`` equals the expected dimension ``dim`` (when known)."""
     if dim is not None and got != dim:
-        raise InvalidArgument(f"{what or f'{got}-d vectors'}, but the keys are for {dim}-d vectors")
+        raise InvalidArgument(f"{what or f'dimension {got}'} does not match the keys' dimension {dim}")
