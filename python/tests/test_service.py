@@ -444,3 +444,11 @@ def test_busy_answer(server, ready, data):
     with ServiceClient(server.url, server.tokens["alice"], retries=0) as c:
         assert c.health()["queue"]["pending"] == 0
     check_answers(ready, data["gallery"], data["queries"][:2])
+
+
+def test_one_service_per_data_directory(server):
+    second = ServerProcess(server.data_dir, "--allow-insecure")
+    with pytest.raises(RuntimeError, match="another service process uses the data directory"):
+        second.start(timeout=60)
+    assert second.proc.returncode == 2
+    assert httpx.get(server.url + "/v1/health").json()["status"] == "ok"

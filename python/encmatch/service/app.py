@@ -167,7 +167,7 @@ def create_app(config: ServiceConfig) -> FastAPI:
     async def lifespan(_app: FastAPI):
         await asyncio.to_thread(load_all)
         yield
-        result = await asyncio.to_thread(scheduler.shutdown, config.shutdown_grace)
+        result = await asyncio.to_thread(scheduler.shutdown)
         log.info("search queue stopped: %s", result)
 
     app = FastAPI(

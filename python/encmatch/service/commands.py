@@ -104,23 +104,25 @@ def cmd_tenant(args: argparse.Namespace) -> int:
 
 
 def remote_enroll(args: argparse.Namespace, vectors: np.ndarray, labels: Any) -> int:
-    """``enroll --server``: encrypt here, upload, commit; creates the index when ``--index`` is absent."""
-    from .remote import RemoteIndex
+    """``enroll --server``: encrypt here with ``--keys``/server (no secret key needed), upload, commit;
+    creates the index when ``--index`` is absent."""
+    from .remote import ServiceClient, create_index, enroll
 
-    if args.index is None:
-        if args.delta is None:
-            raise InvalidArgument("--delta is required to create a new remote index (or give --index ID)")
-        index = RemoteIndex.create(args.server, args.token, args.keys, args.delta)
-        print(f"created remote index {index.id} (delta {args.delta})")
-    else:
-        index = RemoteIndex(args.server, args.token, str(args.index), args.keys)
-    with index:
-        warn_if_insecure(index.client.params)
+    server_keys = args.keys / "server"
+    with ServiceClient(args.server, args.token) as service:
+        if args.index is None:
+            if args.delta is None:
+                raise InvalidArgument("--delta is required to create a new remote index (or give --index ID)")
+            index_id = create_index(service, server_keys, args.delta)
+            print(f"created remote index {index_id} (delta {args.delta})")
+        else:
+            index_id = str(args.index)
+        warn_if_insecure(service.index(index_id))
         t0 = time.perf_counter()
-        summary = index.add(vectors, labels)
+        summary = enroll(service, index_id, server_keys, vectors, labels)
         dt = time.perf_counter() - t0
-        print(f"enrolled {summary['added']:,} vectors in {dt:.2f} s (uploaded {fmt_bytes(summary['uploaded_bytes'])}); "
-              f"index {index.id} holds {len(index):,}")
+    print(f"enrolled {summary['added']:,} vectors in {dt:.2f} s (uploaded {fmt_bytes(summary['uploaded_bytes'])}); "
+          f"index {index_id} holds {summary['manifest']['count']:,}")
     return 0
 
 

@@ -7,7 +7,7 @@ module's measurements use it (no mocks: a real process, real HTTP).
 
 ``python -m encmatch.service.measure`` runs the figures of
 ``docs/SERVICE.md``: it generates a key set, enrolls a gallery, measures
-the in-process search, then the same search through a service process
+the same searches in process and through a service process, interleaved
 (round trip, the service's own search time, bytes on the wire), and a load
 test of several concurrent clients, every answer checked against the
 plaintext brute force. It prints JSON.
@@ -35,7 +35,7 @@ import numpy as np
 from ..bruteforce import cosine_scores
 from ..client import Client, Enroller, Server, describe
 from ..results import Result, make_result
-from .remote import RemoteIndex
+from .remote import RemoteIndex, ServiceClient, create_index, enroll
 from .tenancy import TokenStore
 
 __all__ = ["ServerProcess", "free_port", "add_tenant", "separated_gallery", "expected_results", "run_load",
@@ -251,57 +251,59 @@ def measure(work: Path, *, preset: str, kappa: int, dim: int, size: int, queries
     enroller = Enroller(client.server_key_dir)
     enroller.create_index(work / "local", delta)
     enroller.enroll(work / "local", gallery)
-    log("in-process searches")
-    with Server(work / "local", client.server_key_dir) as server:
-        blobs = [client.encrypt_query(probes[i % len(probes)]) for i in range(queries + 1)]
-        server.search(blobs[0], "membership")  # warm-up
-        local = []
-        for b in blobs[1:]:
-            t0 = time.perf_counter()
-            server.search(b, "membership")
-            local.append(time.perf_counter() - t0)
-    out["in_process_search"] = percentiles(local)
-
+    blobs = [client.encrypt_query(probes[i % len(probes)]) for i in range(queries + 1)]
     data = work / "service"
     token = add_tenant(data, "measure")
     args = [] if not params["insecure"] else ["--allow-insecure"]
-    with ServerProcess(data, *args, "--no-access-log") as proc:
+    with ServerProcess(data, *args, "--no-access-log") as proc, \
+            Server(work / "local", client.server_key_dir) as local, ServiceClient(proc.url, token) as service:
         log("remote: create, upload keys")
         t0 = time.perf_counter()
-        index = RemoteIndex.create(proc.url, token, client, delta)
+        index_id = create_index(service, client.server_key_dir, delta)
         out["keys_upload_seconds"] = time.perf_counter() - t0
-        out["bytes_keys"] = index.service.bytes_sent
-        server_keys = client.server_key_dir
-        out["server_key_dir_bytes"] = _dir_bytes(server_keys)
-        sent0 = index.service.bytes_sent
+        out["bytes_keys_wire"] = service.bytes_sent
+        out["server_key_dir_bytes"] = _dir_bytes(client.server_key_dir)
+        sent0 = service.bytes_sent
         t0 = time.perf_counter()
-        summary = index.add(gallery)
+        summary = enroll(service, index_id, client.server_key_dir, gallery)
         out["enroll_and_upload_seconds"] = time.perf_counter() - t0
         out["bytes_gallery_files"] = summary["uploaded_bytes"]
-        out["bytes_gallery_wire"] = index.service.bytes_sent - sent0
-        log("remote searches")
-        index.service.search(index.id, blobs[0], "membership")  # warm-up
-        rts, served = [], []
-        for b in blobs[1:]:
-            sent, recv = index.service.bytes_sent, index.service.bytes_received
-            t0 = time.perf_counter()
-            result, timings = index.service.search(index.id, b, "membership")
-            rts.append(time.perf_counter() - t0)
-            served.append(timings["search_seconds"])
-            out["bytes_query"] = index.service.bytes_sent - sent
-            out["bytes_result_membership"] = index.service.bytes_received - recv
-        recv = index.service.bytes_received
-        index.service.search(index.id, blobs[1], "identification")
-        out["bytes_result_identification"] = index.service.bytes_received - recv
+        out["bytes_gallery_wire"] = service.bytes_sent - sent0
+        log(f"{queries} membership searches, in process and through the service, interleaved")
+        local.search(blobs[0], "membership")  # warm-ups
+        service.search(index_id, blobs[0], "membership")
+        in_proc, rts, served = [], [], []
+        for i, b in enumerate(blobs[1:]):
+            for where in (("local", "remote") if i % 2 == 0 else ("remote", "local")):
+                if where == "local":
+                    t0 = time.perf_counter()
+                    local.search(b, "membership")
+                    in_proc.append(time.perf_counter() - t0)
+                    continue
+                sent, recv = service.bytes_sent, service.bytes_received
+                t0 = time.perf_counter()
+                result, timings = service.search(index_id, b, "membership")
+                rts.append(time.perf_counter() - t0)
+                served.append(timings["search_seconds"])
+                out["bytes_query_wire"] = service.bytes_sent - sent
+                out["bytes_result_membership_wire"] = service.bytes_received - recv
+        out["bytes_query"] = len(blobs[1])
+        recv = service.bytes_received
+        service.search(index_id, blobs[1], "identification")
+        out["bytes_result_identification_wire"] = service.bytes_received - recv
+        out["in_process_search"] = percentiles(in_proc)
         out["remote_round_trip"] = percentiles(rts)
         out["service_search"] = percentiles(served)
         base = out["in_process_search"]["p50"]
-        out["overhead_seconds_p50"] = out["remote_round_trip"]["p50"] - base
-        out["overhead_percent_p50"] = 100.0 * out["overhead_seconds_p50"] / base
+        paired = [r - l for r, l in zip(rts, in_proc)]
+        handling = [r - s for r, s in zip(rts, served)]
+        out["overhead_paired_seconds_p50"] = float(np.median(paired))
+        out["overhead_paired_percent"] = 100.0 * out["overhead_paired_seconds_p50"] / base
+        out["overhead_outside_search_seconds_p50"] = float(np.median(handling))
+        out["overhead_outside_search_percent"] = 100.0 * out["overhead_outside_search_seconds_p50"] / base
         log(f"load test: {clients} clients x {per_client} searches")
-        out["load"] = run_load(proc.url, token, index.id, work / "keys", probes, expected,
+        out["load"] = run_load(proc.url, token, index_id, work / "keys", probes, expected,
                                clients=clients, per_client=per_client)
-        index.close()
         out["server_exit_code"] = proc.stop()
     client.close()
     return out

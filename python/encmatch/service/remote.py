@@ -13,7 +13,9 @@ Enrollment runs the ordinary :class:`~encmatch.Enroller` into a local
 staging directory that holds the service's current manifest, then uploads
 the new group files in checksummed chunks (resuming where the service's
 record ends after a dropped connection or a service restart) and commits
-the new manifest. Searches encrypt locally, send the query bytes and
+the new manifest; :func:`create_index` and :func:`enroll` do the same with
+only a key set's ``server/`` keys, for an enroller that never holds the
+secret key (papers/000, section 3.6). Searches encrypt locally, send the query bytes and
 decrypt the answer locally. Errors arrive as the same exception classes
 as locally (:mod:`encmatch.errors`, :mod:`encmatch.service.errors`); a
 ``busy`` answer is retried after the service's ``Retry-After``.
@@ -42,7 +44,7 @@ from ..index import decrypted_to_result
 from ..results import Result, check_mode, make_result
 from .errors import Busy, Conflict, ShuttingDown, error_from_response
 
-__all__ = ["RemoteIndex", "ServiceClient", "TOKEN_ENV", "DEFAULT_CHUNK"]
+__all__ = ["RemoteIndex", "ServiceClient", "create_index", "enroll", "TOKEN_ENV", "DEFAULT_CHUNK"]
 
 #: Environment variable holding the bearer token when none is passed.
 TOKEN_ENV = "ENCMATCH_TOKEN"
@@ -271,16 +273,8 @@ class RemoteIndex:
         """
         client, owned = _open_client(keys)
         try:
-            server_keys = client.server_key_dir
-            meta = json.loads((server_keys / "keys.json").read_text())
             with ServiceClient(url, token, **kwargs) as service:
-                status = service.create_index(meta, label)
-                index_id = status["id"]
-                _upload_all(service, index_id, [server_keys / n for n in status["missing_key_files"]],
-                            "keys", progress)
-                with tempfile.TemporaryDirectory(prefix="encmatch-remote-") as tmp:
-                    Enroller(server_keys).create_index(Path(tmp) / "index", delta)
-                    service.commit(index_id, json.loads((Path(tmp) / "index" / "manifest.json").read_text()))
+                index_id = create_index(service, client.server_key_dir, delta, label=label, progress=progress)
             index = cls(url, token, index_id, client, **kwargs)
         except BaseException:
             if owned:
@@ -330,23 +324,11 @@ class RemoteIndex:
     def add(self, vectors: Any, labels: Sequence[Any] | None = None, *, progress: bool | None = None) -> dict:
         """Encrypt ``vectors`` here (``[n, dim]``), upload the new groups and commit them.
 
-        Returns the enrollment summary plus ``uploaded_bytes``. The service
-        makes the new entries visible all at once, after it has loaded them.
+        Returns the enrollment summary plus ``uploaded_bytes`` (see :func:`enroll`).
         """
-        self.refresh()
-        manifest = self.manifest
-        old = {g["file"] for g in manifest.get("groups", [])}
-        with tempfile.TemporaryDirectory(prefix="encmatch-remote-") as tmp:
-            stage = Path(tmp) / "index"
-            stage.mkdir()
-            (stage / "manifest.json").write_text(json.dumps(manifest))
-            summary = Enroller(self.client.server_key_dir).enroll(stage, vectors, labels, progress=progress)
-            new_manifest = json.loads((stage / "manifest.json").read_text())
-            files = [stage / g["file"] for g in new_manifest["groups"] if g["file"] not in old]
-            sent = _upload_all(self.service, self.id, files, "upload", progress)
-            self.service.commit(self.id, new_manifest)
-        self._manifest = new_manifest
-        return dict(summary, uploaded_bytes=sent)
+        summary = enroll(self.service, self.id, self.client.server_key_dir, vectors, labels, progress=progress)
+        self._manifest = summary.pop("manifest")
+        return summary
 
     def search(self, queries: Any, mode: str = "identification", *,
                progress: bool | None = None) -> Result | list[Result]:
@@ -386,6 +368,50 @@ class RemoteIndex:
 
     def __repr__(self) -> str:
         return f"RemoteIndex({self.service.url!r}, id={self.id!r}, dim={self.dim})"
+
+
+def create_index(service: ServiceClient, server_key_dir: PathLike, delta: float, *, label: str = "",
+                 progress: bool | None = None) -> str:
+    """Create an empty index on the service for the key set whose evaluation keys are in ``server_key_dir``.
+
+    Uploads the keys the service needs (relinearization and rotation
+    keys: not the public key, never the secret key) and commits an empty
+    manifest with threshold ``delta``. Needs only the ``server/`` keys, so
+    an enroller without the secret key can do it. Returns the index id.
+    """
+    server_keys = Path(server_key_dir)
+    meta = json.loads((server_keys / "keys.json").read_text())
+    status = service.create_index(meta, label)
+    index_id = status["id"]
+    _upload_all(service, index_id, [server_keys / n for n in status["missing_key_files"]], "keys", progress)
+    with tempfile.TemporaryDirectory(prefix="encmatch-remote-") as tmp:
+        Enroller(server_keys).create_index(Path(tmp) / "index", delta)
+        service.commit(index_id, json.loads((Path(tmp) / "index" / "manifest.json").read_text()))
+    return index_id
+
+
+def enroll(service: ServiceClient, index_id: str, server_key_dir: PathLike, vectors: Any,
+           labels: Sequence[Any] | None = None, *, progress: bool | None = None) -> dict:
+    """Encrypt ``vectors`` here with the public key in ``server_key_dir``, upload the new groups, commit.
+
+    The :class:`~encmatch.Enroller` writes into a staging directory that
+    holds the service's current manifest, so the new groups continue its
+    positions; only they are uploaded. The service makes the new entries
+    visible all at once, after it has loaded them. Returns the enrollment
+    summary plus ``uploaded_bytes`` and the new ``manifest``.
+    """
+    manifest = service.manifest(index_id)
+    old = {g["file"] for g in manifest.get("groups", [])}
+    with tempfile.TemporaryDirectory(prefix="encmatch-remote-") as tmp:
+        stage = Path(tmp) / "index"
+        stage.mkdir()
+        (stage / "manifest.json").write_text(json.dumps(manifest))
+        summary = Enroller(server_key_dir).enroll(stage, vectors, labels, progress=progress)
+        new_manifest = json.loads((stage / "manifest.json").read_text())
+        files = [stage / g["file"] for g in new_manifest["groups"] if g["file"] not in old]
+        sent = _upload_all(service, index_id, files, "upload", progress)
+        service.commit(index_id, new_manifest)
+    return dict(summary, uploaded_bytes=sent, manifest=new_manifest)
 
 
 def _upload_all(service: ServiceClient, index_id: str, files: list[Path], desc: str,

@@ -12,10 +12,10 @@ its caller gets :class:`~encmatch.service.errors.Timeout`, as does one whose
 result is later than that (the core cannot stop a running search; its
 result is discarded).
 
-Shutdown (:meth:`Scheduler.shutdown`): new searches are refused with
-``shutting_down``; those queued or running get ``grace`` seconds to
-finish; what has not started by then fails cleanly, and the handles are
-closed once the last running search returns.
+Shutdown (:meth:`Scheduler.shutdown`, after the HTTP server's graceful
+period in which requests in flight finish): new searches are refused with
+``shutting_down``, what has not started fails cleanly, and the handles are
+closed once the running search returns.
 """
 
 from __future__ import annotations
@@ -177,18 +177,15 @@ class Scheduler:
 
     # ---- shutdown ----------------------------------------------------------------
 
-    def shutdown(self, grace: float = 30.0) -> dict:
-        """Refuse new searches, let queued and running ones finish for ``grace`` seconds, fail the rest,
-        close every handle. Returns what was still pending when the grace period ended."""
+    def shutdown(self) -> dict:
+        """Refuse new searches, fail those that have not started, wait for the running one, close every
+        handle. Returns how many searches were still queued or running.
+
+        The HTTP server calls this after its own graceful period, in which
+        the requests in flight (and so their searches) could finish.
+        """
         with self._guard:
             self._closing = True
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline:
-            with self._guard:
-                if self._pending == 0:
-                    break
-            time.sleep(0.05)
-        with self._guard:
             left = self._pending
         self._stopped = True  # searches that have not started fail from here on
         self._pool.shutdown(wait=True, cancel_futures=False)
@@ -196,7 +193,7 @@ class Scheduler:
             loaded, self._loaded = list(self._loaded.values()), {}
         for entry in loaded:
             self._retire(entry)
-        return {"pending_at_deadline": left}
+        return {"pending_at_shutdown": left}
 
 
 def open_generation(gen_dir: Path, keys_dir: Path, memory_budget: int) -> Loaded:

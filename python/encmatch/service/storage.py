@@ -11,6 +11,7 @@ Layout under the data directory::
         gen-<N>/                          a committed generation: manifest.json and its group files
         current.json                      {"generation": N, "files": {name: sha256}}
     tmp/, trash/                          staging of new indexes, deleted indexes (emptied at start)
+    service.lock                          flock'ed by the one service process that uses the directory
 
 Durability rules (a ``kill -9`` at any point loses nothing acknowledged
 and leaves nothing half-made that loads):
@@ -34,6 +35,7 @@ written, and any frame of kind ``secret-key`` is refused.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -47,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from ..client import describe
-from ..errors import Corrupt, EncmatchError, InvalidArgument, Mismatch, NotFound
+from ..errors import Corrupt, EncmatchError, Exists, InvalidArgument, Mismatch, NotFound
 from .errors import Conflict, Forbidden
 from .frames import KIND_SECRET_KEY, FrameError, parse_header, verify_file
 
@@ -200,7 +202,7 @@ class Storage:
     """
 
     def __init__(self, root: str | os.PathLike, *, allow_insecure: bool = False, max_file_bytes: int = 16 << 30):
-        """Use (and create) the data directory ``root``.
+        """Use (and create) the data directory ``root``, locked for this process (Exists if another holds it).
 
         ``allow_insecure`` admits key sets of insecure presets;
         ``max_file_bytes`` bounds a declared upload.
@@ -210,6 +212,12 @@ class Storage:
         self.max_file_bytes = int(max_file_bytes)
         for sub in ("tenants", "tmp", "trash"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
+        self._lock_file = open(self.root / "service.lock", "a")
+        try:
+            fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._lock_file.close()
+            raise Exists(f"another service process uses the data directory {self.root}") from None
         self._locks: dict[tuple[str, str], threading.RLock] = {}
         self._locks_guard = threading.Lock()
 
