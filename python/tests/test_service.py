@@ -169,6 +169,8 @@ def test_cli_remote(server, keys, data, tmp_path):
     index_id = re.search(r"created remote index ([0-9a-f]{16})", p.stdout).group(1)
     assert "enrolled 300 vectors" in p.stdout
     env = {"ENCMATCH_TOKEN": token}
+    watcher = RemoteIndex(server.url, token, index_id, keys["a"])
+    assert len(watcher) == 300 and watcher.labels == data["labels"][:300]
     p = run_cli("query", "--server", server.url, "--keys", keys["a"], "--index", index_id, "--mode",
                 "identification", "--out", tmp_path / "r.bin", tmp_path / "query.npy", env=env)
     assert p.returncode == 0, p.stderr
@@ -178,6 +180,10 @@ def test_cli_remote(server, keys, data, tmp_path):
     p = run_cli("enroll", "--server", server.url, "--index", index_id, "--keys", keys["a"],
                 tmp_path / "gallery.npz", env=env)
     assert p.returncode == 0 and f"index {index_id} holds 600" in p.stdout, p.stderr
+    assert len(watcher) == 300  # its manifest is cached until it is told to look again
+    watcher.refresh()
+    assert len(watcher) == 600 and watcher.labels == data["labels"][:300] + [""] * 300  # appended unlabelled
+    watcher.close()
     p = run_cli("query", "--server", server.url, "--token", "em_wrong", "--keys", keys["a"], "--index", index_id,
                 "--out", tmp_path / "r2.bin", tmp_path / "query.npy")
     assert p.returncode == 1 and "error:" in p.stderr and "Traceback" not in p.stderr

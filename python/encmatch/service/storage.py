@@ -188,7 +188,6 @@ class Generation:
     number: int
     path: Path
     keys_dir: Path
-    manifest: dict
     files: dict[str, str]
     previous: int | None
 
@@ -642,8 +641,7 @@ class Storage:
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
-        return Generation(tenant, index_id, number, final, d / "keys", manifest, files,
-                          cur["generation"] if cur else None)
+        return Generation(tenant, index_id, number, final, d / "keys", files, cur["generation"] if cur else None)
 
     def publish(self, gen: Generation) -> None:
         """Make a prepared generation current (one atomic write), then remove what it superseded."""
