@@ -197,3 +197,20 @@ def test_graceful_shutdown_finishes_in_flight_searches(tmp_path, keys, data):
             httpx.get(server.url + "/v1/health", timeout=2)
     finally:
         server.kill()
+
+
+def test_query_timeout(tmp_path, keys, data):
+    """A search longer than --query-timeout is answered 504; the service goes on serving."""
+    gallery, queries = data
+    data_dir = tmp_path / "data"
+    token = add_tenant(data_dir, "alice")
+    with ServerProcess(data_dir, "--allow-insecure", "--query-timeout", "0.01") as server:
+        with RemoteIndex.create(server.url, token, keys, DELTA, retries=0) as index:
+            index.add(gallery[:100])
+            with pytest.raises(encmatch.service.Timeout, match="did not finish within"):
+                index.search(queries[0], "membership")
+            deadline = time.monotonic() + 30
+            while httpx.get(server.url + "/v1/health").json()["queue"]["pending"]:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            assert index.info()["count"] == 100
