@@ -64,10 +64,13 @@ def _report(problems: list[Problem], summary: str | None = None) -> int:
     return EXIT_USAGE if skipped else 0
 
 
-def add_photo_arguments(p: argparse.ArgumentParser, ids: bool = True) -> None:
-    """Add ``--model``, ``--multiple`` and (with ``ids``) ``--ids``: how photos are embedded."""
-    p.add_argument("--model", choices=tuple(MODELS), default=None,
-                   help=f"face model for photos (default: the index's, else {DEFAULT_MODEL})")
+def add_photo_arguments(p: argparse.ArgumentParser, ids: bool = True, index: bool = True) -> None:
+    """Add ``--model``, ``--multiple`` and (with ``ids``) ``--ids``: how photos are embedded.
+
+    ``index``: the command works on an index, whose recorded model is the default.
+    """
+    default = f"the index's, else {DEFAULT_MODEL}" if index else DEFAULT_MODEL
+    p.add_argument("--model", choices=tuple(MODELS), default=None, help=f"face model for photos (default: {default})")
     p.add_argument("--multiple", choices=MULTIPLE, default="central",
                    help="photos with several faces: embed the one nearest the centre, or skip them "
                         "(default: %(default)s)")
@@ -230,7 +233,7 @@ def add_commands(sub) -> None:
     s.add_argument("photos", nargs="+", type=Path, metavar="PHOTO",
                    help="photo files or folders (searched recursively; people/alice/1.jpg -> alice)")
     s.add_argument("-o", "--out", type=Path, required=True, help="the .npz to write")
-    add_photo_arguments(s)
+    add_photo_arguments(s, index=False)
     s.set_defaults(func=cmd_embed)
 
     for name, text in (("calibrate", "genuine/impostor score distributions and a suggested delta"),
@@ -238,7 +241,7 @@ def add_commands(sub) -> None:
         s = sub.add_parser(name, help=text)
         s.add_argument("labelled", nargs="+", metavar="LABELLED",
                        help="one labelled .npz (emb + label/names or name), or photos (files, folders)")
-        add_photo_arguments(s)
+        add_photo_arguments(s, index=False)
         s.add_argument("--kappa", type=int, default=10, help="comparator depth (default: %(default)s)")
         s.add_argument("--json", action="store_true", help="print the result as JSON")
         s.add_argument("--plot", type=Path, default=None, metavar="PNG", help="write a plot to this PNG")

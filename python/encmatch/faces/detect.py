@@ -13,8 +13,9 @@ embedding:
 3. **De-rotation**: the 5 points give dlib's face chip
    (:data:`CHIP_SIZE` pixels, padding :data:`CHIP_PADDING`): the face
    upright and scaled, with room around it.
-4. **ArcFace alignment**: dlib's 68-point model on the chip (box = the
-   detection box carried into the chip), reduced to the five ArcFace points
+4. **ArcFace alignment**: dlib's 68-point model on the chip (box: the HOG
+   detector's on the chip, else where dlib placed the face in it), reduced
+   to the five ArcFace points
    (eye centres, nose tip, mouth corners), then the similarity that best
    maps the ArcFace template onto them (least squares) samples the
    112 x 112 crop from the chip (bilinear) - what MobileFaceNet expects.
@@ -139,40 +140,23 @@ class FaceFinder:
         """dlib's raw 128-d ResNet descriptor of the face with 5-point landmarks ``shape5`` (float64)."""
         return np.asarray(self._get("resnet").compute_face_descriptor(img, shape5), dtype=np.float64)
 
-    def arcface_crop(self, img: np.ndarray, face: Face, shape5) -> np.ndarray:
-        """The 112 x 112 uint8 RGB crop of ``face`` aligned to :data:`ARCFACE_TEMPLATE` (see the module doc)."""
+    def arcface_crop(self, img: np.ndarray, shape5) -> np.ndarray:
+        """The 112 x 112 uint8 RGB crop of the face with landmarks ``shape5``, aligned to :data:`ARCFACE_TEMPLATE`."""
         import dlib
 
         chip = dlib.get_face_chip(img, shape5, size=CHIP_SIZE, padding=CHIP_PADDING)
-        to_image = _chip_to_image(dlib.get_face_chip_details(shape5, size=CHIP_SIZE, padding=CHIP_PADDING))
-        to_chip = _invert(to_image)
-        l, t, r, b = face.box
-        centre = to_chip[:, :2] @ np.array([(l + r) / 2, (t + b) / 2]) + to_chip[:, 2]
-        half = (r - l) / 2 * np.hypot(to_chip[0, 0], to_chip[1, 0])
-        box = dlib.rectangle(*(int(round(v)) for v in (centre[0] - half, centre[1] - half,
-                                                         centre[0] + half, centre[1] + half)))
+        found = list(self._get("hog")(chip, 0))
+        c = (CHIP_SIZE - 1) / 2
+        if found:
+            box = min(found, key=lambda r: np.hypot((r.left() + r.right()) / 2 - c, (r.top() + r.bottom()) / 2 - c))
+        else:  # where dlib put the face in the chip
+            lo = int(round(CHIP_SIZE * CHIP_PADDING / (1 + 2 * CHIP_PADDING)))
+            hi = int(round(CHIP_SIZE * (1 + CHIP_PADDING) / (1 + 2 * CHIP_PADDING)))
+            box = dlib.rectangle(lo, lo, hi, hi)
         p = np.array([[q.x, q.y] for q in self._get("shape68")(chip, box).parts()], dtype=np.float64)
         five = np.array([p[36:42].mean(0), p[42:48].mean(0), p[30], p[48], p[54]])
         crop = warp_affine(chip, similarity_lstsq(ARCFACE_TEMPLATE, five), CROP_SIZE)
         return np.clip(np.round(crop), 0, 255).astype(np.uint8)
-
-
-def _chip_to_image(details) -> np.ndarray:
-    """The 2 x 3 similarity taking dlib chip pixel coordinates to image coordinates."""
-    r = details.rect
-    size = details.cols
-    scale = r.width() / size
-    c, s = np.cos(details.angle), np.sin(details.angle)
-    m = np.array([[scale * c, -scale * s, 0.0], [scale * s, scale * c, 0.0]])
-    centre = np.array([(r.left() + r.right()) / 2, (r.top() + r.bottom()) / 2])
-    m[:, 2] = centre - m[:, :2] @ np.array([(size - 1) / 2, (details.rows - 1) / 2])
-    return m
-
-
-def _invert(m: np.ndarray) -> np.ndarray:
-    """Inverse of a 2 x 3 affine map."""
-    a = np.linalg.inv(m[:, :2])
-    return np.hstack([a, -(a @ m[:, 2])[:, None]])
 
 
 def similarity_lstsq(src: np.ndarray, dst: np.ndarray) -> np.ndarray:

@@ -140,7 +140,7 @@ class MobileFaceNet(FaceModel):
 
     def prepare(self, img: np.ndarray, face: Face) -> np.ndarray:
         """The ArcFace-aligned uint8 crop ``[112, 112, 3]`` of ``face``."""
-        return self.finder.arcface_crop(img, face, self.finder.shape5(img, face))
+        return self.finder.arcface_crop(img, self.finder.shape5(img, face))
 
     def embed(self, prepared: list) -> tuple[np.ndarray, np.ndarray]:
         """Run the network on the crops, two per call."""
