@@ -290,6 +290,8 @@ def test_bad_queries(server, keys, data, ready):
         assert r.status_code == 422
         r = c.post(f"/v1/indexes/{ready.id}/search", content=b"\0" * (5 << 20))
         assert (r.status_code, r.json()["kind"]) == (413, "too_large")
+        r = c.post(f"/v1/indexes/{ready.id}/search", content=iter([b"\0" * (1 << 20)] * 5))  # chunked, no length
+        assert (r.status_code, r.json()["kind"]) == (413, "too_large")
         r = c.post("/v1/indexes/zz../search", content=good)
         assert r.status_code == 404
     check_answers(ready, data["gallery"], data["queries"][::2])
