@@ -18,6 +18,10 @@ The SDK:
   (``create``/``add``/``search``/``len``) for a key holder;
 - :mod:`encmatch.bruteforce` and :mod:`encmatch.validate` - the exact
   plaintext reference and the comparison against it.
+- :mod:`encmatch.faces` - photos to embeddings (dlib detection and ArcFace
+  alignment, MobileFaceNet or dlib's ResNet), with the model recorded;
+  :mod:`encmatch.calibrate` and :mod:`encmatch.accuracy` - score
+  distributions and delta, encrypted vs plaintext accuracy on labelled faces.
 
 Errors are :class:`EncmatchError` subclasses (:mod:`encmatch.errors`).
 """
