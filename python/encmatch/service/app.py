@@ -115,6 +115,7 @@ class _BodyLimit:
         seen = 0
 
         async def limited() -> dict:
+            """The next body message, counted against the limit."""
             nonlocal seen
             message = await receive()
             if message["type"] == "http.request":
@@ -165,6 +166,7 @@ def create_app(config: ServiceConfig) -> FastAPI:
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI):
+        """Recover and load the data directory before serving; stop the search queue after the last request."""
         await asyncio.to_thread(load_all)
         yield
         result = await asyncio.to_thread(scheduler.shutdown)
@@ -189,12 +191,14 @@ def create_app(config: ServiceConfig) -> FastAPI:
 
     @app.exception_handler(EncmatchError)
     async def on_error(_request: Request, exc: EncmatchError) -> JSONResponse:
+        """Every encmatch error as ``{"error", "kind"}`` with its status."""
         if status_for(exc) >= 500 and exc.kind not in ("busy", "shutting_down", "timeout"):
             log.error("internal error: %s", exc)
         return _error_response(exc)
 
     @app.exception_handler(RequestValidationError)
     async def on_invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        """Malformed JSON, fields or parameters: 422 ``invalid_argument`` with the first problems."""
         parts = []
         for e in exc.errors()[:5]:
             where = ".".join(str(x) for x in e.get("loc", ()) if x != "body")
@@ -204,11 +208,13 @@ def create_app(config: ServiceConfig) -> FastAPI:
 
     @app.exception_handler(StarletteHTTPException)
     async def on_http(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        """Unknown routes and methods in the same JSON shape."""
         kind = {404: "not_found", 405: "invalid_argument"}.get(exc.status_code, "invalid_argument")
         return JSONResponse({"error": str(exc.detail), "kind": kind}, status_code=exc.status_code)
 
     @app.exception_handler(Exception)
     async def on_crash(_request: Request, exc: Exception) -> JSONResponse:
+        """A bug: logged with its traceback, answered 500 ``internal`` without one."""
         log.exception("unexpected error")
         return JSONResponse({"error": f"internal error: {type(exc).__name__}", "kind": "internal"}, status_code=500)
 
@@ -223,6 +229,7 @@ def create_app(config: ServiceConfig) -> FastAPI:
 
     @app.get("/v1/health", summary="Liveness and queue state (no token needed)")
     def health() -> dict:
+        """Liveness, versions, queue state and limits; needs no token."""
         stats = scheduler.stats()
         return {"status": "shutting_down" if stats["closing"] else "ok", "version": __version__,
                 "core": core_version(), "queue": stats, "insecure_allowed": config.allow_insecure,
@@ -231,19 +238,23 @@ def create_app(config: ServiceConfig) -> FastAPI:
 
     @app.post("/v1/indexes", status_code=201, summary="Create a pending index from a key set's keys.json")
     def create_index(body: CreateIndex, tenant: str = Depends(tenant_of)) -> dict:
+        """Create a pending index bound to a key set; its key files are then uploaded like any file."""
         return dict(storage.create_index(tenant, body.keys, body.label), loaded=False)
 
     @app.get("/v1/indexes", summary="The tenant's committed indexes")
     def list_indexes(tenant: str = Depends(tenant_of)) -> dict:
+        """The committed indexes of the token's tenant."""
         return {"indexes": [dict(s, loaded=scheduler.loaded((tenant, s["id"])) is not None)
                             for s in storage.list(tenant)]}
 
     @app.get("/v1/indexes/{index_id}", summary="State of an index (pending or ready), entries, uploads")
     def get_index(index_id: str, tenant: str = Depends(tenant_of)) -> dict:
+        """State of one index: pending or ready, generation, entries, parameters, uploads in progress."""
         return status_with_load(tenant, index_id)
 
     @app.delete("/v1/indexes/{index_id}", summary="Delete an index and its files")
     def delete_index(index_id: str, tenant: str = Depends(tenant_of)) -> dict:
+        """Delete an index (after its running search); its queued searches fail as not found."""
         with storage.lock(tenant, index_id):
             storage.status(tenant, index_id)  # NotFound for another tenant's id
             scheduler.remove((tenant, index_id))
@@ -253,14 +264,17 @@ def create_app(config: ServiceConfig) -> FastAPI:
 
     @app.get("/v1/indexes/{index_id}/manifest", summary="The manifest of the current generation")
     def get_manifest(index_id: str, tenant: str = Depends(tenant_of)) -> dict:
+        """The current generation's manifest: what an enroller appends to."""
         return storage.manifest(tenant, index_id)
 
     @app.put("/v1/indexes/{index_id}/files/{name}", summary="Declare (or resume) the upload of a file")
     def declare_file(index_id: str, name: str, body: DeclareFile, tenant: str = Depends(tenant_of)) -> dict:
+        """Declare a file by size and SHA-256; idempotent, answers where to resume."""
         return storage.declare(tenant, index_id, name, body.size, body.sha256)
 
     @app.get("/v1/indexes/{index_id}/files/{name}", summary="Progress of an upload")
     def file_status(index_id: str, name: str, tenant: str = Depends(tenant_of)) -> dict:
+        """How much of a file is received (and whether it is complete or committed)."""
         return storage.upload_status(tenant, index_id, name)
 
     @app.patch("/v1/indexes/{index_id}/files/{name}", openapi_extra={"requestBody": _OCTETS},
@@ -268,12 +282,14 @@ def create_app(config: ServiceConfig) -> FastAPI:
     async def upload_chunk(request: Request, index_id: str, name: str,
                            offset: int = Query(..., ge=0, description="byte offset of the chunk in the file"),
                            tenant: str = Depends(tenant_of)) -> dict:
+        """Append a chunk (header ``X-Chunk-SHA256``); answered once it is durable."""
         data = await request.body()
         return await run_in_threadpool(storage.write_chunk, tenant, index_id, name, offset, data,
                                        request.headers.get("x-chunk-sha256"))
 
     @app.post("/v1/indexes/{index_id}/commit", summary="Make the uploaded groups the index's next generation")
     def commit(index_id: str, body: Commit, tenant: str = Depends(tenant_of)) -> dict:
+        """Load the manifest's groups as the next generation; visible only once the core has loaded it."""
         key = (tenant, index_id)
         with storage.lock(tenant, index_id):
             meta = storage.keys_meta(tenant, index_id)
@@ -300,6 +316,7 @@ def create_app(config: ServiceConfig) -> FastAPI:
                      mode: str = Query("identification", description=" or ".join(MODES)),
                      delta: float | None = Query(None, ge=-1, le=1, description="threshold for this search"),
                      tenant: str = Depends(tenant_of)) -> Response:
+        """Run an encrypted search behind the bounded queue; the body is the query, the answer the result."""
         if mode not in MODES:
             raise InvalidArgument(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
         query = await request.body()

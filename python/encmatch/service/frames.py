@@ -74,6 +74,7 @@ def parse_header(data: bytes | memoryview) -> Header:
     pos = len(MAGIC)
 
     def take(n: int) -> memoryview:
+        """The next ``n`` bytes of the header (FrameError, truncated, when they are missing)."""
         nonlocal pos
         if len(buf) < pos + n:
             raise FrameError("truncated header", truncated=True)

@@ -20,7 +20,6 @@ import json
 import os
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -182,6 +181,7 @@ def run_load(url: str, token: str, index_id: str, keys: str | os.PathLike, queri
     barrier = threading.Barrier(clients)
 
     def client_loop(c: int) -> None:
+        """One client: its own RemoteIndex, ``per_client`` searches, every answer checked."""
         try:
             with RemoteIndex(url, token, index_id, keys) as index:
                 len(index)  # fetch the manifest before the clock starts
