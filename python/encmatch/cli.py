@@ -140,7 +140,7 @@ def cmd_enroll(args: argparse.Namespace) -> int:
     got = face_commands.enroll_inputs(args, server_keys)
     vectors, labels = got.vectors, got.labels
     if args.server:
-        return service_commands.remote_enroll(args, vectors, labels)
+        return service_commands.remote_enroll(args, vectors, labels, _enroller(args))
     if args.index is None:
         raise InvalidArgument("--index is required (or --server URL)")
     enroller = _enroller(args)

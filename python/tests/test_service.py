@@ -178,7 +178,7 @@ def test_cli_remote(server, keys, data, tmp_path):
     want = expected_results(data["gallery"][:300], data["queries"][5:6], DELTA, "identification")[0]
     assert json.loads(p.stdout)["positions"] == want.positions.tolist() and want.count > 0
     p = run_cli("enroll", "--server", server.url, "--index", index_id, "--keys", keys["a"],
-                tmp_path / "gallery.npz", env=env)
+                "--encryption", "public-key", tmp_path / "gallery.npz", env=env)  # any enroller's, appended
     assert p.returncode == 0 and f"index {index_id} holds 600" in p.stdout, p.stderr
     assert len(watcher) == 300  # its manifest is cached until it is told to look again
     watcher.refresh()

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from .._ui import add_memory_budget_argument, fmt_bytes, warn_if_insecure
-from ..client import Client
+from ..client import Client, Enroller
 from ..errors import InvalidArgument
 
 __all__ = ["add_commands", "add_remote_arguments", "remote_enroll", "remote_query"]
@@ -103,9 +103,10 @@ def cmd_tenant(args: argparse.Namespace) -> int:
     return 0
 
 
-def remote_enroll(args: argparse.Namespace, vectors: np.ndarray, labels: Any) -> int:
-    """``enroll --server``: encrypt here with ``--keys``/server (no secret key needed), upload, commit;
-    creates the index when ``--index`` is absent."""
+def remote_enroll(args: argparse.Namespace, vectors: np.ndarray, labels: Any, enroller: Enroller) -> int:
+    """``enroll --server``: encrypt here with ``enroller`` (``--encryption``: the public key of
+    ``--keys``/server, or the key owner's secret key), upload, commit; creates the index when
+    ``--index`` is absent."""
     from .remote import ServiceClient, create_index, enroll
 
     server_keys = args.keys / "server"
@@ -119,7 +120,7 @@ def remote_enroll(args: argparse.Namespace, vectors: np.ndarray, labels: Any) ->
             index_id = str(args.index)
         warn_if_insecure(service.index(index_id))
         t0 = time.perf_counter()
-        summary = enroll(service, index_id, server_keys, vectors, labels)
+        summary = enroll(service, index_id, enroller, vectors, labels)
         dt = time.perf_counter() - t0
     print(f"enrolled {summary['added']:,} vectors in {dt:.2f} s (uploaded {fmt_bytes(summary['uploaded_bytes'])}); "
           f"index {index_id} holds {summary['manifest']['count']:,}")

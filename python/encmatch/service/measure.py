@@ -235,7 +235,7 @@ def _dir_bytes(path: Path) -> int:
 
 
 def measure(work: Path, *, preset: str, kappa: int, dim: int, size: int, queries: int, clients: int,
-            per_client: int, log: Any = print) -> dict:
+            per_client: int, encryption: str = "secret-key", log: Any = print) -> dict:
     """Everything ``docs/SERVICE.md`` reports, at one parameter set (see the module docstring)."""
     rng = np.random.default_rng(7)
     delta = 0.5
@@ -244,11 +244,13 @@ def measure(work: Path, *, preset: str, kappa: int, dim: int, size: int, queries
     expected = {m: expected_results(gallery, probes, delta, m) for m in ("membership", "identification")}
     params = describe(preset, kappa, dim)
     out: dict[str, Any] = {"preset": preset, "insecure": bool(params["insecure"]), "kappa": kappa, "dim": dim,
-                           "size": size, "log_n": params["log_n"], "cores": os.cpu_count()}
+                           "size": size, "log_n": params["log_n"], "cores": os.cpu_count(),
+                           "encryption": encryption}
     log(f"keygen ({preset}, kappa {kappa}, dim {dim})")
     client = Client.generate(work / "keys", preset=preset, kappa=kappa, dim=dim)
     out["strategy"], out["n1"] = client.strategy, client.n1
-    enroller = Enroller(client.server_key_dir)
+    owner = client.key_dir if encryption == "secret-key" else None
+    enroller = Enroller(client.server_key_dir, owner_key_dir=owner)
     enroller.create_index(work / "local", delta)
     enroller.enroll(work / "local", gallery)
     blobs = [client.encrypt_query(probes[i % len(probes)]) for i in range(queries + 1)]
@@ -265,7 +267,7 @@ def measure(work: Path, *, preset: str, kappa: int, dim: int, size: int, queries
         out["server_key_dir_bytes"] = _dir_bytes(client.server_key_dir)
         sent0 = service.bytes_sent
         t0 = time.perf_counter()
-        summary = enroll(service, index_id, client.server_key_dir, gallery)
+        summary = enroll(service, index_id, enroller, gallery)
         out["enroll_and_upload_seconds"] = time.perf_counter() - t0
         out["bytes_gallery_files"] = summary["uploaded_bytes"]
         out["bytes_gallery_wire"] = service.bytes_sent - sent0
@@ -319,6 +321,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--queries", type=int, default=10, help="timed searches, in process and remote")
     p.add_argument("--clients", type=int, default=4, help="load test: concurrent clients")
     p.add_argument("--per-client", type=int, default=10, help="load test: searches per client")
+    p.add_argument("--encryption", choices=("secret-key", "public-key"), default="secret-key",
+                   help="the service's gallery: the key owner's seeded encryption or any enroller's")
     p.add_argument("--work", type=Path, default=None, help="work directory (default: a temporary one)")
     args = p.parse_args(argv)
     log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
@@ -326,7 +330,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         work = args.work or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
         res = measure(work, preset=args.preset, kappa=args.kappa, dim=args.dim, size=args.size,
-                      queries=args.queries, clients=args.clients, per_client=args.per_client, log=log)
+                      queries=args.queries, clients=args.clients, per_client=args.per_client,
+                      encryption=args.encryption, log=log)
     print(json.dumps(res, indent=1))
     return 0 if not res["load"]["wrong"] and not res["load"]["errors"] else 1
 

@@ -13,9 +13,10 @@ Enrollment runs the ordinary :class:`~encmatch.Enroller` into a local
 staging directory that holds the service's current manifest, then uploads
 the new group files in checksummed chunks (resuming where the service's
 record ends after a dropped connection or a service restart) and commits
-the new manifest; :func:`create_index` and :func:`enroll` do the same with
-only a key set's ``server/`` keys, for an enroller that never holds the
-secret key (papers/000, section 3.6). Searches encrypt locally, send the query bytes and
+the new manifest (as the key owner: seeded encryption under the secret
+key, as ``EncryptedIndex.add``); :func:`create_index` and :func:`enroll`
+do the same with only a key set's ``server/`` keys, for an enroller that
+never holds the secret key (papers/000, section 3.6). Searches encrypt locally, send the query bytes and
 decrypt the answer locally. Errors arrive as the same exception classes
 as locally (:mod:`encmatch.errors`, :mod:`encmatch.service.errors`); a
 ``busy`` answer is retried after the service's ``Retry-After``.
@@ -322,11 +323,12 @@ class RemoteIndex:
     # ---- operations ----------------------------------------------------------------
 
     def add(self, vectors: Any, labels: Sequence[Any] | None = None, *, progress: bool | None = None) -> dict:
-        """Encrypt ``vectors`` here (``[n, dim]``), upload the new groups and commit them.
+        """Encrypt ``vectors`` here (``[n, dim]``) as the key owner, upload the new groups and commit them.
 
         Returns the enrollment summary plus ``uploaded_bytes`` (see :func:`enroll`).
         """
-        summary = enroll(self.service, self.id, self.client.server_key_dir, vectors, labels, progress=progress)
+        owner = Enroller(self.client.server_key_dir, owner_key_dir=self.client.key_dir)
+        summary = enroll(self.service, self.id, owner, vectors, labels, progress=progress)
         self._manifest = summary.pop("manifest")
         return summary
 
@@ -390,15 +392,18 @@ def create_index(service: ServiceClient, server_key_dir: PathLike, delta: float,
     return index_id
 
 
-def enroll(service: ServiceClient, index_id: str, server_key_dir: PathLike, vectors: Any,
+def enroll(service: ServiceClient, index_id: str, enroller: Enroller, vectors: Any,
            labels: Sequence[Any] | None = None, *, progress: bool | None = None) -> dict:
-    """Encrypt ``vectors`` here with the public key in ``server_key_dir``, upload the new groups, commit.
+    """Encrypt ``vectors`` here with ``enroller``, upload the new groups, commit.
 
-    The :class:`~encmatch.Enroller` writes into a staging directory that
-    holds the service's current manifest, so the new groups continue its
-    positions; only they are uploaded. The service makes the new entries
-    visible all at once, after it has loaded them. Returns the enrollment
-    summary plus ``uploaded_bytes`` and the new ``manifest``.
+    ``enroller`` is an :class:`~encmatch.Enroller`: with only the public
+    key (any enroller), or the key owner's (``owner_key_dir``: seeded
+    encryption under the secret key, half the bytes to upload). It writes
+    into a staging directory that holds the service's current manifest, so
+    the new groups continue its positions; only they are uploaded. The
+    service makes the new entries visible all at once, after it has loaded
+    them. Returns the enrollment summary plus ``uploaded_bytes`` and the
+    new ``manifest``.
     """
     manifest = service.manifest(index_id)
     old = {g["file"] for g in manifest.get("groups", [])}
@@ -406,7 +411,7 @@ def enroll(service: ServiceClient, index_id: str, server_key_dir: PathLike, vect
         stage = Path(tmp) / "index"
         stage.mkdir()
         (stage / "manifest.json").write_text(json.dumps(manifest))
-        summary = Enroller(server_key_dir).enroll(stage, vectors, labels, progress=progress)
+        summary = enroller.enroll(stage, vectors, labels, progress=progress)
         new_manifest = json.loads((stage / "manifest.json").read_text())
         files = [stage / g["file"] for g in new_manifest["groups"] if g["file"] not in old]
         sent = _upload_all(service, index_id, files, "upload", progress)
