@@ -352,9 +352,10 @@ def plot(report: AccuracyReport, path: str | Path) -> Path:
     det.set_xlabel("false accept rate (FAR)")
     det.set_ylabel("false reject rate (FRR)")
     det.set_title("DET")
-    for p, x, y in zip(pts, enc_far, enc_frr):
+    for k, (p, x, y) in enumerate(zip(pts, enc_far, enc_frr)):
         label = ", ".join(names[p.delta]) + f" ({p.delta:.3f})"
-        roc.annotate(label, (x, 1 - y), fontsize=7, xytext=(4, -10), textcoords="offset points")
+        roc.annotate(label, (x, 1 - y), fontsize=7, xytext=(4, -12 - 12 * k), textcoords="offset points",
+                     arrowprops={"arrowstyle": "-", "lw": 0.5})
         det.annotate(label, (x, y), fontsize=7, xytext=(4, 4), textcoords="offset points")
     for ax in (roc, det):
         ax.grid(True, which="both", alpha=0.3)
