@@ -230,7 +230,7 @@ def test_validate_exit_code_follows_the_report(monkeypatch, tmp_path, capsys):
 
 
 @pytest.mark.data
-def test_demo_toy_small(tmp_path):
+def test_demo_toy_small(tmp_path, data_dir):
     """The demo at the toy preset on a reduced gallery: exit 0, every step timed, INSECURE shown."""
     work = tmp_path / "demo-work"
     args = ["demo", "--preset", TOY, "--size", "512", "--enrolled", "200", "--known", "2", "--unknown", "2",
