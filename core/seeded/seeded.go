@@ -14,8 +14,8 @@
 // 32-byte seed, with the ciphertext's index in the high half of the initial
 // counter block. AES-CTR is used rather than Lattigo's blake2b KeyedPRNG
 // because a server regenerates tens of thousands of masks per query: at
-// N = 2^15 with ten primes a mask takes 2.6 ms from AES-CTR and 15.3 ms from
-// blake2b on this project's reference CPU.
+// N = 2^15 with ten primes a mask takes 2.6-3.4 ms from AES-CTR and 15.3 ms
+// from blake2b on this project's 2-core reference machine (BenchmarkMask).
 //
 // Security: a (seed, index) pair must never encrypt two messages under one
 // key, since the difference of two c0 with the same a reveals the difference
