@@ -503,6 +503,7 @@ func readRecords(r io.Reader, n int64, set *params.Set, g Group, chunk int, emit
 		}
 		copy(seed[:], b)
 	}
+	rq := p.RingQ().AtLevel(level)
 	var batch []*rlwe.Ciphertext
 	first := 0
 	for i := 0; i < l; i++ {
@@ -516,8 +517,8 @@ func readRecords(r io.Reader, n int64, set *params.Set, g Group, chunk int, emit
 			return err
 		}
 		if g.Seeded {
-			c1 := p.RingQ().AtLevel(level).NewPoly()
-			seeded.Mask(p.RingQ().AtLevel(level), seed, uint64(i), c1)
+			c1 := rq.NewPoly()
+			seeded.Mask(rq, seed, uint64(i), c1)
 			ct.Value = append(ct.Value, c1)
 		}
 		batch = append(batch, ct)
