@@ -19,7 +19,8 @@ core: $(LIB)
 
 $(LIB): $(GO_SRC)
 	mkdir -p $(dir $@)
-	cd core && go build -buildmode=c-shared -o ../$@ ./capi
+	cd core && go build -buildmode=c-shared -o ../$@.tmp ./capi
+	mv $@.tmp $@
 
 $(VENV)/.installed: python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
