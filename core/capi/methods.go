@@ -11,11 +11,13 @@ import (
 	"encmatch/core/client"
 	"encmatch/core/comparator"
 	"encmatch/core/engine"
+	"encmatch/core/envelope"
 	"encmatch/core/errs"
 	"encmatch/core/index"
 	"encmatch/core/keys"
 	"encmatch/core/parallel"
 	"encmatch/core/params"
+	"encmatch/core/result"
 	"encmatch/core/strategy"
 
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
@@ -63,6 +65,7 @@ var methods = map[string]method{
 	"decrypt":         decrypt,
 	"server_open":     serverOpen,
 	"search":          search,
+	"merge_results":   mergeResults,
 	"comparator":      comparatorModel,
 	"close":           closeHandle,
 }
@@ -372,16 +375,75 @@ func serverOpen(args, _ []byte) (any, []byte, error) {
 		IndexDir     string `json:"index_dir"`
 		ServerKeyDir string `json:"server_key_dir"`
 		MemoryBudget int64  `json:"memory_budget"`
+		Groups       *[]int `json:"groups"`
 	}
 	if err := parse(args, &a); err != nil {
 		return nil, nil, err
 	}
+	opt := engine.Options{MemoryBudget: a.MemoryBudget}
+	if a.Groups != nil {
+		opt.Groups = *a.Groups
+		if opt.Groups == nil {
+			opt.Groups = []int{}
+		}
+	}
 	start := time.Now()
-	s, err := engine.Open(a.IndexDir, a.ServerKeyDir, engine.Options{MemoryBudget: a.MemoryBudget})
+	s, err := engine.Open(a.IndexDir, a.ServerKeyDir, opt)
 	if err != nil {
 		return nil, nil, err
 	}
-	return map[string]any{"handle": putHandle(s), "manifest": s.Manifest, "streamed": s.Streamed, "seconds": time.Since(start).Seconds()}, nil, nil
+	return map[string]any{"handle": putHandle(s), "manifest": s.Manifest, "streamed": s.Streamed,
+		"groups": s.Served(), "seconds": time.Since(start).Seconds()}, nil, nil
+}
+
+// mergeResults merges the framed results of disjoint shards of the index
+// at index_dir (in: the results, each prefixed by its length as a 64-bit
+// little-endian integer) into one framed result.
+func mergeResults(args, in []byte) (any, []byte, error) {
+	var a struct {
+		IndexDir string `json:"index_dir"`
+	}
+	if err := parse(args, &a); err != nil {
+		return nil, nil, err
+	}
+	if err := required("index_dir", a.IndexDir); err != nil {
+		return nil, nil, err
+	}
+	m, err := index.Load(a.IndexDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	set, err := m.ParamSet()
+	if err != nil {
+		return nil, nil, err
+	}
+	var parts []*result.Result
+	for rest := in; len(rest) > 0; {
+		var chunk []byte
+		if chunk, rest, err = envelope.NextChunk(rest); err != nil {
+			return nil, nil, fmt.Errorf("merge_results input: %w", err)
+		}
+		r, err := result.Unmarshal(chunk, m.Header(""), set.CKKS)
+		if err != nil {
+			return nil, nil, fmt.Errorf("part %d: %w", len(parts), err)
+		}
+		parts = append(parts, r)
+	}
+	merged, err := result.Merge(set.CKKS, parts)
+	if err != nil {
+		return nil, nil, err
+	}
+	out, err := result.Marshal(m.Header(""), merged)
+	if err != nil {
+		return nil, nil, err
+	}
+	missing, _ := merged.Missing()
+	covered := merged.Total
+	for _, sp := range missing {
+		covered -= sp.Count
+	}
+	return map[string]any{"mode": merged.Mode, "parts": len(parts), "groups": len(merged.Spans),
+		"total": merged.Total, "covered": covered, "complete": len(missing) == 0}, out, nil
 }
 
 func search(args, in []byte) (any, []byte, error) {

@@ -83,6 +83,9 @@ func (c *Client) Decrypt(data []byte) (*Decrypted, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := r.CheckComplete(); err != nil {
+		return nil, err
+	}
 	out := &Decrypted{Mode: r.Mode, Delta: r.Delta, Total: r.Total, Matches: []int{}}
 	values := make([]float64, p.MaxSlots())
 	decode := func(ct *rlwe.Ciphertext) error {

@@ -45,6 +45,11 @@ type Options struct {
 	// query's rotation table and every group do not fit in it, the groups
 	// stay on disk and are streamed through a small window for each query.
 	MemoryBudget int64
+	// Groups, when not nil, are the positions in the manifest of the only
+	// groups this server holds and searches (a shard of the index): its
+	// results then cover those groups' spans and are merged with the other
+	// shards' results (result.Merge). Nil serves every group.
+	Groups []int
 }
 
 // Server answers queries against one index.
@@ -58,6 +63,7 @@ type Server struct {
 	eval   *ckks.Evaluator
 	poly   *polynomial.Evaluator
 	strat  strategy.Strategy
+	served []index.Group
 	groups [][]*rlwe.Ciphertext
 
 	mu          sync.Mutex
@@ -87,16 +93,20 @@ func Open(indexDir, serverKeyDir string, opt Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	served, err := selectGroups(m, opt.Groups)
+	if err != nil {
+		return nil, err
+	}
 	eval := ckks.NewEvaluator(set.CKKS, ek.Keys)
 	s := &Server{Manifest: m, Params: set, eval: eval, poly: polynomial.NewEvaluator(set.CKKS, eval),
-		strat: strat, dir: indexDir, comparators: map[float64]*comparator.Comparator{}}
+		strat: strat, served: served, dir: indexDir, comparators: map[float64]*comparator.Comparator{}}
 	if s.Streamed = opt.MemoryBudget > 0 && s.residentBytes(ek) > opt.MemoryBudget; s.Streamed {
 		if strat.PreRotatedByServer() {
 			return nil, fmt.Errorf("%w: the index does not fit a memory budget of %.2f GB and %s cannot stream it (its diagonals are rotated at load); use %s", errs.ErrInvalid, float64(opt.MemoryBudget)/1e9, strat.Name, strategy.BSGSTBE)
 		}
 		return s, nil
 	}
-	for _, g := range m.Groups {
+	for _, g := range served {
 		cts, err := index.LoadGroup(indexDir, m, set, g)
 		if err != nil {
 			return nil, err
@@ -110,6 +120,34 @@ func Open(indexDir, serverKeyDir string, opt Options) (*Server, error) {
 	}
 	return s, nil
 }
+
+// selectGroups returns the manifest's groups at positions pick (all of
+// them when pick is nil), refusing positions out of range or repeated.
+func selectGroups(m *index.Manifest, pick []int) ([]index.Group, error) {
+	if pick == nil {
+		return m.Groups, nil
+	}
+	if len(pick) == 0 {
+		return nil, fmt.Errorf("%w: a shard must hold at least one group", errs.ErrInvalid)
+	}
+	seen := map[int]bool{}
+	out := make([]index.Group, 0, len(pick))
+	for _, g := range pick {
+		if g < 0 || g >= len(m.Groups) {
+			return nil, fmt.Errorf("%w: group %d does not exist (the index has %d groups)", errs.ErrInvalid, g, len(m.Groups))
+		}
+		if seen[g] {
+			return nil, fmt.Errorf("%w: group %d is listed twice", errs.ErrInvalid, g)
+		}
+		seen[g] = true
+		out = append(out, m.Groups[g])
+	}
+	return out, nil
+}
+
+// Served returns the groups this server searches (every group of the index
+// unless it was opened as a shard).
+func (s *Server) Served() []index.Group { return s.served }
 
 // Comparator returns the (cached) comparator for threshold delta.
 func (s *Server) Comparator(delta float64) (*comparator.Comparator, error) {
@@ -157,7 +195,7 @@ func (s *Server) Search(query []byte, mode string, delta *float64) ([]byte, *Sta
 	if err != nil {
 		return nil, nil, err
 	}
-	groups := len(s.Manifest.Groups)
+	groups := len(s.served)
 	st := &Stats{Mode: mode, Groups: groups, Streamed: s.Streamed}
 	if groups == 0 {
 		return nil, nil, fmt.Errorf("%w: the index is empty", errs.ErrInvalid)
@@ -178,7 +216,7 @@ func (s *Server) Search(query []byte, mode string, delta *float64) ([]byte, *Sta
 
 	t = time.Now()
 	res := &result.Result{Header: result.Header{Mode: mode, Delta: d, Total: s.Manifest.Count}}
-	for _, g := range s.Manifest.Groups {
+	for _, g := range s.served {
 		res.Spans = append(res.Spans, result.Span{Start: g.Start, Count: g.Count})
 	}
 	if mode == result.Membership {
@@ -313,9 +351,10 @@ func mulThenAdd(rq *ring.Ring, q, d, acc *rlwe.Ciphertext) {
 	rq.MulCoeffsMontgomeryThenAdd(q.Value[1], d.Value[1], acc.Value[2])
 }
 
-// membership adds the groups' comparator outputs, sums all slots into every
-// slot and removes what the empty slots contribute (each scores exactly 0,
-// so each adds the public constant f(0)).
+// membership adds the served groups' comparator outputs, sums all slots
+// into every slot and removes what the empty slots contribute (each scores
+// exactly 0, so each adds the public constant f(0)): slot 0 then holds the
+// number of matches among the served groups' entries.
 func (s *Server) membership(outs []*rlwe.Ciphertext, cmp *comparator.Comparator) (*rlwe.Ciphertext, error) {
 	acc := outs[0].CopyNew()
 	for _, o := range outs[1:] {
@@ -327,7 +366,10 @@ func (s *Server) membership(outs []*rlwe.Ciphertext, cmp *comparator.Comparator)
 	if err := s.eval.InnerSum(acc, 1, slots, acc); err != nil {
 		return nil, fmt.Errorf("membership inner sum: %w", err)
 	}
-	empty := len(s.Manifest.Groups)*slots - s.Manifest.Count
+	empty := len(s.served) * slots
+	for _, g := range s.served {
+		empty -= g.Count
+	}
 	if empty > 0 {
 		if err := s.eval.Sub(acc, float64(empty)*cmp.Model(0), acc); err != nil {
 			return nil, err

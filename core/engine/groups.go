@@ -39,7 +39,7 @@ func (s *Server) residentBytes(ek *keys.Evaluation) int64 {
 		table = int64(s.strat.L)
 	}
 	// Decoded diagonals take full 64-bit words, whatever their packed size on disk.
-	groups := int64(len(s.Manifest.Groups)) * int64(s.strat.L) * ct
+	groups := int64(len(s.served)) * int64(s.strat.L) * ct
 	live := int64(ek.Keys.BinarySize()) + table*ct + groups
 	return int64(float64(live) * strategy.RuntimeOverhead)
 }
@@ -53,7 +53,7 @@ func (s *Server) feed(done <-chan struct{}) (<-chan chan chunk, <-chan error) {
 	size := s.chunkSize()
 	go func() {
 		defer close(groups)
-		for g, entry := range s.Manifest.Groups {
+		for g, entry := range s.served {
 			ch := make(chan chunk, 2)
 			select {
 			case groups <- ch:
@@ -96,7 +96,7 @@ func (s *Server) scoreAndCompare(table montTable, cmp *comparator.Comparator, st
 	done := make(chan struct{})
 	defer close(done)
 	groups, feedErr := s.feed(done)
-	outs := make([]*rlwe.Ciphertext, len(s.Manifest.Groups))
+	outs := make([]*rlwe.Ciphertext, len(s.served))
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var cmpErr error

@@ -12,6 +12,8 @@ package result
 import (
 	"encoding/json"
 	"fmt"
+	"sort"
+	"strings"
 
 	"encmatch/core/codec"
 	"encmatch/core/envelope"
@@ -53,6 +55,101 @@ type Header struct {
 	Delta float64 `json:"delta"`
 	Total int     `json:"total"`
 	Spans []Span  `json:"groups"`
+}
+
+// Missing returns the gallery ranges in [0, Total) that no span covers,
+// refusing spans that overlap or fall outside the gallery.
+func (h *Header) Missing() ([]Span, error) {
+	spans := append([]Span(nil), h.Spans...)
+	sort.Slice(spans, func(i, j int) bool { return spans[i].Start < spans[j].Start })
+	var missing []Span
+	next := 0
+	for _, sp := range spans {
+		if sp.Count < 0 || sp.Start < next || sp.Start+sp.Count > h.Total {
+			return nil, fmt.Errorf("%w: result group [%d, %d) overlaps another or lies outside the gallery of %d entries", errs.ErrCorrupt, sp.Start, sp.Start+sp.Count, h.Total)
+		}
+		if sp.Start > next {
+			missing = append(missing, Span{Start: next, Count: sp.Start - next})
+		}
+		next = sp.Start + sp.Count
+	}
+	if next < h.Total {
+		missing = append(missing, Span{Start: next, Count: h.Total - next})
+	}
+	return missing, nil
+}
+
+// CheckComplete refuses a result that does not cover the whole gallery (a
+// shard's partial result, or a merge that lost a shard): a partial answer
+// must never pass for a complete one.
+func (h *Header) CheckComplete() error {
+	missing, err := h.Missing()
+	if err != nil || len(missing) == 0 {
+		return err
+	}
+	covered := h.Total
+	var ranges []string
+	for _, m := range missing {
+		covered -= m.Count
+		ranges = append(ranges, fmt.Sprintf("[%d, %d)", m.Start, m.Start+m.Count))
+	}
+	return fmt.Errorf("%w: incomplete result: it covers %d of the gallery's %d entries; entries %s were not searched",
+		errs.ErrInvalid, covered, h.Total, strings.Join(ranges, ", "))
+}
+
+// Merge combines the results of disjoint shards of one index for one query:
+// membership counts are added (ciphertext addition), identification groups
+// are concatenated in gallery order. The parts must share mode, threshold
+// and gallery size, and their groups must not overlap; the merge may still
+// be partial (CheckComplete tells).
+func Merge(p ckks.Parameters, parts []*Result) (*Result, error) {
+	if len(parts) == 0 {
+		return nil, fmt.Errorf("%w: nothing to merge", errs.ErrInvalid)
+	}
+	first := parts[0]
+	out := &Result{Header: Header{Mode: first.Mode, Delta: first.Delta, Total: first.Total}}
+	type group struct {
+		span Span
+		ct   *rlwe.Ciphertext
+	}
+	var groups []group
+	for i, r := range parts {
+		if r.Mode != first.Mode || r.Delta != first.Delta || r.Total != first.Total {
+			return nil, fmt.Errorf("%w: part %d is a %s result at delta %v over %d entries, part 0 a %s result at delta %v over %d",
+				errs.ErrMismatch, i, r.Mode, r.Delta, r.Total, first.Mode, first.Delta, first.Total)
+		}
+		out.Spans = append(out.Spans, r.Spans...)
+		if r.Mode == Identification {
+			for g, sp := range r.Spans {
+				groups = append(groups, group{sp, r.Ciphertexts[g]})
+			}
+		}
+	}
+	if _, err := out.Missing(); err != nil {
+		return nil, err
+	}
+	sort.Slice(out.Spans, func(i, j int) bool { return out.Spans[i].Start < out.Spans[j].Start })
+	if first.Mode == Identification {
+		sort.Slice(groups, func(i, j int) bool { return groups[i].span.Start < groups[j].span.Start })
+		for _, g := range groups {
+			out.Ciphertexts = append(out.Ciphertexts, g.ct)
+		}
+		return out, nil
+	}
+	sum := first.Ciphertexts[0].CopyNew()
+	eval := ckks.NewEvaluator(p, nil)
+	for i, r := range parts[1:] {
+		ct := r.Ciphertexts[0]
+		if ct.Level() != sum.Level() || ct.Scale.Cmp(sum.Scale) != 0 {
+			return nil, fmt.Errorf("%w: part %d's count is at level %d and scale 2^%.1f, part 0's at level %d and scale 2^%.1f",
+				errs.ErrMismatch, i+1, ct.Level(), ct.Scale.Log2(), sum.Level(), sum.Scale.Log2())
+		}
+		if err := eval.Add(sum, ct, sum); err != nil {
+			return nil, fmt.Errorf("merging counts: %w", err)
+		}
+	}
+	out.Ciphertexts = []*rlwe.Ciphertext{sum}
+	return out, nil
 }
 
 // Result is a decoded result.

@@ -2,6 +2,7 @@ package result
 
 import (
 	"errors"
+	"reflect"
 	"testing"
 
 	"encmatch/core/envelope"
@@ -88,4 +89,39 @@ func FuzzUnmarshal(f *testing.F) {
 		h.Kind = KindResult
 		Unmarshal(envelope.Seal(h, payload), hdr, p)
 	})
+}
+
+// TestMissingSpans: the gaps a header's groups leave in the gallery, and
+// the groups it refuses.
+func TestMissingSpans(t *testing.T) {
+	cases := []struct {
+		spans   []Span
+		total   int
+		missing []Span
+		bad     bool
+	}{
+		{[]Span{{0, 10}, {10, 5}}, 15, nil, false},
+		{[]Span{{10, 5}, {0, 10}}, 15, nil, false},
+		{[]Span{{10, 5}}, 15, []Span{{0, 10}}, false},
+		{[]Span{{0, 4}, {8, 2}}, 12, []Span{{4, 4}, {10, 2}}, false},
+		{[]Span{{0, 10}, {5, 10}}, 15, nil, true},
+		{[]Span{{0, 16}}, 15, nil, true},
+		{[]Span{{0, -1}}, 15, nil, true},
+	}
+	for _, c := range cases {
+		h := Header{Mode: Membership, Total: c.total, Spans: c.spans}
+		missing, err := h.Missing()
+		if c.bad {
+			if !errors.Is(err, errs.ErrCorrupt) {
+				t.Errorf("%v: want ErrCorrupt, got %v", c.spans, err)
+			}
+			continue
+		}
+		if err != nil || !reflect.DeepEqual(missing, c.missing) {
+			t.Errorf("%v: missing %v (%v), want %v", c.spans, missing, err, c.missing)
+		}
+		if complete := h.CheckComplete(); (complete == nil) != (len(c.missing) == 0) || (complete != nil && !errors.Is(complete, errs.ErrInvalid)) {
+			t.Errorf("%v: CheckComplete %v", c.spans, complete)
+		}
+	}
 }

@@ -1,0 +1,138 @@
+package engine
+
+import (
+	"errors"
+	"math"
+	"math/rand"
+	"reflect"
+	"testing"
+
+	"encmatch/core/errs"
+	"encmatch/core/params"
+	"encmatch/core/result"
+	"encmatch/core/strategy"
+)
+
+// TestShardsMergeToTheFullAnswer splits a three-group index into two shards
+// (one in memory, one streamed), searches each, merges the partial results
+// and checks that the merged answer equals the unsharded one, and that a
+// partial answer is refused at decryption, never taken for a whole one.
+func TestShardsMergeToTheFullAnswer(t *testing.T) {
+	rng := rand.New(rand.NewSource(11))
+	const dim, delta = 24, 0.5
+	f := newFixtureWith(t, params.Toy, 8, dim, delta, strategy.BSGSTBE, 8)
+	q := randomUnit(rng, dim)
+	gal := gallery(rng, q, 1500, []float64{0.9, 0.55, 0.51, 0.49, 1.0})
+	f.enroll(t, gal[:600])
+	f.enrollSeeded(t, gal[600:1100])
+	f.enroll(t, gal[1100:])
+	full, err := Open(f.indexDir, f.serverKeys(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shardA, err := Open(f.indexDir, f.serverKeys(), Options{Groups: []int{2, 0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shardB, err := Open(f.indexDir, f.serverKeys(), Options{Groups: []int{1}, MemoryBudget: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !shardB.Streamed || len(shardA.Served()) != 2 {
+		t.Fatalf("shard B streamed %v, shard A serves %d groups", shardB.Streamed, len(shardA.Served()))
+	}
+	qb, err := f.client.EncryptQuery(f32(q))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []string{result.Identification, result.Membership} {
+		whole, _, err := full.Search(qb, mode, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := f.client.Decrypt(whole)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var parts []*result.Result
+		for _, shard := range []*Server{shardA, shardB} {
+			b, _, err := shard.Search(qb, mode, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.client.Decrypt(b); !errors.Is(err, errs.ErrInvalid) {
+				t.Fatalf("%s: a shard's partial result decrypted (err %v)", mode, err)
+			}
+			r, err := result.Unmarshal(b, full.Manifest.Header(""), f.set.CKKS)
+			if err != nil {
+				t.Fatal(err)
+			}
+			parts = append(parts, r)
+		}
+		merged, err := result.Merge(f.set.CKKS, parts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mb, err := result.Marshal(full.Manifest.Header(""), merged)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := f.client.Decrypt(mb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got.Matches, want.Matches) || got.Count != want.Count || math.Abs(got.RawCount-want.RawCount) > 1e-3 {
+			t.Errorf("%s: merged %v/%d (%.5f), whole %v/%d (%.5f)", mode, got.Matches, got.Count, got.RawCount, want.Matches, want.Count, want.RawCount)
+		}
+		if _, err := result.Merge(f.set.CKKS, []*result.Result{parts[0], parts[0]}); !errors.Is(err, errs.ErrCorrupt) {
+			t.Errorf("%s: overlapping shards merged (err %v)", mode, err)
+		}
+	}
+	for _, bad := range [][]int{{}, {3}, {-1}, {1, 1}} {
+		if _, err := Open(f.indexDir, f.serverKeys(), Options{Groups: bad}); !errors.Is(err, errs.ErrInvalid) {
+			t.Errorf("groups %v: %v", bad, err)
+		}
+	}
+}
+
+// TestMergeRefusesMixedResults: results of other modes or thresholds do not
+// merge.
+func TestMergeRefusesMixedResults(t *testing.T) {
+	rng := rand.New(rand.NewSource(12))
+	const dim = 24
+	f := newFixtureWith(t, params.Toy, 8, dim, 0.5, strategy.BSGSTBE, 8)
+	f.enroll(t, gallery(rng, randomUnit(rng, dim), 100, nil))
+	f.enroll(t, gallery(rng, randomUnit(rng, dim), 100, nil))
+	qb, err := f.client.EncryptQuery(f32(randomUnit(rng, dim)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := func(g int) *Server {
+		s, err := Open(f.indexDir, f.serverKeys(), Options{Groups: []int{g}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	a, b := open(0), open(1)
+	search := func(s *Server, mode string, delta *float64) *result.Result {
+		out, _, err := s.Search(qb, mode, delta)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := result.Unmarshal(out, s.Manifest.Header(""), f.set.CKKS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	other := 0.6
+	for _, pair := range [][2]*result.Result{
+		{search(a, result.Membership, nil), search(b, result.Identification, nil)},
+		{search(a, result.Membership, nil), search(b, result.Membership, &other)},
+	} {
+		if _, err := result.Merge(f.set.CKKS, pair[:]); !errors.Is(err, errs.ErrMismatch) {
+			t.Errorf("mixed results merged (err %v)", err)
+		}
+	}
+}
