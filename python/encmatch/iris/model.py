@@ -1,0 +1,226 @@
+"""Plaintext model of the encrypted iris search: one bit per query eye, with rotations.
+
+For a batch of query eyes, each tried at ``rho = 2s + 1`` rotations
+(:func:`~encmatch.iris.encoding.rotations`), against a gallery of ``n``
+templates, the server is to return per eye one bit: *does any rotation
+match any gallery entry* (papers/004 section 2.1.4, ``match_DB``). This
+module computes that bit exactly, in the clear, the way the encrypted
+computation is organised, so that encrypted runs can be checked against it.
+
+**The normaliser.** The score ``<c'_1, c'_2> / |m_1 and m_2|`` has a
+data-dependent denominator. As in papers/004 (section 3: "only the former
+[codes] are encrypted"), masks stay in the clear at the server: the query's
+masks travel with its encrypted codes and the gallery's masks are stored
+unencrypted. Then ``|m_1 and m_2|`` is a public number per (query rotation,
+gallery entry) and the encrypted test needs no division::
+
+    score > 1 - 2t   <=>   <c'_1, c'_2> - (1 - 2t) |m_1 and m_2| > 0
+
+(``|m_1 and m_2| > 0``; a pair without common bits never matches, as
+open-iris skips it). The server computes the encrypted inner products with
+one ciphertext-plaintext product per mask (``c' = m (1 - 2c)``) and
+subtracts the public offset ``(1 - 2t) |m_1 and m_2|``. What this reveals
+to the server: every mask (the occlusion pattern of each query eye and each
+gallery entry) and hence the mask overlap of every pair at every rotation;
+not the codes, not the scores, not the distances, not which pair matched.
+Masks do carry information (eyelid shape, image quality) and can help
+link two queries of the same person; a deployment that must hide them
+would need the denominator under encryption (an encrypted division or a
+comparison of ``<c'_1, c'_2>`` against an encrypted product).
+
+The per-pair quantity the comparator sees is the *margin*
+``(<c'_1, c'_2> - (1 - 2t) |m_1 and m_2|) / l``, in ``[-2, 2]``; a pair
+matches iff its margin is ``> 0``. An approximate comparator can only
+decide differently from this model on pairs whose margin is within its
+error band of 0, so an eye's bit can only differ when its *best* margin is
+within that band (:meth:`EyeResults.guard_band`).
+
+Computation: the ``q * rho`` rotated query vectors and masks, as float32
+matrices, times each gallery chunk's vectors and masks (two BLAS products
+per chunk; every value is an integer ``<= l = 16384 < 2^24``, so float32
+sums are exact).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from ..errors import InvalidArgument
+from .encoding import DEFAULT_ROTATION_SHIFT, masked_bits, rotations, score_threshold, shifts
+from .templates import NOT_ENROLLED, Templates
+
+__all__ = ["EyeResults", "match", "confusion", "DEFAULT_CHUNK"]
+
+#: Gallery templates per BLAS product (two float32 [chunk, l] matrices: 128 MB each at 2048 x 16384).
+DEFAULT_CHUNK = 2048
+
+
+@dataclass
+class EyeResults:
+    """Per query eye: the bit, the best pair, and optionally every pair's minimum distance.
+
+    - ``bits[e]``: some rotation of eye ``e`` matches some gallery entry.
+    - ``best_margin[e]``: the largest margin over rotations and gallery
+      entries (``> 0`` iff ``bits[e]``).
+    - ``best_score[e]``, ``best_index[e]``, ``best_shift[e]``: the highest
+      score, the gallery entry and the column shift where it occurs
+      (``min FHD = (1 - best_score) / 2``); ``-inf``/``-1``/``0`` for an
+      eye whose masks overlap no gallery mask.
+    - ``min_fhd[e, i]`` (with ``pairs=True``): the minimum fractional Hamming
+      distance of eye ``e`` and gallery entry ``i`` over rotations (1.0 when
+      no rotation has a common bit, open-iris's starting value).
+    """
+
+    t: float
+    rotation_shift: int
+    bits: np.ndarray
+    best_margin: np.ndarray
+    best_score: np.ndarray
+    best_index: np.ndarray
+    best_shift: np.ndarray
+    min_fhd: np.ndarray | None = None
+    gallery_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, str))
+
+    @property
+    def best_fhd(self) -> np.ndarray:
+        """Minimum FHD of each eye over rotations and gallery entries (1.0 when undefined)."""
+        return np.where(np.isfinite(self.best_score), (1.0 - self.best_score) / 2.0, 1.0)
+
+    def guard_band(self, band: float, unit: str = "margin") -> np.ndarray:
+        """Indices of the eyes whose best margin (``unit="margin"``) or best score (``"score"``) is within ``band`` of the threshold.
+
+        Outside these eyes an approximate comparator whose error on the
+        margin (or score) is below ``band`` returns the same bit as this model.
+        """
+        if not band >= 0:
+            raise InvalidArgument(f"band must be >= 0, got {band}")
+        if unit == "margin":
+            dist = np.abs(self.best_margin)
+        elif unit == "score":
+            dist = np.abs(self.best_score - score_threshold(self.t))
+        else:
+            raise InvalidArgument(f"unit must be 'margin' or 'score', got {unit!r}")
+        return np.flatnonzero(dist <= band)
+
+    def best_ids(self) -> list[str | None]:
+        """Gallery id of each eye's best entry (``None`` when it has none)."""
+        return [str(self.gallery_ids[i]) if i >= 0 else None for i in self.best_index]
+
+    def to_dict(self, query_ids: Sequence[str] | None = None, band: float | None = None) -> dict:
+        """JSON-ready summary: per eye the bit, best FHD/score/margin, entry and shift, and the guard-band eyes."""
+        ids = list(query_ids) if query_ids is not None else [str(i) for i in range(len(self.bits))]
+        eyes = [
+            {"eye": ids[e], "bit": bool(self.bits[e]), "min_fhd": float(self.best_fhd[e]),
+             "best_score": float(self.best_score[e]) if np.isfinite(self.best_score[e]) else None,
+             "best_margin": float(self.best_margin[e]), "best_id": best, "best_shift": int(self.best_shift[e])}
+            for e, best in enumerate(self.best_ids())
+        ]
+        out = {"t": self.t, "score_threshold": score_threshold(self.t), "rotation_shift": self.rotation_shift,
+               "rotations": 2 * self.rotation_shift + 1, "gallery_size": len(self.gallery_ids),
+               "matches": int(self.bits.sum()), "eyes": eyes}
+        if band is not None:
+            out["guard_band"] = {"band": band, "unit": "margin",
+                                 "eyes": [ids[e] for e in self.guard_band(band)]}
+        return out
+
+
+def _query_matrices(queries: Templates, rotation_shift: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``[q * rho, l]`` float32 matrices of rotated ``c'`` vectors and masks, eye-major."""
+    codes, masks = queries.bits()
+    rc, rm = rotations(codes, masks, rotation_shift)
+    l = queries.bit_length
+    return masked_bits(rc, rm).reshape(-1, l).astype(np.float32), rm.reshape(-1, l).astype(np.float32)
+
+
+def _chunk_scores(
+    qv: np.ndarray, qm: np.ndarray, gallery: Templates, start: int, stop: int, threshold: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """For gallery entries ``start:stop``: ``(margin, score)``, each ``[q * rho, k]``.
+
+    ``score`` is ``-inf`` where the masks have no common bit.
+    """
+    codes, masks = gallery.bits(start, stop)
+    gv = masked_bits(codes, masks).reshape(len(codes), -1).astype(np.float32)
+    gm = masks.reshape(len(codes), -1).astype(np.float32)
+    dot = qv @ gv.T
+    overlap = qm @ gm.T
+    margin = (dot - np.float32(threshold) * overlap) / np.float32(gallery.bit_length)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sc = np.where(overlap > 0, dot / np.maximum(overlap, 1), -np.inf).astype(np.float32)
+    return margin, sc
+
+
+def _check_inputs(queries: Templates, gallery: Templates, chunk: int) -> None:
+    """Raise on empty inputs, different layouts or a bad chunk size."""
+    if len(queries) == 0 or len(gallery) == 0:
+        raise InvalidArgument(f"nothing to match: {len(queries)} query eye(s), {len(gallery)} gallery template(s)")
+    if queries.layout != gallery.layout:
+        raise InvalidArgument(f"queries have layout {queries.layout}, the gallery {gallery.layout}")
+    if chunk < 1:
+        raise InvalidArgument(f"chunk must be >= 1, got {chunk}")
+
+
+def match(
+    queries: Templates,
+    gallery: Templates,
+    t: float,
+    rotation_shift: int = DEFAULT_ROTATION_SHIFT,
+    pairs: bool = False,
+    chunk: int = DEFAULT_CHUNK,
+    progress: bool | None = None,
+) -> EyeResults:
+    """Match every query eye, at ``2 * rotation_shift + 1`` rotations, against the whole gallery.
+
+    ``t`` is the fractional Hamming threshold (match iff ``FHD < t``).
+    ``pairs=True`` also returns the ``[q, n]`` minimum FHD per pair.
+    ``progress``: a tqdm bar over gallery chunks (default: when there is
+    more than one chunk).
+    """
+    _check_inputs(queries, gallery, chunk)
+    thr = score_threshold(t)
+    rho = len(shifts(rotation_shift))
+    q, n = len(queries), len(gallery)
+    qv, qm = _query_matrices(queries, rotation_shift)
+    best_margin = np.full(q, -np.inf)
+    best_score = np.full(q, -np.inf)
+    best_index = np.full(q, -1, dtype=np.int64)
+    best_rot = np.zeros(q, dtype=np.int64)
+    min_fhd = np.ones((q, n), dtype=np.float32) if pairs else None
+    starts = range(0, n, chunk)
+    bar = tqdm(starts, desc="iris match", unit="chunk", disable=not (progress if progress is not None else len(starts) > 1))
+    for start in bar:
+        stop = min(start + chunk, n)
+        margin, sc = _chunk_scores(qv, qm, gallery, start, stop, thr)
+        margin = margin.reshape(q, rho, -1)
+        sc = sc.reshape(q, rho, -1)
+        best_margin = np.maximum(best_margin, margin.max(axis=(1, 2)))
+        flat = sc.reshape(q, -1).argmax(axis=1)
+        top = sc.reshape(q, -1)[np.arange(q), flat]
+        better = top > best_score
+        best_score = np.where(better, top, best_score)
+        best_index = np.where(better, start + flat % (stop - start), best_index)
+        best_rot = np.where(better, flat // (stop - start), best_rot)
+        if min_fhd is not None:
+            per_pair = sc.max(axis=1)
+            min_fhd[:, start:stop] = np.where(np.isfinite(per_pair), (1.0 - per_pair) / 2.0, 1.0)
+    return EyeResults(
+        t=float(t), rotation_shift=int(rotation_shift), bits=best_margin > 0, best_margin=best_margin,
+        best_score=best_score, best_index=best_index, best_shift=shifts(rotation_shift)[best_rot],
+        min_fhd=min_fhd, gallery_ids=gallery.ids,
+    )
+
+
+def confusion(results: EyeResults, truth: np.ndarray) -> dict:
+    """TP/FP/TN/FN of the eye bits against ground truth (``truth[e] != NOT_ENROLLED`` means enrolled)."""
+    enrolled = np.asarray(truth) != NOT_ENROLLED
+    b = results.bits
+    ids_ok = np.array([best == tr for best, tr in zip(results.best_ids(), truth)])
+    return {
+        "tp": int(np.sum(b & enrolled)), "fp": int(np.sum(b & ~enrolled)),
+        "tn": int(np.sum(~b & ~enrolled)), "fn": int(np.sum(~b & enrolled)),
+        "tp_right_id": int(np.sum(b & enrolled & ids_ok)),
+    }
