@@ -53,7 +53,7 @@ _GAIN_CUTOFF = 1e-4
 class IrisGenerator:
     """Settings of the synthetic iris population (defaults: calibrated, ``docs/IRIS.md``)."""
 
-    angular_sigma: float = 6.0
+    angular_sigma: float = 5.8
     radial_sigma: float = 3.0
     genuine_fhd: float = 0.25
     genuine_spread: float = 0.03
