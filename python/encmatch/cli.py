@@ -507,6 +507,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     service_commands.add_commands(sub)
     face_commands.add_commands(sub)
+    from .iris import cli as iris_commands
+
+    iris_commands.add_commands(sub)
     return p
 
 
