@@ -306,11 +306,14 @@ func TestStreamedCorruptionFailsTheQuery(t *testing.T) {
 	}
 	path := filepath.Join(f.indexDir, "group-000000.ct")
 	data, _ := os.ReadFile(path)
-	data[len(data)/2] ^= 1
-	os.WriteFile(path, data, 0o644)
 	q, _ := f.client.EncryptQuery(f32(randomUnit(rng, 8)))
-	if _, _, err := srv.Search(q, result.Identification, nil); !errors.Is(err, errs.ErrCorrupt) {
-		t.Fatalf("a corrupted streamed group gave no error: %v", err)
+	flipped := append([]byte(nil), data...)
+	flipped[len(data)/2] ^= 1
+	for name, bad := range map[string][]byte{"flipped bit": flipped, "truncated": data[:len(data)/2]} {
+		os.WriteFile(path, bad, 0o644)
+		if _, _, err := srv.Search(q, result.Identification, nil); !errors.Is(err, errs.ErrCorrupt) {
+			t.Errorf("%s: a corrupted streamed group gave %v, want ErrCorrupt", name, err)
+		}
 	}
 }
 

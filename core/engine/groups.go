@@ -76,11 +76,11 @@ func (s *Server) feed(done <-chan struct{}) (<-chan chan chunk, <-chan error) {
 					err = send(first, s.groups[g][first:min(first+size, len(s.groups[g]))])
 				}
 			}
+			if err != nil && err != errStopped {
+				errc <- err // before close(ch): whoever drains ch then sees why it ended
+			}
 			close(ch)
 			if err != nil {
-				if err != errStopped {
-					errc <- err
-				}
 				return
 			}
 		}
@@ -107,6 +107,11 @@ func (s *Server) scoreAndCompare(table montTable, cmp *comparator.Comparator, st
 		scores, err := s.groupScores(table, ch)
 		if err != nil {
 			for range ch { // let the feeder finish this group
+			}
+			select { // a group cut short by a read error: report the read error
+			case ferr := <-feedErr:
+				return nil, ferr
+			default:
 			}
 			return nil, err
 		}
