@@ -1,0 +1,436 @@
+package threshold
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"encmatch/core/errs"
+	"encmatch/core/keys"
+	"encmatch/core/params"
+	"encmatch/core/strategy"
+
+	"github.com/tuneinsight/lattigo/v6/core/rlwe"
+	"github.com/tuneinsight/lattigo/v6/ring"
+	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
+	"github.com/tuneinsight/lattigo/v6/utils/sampling"
+)
+
+// fixture is a finished t-out-of-n setup in a temporary directory.
+type fixture struct {
+	cfg       *Config
+	set       *params.Set
+	dir       string
+	serverDir string
+	shares    []*Share // shares[i] is party i+1's
+	receiver  *Receiver
+	recvPub   *ReceiverPublic
+}
+
+// newFixture runs every round of a t-out-of-n setup with the dg strategy of
+// dimension dim at preset, each party with its own private directory.
+func newFixture(tb testing.TB, preset string, kappa, dim, n, t int) *fixture {
+	tb.Helper()
+	set, err := params.New(preset, kappa, dim)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	strat, err := strategy.New(strategy.DG, 0, set.L())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cfg, err := NewConfig(set, &strat, nil, n, t)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	f := &fixture{cfg: cfg, set: set, dir: tb.TempDir()}
+	bulletin, mail := filepath.Join(f.dir, "bulletin"), filepath.Join(f.dir, "mail")
+	for _, d := range []string{bulletin, mail} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	priv := func(id int) string { return filepath.Join(f.dir, fmt.Sprintf("party-%d", id)) }
+	for _, id := range cfg.allParties() {
+		if err := os.Mkdir(priv(id), 0o700); err != nil {
+			tb.Fatal(err)
+		}
+		if err := Round1(cfg, set, id, priv(id), bulletin); err != nil {
+			tb.Fatalf("round 1 of party %d: %v", id, err)
+		}
+		for _, j := range cfg.allParties() { // deliver the Shamir shares
+			if err := os.Rename(filepath.Join(priv(id), ShamirFile(id, j)), filepath.Join(mail, ShamirFile(id, j))); err != nil {
+				tb.Fatal(err)
+			}
+		}
+	}
+	for _, id := range cfg.allParties() {
+		if err := Round2(cfg, set, id, priv(id), bulletin, mail); err != nil {
+			tb.Fatalf("round 2 of party %d: %v", id, err)
+		}
+		s, err := LoadShare(filepath.Join(priv(id), ShareFile(id)))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		f.shares = append(f.shares, s)
+	}
+	f.serverDir = filepath.Join(f.dir, "server")
+	if err := Finalize(cfg, set, bulletin, f.serverDir); err != nil {
+		tb.Fatal(err)
+	}
+	recvDir := filepath.Join(f.dir, "receiver")
+	if err := GenerateReceiver(cfg, set, recvDir); err != nil {
+		tb.Fatal(err)
+	}
+	if f.receiver, err = LoadReceiver(recvDir); err != nil {
+		tb.Fatal(err)
+	}
+	if f.recvPub, err = LoadReceiverPublic(ReceiverPublicFile(recvDir)); err != nil {
+		tb.Fatal(err)
+	}
+	return f
+}
+
+// randomRows draws rows of values in [-1, 1].
+func randomRows(rows, cols int, seed uint64) [][]float64 {
+	r := rand.New(rand.NewPCG(seed, 1))
+	out := make([][]float64, rows)
+	for i := range out {
+		out[i] = make([]float64, cols)
+		for j := range out[i] {
+			out[i][j] = 2*r.Float64() - 1
+		}
+	}
+	return out
+}
+
+// encrypt encrypts rows under the fixture's collective public key.
+func (f *fixture) encrypt(tb testing.TB, rows [][]float64) *Input {
+	tb.Helper()
+	pub, err := keys.LoadPublic(f.serverDir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	data, err := Encrypt(pub, rows)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	in, err := DecodeInput(data, f.cfg, f.set)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return in
+}
+
+// decryptShares has each participant make its decryption share of in.
+func (f *fixture) decryptShares(tb testing.TB, in *Input, parties []int) [][]byte {
+	tb.Helper()
+	var out [][]byte
+	for _, id := range parties {
+		b, _, err := f.shares[id-1].Decrypt(in, parties, f.recvPub, FloodOptions{})
+		if err != nil {
+			tb.Fatalf("decryption share of party %d: %v", id, err)
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+// checkClose compares decrypted rows with the expected values.
+func checkClose(tb testing.TB, got, want [][]float64, tol float64) {
+	tb.Helper()
+	for i := range want {
+		for j := range want[i] {
+			if d := math.Abs(got[i][j] - want[i][j]); d > tol {
+				tb.Fatalf("row %d slot %d: decrypted %v, expected %v (error %.3g > %.3g)", i, j, got[i][j], want[i][j], d, tol)
+			}
+		}
+	}
+}
+
+// subsets lists the k-subsets of 1..n.
+func subsets(n, k int) [][]int {
+	if k == 0 {
+		return [][]int{{}}
+	}
+	var out [][]int
+	for last := k; last <= n; last++ {
+		for _, s := range subsets(last-1, k-1) {
+			out = append(out, append(append([]int{}, s...), last))
+		}
+	}
+	return out
+}
+
+func TestThresholdDecryptAnyTParties(t *testing.T) {
+	for _, c := range []struct{ t, n int }{{2, 3}, {3, 5}} {
+		t.Run(fmt.Sprintf("%d-of-%d", c.t, c.n), func(t *testing.T) {
+			f := newFixture(t, params.Toy, params.MinKappa, 4, c.n, c.t)
+			rows := randomRows(2, 64, 1)
+			in := f.encrypt(t, rows)
+			tol := math.Exp2(-DefaultPrecisionBits)
+			for _, parties := range subsets(c.n, c.t) {
+				got, info, err := f.receiver.Combine(in, f.decryptShares(t, in, parties))
+				if err != nil {
+					t.Fatalf("parties %v: %v", parties, err)
+				}
+				if len(info.Flooding) != c.t || info.Flooding[0].Bits < 20 {
+					t.Fatalf("parties %v: flooding %+v", parties, info.Flooding)
+				}
+				checkClose(t, got, rows, tol)
+			}
+			shares := f.decryptShares(t, in, subsets(c.n, c.t)[0])
+			_, _, err := f.receiver.Combine(in, shares[:c.t-1])
+			if !errors.Is(err, errs.ErrInvalid) || !strings.Contains(err.Error(), "missing parties") {
+				t.Fatalf("t-1 shares: got %v, want an invalid-argument error naming the missing parties", err)
+			}
+		})
+	}
+}
+
+func TestThresholdEvaluatedCiphertext(t *testing.T) {
+	f := newFixture(t, params.Toy, params.MinKappa, 4, 3, 2)
+	ev, err := keys.LoadEvaluation(f.serverDir)
+	if err != nil {
+		t.Fatalf("the server cannot load the collective keys: %v", err)
+	}
+	rows := randomRows(1, f.set.Slots(), 2)
+	in := f.encrypt(t, rows)
+	eval := ckks.NewEvaluator(f.set.CKKS, ev.Keys)
+	ct, err := eval.MulRelinNew(in.Ciphertexts[0], in.Ciphertexts[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eval.Rescale(ct, ct); err != nil {
+		t.Fatal(err)
+	}
+	if ct, err = eval.RotateNew(ct, 1); err != nil {
+		t.Fatal(err)
+	}
+	data, err := EncodeCiphertexts(ev.Meta, []*rlwe.Ciphertext{ct})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evIn, err := DecodeInput(data, f.cfg, f.set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := f.receiver.Combine(evIn, f.decryptShares(t, evIn, []int{1, 3}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := len(rows[0])
+	want := make([]float64, n)
+	for i := range want {
+		v := rows[0][(i+1)%n]
+		want[i] = v * v
+	}
+	checkClose(t, got, [][]float64{want}, math.Exp2(-DefaultPrecisionBits))
+}
+
+func TestThresholdFloodingAndRefusals(t *testing.T) {
+	f := newFixture(t, params.Toy, params.MinKappa, 4, 3, 2)
+	in := f.encrypt(t, randomRows(1, 16, 3))
+	a := f.decryptShares(t, in, []int{1, 2})
+	b := f.decryptShares(t, in, []int{1, 2})
+	if bytes.Equal(a[0], b[0]) {
+		t.Fatal("two decryption shares of the same ciphertext are equal: no fresh flooding noise")
+	}
+	other := f.encrypt(t, randomRows(1, 16, 4))
+	wrongCt := f.decryptShares(t, other, []int{1, 2})
+	corrupt := bytes.Clone(a[1])
+	corrupt[len(corrupt)/2] ^= 1
+	cases := []struct {
+		name   string
+		shares [][]byte
+		kind   error
+		text   string
+	}{
+		{"duplicate party", [][]byte{a[0], b[0]}, errs.ErrInvalid, "two decryption shares from party 1"},
+		{"another ciphertext", [][]byte{a[0], wrongCt[1]}, errs.ErrMismatch, "another ciphertext"},
+		{"corrupt", [][]byte{a[0], corrupt}, errs.ErrCorrupt, "checksum"},
+		{"other participants", [][]byte{a[0], f.decryptShares(t, in, []int{2, 3})[0]}, errs.ErrMismatch, "different participant sets"},
+	}
+	for _, c := range cases {
+		_, _, err := f.receiver.Combine(in, c.shares)
+		if !errors.Is(err, c.kind) || !strings.Contains(err.Error(), c.text) {
+			t.Errorf("%s: got %v, want %v mentioning %q", c.name, err, c.kind, c.text)
+		}
+	}
+	if _, _, err := f.shares[0].Decrypt(in, []int{1}, f.recvPub, FloodOptions{}); !errors.Is(err, errs.ErrInvalid) {
+		t.Errorf("t-1 participants: got %v, want an invalid-argument error", err)
+	}
+	if _, _, err := f.shares[0].Decrypt(in, []int{2, 3}, f.recvPub, FloodOptions{}); !errors.Is(err, errs.ErrInvalid) {
+		t.Errorf("decryptor not among the participants: got %v, want an invalid-argument error", err)
+	}
+	if _, _, err := f.shares[0].Decrypt(in, []int{1, 2}, f.recvPub, FloodOptions{Bits: 60}); !errors.Is(err, errs.ErrInvalid) {
+		t.Errorf("flooding larger than the scale: got %v, want an invalid-argument error", err)
+	}
+}
+
+func TestThresholdOtherKeySetRefused(t *testing.T) {
+	f := newFixture(t, params.Toy, params.MinKappa, 4, 2, 2)
+	g := newFixture(t, params.Toy, params.MinKappa, 4, 2, 2)
+	in := f.encrypt(t, randomRows(1, 8, 5))
+	if _, err := DecodeInput(g.encryptBytes(t), f.cfg, f.set); !errors.Is(err, errs.ErrMismatch) {
+		t.Errorf("ciphertext of another key set: got %v, want a mismatch", err)
+	}
+	if _, _, err := f.shares[0].Decrypt(in, []int{1, 2}, g.recvPub, FloodOptions{}); !errors.Is(err, errs.ErrMismatch) {
+		t.Errorf("receiver of another key set: got %v, want a mismatch", err)
+	}
+	gIn := g.encrypt(t, randomRows(1, 8, 6))
+	share, _, err := g.shares[0].Decrypt(gIn, []int{1, 2}, g.recvPub, FloodOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := f.receiver.Combine(in, [][]byte{f.decryptShares(t, in, []int{1, 2})[0], share}); !errors.Is(err, errs.ErrMismatch) {
+		t.Errorf("share of another key set: got %v, want a mismatch", err)
+	}
+}
+
+// encryptBytes encrypts one row under the fixture's key set.
+func (f *fixture) encryptBytes(tb testing.TB) []byte {
+	pub, err := keys.LoadPublic(f.serverDir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	data, err := Encrypt(pub, [][]float64{{1}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return data
+}
+
+// collectiveSecret reconstructs s = sum s_i from t Shamir shares (tests
+// only: no party ever does this).
+func (f *fixture) collectiveSecret(tb testing.TB) *rlwe.SecretKey {
+	p := *f.set.CKKS.GetRLWEParameters()
+	parties := f.cfg.allParties()[:f.cfg.Threshold]
+	sk := rlwe.NewSecretKey(p)
+	for _, id := range parties {
+		a, err := f.shares[id-1].additiveShare(parties)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		p.RingQP().Add(sk.Value, a.Value, sk.Value)
+	}
+	return sk
+}
+
+// noiseBits measures log2 ||c0 + c1 s - Encode(want)||_inf.
+func (f *fixture) noiseBits(sk *rlwe.SecretKey, ct *rlwe.Ciphertext, want []float64) float64 {
+	p := f.set.CKKS
+	pt := rlwe.NewDecryptor(p, sk).DecryptNew(ct)
+	ideal := ckks.NewPlaintext(p, ct.Level())
+	ideal.Scale = ct.Scale
+	if err := ckks.NewEncoder(p).Encode(want, ideal); err != nil {
+		panic(err)
+	}
+	rq := p.RingQ().AtLevel(ct.Level())
+	rq.Sub(pt.Value, ideal.Value, pt.Value)
+	rq.INTT(pt.Value, pt.Value)
+	coeffs := make([]int64, p.N())
+	q := rq.SubRings[0].Modulus
+	var worst float64
+	for i, c := range pt.Value.Coeffs[0] {
+		coeffs[i] = int64(c)
+		if c > q/2 {
+			coeffs[i] = int64(c) - int64(q)
+		}
+		worst = math.Max(worst, math.Abs(float64(coeffs[i])))
+	}
+	return math.Log2(worst)
+}
+
+// TestCiphertextNoise measures the noise bound B_e of fresh and evaluated
+// ciphertexts under the collective key (docs/THRESHOLD.md) and checks that
+// it stays below DefaultNoiseBits.
+func TestCiphertextNoise(t *testing.T) {
+	f := newFixture(t, params.Toy, params.MinKappa, 4, 3, 2)
+	sk := f.collectiveSecret(t)
+	rows := randomRows(1, f.set.Slots(), 7)
+	in := f.encrypt(t, rows)
+	fresh := f.noiseBits(sk, in.Ciphertexts[0], rows[0])
+	ev, err := keys.LoadEvaluation(f.serverDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eval := ckks.NewEvaluator(f.set.CKKS, ev.Keys)
+	ct, err := eval.MulRelinNew(in.Ciphertexts[0], in.Ciphertexts[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eval.Rescale(ct, ct); err != nil {
+		t.Fatal(err)
+	}
+	if ct, err = eval.RotateNew(ct, 1); err != nil {
+		t.Fatal(err)
+	}
+	n := len(rows[0])
+	want := make([]float64, n)
+	for i := range want {
+		want[i] = rows[0][(i+1)%n] * rows[0][(i+1)%n]
+	}
+	evaluated := f.noiseBits(sk, ct, want)
+	t.Logf("log2 B_e at %s: fresh %.1f, product + rotation %.1f (default stated bound %d)", f.set.Label(), fresh, evaluated, DefaultNoiseBits)
+	if fresh > DefaultNoiseBits || evaluated > DefaultNoiseBits {
+		t.Errorf("measured noise above DefaultNoiseBits")
+	}
+}
+
+func TestPlanFlooding(t *testing.T) {
+	f, err := PlanFlooding(15, 45, 3, FloodOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Bits != f.MaxBits || f.SecureBits != 64+15+DefaultNoiseBits {
+		t.Fatalf("default plan %+v: want the cap (the secure size does not fit)", f)
+	}
+	g, err := PlanFlooding(15, 120, 3, FloodOptions{NoiseBits: 10})
+	if err != nil || g.Bits != 89 || g.HidingBits != Lambda {
+		t.Fatalf("plan at scale 2^120: %+v, %v: want the secure size 2^89 and %d hiding bits", g, err, Lambda)
+	}
+	if _, err := PlanFlooding(15, 45, 3, FloodOptions{Bits: 40}); !errors.Is(err, errs.ErrInvalid) {
+		t.Fatalf("flooding above the cap: got %v, want an invalid-argument error", err)
+	}
+}
+
+// TestFloodingSampler checks that Lattigo's sampler draws the planned
+// standard deviation at these sizes.
+func TestFloodingSampler(t *testing.T) {
+	set, err := params.New(params.Toy, params.MinKappa, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := set.CKKS
+	sigma := math.Exp2(30)
+	prng, err := sampling.NewPRNG()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ring.NewSampler(prng, p.RingQ().AtLevel(0), ring.DiscreteGaussian{Sigma: sigma, Bound: 6 * sigma}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	poly := p.RingQ().AtLevel(0).NewPoly()
+	s.Read(poly)
+	q := p.Q()[0]
+	var sum2 float64
+	for _, c := range poly.Coeffs[0] {
+		v := float64(c)
+		if c > q/2 {
+			v = -float64(q - c)
+		}
+		sum2 += v * v
+	}
+	got := math.Sqrt(sum2 / float64(p.N()))
+	if got < 0.9*sigma || got > 1.1*sigma {
+		t.Fatalf("sampled standard deviation 2^%.2f, planned 2^30", math.Log2(got))
+	}
+}
