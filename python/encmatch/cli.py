@@ -16,6 +16,7 @@ Subcommands (``encmatch <command> --help`` for details)::
     accuracy  encrypted vs plaintext identification on a labelled set: TP/FP/TN/FN, EER, TAR@FAR, ROC/DET plot
     serve     the HTTP service (encrypted galleries and queries; docs/SERVICE.md)
     tenant    add, list or revoke the service's tenants and their tokens
+    plan      capacity plan: workers, shards per worker, memory, latency (papers/003's scaling law)
 
 ``enroll`` and ``query`` take ``--server URL`` (and ``--token`` or
 ``$ENCMATCH_TOKEN``) to work against a service: ``--index`` is then the
@@ -68,6 +69,7 @@ from .client import (
     version,
 )
 from .errors import USER_ERRORS, EncmatchError, InvalidArgument, NotFound
+from .cluster import cli as cluster_commands
 from .faces import commands as face_commands
 from .index import decrypted_to_result
 from .service import commands as service_commands
@@ -510,6 +512,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .iris import cli as iris_commands
 
     iris_commands.add_commands(sub)
+    cluster_commands.add_commands(sub)
     return p
 
 

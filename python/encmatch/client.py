@@ -39,6 +39,7 @@ __all__ = [
     "Client",
     "Enroller",
     "Server",
+    "merge_results",
     "describe",
     "presets",
     "version",
@@ -396,7 +397,14 @@ class Server:
     manager.
     """
 
-    def __init__(self, index_dir: PathLike, server_key_dir: PathLike, memory_budget: int | None = None):
+    def __init__(
+        self,
+        index_dir: PathLike,
+        server_key_dir: PathLike,
+        memory_budget: int | None = None,
+        *,
+        groups: Sequence[int] | None = None,
+    ):
         """Load the index in ``index_dir`` with the evaluation keys in ``server_key_dir``.
 
         When the keys, the query's rotation table and the whole index do
@@ -405,14 +413,20 @@ class Server:
         (:attr:`streamed`); ``bsgs-tbs`` cannot stream and then raises
         InvalidArgument. Keys made for another key set, parameters or
         strategy than the index raise Mismatch.
+
+        ``groups`` (positions in the manifest's group list) makes this a
+        shard: it holds and searches only those groups, and its results
+        must be merged with the other shards' (:func:`merge_results`)
+        before they can be decrypted.
         """
         self.index_dir = _require_dir(index_dir, "index directory")
         self.server_key_dir = _require_dir(server_key_dir, "server key directory")
         self.memory_budget = memory_budget_bytes(memory_budget)
-        res, _ = _core.call(
-            "server_open",
-            {"index_dir": self.index_dir, "server_key_dir": self.server_key_dir, "memory_budget": self.memory_budget},
-        )
+        args: dict = {"index_dir": self.index_dir, "server_key_dir": self.server_key_dir,
+                      "memory_budget": self.memory_budget}
+        if groups is not None:
+            args["groups"] = [_non_negative_int(g, "group") for g in groups]
+        res, _ = _core.call("server_open", args)
         self._handle = _core.Handle(self, res["handle"])
         self.manifest: dict = res.get("manifest", {})
         self.open_seconds = float(res.get("seconds", 0.0))
@@ -460,6 +474,26 @@ class Server:
             f"Server({str(self.index_dir)!r}, entries={manifest_total(self.manifest)}, strategy={name!r}, "
             f"n1={n1}, streamed={self.streamed})"
         )
+
+
+def merge_results(index_dir: PathLike, parts: Sequence[bytes]) -> tuple[bytes, dict]:
+    """Merge the results of disjoint shards of the index in ``index_dir`` for one query.
+
+    Membership counts are added, identification groups concatenated (the
+    core does it on ciphertexts; nothing is decrypted). Returns the merged
+    result and the core's summary (``complete`` tells whether the parts
+    cover the whole gallery; a client refuses to decrypt one that does not).
+    """
+    buf = bytearray()
+    for part in parts:
+        if not isinstance(part, (bytes, bytearray, memoryview)):
+            raise InvalidArgument(f"a result part must be bytes, not {type(part).__name__}")
+        buf += len(part).to_bytes(8, "little")
+        buf += part
+    res, out = _core.call("merge_results", {"index_dir": _require_dir(index_dir, "index directory")}, bytes(buf))
+    if out is None:
+        raise Internal("merge_results returned no bytes")
+    return out, res
 
 
 # --------------------------------------------------------------------------

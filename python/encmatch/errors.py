@@ -26,6 +26,7 @@ __all__ = [
     "IOError",
     "Internal",
     "LibraryNotFound",
+    "ShardUnavailable",
     "error_for",
     "USER_ERRORS",
 ]
@@ -99,9 +100,16 @@ class LibraryNotFound(EncmatchError):
     kind = "library"
 
 
+class ShardUnavailable(EncmatchError):
+    """A shard of a scaled-out index could not be served (its worker died past its restarts, or could
+    not load its groups): the query fails rather than return a partial answer."""
+
+    kind = "shard_unavailable"
+
+
 _BY_KIND: dict[str, type[EncmatchError]] = {
     cls.kind: cls
-    for cls in (InvalidArgument, Mismatch, Corrupt, NotFound, Exists, IOError, Internal)
+    for cls in (InvalidArgument, Mismatch, Corrupt, NotFound, Exists, IOError, Internal, ShardUnavailable)
 }
 
 #: Error classes that mean "the user gave something wrong" (the CLI exits 2 on these).

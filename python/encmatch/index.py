@@ -65,14 +65,20 @@ class EncryptedIndex:
     KEYS = "keys"
     INDEX = "index"
 
-    def __init__(self, path: PathLike, memory_budget: int | None = None):
+    def __init__(self, path: PathLike, memory_budget: int | None = None, *, backend: Any = None):
         """Open the index at ``path`` (raises NotFound if it is not an encrypted index).
 
         ``memory_budget`` (bytes, ``None``: unlimited) is handed to the
         :class:`Server` that searches open: groups that do not fit are
         streamed from disk for each query.
+
+        ``backend`` is where searches run: ``None`` (the default) in this
+        process; an :class:`encmatch.cluster.RayBackend` shards the index
+        over Ray actors (``memory_budget`` is then each actor's). Either
+        way the results are the same.
         """
         self.path = Path(path)
+        self.backend = backend
         #: The server's memory budget in bytes (0: unlimited).
         self.memory_budget = memory_budget_bytes(memory_budget)
         if not (self.path / self.KEYS).is_dir() or not (self.path / self.INDEX).is_dir():
@@ -98,12 +104,14 @@ class EncryptedIndex:
         n1: int = 0,
         expected_size: int | None = None,
         memory_budget: int | None = None,
+        backend: Any = None,
     ) -> "EncryptedIndex":
         """Generate keys and create an empty index at ``path`` (refuses existing keys: Exists).
 
         ``strategy``, ``n1``, ``expected_size`` and ``memory_budget`` choose
         the similarity strategy as in :meth:`Client.generate`; the memory
-        budget (bytes) is also the server's for the returned index.
+        budget (bytes) is also the server's for the returned index, and
+        ``backend`` where it searches (see :meth:`__init__`).
         """
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
@@ -112,7 +120,7 @@ class EncryptedIndex:
             expected_size=expected_size, memory_budget=memory_budget,
         ) as client:
             Enroller(client.server_key_dir).create_index(path / cls.INDEX, delta)
-        return cls(path, memory_budget=memory_budget)
+        return cls(path, memory_budget=memory_budget, backend=backend)
 
     # ---- properties -----------------------------------------------------
 
@@ -208,10 +216,11 @@ class EncryptedIndex:
 
     # ---- lifetime -------------------------------------------------------
 
-    def _open_server(self) -> Server:
+    def _open_server(self) -> Any:
         """The server handle over the current index (opened lazily, reopened after add())."""
         if self._server is None:
-            self._server = Server(self.index_dir, self.client.server_key_dir, self.memory_budget)
+            opener = Server if self.backend is None else self.backend.open
+            self._server = opener(self.index_dir, self.client.server_key_dir, self.memory_budget)
         return self._server
 
     def _drop_server(self) -> None:

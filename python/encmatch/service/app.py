@@ -71,6 +71,8 @@ class ServiceConfig:
     query_timeout: float = 300.0
     shutdown_grace: float = 30.0
     memory_budget: int = 0
+    #: Where searches run: None in the service's process, or an encmatch.cluster.RayBackend.
+    backend: Any = None
 
 
 class CreateIndex(BaseModel):
@@ -156,7 +158,7 @@ def create_app(config: ServiceConfig) -> FastAPI:
                 if meta.get("insecure") and not config.allow_insecure:
                     raise Forbidden(f"preset {meta['preset']!r} is INSECURE; start with --allow-insecure to serve it")
                 generation, gen_dir, keys_dir = storage.current(*key)  # type: ignore[misc]
-                entry = open_generation(gen_dir, keys_dir, config.memory_budget)
+                entry = open_generation(gen_dir, keys_dir, config.memory_budget, config.backend)
                 entry.generation = generation
                 scheduler.install(key, entry)
                 log.info("loaded index %s/%s: generation %d, %d entries", key[0], key[1], generation, entry.count)
@@ -297,7 +299,7 @@ def create_app(config: ServiceConfig) -> FastAPI:
                 raise Forbidden(f"preset {meta['preset']!r} is INSECURE; this service refuses it")
             gen = storage.prepare_commit(tenant, index_id, body.manifest)
             try:
-                entry = open_generation(gen.path, gen.keys_dir, config.memory_budget)
+                entry = open_generation(gen.path, gen.keys_dir, config.memory_budget, config.backend)
             except EncmatchError:
                 storage.discard(gen)
                 raise

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from ..cluster.cli import add_backend_arguments, backend_from_args
 from .._ui import add_memory_budget_argument, fmt_bytes, warn_if_insecure
 from ..client import Client, Enroller
 from ..errors import InvalidArgument
@@ -57,6 +58,7 @@ def add_commands(sub: Any) -> None:
                    help="seconds in-flight requests get to finish on SIGTERM/SIGINT (default: %(default)s)")
     s.add_argument("--no-access-log", action="store_true", help="do not log every request")
     add_memory_budget_argument(s, "memory for each loaded index; a larger one is streamed from disk per query")
+    add_backend_arguments(s)
     s.set_defaults(func=cmd_serve)
 
     s = sub.add_parser("tenant", help="add, list or revoke the service's tenants and tokens")
@@ -78,6 +80,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         data_dir=args.data, allow_insecure=args.allow_insecure, max_body_bytes=int(args.max_body_mb * (1 << 20)),
         max_file_bytes=int(args.max_file_gb * (1 << 30)), max_pending=args.max_queue, workers=args.workers,
         query_timeout=args.query_timeout, shutdown_grace=args.shutdown_grace, memory_budget=args.memory_budget,
+        backend=backend_from_args(args),
     )
     return serve(config, args.host, args.port, access_log=not args.no_access_log)
 

@@ -98,6 +98,7 @@ STATUS: dict[str, int] = {
     "forbidden": 403,
     "too_large": 413,
     "busy": 503,
+    "shard_unavailable": 503,
     "shutting_down": 503,
     "timeout": 504,
     "io": 500,

@@ -26,6 +26,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..client import Server, index_info
 from ..errors import InvalidArgument, NotFound
@@ -196,12 +197,15 @@ class Scheduler:
         return {"pending_at_shutdown": left}
 
 
-def open_generation(gen_dir: Path, keys_dir: Path, memory_budget: int) -> Loaded:
-    """Load a committed generation in the core, checking it whole (manifest, keys, every group).
+def open_generation(gen_dir: Path, keys_dir: Path, memory_budget: int, backend: Any = None) -> Loaded:
+    """Load a committed generation, checking it whole (manifest, keys, every group).
 
-    An empty index is checked by its manifest alone: the core cannot search one.
+    It is loaded in this process, or on Ray actors with ``backend`` (an
+    :class:`encmatch.cluster.RayBackend`). An empty index is checked by its
+    manifest alone: the core cannot search one.
     """
     manifest = index_info(gen_dir)
     count = int(manifest.get("count", 0))
-    server = Server(gen_dir, keys_dir, memory_budget) if count else None
+    opener = Server if backend is None else backend.open
+    server = opener(gen_dir, keys_dir, memory_budget) if count else None
     return Loaded(0, count, str(manifest["key_id"]), str(manifest["fingerprint"]), server)

@@ -1,0 +1,173 @@
+"""The Ray backend on a local Ray cluster that this module starts (toy preset).
+
+The same index is searched in process and sharded over Ray actors (one
+group per actor, and groups spread over two actors): identical, exact
+answers. An actor killed before or during a query is restarted, reloads
+its shards and the query is retried; a shard that cannot be served fails
+the query with a clear error. A service started with ``--backend ray``
+answers through the cluster.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+
+ray = pytest.importorskip("ray")
+
+import encmatch  # noqa: E402
+from encmatch import EncryptedIndex  # noqa: E402
+from encmatch.cluster import RayBackend, RayServer, shard_groups  # noqa: E402
+from encmatch.errors import Corrupt, InvalidArgument, ShardUnavailable  # noqa: E402
+from encmatch.service import RemoteIndex  # noqa: E402
+from encmatch.service.measure import (  # noqa: E402
+    ServerProcess,
+    add_tenant,
+    expected_results,
+    same_answer,
+    separated_gallery,
+)
+
+DIM = 16
+DELTA = 0.5
+MODES = ("membership", "identification")
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A local Ray cluster for this module (6 logical CPUs on whatever cores there are)."""
+    ray.init(num_cpus=6, include_dashboard=False, log_to_driver=False)
+    yield ray.get_runtime_context().gcs_address
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def data():
+    """A gallery of 4,300 entries (3 groups at the toy preset) and one query per identity."""
+    rng = np.random.default_rng(5)
+    gallery, _, queries = separated_gallery(rng, DIM, 4300, 12)
+    return {"gallery": gallery, "queries": queries}
+
+
+@pytest.fixture(scope="module")
+def index_path(tmp_path_factory, data):
+    """An index of ``data`` in three groups (two adds), made and closed in process."""
+    path = tmp_path_factory.mktemp("cluster") / "idx"
+    with EncryptedIndex.create(path, dim=DIM, preset="toy", kappa=8, delta=DELTA, strategy="bsgs-tbe") as index:
+        index.add(data["gallery"][:3000])
+        index.add(data["gallery"][3000:])
+        assert len(index.info()["groups"]) == 3
+    return path
+
+
+def exact(index, data, queries=None, modes=MODES):
+    """Assert that ``index`` answers every query exactly (brute force), in every mode."""
+    queries = data["queries"] if queries is None else queries
+    for mode in modes:
+        got = index.search(queries, mode)
+        want = expected_results(data["gallery"], queries, DELTA, mode)
+        for g, w in zip(got, want):
+            assert same_answer(g, w), f"{mode}: {g} != {w}"
+
+
+def test_shard_layout():
+    assert shard_groups(5, shards_per_actor=2) == [[0, 1], [2, 3], [4]]
+    assert shard_groups(5, workers=2) == [[0, 1, 2], [3, 4]]
+    assert shard_groups(2, workers=4) == [[0], [1]]
+    with pytest.raises(InvalidArgument):
+        shard_groups(0)
+    with pytest.raises(InvalidArgument):
+        shard_groups(3, shards_per_actor=0)
+
+
+@pytest.mark.parametrize("backend", [RayBackend(shards_per_actor=1), RayBackend(workers=2)],
+                         ids=["one-group-per-actor", "two-actors"])
+def test_same_answers_as_in_process(cluster, index_path, data, backend):
+    with EncryptedIndex(index_path) as local:
+        exact(local, data)
+    with EncryptedIndex(index_path, backend=backend) as sharded:
+        exact(sharded, data)
+        server = sharded._open_server()
+        assert isinstance(server, RayServer)
+        assert [i["groups"] for i in server.actor_info] == shard_groups(3, backend.shards_per_actor, backend.workers)
+        assert server.last_search["groups"] == 3
+
+
+def _kill(server: RayServer, shard: int) -> int:
+    """SIGKILL the process of shard ``shard``'s actor; returns its pid."""
+    pid = server.actor_info[shard]["pid"]
+    os.kill(pid, signal.SIGKILL)
+    return pid
+
+
+def _pid(server: RayServer, shard: int) -> int:
+    return ray.get(server._actors[shard].info.remote())["pid"]
+
+
+def test_dead_actor_is_restarted_and_the_query_retried(cluster, index_path, data):
+    with EncryptedIndex(index_path, backend=RayBackend(shards_per_actor=1, max_restarts=3, task_retries=3)) as index:
+        exact(index, data, modes=("identification",))
+        server = index._open_server()
+        # Killed between queries: the next query finds it dead, Ray restarts it, the query is retried.
+        old = _kill(server, 1)
+        exact(index, data, modes=("membership",))
+        assert _pid(server, 1) != old
+        # Killed while the query runs: the shard's search is retried on the restarted actor.
+        server.actor_info = [ray.get(a.info.remote()) for a in server._actors]
+        q = index.client.encrypt_query(data["queries"][0])
+        killer = threading.Timer(0.05, _kill, (server, 0))
+        killer.start()
+        t0 = time.monotonic()
+        result = server.search(q, "identification")
+        killer.join()
+        got = encmatch.index.decrypted_to_result(index.client.decrypt(result))
+        want = expected_results(data["gallery"], data["queries"][:1], DELTA, "identification")[0]
+        assert same_answer(got, want)
+        assert _pid(server, 0) != server.actor_info[0]["pid"], f"actor 0 was not restarted ({time.monotonic() - t0:.2f} s)"
+
+
+def test_unservable_shard_fails_clearly(cluster, index_path, data, tmp_path):
+    broken = tmp_path / "broken"
+    shutil.copytree(index_path, broken)
+    manifest = (broken / "index" / "manifest.json").read_text()
+    group_files = sorted(p for p in (broken / "index").iterdir() if p.name != "manifest.json" and p.is_file())
+    assert group_files, manifest
+    victim = group_files[1]
+    victim.write_bytes(victim.read_bytes()[: victim.stat().st_size // 2])  # truncated group file
+    with EncryptedIndex(broken, backend=RayBackend(shards_per_actor=1)) as index:
+        with pytest.raises(ShardUnavailable, match=r"groups \[\d\] \(entries \d+-\d+\) cannot be served"):
+            index.search(data["queries"][0])
+    # Streamed, the group is read at query time: the query fails with the core's error, naming the shard.
+    with EncryptedIndex(broken, memory_budget=1, backend=RayBackend(shards_per_actor=1)) as index:
+        with pytest.raises(Corrupt, match=r"groups \[\d\] \(entries \d+-\d+\)"):
+            index.search(data["queries"][0])
+    # An actor that may not be restarted: its shard is unavailable, the query fails (never a partial answer).
+    with EncryptedIndex(index_path, backend=RayBackend(shards_per_actor=1, max_restarts=0)) as index:
+        exact(index, data, modes=("membership",))
+        _kill(index._open_server(), 2)
+        with pytest.raises(ShardUnavailable, match=r"groups \[2\]"):
+            index.search(data["queries"][0], "membership")
+
+
+def test_service_with_ray_backend(cluster, index_path, data, tmp_path):
+    data_dir = tmp_path / "svc"
+    token = add_tenant(data_dir, "alice")
+    proc = ServerProcess(data_dir, "--allow-insecure", "--backend", "ray", "--ray-address", cluster,
+                         "--shards-per-actor", "2").start()
+    try:
+        remote = RemoteIndex.create(proc.url, token, index_path / "keys", DELTA, label="ray")
+        remote.add(data["gallery"][:3000])
+        remote.add(data["gallery"][3000:])
+        exact(remote, data)
+        remote.close()
+    finally:
+        code = proc.stop()
+        proc.kill()
+    assert code == 0, proc.log()[-3000:]
+    assert "Traceback" not in proc.log(), proc.log()[-5000:]
