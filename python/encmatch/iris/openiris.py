@@ -33,7 +33,6 @@ import binascii
 import json
 import os
 import re
-import tempfile
 import zipfile
 from pathlib import Path
 from typing import Any, Sequence
@@ -153,14 +152,13 @@ def _atomic_write(path: Path, write) -> None:
     """Call ``write(file)`` on a temporary file beside ``path``, then rename it into place."""
     if not path.parent.is_dir():
         raise NotFound(f"{path.parent}: no such folder")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
-        with os.fdopen(fd, "wb") as f:
+        with open(tmp, "wb") as f:
             write(f)
         os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def save_templates(path: str | os.PathLike, templates: Templates) -> None:
