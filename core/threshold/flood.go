@@ -26,10 +26,11 @@ const (
 	// Lambda is the security parameter of the secure flooding size.
 	Lambda = 128
 	// DefaultNoiseBits is the stated bound log2 B_e on the noise of a
-	// ciphertext to decrypt when the caller gives none (docs/THRESHOLD.md:
-	// measured 2^12.4 to 2^14.6 on fresh and evaluated ciphertexts of these
-	// parameters, rounded up with margin).
-	DefaultNoiseBits = 16
+	// ciphertext to decrypt when the caller gives none. Measured
+	// (TestCiphertextNoise, TestSecurePreset): 2^8.2 fresh and 2^9.2 after a
+	// product and a rotation at the default preset (2^6.7 and 2^7.5 at toy);
+	// 2^12 leaves about 3 bits for deeper circuits (docs/THRESHOLD.md).
+	DefaultNoiseBits = 12
 	// DefaultPrecisionBits: decoded values within 2^-4 = 1/16 of the
 	// message, enough to round bits and counts.
 	DefaultPrecisionBits = 4

@@ -201,18 +201,7 @@ func TestThresholdEvaluatedCiphertext(t *testing.T) {
 		t.Fatalf("the server cannot load the collective keys: %v", err)
 	}
 	rows := randomRows(1, f.set.Slots(), 2)
-	in := f.encrypt(t, rows)
-	eval := ckks.NewEvaluator(f.set.CKKS, ev.Keys)
-	ct, err := eval.MulRelinNew(in.Ciphertexts[0], in.Ciphertexts[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := eval.Rescale(ct, ct); err != nil {
-		t.Fatal(err)
-	}
-	if ct, err = eval.RotateNew(ct, 1); err != nil {
-		t.Fatal(err)
-	}
+	ct, want := f.evaluate(t, ev, f.encrypt(t, rows), rows[0])
 	data, err := EncodeCiphertexts(ev.Meta, []*rlwe.Ciphertext{ct})
 	if err != nil {
 		t.Fatal(err)
@@ -225,13 +214,30 @@ func TestThresholdEvaluatedCiphertext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := len(rows[0])
-	want := make([]float64, n)
+	checkClose(t, got, [][]float64{want}, math.Exp2(-DefaultPrecisionBits))
+}
+
+// evaluate squares the first ciphertext of in (relinearisation key) and
+// rotates it by one slot (Galois key), and returns the expected values.
+func (f *fixture) evaluate(tb testing.TB, ev *keys.Evaluation, in *Input, x []float64) (*rlwe.Ciphertext, []float64) {
+	tb.Helper()
+	eval := ckks.NewEvaluator(f.set.CKKS, ev.Keys)
+	ct, err := eval.MulRelinNew(in.Ciphertexts[0], in.Ciphertexts[0])
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := eval.Rescale(ct, ct); err != nil {
+		tb.Fatal(err)
+	}
+	if ct, err = eval.RotateNew(ct, 1); err != nil {
+		tb.Fatal(err)
+	}
+	want := make([]float64, len(x))
 	for i := range want {
-		v := rows[0][(i+1)%n]
+		v := x[(i+1)%len(x)]
 		want[i] = v * v
 	}
-	checkClose(t, got, [][]float64{want}, math.Exp2(-DefaultPrecisionBits))
+	return ct, want
 }
 
 func TestThresholdFloodingAndRefusals(t *testing.T) {
@@ -348,40 +354,28 @@ func (f *fixture) noiseBits(sk *rlwe.SecretKey, ct *rlwe.Ciphertext, want []floa
 	return math.Log2(worst)
 }
 
-// TestCiphertextNoise measures the noise bound B_e of fresh and evaluated
-// ciphertexts under the collective key (docs/THRESHOLD.md) and checks that
-// it stays below DefaultNoiseBits.
-func TestCiphertextNoise(t *testing.T) {
-	f := newFixture(t, params.Toy, params.MinKappa, 4, 3, 2)
+// measureNoise logs log2 B_e of a fresh and of an evaluated ciphertext
+// under the collective key and checks both stay below DefaultNoiseBits.
+func measureNoise(t *testing.T, f *fixture) {
 	sk := f.collectiveSecret(t)
 	rows := randomRows(1, f.set.Slots(), 7)
 	in := f.encrypt(t, rows)
-	fresh := f.noiseBits(sk, in.Ciphertexts[0], rows[0])
 	ev, err := keys.LoadEvaluation(f.serverDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	eval := ckks.NewEvaluator(f.set.CKKS, ev.Keys)
-	ct, err := eval.MulRelinNew(in.Ciphertexts[0], in.Ciphertexts[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := eval.Rescale(ct, ct); err != nil {
-		t.Fatal(err)
-	}
-	if ct, err = eval.RotateNew(ct, 1); err != nil {
-		t.Fatal(err)
-	}
-	n := len(rows[0])
-	want := make([]float64, n)
-	for i := range want {
-		want[i] = rows[0][(i+1)%n] * rows[0][(i+1)%n]
-	}
-	evaluated := f.noiseBits(sk, ct, want)
+	ct, want := f.evaluate(t, ev, in, rows[0])
+	fresh, evaluated := f.noiseBits(sk, in.Ciphertexts[0], rows[0]), f.noiseBits(sk, ct, want)
 	t.Logf("log2 B_e at %s: fresh %.1f, product + rotation %.1f (default stated bound %d)", f.set.Label(), fresh, evaluated, DefaultNoiseBits)
 	if fresh > DefaultNoiseBits || evaluated > DefaultNoiseBits {
 		t.Errorf("measured noise above DefaultNoiseBits")
 	}
+}
+
+// TestCiphertextNoise measures the noise bound B_e under the collective key
+// (docs/THRESHOLD.md).
+func TestCiphertextNoise(t *testing.T) {
+	measureNoise(t, newFixture(t, params.Toy, params.MinKappa, 4, 3, 2))
 }
 
 func TestPlanFlooding(t *testing.T) {
@@ -433,4 +427,26 @@ func TestFloodingSampler(t *testing.T) {
 	if got < 0.9*sigma || got > 1.1*sigma {
 		t.Fatalf("sampled standard deviation 2^%.2f, planned 2^30", math.Log2(got))
 	}
+}
+
+// TestSecurePreset runs a 2-out-of-3 setup and decryption at the secure
+// default preset (skipped with -short) and measures the noise there.
+func TestSecurePreset(t *testing.T) {
+	if testing.Short() {
+		t.Skip("secure preset: skipped with -short")
+	}
+	f := newFixture(t, params.Default, params.MinKappa, 4, 3, 2)
+	rows := randomRows(1, f.set.Slots(), 8)
+	in := f.encrypt(t, rows)
+	got, info, err := f.receiver.Combine(in, f.decryptShares(t, in, []int{2, 3}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkClose(t, got, rows, math.Exp2(-DefaultPrecisionBits))
+	var worst float64
+	for j, v := range rows[0] {
+		worst = math.Max(worst, math.Abs(got[0][j]-v))
+	}
+	t.Logf("%s: flooding %+v; largest decoded error 2^%.1f", f.set.Label(), info.Flooding[0], math.Log2(worst))
+	measureNoise(t, f)
 }
