@@ -513,6 +513,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     iris_commands.add_commands(sub)
     cluster_commands.add_commands(sub)
+    from . import threshold_cli
+
+    threshold_cli.add_commands(sub)
     return p
 
 
