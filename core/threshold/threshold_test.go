@@ -14,6 +14,7 @@ import (
 	"encmatch/core/errs"
 	"encmatch/core/keys"
 	"encmatch/core/params"
+	"encmatch/core/result"
 	"encmatch/core/strategy"
 
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
@@ -449,4 +450,36 @@ func TestSecurePreset(t *testing.T) {
 	}
 	t.Logf("%s: flooding %+v; largest decoded error 2^%.1f", f.set.Label(), info.Flooding[0], math.Log2(worst))
 	measureNoise(t, f)
+}
+
+// TestThresholdDecryptResult decrypts an encmatch result (kind "result",
+// level 0, as the server returns) under the collective key.
+func TestThresholdDecryptResult(t *testing.T) {
+	f := newFixture(t, params.Toy, params.MinKappa, 4, 3, 2)
+	bits := make([]float64, 32)
+	for i := range bits {
+		bits[i] = float64(i % 3 % 2)
+	}
+	in := f.encrypt(t, [][]float64{bits})
+	ct := in.Ciphertexts[0]
+	ckks.NewEvaluator(f.set.CKKS, nil).DropLevel(ct, ct.Level())
+	r := &result.Result{Header: result.Header{Mode: result.Identification, Total: len(bits),
+		Spans: []result.Span{{Start: 0, Count: len(bits)}}}, Ciphertexts: []*rlwe.Ciphertext{ct}}
+	data, err := result.Marshal(f.cfg.header(""), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resIn, err := DecodeInput(data, f.cfg, f.set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, info, err := f.receiver.Combine(resIn, f.decryptShares(t, resIn, []int{2, 3}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resIn.Kind != result.KindResult || resIn.Ciphertexts[0].Level() != 0 {
+		t.Fatalf("decoded a %s at level %d, want a result at level 0", resIn.Kind, resIn.Ciphertexts[0].Level())
+	}
+	checkClose(t, got, [][]float64{bits}, math.Exp2(-DefaultPrecisionBits))
+	t.Logf("level-0 result: flooding %+v", info.Flooding[0])
 }

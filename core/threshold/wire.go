@@ -74,12 +74,14 @@ func polysSize(refs []polyRef) int {
 	return n
 }
 
-// appendPolys appends the coefficients of refs.
+// appendPolys appends the coefficients of refs, each reduced modulo its
+// prime (Lattigo's lazy arithmetic may leave some in [q, 2q)).
 func appendPolys(dst []byte, refs []polyRef) []byte {
 	for _, r := range refs {
-		for _, row := range r.poly.Coeffs {
+		for i, row := range r.poly.Coeffs {
+			q := r.moduli[i]
 			for _, c := range row {
-				dst = binary.LittleEndian.AppendUint64(dst, c)
+				dst = binary.LittleEndian.AppendUint64(dst, c%q)
 			}
 		}
 	}

@@ -1,0 +1,44 @@
+package threshold
+
+import (
+	"testing"
+
+	"encmatch/core/params"
+
+	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
+)
+
+// BenchmarkDecryption times one decryptor's share and the receiver's
+// combination of t = 2 shares at the default preset and depth, for a
+// ciphertext at the top level (a fresh encryption) and at level 0 (a
+// search result):
+//
+//	cd core && go test -run XXX -bench Decryption -benchtime 10x ./threshold/
+func BenchmarkDecryption(b *testing.B) {
+	f := newFixture(b, params.Default, params.DefaultKappa, 4, 3, 2)
+	for _, top := range []bool{true, false} {
+		in := f.encrypt(b, randomRows(1, f.set.Slots(), 9))
+		name := "top-level"
+		if !top {
+			ct := in.Ciphertexts[0]
+			ckks.NewEvaluator(f.set.CKKS, nil).DropLevel(ct, ct.Level())
+			name = "level-0"
+		}
+		parties := []int{1, 3}
+		b.Run(name+"/share", func(b *testing.B) {
+			for range b.N {
+				if _, _, err := f.shares[0].Decrypt(in, parties, f.recvPub, FloodOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		shares := f.decryptShares(b, in, parties)
+		b.Run(name+"/combine", func(b *testing.B) {
+			for range b.N {
+				if _, _, err := f.receiver.Combine(in, shares); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
