@@ -12,6 +12,7 @@ from encmatch.cli import main
 from encmatch.errors import Corrupt, InvalidArgument, NotFound
 from encmatch.iris import (
     LAYOUT,
+    POPULATIONS,
     IrisGenerator,
     Templates,
     fhd,
@@ -195,6 +196,13 @@ def test_generator_statistics():
     assert stats["impostor_min_over_rotations"]["mean"] < one["mean"]
     assert abs(stats["mask_coverage"]["mean"] - 0.8) < 0.03
     assert stats["thresholds"]["0.375"]["fnmr"] <= stats["thresholds"]["0.34"]["fnmr"]
+
+
+def test_papers004_population_has_more_degrees_of_freedom():
+    gallery, queries = generate(512, 32, 0, seed=13, generator=POPULATIONS["papers004"])
+    x = match(queries, gallery, 0.34, rotation_shift=0, pairs=True).min_fhd.astype(np.float64)
+    assert abs(x.mean() - 0.5) < 0.01
+    assert 600 < x.mean() * (1 - x.mean()) / x.var() < 1200  # papers/004: score std 0.034, FHD std 0.017 (~865)
 
 
 def test_generator_is_seeded_and_keeps_ground_truth():

@@ -25,7 +25,7 @@
 
 from .calibration import measure
 from .encoding import DEFAULT_ROTATION_SHIFT, LAYOUT, fhd, masked_bits, rotations, score, shifts
-from .generator import IrisGenerator, generate
+from .generator import POPULATIONS, IrisGenerator, generate
 from .model import EyeResults, confusion, match
 from .openiris import load_templates, read_openiris, read_templates, save_templates, write_openiris
 from .templates import NOT_ENROLLED, Templates
@@ -45,6 +45,7 @@ __all__ = [
     "EyeResults",
     "generate",
     "IrisGenerator",
+    "POPULATIONS",
     "measure",
     "read_openiris",
     "write_openiris",

@@ -19,6 +19,7 @@ files (:mod:`encmatch.iris.openiris`).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -28,7 +29,7 @@ from typing import Any
 from ..errors import InvalidArgument, NotFound
 from .calibration import measure
 from .encoding import DEFAULT_ROTATION_SHIFT
-from .generator import IrisGenerator, generate
+from .generator import POPULATIONS, IrisGenerator, generate
 from .model import DEFAULT_CHUNK, confusion, match
 from .openiris import read_templates, save_templates, write_openiris
 
@@ -53,12 +54,13 @@ def cmd_generate(args: argparse.Namespace) -> int:
     """``iris generate``: a synthetic gallery and query batch with ground truth."""
     if not args.out_dir.is_dir():
         raise NotFound(f"{args.out_dir}: no such folder")
-    gen = IrisGenerator(genuine_fhd=args.genuine_fhd, max_offset=args.max_offset)
+    gen = dataclasses.replace(POPULATIONS[args.population], genuine_fhd=args.genuine_fhd, max_offset=args.max_offset)
     t0 = time.perf_counter()
     gallery, queries = generate(args.gallery, args.queries, args.enrolled, seed=args.seed, generator=gen)
     save_templates(args.out_dir / "gallery.npz", gallery)
     save_templates(args.out_dir / "queries.npz", queries)
-    _log(f"{len(gallery)} gallery templates and {len(queries)} query eyes ({args.enrolled} enrolled) "
+    _log(f"{len(gallery)} gallery templates and {len(queries)} query eyes ({args.enrolled} enrolled), "
+         f"population {args.population}, "
          f"in {time.perf_counter() - t0:.1f} s -> {args.out_dir}/gallery.npz, queries.npz")
     return 0
 
@@ -115,6 +117,9 @@ def _add_generate(sub: Any) -> None:
     s.add_argument("--queries", type=int, default=32, help="query eyes (default: %(default)s)")
     s.add_argument("--enrolled", type=int, default=16, help="query eyes that are in the gallery (default: %(default)s)")
     s.add_argument("--seed", type=int, default=0, help="random seed (default: %(default)s)")
+    s.add_argument("--population", choices=tuple(POPULATIONS), default="daugman",
+                   help="code statistics: ~250 degrees of freedom (daugman) or ~850 like papers/004's "
+                        "open-iris templates (papers004) (default: %(default)s)")
     s.add_argument("--genuine-fhd", type=float, default=IrisGenerator.genuine_fhd,
                    help="mean FHD of a capture to its enrolled template (default: %(default)s)")
     s.add_argument("--max-offset", type=int, default=IrisGenerator.max_offset,
