@@ -187,7 +187,9 @@ def cmd_query(args: argparse.Namespace) -> int:
         t0 = time.perf_counter()
         q = client.encrypt_query(vec)
         t_enc = time.perf_counter() - t0
-        with Server(args.index, client.server_key_dir, args.memory_budget) as server:
+        backend = cluster_commands.backend_from_args(args)
+        opener = Server if backend is None else backend.open
+        with opener(args.index, client.server_key_dir, args.memory_budget) as server:
             t0 = time.perf_counter()
             result = server.search(q, args.mode)
             t_search = time.perf_counter() - t0
@@ -439,6 +441,7 @@ def build_parser() -> argparse.ArgumentParser:
     face_commands.add_photo_arguments(s, ids=False)
     add_memory_budget_argument(s, "server memory; an index that does not fit is streamed from disk")
     service_commands.add_remote_arguments(s)
+    cluster_commands.add_backend_arguments(s)
     s.set_defaults(func=cmd_query)
 
     s = sub.add_parser("decrypt", help="decrypt a result")

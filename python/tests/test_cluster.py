@@ -26,6 +26,7 @@ from encmatch import EncryptedIndex  # noqa: E402
 from encmatch.cluster import RayBackend, RayServer, shard_groups  # noqa: E402
 from encmatch.errors import Corrupt, InvalidArgument, ShardUnavailable  # noqa: E402
 from encmatch.service import RemoteIndex  # noqa: E402
+from conftest import run_cli  # noqa: E402
 from encmatch.service.measure import (  # noqa: E402
     ServerProcess,
     add_tenant,
@@ -171,3 +172,19 @@ def test_service_with_ray_backend(cluster, index_path, data, tmp_path):
         proc.kill()
     assert code == 0, proc.log()[-3000:]
     assert "Traceback" not in proc.log(), proc.log()[-5000:]
+
+
+def test_cli_query_on_ray(cluster, index_path, data, tmp_path):
+    np.save(tmp_path / "q.npy", data["queries"][3])
+    keys, index = index_path / "keys", index_path / "index"
+    outputs = []
+    for extra in ((), ("--backend", "ray", "--ray-address", cluster, "--ray-workers", "2")):
+        out = tmp_path / f"r{len(outputs)}.bin"
+        q = run_cli("query", "--keys", keys, "--index", index, "--out", out, tmp_path / "q.npy", *extra)
+        assert q.returncode == 0, q.stderr
+        d = run_cli("decrypt", "--keys", keys, "--index", index, out)
+        assert d.returncode == 0, d.stderr
+        outputs.append(d.stdout.replace(str(out), "RESULT"))
+    assert outputs[0] == outputs[1]
+    want = expected_results(data["gallery"], data["queries"][3:4], DELTA, "identification")[0]
+    assert f"{want.count}" in outputs[0]
