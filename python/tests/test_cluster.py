@@ -88,6 +88,14 @@ def test_shard_layout():
         shard_groups(3, shards_per_actor=0)
 
 
+def test_refuses_a_layout_the_cluster_cannot_place(cluster, index_path):
+    keys = index_path / "keys" / "server"
+    with pytest.raises(InvalidArgument, match=r"need 0.5 GPUs; the Ray cluster has 0"):
+        RayBackend(workers=1, num_gpus=0.5).open(index_path / "index", keys)
+    with pytest.raises(InvalidArgument, match=r"3 actors x 4 CPUs need 12 CPUs"):
+        RayBackend(shards_per_actor=1, num_cpus=4).open(index_path / "index", keys)
+
+
 @pytest.mark.parametrize("backend", [RayBackend(shards_per_actor=1), RayBackend(workers=2)],
                          ids=["one-group-per-actor", "two-actors"])
 def test_same_answers_as_in_process(cluster, index_path, data, backend):

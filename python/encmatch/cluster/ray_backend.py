@@ -189,6 +189,7 @@ class RayServer:
                                    self.backend.workers)
         self.last_search: dict = {}
         ensure_ray(self.backend.address)
+        self._check_resources()
         self._keys = ray.put(_read_tree(Path(server_key_dir)))
         worker = ray.remote(ShardWorker).options(
             num_cpus=self.backend.num_cpus, num_gpus=self.backend.num_gpus,
@@ -204,6 +205,18 @@ class RayServer:
             raise
         #: True when any actor streams its groups from disk for each query.
         self.streamed = any(i["streamed"] for i in self.actor_info)
+
+    def _check_resources(self) -> None:
+        """Refuse a layout the cluster cannot place (its actors would wait forever for CPUs or GPUs)."""
+        total = ray.cluster_resources()
+        actors = len(self.layout)
+        for name, each in (("CPU", self.backend.num_cpus), ("GPU", self.backend.num_gpus)):
+            need = actors * each
+            if need > total.get(name, 0) + 1e-9:
+                raise InvalidArgument(
+                    f"{actors} actors x {each:g} {name}s need {need:g} {name}s; the Ray cluster has "
+                    f"{total.get(name, 0):g}: use fewer actors (more shards per actor), fewer {name}s per actor, "
+                    "or a larger cluster")
 
     def _span(self, shard: int) -> str:
         """Gallery range (entries) of shard ``shard``, for error messages."""
