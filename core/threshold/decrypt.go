@@ -164,17 +164,27 @@ func LoadReceiver(dir string) (*Receiver, error) {
 	if err != nil {
 		return nil, err
 	}
-	head, set, polys, err := openWithConfig(data, KindReceiverSecret)
+	r, err := decodeReceiverSecret(data, pub)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	return r, nil
+}
+
+// decodeReceiverSecret decodes a receiver's secret key file's bytes and
+// pairs it with its public key.
+func decodeReceiverSecret(data []byte, pub *ReceiverPublic) (*Receiver, error) {
+	head, set, polys, err := openWithConfig(data, KindReceiverSecret)
+	if err != nil {
+		return nil, err
+	}
 	if head.Config.KeyID != pub.Config.KeyID {
-		return nil, fmt.Errorf("%w: %s and %s belong to different key sets", errs.ErrMismatch, path, ReceiverPublicFile(dir))
+		return nil, fmt.Errorf("%w: the receiver's secret and public keys belong to different key sets", errs.ErrMismatch)
 	}
 	p := *set.CKKS.GetRLWEParameters()
 	sk := rlwe.NewSecretKey(p)
 	if err := readPolys(polys, qpRefs(p, &sk.Value), KindReceiverSecret); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, err
 	}
 	return &Receiver{ReceiverPublic: *pub, Set: set, Secret: sk}, nil
 }
@@ -471,6 +481,9 @@ func (r *Receiver) complete(info *CombineInfo, seen map[int]bool) error {
 	t := r.Config.Threshold
 	if len(seen) >= t {
 		return nil
+	}
+	if len(seen) == 0 {
+		return fmt.Errorf("%w: no decryption share given, threshold decryption needs t=%d", errs.ErrInvalid, t)
 	}
 	var missing []int
 	for _, id := range info.Parties {

@@ -111,3 +111,13 @@ func FuzzShamirShare(f *testing.F) {
 		}
 	})
 }
+
+func FuzzReceiverSecret(f *testing.F) {
+	fx := fuzzFixture(f)
+	addSeeds(f, readFixtureFile(f, ReceiverSecretFile(filepath.Join(fx.dir, "receiver"))))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, b := range framings(data, fx.cfg.header(KindReceiverSecret)) {
+			_, _ = decodeReceiverSecret(b, fx.recvPub)
+		}
+	})
+}

@@ -259,6 +259,7 @@ func TestThresholdFloodingAndRefusals(t *testing.T) {
 		kind   error
 		text   string
 	}{
+		{"no shares", nil, errs.ErrInvalid, "no decryption share given"},
 		{"duplicate party", [][]byte{a[0], b[0]}, errs.ErrInvalid, "two decryption shares from party 1"},
 		{"another ciphertext", [][]byte{a[0], wrongCt[1]}, errs.ErrMismatch, "another ciphertext"},
 		{"corrupt", [][]byte{a[0], corrupt}, errs.ErrCorrupt, "checksum"},
