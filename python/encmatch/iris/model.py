@@ -65,7 +65,7 @@ class EyeResults:
 
     - ``bits[e]``: some rotation of eye ``e`` matches some gallery entry.
     - ``best_margin[e]``: the largest margin over rotations and gallery
-      entries (``> 0`` iff ``bits[e]``).
+      entries (``> 0`` iff ``bits[e]``; ``-inf`` when no pair has a common bit).
     - ``best_score[e]``, ``best_index[e]``, ``best_shift[e]``: the highest
       score, the gallery entry and the column shift where it occurs
       (``min FHD = (1 - best_score) / 2``); ``-inf``/``-1``/``0`` for an
@@ -116,7 +116,8 @@ class EyeResults:
         eyes = [
             {"eye": ids[e], "bit": bool(self.bits[e]), "min_fhd": float(self.best_fhd[e]),
              "best_score": float(self.best_score[e]) if np.isfinite(self.best_score[e]) else None,
-             "best_margin": float(self.best_margin[e]), "best_id": best, "best_shift": int(self.best_shift[e])}
+             "best_margin": float(self.best_margin[e]) if np.isfinite(self.best_margin[e]) else None,
+             "best_id": best, "best_shift": int(self.best_shift[e])}
             for e, best in enumerate(self.best_ids())
         ]
         out = {"t": self.t, "score_threshold": score_threshold(self.t), "rotation_shift": self.rotation_shift,
@@ -141,17 +142,18 @@ def _chunk_scores(
 ) -> tuple[np.ndarray, np.ndarray]:
     """For gallery entries ``start:stop``: ``(margin, score)``, each ``[q * rho, k]``.
 
-    ``score`` is ``-inf`` where the masks have no common bit.
+    Both are ``-inf`` where the masks have no common bit: ``M`` is public, so
+    the server leaves such pairs out.
     """
     codes, masks = gallery.bits(start, stop)
     gv = masked_bits(codes, masks).reshape(len(codes), -1).astype(np.float32)
     gm = masks.reshape(len(codes), -1).astype(np.float32)
     dot = qv @ gv.T
     overlap = qm @ gm.T
-    margin = (dot - np.float32(threshold) * overlap) / np.float32(gallery.bit_length)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        sc = np.where(overlap > 0, dot / np.maximum(overlap, 1), -np.inf).astype(np.float32)
-    return margin, sc
+    some = overlap > 0
+    margin = np.where(some, (dot - np.float32(threshold) * overlap) / np.float32(gallery.bit_length), -np.inf)
+    sc = np.where(some, dot / np.maximum(overlap, 1), -np.inf)
+    return margin.astype(np.float32), sc.astype(np.float32)
 
 
 def _check_inputs(queries: Templates, gallery: Templates, chunk: int) -> None:

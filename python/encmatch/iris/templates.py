@@ -23,11 +23,9 @@ __all__ = ["Templates", "NOT_ENROLLED"]
 NOT_ENROLLED = ""
 
 
-def _ids(ids: Sequence[Any] | None, n: int, name: str, default_prefix: str) -> np.ndarray:
-    """``ids`` as a unicode array of length ``n`` (``prefix000000``... when ``None``)."""
-    if ids is None:
-        return np.array([f"{default_prefix}{i:06d}" for i in range(n)], dtype="<U16")
-    out = np.asarray(ids).astype(str)
+def _strings(values: Sequence[Any], n: int, name: str) -> np.ndarray:
+    """``values`` as a unicode array of length ``n``."""
+    out = np.asarray(values).astype(str)
     if out.shape != (n,):
         raise InvalidArgument(f"{name}: expected {n} values, got shape {out.shape}")
     return out
@@ -36,6 +34,8 @@ def _ids(ids: Sequence[Any] | None, n: int, name: str, default_prefix: str) -> n
 @dataclass(frozen=True)
 class Templates:
     """``n`` templates: packed ``codes``/``masks`` ``[n, ceil(l/8)]`` uint8, ``ids`` ``[n]`` str, ``layout``.
+
+    ``ids`` may be given as ``None``: ``eye000000``, ``eye000001``...
 
     ``truth`` (optional, ``[n]`` str) is the gallery id each template (a
     query eye) is enrolled as, :data:`NOT_ENROLLED` when it is not; the
@@ -65,9 +65,11 @@ class Templates:
         empty = np.flatnonzero(~self.masks.any(axis=1))
         if empty.size:
             raise InvalidArgument(f"mask of template {int(empty[0])} is empty (no usable bit); {empty.size} such template(s)")
-        object.__setattr__(self, "ids", _ids(self.ids, len(self.codes), "ids", "eye"))
+        n = len(self.codes)
+        ids = [f"eye{i:06d}" for i in range(n)] if self.ids is None else self.ids
+        object.__setattr__(self, "ids", _strings(ids, n, "ids"))
         if self.truth is not None:
-            object.__setattr__(self, "truth", _ids(self.truth, len(self.codes), "truth", ""))
+            object.__setattr__(self, "truth", _strings(self.truth, n, "truth"))
 
     @classmethod
     def from_bits(
