@@ -1,4 +1,4 @@
-"""Iris templates: encoding identities, open-iris's rotation convention and format, the plaintext model, the generator, the CLI."""
+"""Iris: encoding identities, open-iris's rotation convention and format, the plaintext model, the generator, the CLI."""
 
 from __future__ import annotations
 

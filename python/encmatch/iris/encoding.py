@@ -120,7 +120,7 @@ def shifts(rotation_shift: int = DEFAULT_ROTATION_SHIFT) -> np.ndarray:
 
 
 def rotate(bits: np.ndarray, shift: int) -> np.ndarray:
-    """``bits`` (shape ``(..., rows, columns, filters, 2)``) rolled by ``shift`` columns, like ``np.roll(., shift, axis=1)`` in open-iris."""
+    """``bits`` ``(..., rows, columns, filters, 2)`` rolled by ``shift`` columns (open-iris: ``np.roll(code, shift, axis=1)``)."""
     return np.roll(bits, int(shift), axis=bits.ndim - 4 + ANGULAR_AXIS)
 
 

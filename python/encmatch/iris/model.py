@@ -91,7 +91,7 @@ class EyeResults:
         return np.where(np.isfinite(self.best_score), (1.0 - self.best_score) / 2.0, 1.0)
 
     def guard_band(self, band: float, unit: str = "margin") -> np.ndarray:
-        """Indices of the eyes whose best margin (``unit="margin"``) or best score (``"score"``) is within ``band`` of the threshold.
+        """Indices of the eyes whose best margin (``unit="margin"``) or score (``"score"``) is within ``band`` of the threshold.
 
         Outside these eyes an approximate comparator whose error on the
         margin (or score) is below ``band`` returns the same bit as this model.

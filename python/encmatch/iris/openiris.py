@@ -100,7 +100,7 @@ def template_from_openiris(obj: Any, layout: tuple[int, ...] = LAYOUT) -> tuple[
 
 
 def template_to_openiris(code: np.ndarray, mask: np.ndarray, version: str = "v0.1", image_id: str | None = None) -> dict:
-    """The dict ``IrisTemplate.serialize()`` gives for bool ``code``/``mask`` in the old format (``IrisTemplateWithId`` with ``image_id``)."""
+    """What ``IrisTemplate.serialize()`` gives for bool old-format ``code``/``mask`` (``IrisTemplateWithId``'s with ``image_id``)."""
     if not _VERSION_RE.match(version):
         raise InvalidArgument(f"iris_code_version must look like 'v0.1', got {version!r}")
     out = {"iris_codes": _encode_bits(code), "mask_codes": _encode_bits(mask), "iris_code_version": version}

@@ -64,7 +64,8 @@ class Templates:
             raise InvalidArgument(f"codes have shape {self.codes.shape}, masks {self.masks.shape}")
         empty = np.flatnonzero(~self.masks.any(axis=1))
         if empty.size:
-            raise InvalidArgument(f"mask of template {int(empty[0])} is empty (no usable bit); {empty.size} such template(s)")
+            raise InvalidArgument(f"mask of template {int(empty[0])} is empty (no usable bit); "
+                                  f"{empty.size} such template(s)")
         n = len(self.codes)
         ids = [f"eye{i:06d}" for i in range(n)] if self.ids is None else self.ids
         object.__setattr__(self, "ids", _strings(ids, n, "ids"))
