@@ -30,6 +30,7 @@ from encmatch.iris import (
 )
 from encmatch.iris.calibration import binomial_fmr
 from encmatch.iris.encoding import check_bits, is_match, score_threshold
+from encmatch.iris.model import gallery_matrices, public_offsets, query_matrices
 
 SMALL = (4, 32, 2, 2)  # a small layout for the loop-based references
 
@@ -172,6 +173,16 @@ def test_model_bits_equal_a_naive_loop():
         np.testing.assert_allclose(res.best_fhd, min_fhd.min(axis=1), atol=1e-6)
     assert list(res.best_index[:3]) == [4, 9, 17]
     assert set(res.guard_band(10.0)) == set(range(5)) and len(res.guard_band(0.0)) == 0
+
+
+def test_server_side_pieces_give_the_same_bits():
+    gallery, queries = generate(200, 6, 3, seed=14)
+    qv, qm = query_matrices(queries)
+    gv, gm = gallery_matrices(gallery)
+    assert qv.shape == (6 * 31, 16384) and gv.shape == (200, 16384)
+    offsets = public_offsets(qm, gm, 0.34)
+    decide = np.nan_to_num(qv @ gv.T - offsets, nan=-1.0) > 0  # pairs without common bits left out
+    assert np.array_equal(decide.reshape(6, -1).any(axis=1), match(queries, gallery, 0.34).bits)
 
 
 def test_guard_band_selects_eyes_near_the_threshold():

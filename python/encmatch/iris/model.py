@@ -53,7 +53,15 @@ from ..errors import InvalidArgument
 from .encoding import DEFAULT_ROTATION_SHIFT, masked_bits, rotations, score_threshold, shifts
 from .templates import NOT_ENROLLED, Templates
 
-__all__ = ["EyeResults", "match", "confusion", "DEFAULT_CHUNK"]
+__all__ = [
+    "EyeResults",
+    "match",
+    "confusion",
+    "query_matrices",
+    "gallery_matrices",
+    "public_offsets",
+    "DEFAULT_CHUNK",
+]
 
 #: Gallery templates per BLAS product (two float32 [chunk, l] matrices: 128 MB each at 2048 x 16384).
 DEFAULT_CHUNK = 2048
@@ -129,35 +137,54 @@ class EyeResults:
         return out
 
 
-def _query_matrices(queries: Templates, rotation_shift: int) -> tuple[np.ndarray, np.ndarray]:
-    """The ``[q * rho, l]`` float32 matrices of rotated ``c'`` vectors and masks, eye-major."""
+def query_matrices(queries: Templates, rotation_shift: int = DEFAULT_ROTATION_SHIFT) -> tuple[np.ndarray, np.ndarray]:
+    """What the querier sends: ``(c', m)`` of every rotation, float32 ``[q * rho, l]``.
+
+    Row ``e * rho + r`` is eye ``e`` at shift ``shifts(rotation_shift)[r]``;
+    the ``c'`` rows are encrypted, the mask rows travel in the clear.
+    """
     codes, masks = queries.bits()
     rc, rm = rotations(codes, masks, rotation_shift)
     l = queries.bit_length
     return masked_bits(rc, rm).reshape(-1, l).astype(np.float32), rm.reshape(-1, l).astype(np.float32)
 
 
+def gallery_matrices(gallery: Templates, start: int = 0, stop: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """What the server stores for entries ``start:stop``: ``(c', m)``, float32 ``[k, l]`` (``c'`` encrypted)."""
+    codes, masks = gallery.bits(start, stop)
+    vectors = masked_bits(codes, masks).reshape(len(codes), -1)
+    return vectors.astype(np.float32), masks.reshape(len(codes), -1).astype(np.float32)
+
+
+def public_offsets(query_masks: np.ndarray, gallery_masks: np.ndarray, t: float) -> np.ndarray:
+    """``(1 - 2t) |m_1 and m_2|`` per (query row, gallery row), float32: what the server subtracts in the clear.
+
+    ``nan`` where the masks share no bit (the server leaves such pairs out).
+    """
+    overlap = query_masks @ gallery_masks.T
+    return np.where(overlap > 0, np.float32(score_threshold(t)) * overlap, np.nan).astype(np.float32)
+
+
 def _chunk_scores(
-    qv: np.ndarray, qm: np.ndarray, gallery: Templates, start: int, stop: int, threshold: float
+    qv: np.ndarray, qm: np.ndarray, gallery: Templates, start: int, stop: int, t: float
 ) -> tuple[np.ndarray, np.ndarray]:
     """For gallery entries ``start:stop``: ``(margin, score)``, each ``[q * rho, k]``.
 
     Both are ``-inf`` where the masks have no common bit: ``M`` is public, so
     the server leaves such pairs out.
     """
-    codes, masks = gallery.bits(start, stop)
-    gv = masked_bits(codes, masks).reshape(len(codes), -1).astype(np.float32)
-    gm = masks.reshape(len(codes), -1).astype(np.float32)
+    gv, gm = gallery_matrices(gallery, start, stop)
     dot = qv @ gv.T
     overlap = qm @ gm.T
     some = overlap > 0
-    margin = np.where(some, (dot - np.float32(threshold) * overlap) / np.float32(gallery.bit_length), -np.inf)
+    margin = np.where(some, (dot - np.float32(score_threshold(t)) * overlap) / np.float32(gallery.bit_length), -np.inf)
     sc = np.where(some, dot / np.maximum(overlap, 1), -np.inf)
     return margin.astype(np.float32), sc.astype(np.float32)
 
 
-def _check_inputs(queries: Templates, gallery: Templates, chunk: int) -> None:
-    """Raise on empty inputs, different layouts or a bad chunk size."""
+def _check_inputs(queries: Templates, gallery: Templates, chunk: int, t: float) -> None:
+    """Raise on empty inputs, different layouts, a bad chunk size or a threshold outside (0, 1)."""
+    score_threshold(t)
     if len(queries) == 0 or len(gallery) == 0:
         raise InvalidArgument(f"nothing to match: {len(queries)} query eye(s), {len(gallery)} gallery template(s)")
     if queries.layout != gallery.layout:
@@ -182,11 +209,10 @@ def match(
     ``progress``: a tqdm bar over gallery chunks (default: when there is
     more than one chunk).
     """
-    _check_inputs(queries, gallery, chunk)
-    thr = score_threshold(t)
+    _check_inputs(queries, gallery, chunk, t)
     rho = len(shifts(rotation_shift))
     q, n = len(queries), len(gallery)
-    qv, qm = _query_matrices(queries, rotation_shift)
+    qv, qm = query_matrices(queries, rotation_shift)
     best_margin = np.full(q, -np.inf)
     best_score = np.full(q, -np.inf)
     best_index = np.full(q, -1, dtype=np.int64)
@@ -196,7 +222,7 @@ def match(
     bar = tqdm(starts, desc="iris match", unit="chunk", disable=not (progress if progress is not None else len(starts) > 1))
     for start in bar:
         stop = min(start + chunk, n)
-        margin, sc = _chunk_scores(qv, qm, gallery, start, stop, thr)
+        margin, sc = _chunk_scores(qv, qm, gallery, start, stop, t)
         margin = margin.reshape(q, rho, -1)
         sc = sc.reshape(q, rho, -1)
         best_margin = np.maximum(best_margin, margin.max(axis=(1, 2)))
