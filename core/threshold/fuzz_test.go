@@ -6,14 +6,13 @@ import (
 	"testing"
 
 	"encmatch/core/envelope"
-	"encmatch/core/params"
 
 	"github.com/tuneinsight/lattigo/v6/multiparty"
 )
 
-// fuzzFixture is a small 2-out-of-2 setup whose artefacts seed the fuzzers.
+// fuzzFixture is the setup whose artefacts seed the fuzzers.
 func fuzzFixture(f *testing.F) *fixture {
-	return newFixture(f, params.Toy, params.MinKappa, 4, 2, 2)
+	return sharedFixture(f)
 }
 
 // addSeeds adds valid bytes, their payload and a few damaged variants to

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"encmatch/core/errs"
@@ -35,8 +36,48 @@ type fixture struct {
 }
 
 // newFixture runs every round of a t-out-of-n setup with the dg strategy of
-// dimension dim at preset, each party with its own private directory.
+// dimension dim at preset, each party with its own private directory, in a
+// temporary directory of tb.
 func newFixture(tb testing.TB, preset string, kappa, dim, n, t int) *fixture {
+	tb.Helper()
+	return newFixtureIn(tb, tb.TempDir(), preset, kappa, dim, n, t)
+}
+
+// shared is the 2-out-of-3 toy setup that most tests use, made once per
+// test process in a directory that TestMain removes.
+var shared struct {
+	once sync.Once
+	dir  string
+	f    *fixture
+}
+
+// sharedFixture returns the shared 2-out-of-3 toy setup.
+func sharedFixture(tb testing.TB) *fixture {
+	tb.Helper()
+	shared.once.Do(func() {
+		dir, err := os.MkdirTemp("", "threshold-test-*")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		shared.dir = dir
+		shared.f = newFixtureIn(tb, dir, params.Toy, params.MinKappa, 4, 3, 2)
+	})
+	if shared.f == nil {
+		tb.Fatal("the shared 2-out-of-3 setup failed")
+	}
+	return shared.f
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared.dir != "" {
+		os.RemoveAll(shared.dir)
+	}
+	os.Exit(code)
+}
+
+// newFixtureIn is newFixture in directory dir.
+func newFixtureIn(tb testing.TB, dir, preset string, kappa, dim, n, t int) *fixture {
 	tb.Helper()
 	set, err := params.New(preset, kappa, dim)
 	if err != nil {
@@ -50,7 +91,7 @@ func newFixture(tb testing.TB, preset string, kappa, dim, n, t int) *fixture {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	f := &fixture{cfg: cfg, set: set, dir: tb.TempDir()}
+	f := &fixture{cfg: cfg, set: set, dir: dir}
 	bulletin, mail := filepath.Join(f.dir, "bulletin"), filepath.Join(f.dir, "mail")
 	for _, d := range []string{bulletin, mail} {
 		if err := os.Mkdir(d, 0o700); err != nil {
@@ -172,7 +213,10 @@ func subsets(n, k int) [][]int {
 func TestThresholdDecryptAnyTParties(t *testing.T) {
 	for _, c := range []struct{ t, n int }{{2, 3}, {3, 5}} {
 		t.Run(fmt.Sprintf("%d-of-%d", c.t, c.n), func(t *testing.T) {
-			f := newFixture(t, params.Toy, params.MinKappa, 4, c.n, c.t)
+			f := sharedFixture(t)
+			if c.n != 3 || c.t != 2 {
+				f = newFixture(t, params.Toy, params.MinKappa, 4, c.n, c.t)
+			}
 			rows := randomRows(2, 64, 1)
 			in := f.encrypt(t, rows)
 			tol := math.Exp2(-DefaultPrecisionBits)
@@ -196,7 +240,7 @@ func TestThresholdDecryptAnyTParties(t *testing.T) {
 }
 
 func TestThresholdEvaluatedCiphertext(t *testing.T) {
-	f := newFixture(t, params.Toy, params.MinKappa, 4, 3, 2)
+	f := sharedFixture(t)
 	ev, err := keys.LoadEvaluation(f.serverDir)
 	if err != nil {
 		t.Fatalf("the server cannot load the collective keys: %v", err)
@@ -242,7 +286,7 @@ func (f *fixture) evaluate(tb testing.TB, ev *keys.Evaluation, in *Input, x []fl
 }
 
 func TestThresholdFloodingAndRefusals(t *testing.T) {
-	f := newFixture(t, params.Toy, params.MinKappa, 4, 3, 2)
+	f := sharedFixture(t)
 	in := f.encrypt(t, randomRows(1, 16, 3))
 	a := f.decryptShares(t, in, []int{1, 2})
 	b := f.decryptShares(t, in, []int{1, 2})
@@ -283,7 +327,7 @@ func TestThresholdFloodingAndRefusals(t *testing.T) {
 }
 
 func TestThresholdOtherKeySetRefused(t *testing.T) {
-	f := newFixture(t, params.Toy, params.MinKappa, 4, 2, 2)
+	f := sharedFixture(t)
 	g := newFixture(t, params.Toy, params.MinKappa, 4, 2, 2)
 	in := f.encrypt(t, randomRows(1, 8, 5))
 	if _, err := DecodeInput(g.encryptBytes(t), f.cfg, f.set); !errors.Is(err, errs.ErrMismatch) {
@@ -377,7 +421,7 @@ func measureNoise(t *testing.T, f *fixture) {
 // TestCiphertextNoise measures the noise bound B_e under the collective key
 // (docs/THRESHOLD.md).
 func TestCiphertextNoise(t *testing.T) {
-	measureNoise(t, newFixture(t, params.Toy, params.MinKappa, 4, 3, 2))
+	measureNoise(t, sharedFixture(t))
 }
 
 func TestPlanFlooding(t *testing.T) {
@@ -456,7 +500,7 @@ func TestSecurePreset(t *testing.T) {
 // TestThresholdDecryptResult decrypts an encmatch result (kind "result",
 // level 0, as the server returns) under the collective key.
 func TestThresholdDecryptResult(t *testing.T) {
-	f := newFixture(t, params.Toy, params.MinKappa, 4, 3, 2)
+	f := sharedFixture(t)
 	bits := make([]float64, 32)
 	for i := range bits {
 		bits[i] = float64(i % 3 % 2)
