@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"runtime"
 	"sync"
 	"time"
 
@@ -68,6 +69,7 @@ var methods = map[string]method{
 	"merge_results":   mergeResults,
 	"comparator":      comparatorModel,
 	"close":           closeHandle,
+	"set_threads":     setThreads,
 }
 
 func dispatch(name string, args, in []byte) (any, []byte, error) {
@@ -484,6 +486,24 @@ func comparatorModel(args, in []byte) (any, []byte, error) {
 	}
 	return map[string]any{"values": values, "decision_band": c.DecisionBand, "value_band": c.ValueBand,
 		"value_tolerance": comparator.ValueTolerance, "degree": c.Degree, "sharpen": "f3 (Cheon et al.), depth 3"}, nil, nil
+}
+
+// setThreads bounds the threads that run the core's work (GOMAXPROCS: the
+// parallel package's workers) to threads (0: leave as is); it returns the
+// previous and the new bound. An environment variable cannot do it once
+// the library is loaded: Go reads the environment the process started with.
+func setThreads(args, _ []byte) (any, []byte, error) {
+	var a struct {
+		Threads int `json:"threads"`
+	}
+	if err := parse(args, &a); err != nil {
+		return nil, nil, err
+	}
+	if a.Threads < 0 {
+		return nil, nil, fmt.Errorf("%w: threads must be >= 0, got %d", errs.ErrInvalid, a.Threads)
+	}
+	prev := runtime.GOMAXPROCS(a.Threads)
+	return map[string]any{"previous": prev, "threads": runtime.GOMAXPROCS(0)}, nil, nil
 }
 
 func closeHandle(args, _ []byte) (any, []byte, error) {

@@ -40,6 +40,7 @@ __all__ = [
     "Enroller",
     "Server",
     "merge_results",
+    "set_threads",
     "describe",
     "presets",
     "version",
@@ -62,6 +63,17 @@ STRATEGIES = (AUTO, "dg", "bsgs-diagonal", "bsgs-tbs", "bsgs-tbe")
 def version() -> dict:
     """Version of the core and of Lattigo it was built with: ``{"version", "lattigo"}``."""
     return _core.call("version")[0]
+
+
+def set_threads(threads: int) -> dict:
+    """Bound the core's threads (its GOMAXPROCS) in this process; 0 leaves it. Returns ``{"previous", "threads"}``.
+
+    A search uses every thread allowed; a process that shares its machine
+    (a Ray actor given some of the CPUs) sets its share here. Setting
+    ``GOMAXPROCS`` in ``os.environ`` does not work once Python runs: the
+    core reads the environment the process started with.
+    """
+    return _core.call("set_threads", {"threads": _non_negative_int(threads, "threads")})[0]
 
 
 def presets() -> list[dict]:

@@ -107,6 +107,7 @@ def test_same_answers_as_in_process(cluster, index_path, data, backend):
         assert isinstance(server, RayServer)
         assert [i["groups"] for i in server.actor_info] == shard_groups(3, backend.shards_per_actor, backend.workers)
         assert server.last_search["groups"] == 3
+        assert all(i["threads"] == 1 for i in server.actor_info)  # each actor's share of the CPUs
 
 
 def _kill(server: RayServer, shard: int) -> int:
@@ -197,3 +198,13 @@ def test_cli_query_on_ray(cluster, index_path, data, tmp_path):
     assert outputs[0] == outputs[1]
     want = expected_results(data["gallery"], data["queries"][3:4], DELTA, "identification")[0]
     assert outputs[0]["positions"] == want.positions.tolist()
+
+
+def test_set_threads():
+    before = encmatch.client.set_threads(0)["threads"]
+    try:
+        assert encmatch.client.set_threads(1) == {"previous": before, "threads": 1}
+        with pytest.raises(InvalidArgument):
+            encmatch.client.set_threads(-1)
+    finally:
+        encmatch.client.set_threads(before)

@@ -35,7 +35,7 @@ from typing import Any, Sequence
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
-from ..client import Server, index_info, memory_budget_bytes, merge_results
+from ..client import Server, index_info, memory_budget_bytes, merge_results, set_threads
 from ..errors import EncmatchError, Internal, InvalidArgument, ShardUnavailable
 from ..results import check_mode
 
@@ -100,11 +100,10 @@ class ShardWorker:
                  threads: int):
         """Write ``keys`` to a private directory and open the groups ``groups`` of ``index_dir``.
 
-        ``threads`` bounds the core's threads (GOMAXPROCS) to the CPUs Ray
-        gave this actor; it must be set before the core library loads,
-        which is why the actor runs in a process of its own.
+        ``threads`` bounds the core's threads to the CPUs Ray gave this
+        actor (each actor is a process of its own).
         """
-        os.environ["GOMAXPROCS"] = str(threads)
+        set_threads(threads)
         _sweep_stale_key_dirs()
         self._key_dir = Path(tempfile.mkdtemp(prefix=f"{_KEY_DIR_PREFIX}{os.getpid()}-"))
         try:
@@ -123,6 +122,7 @@ class ShardWorker:
     def info(self) -> dict:
         """This actor's process, groups, load time and whether it streams its groups."""
         return {"pid": os.getpid(), "groups": self._groups, "streamed": self._server.streamed,
+                "threads": set_threads(0)["threads"],
                 "load_seconds": self._load_seconds, "node": ray.get_runtime_context().get_node_id()}
 
     def search(self, query: bytes, mode: str, delta: float | None) -> tuple[bytes, dict]:
