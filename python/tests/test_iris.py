@@ -30,7 +30,7 @@ from encmatch.iris import (
 )
 from encmatch.iris.calibration import binomial_fmr
 from encmatch.iris.encoding import check_bits, is_match, score_threshold
-from encmatch.iris.model import gallery_matrices, public_offsets, query_matrices
+from encmatch.iris.model import Normalisation, gallery_matrices, public_offsets, query_matrices
 
 SMALL = (4, 32, 2, 2)  # a small layout for the loop-based references
 
@@ -60,10 +60,13 @@ def openiris_deserialize(obj: dict, array_shape=(16, 256, 2, 2)) -> tuple[list, 
     return dec(obj["iris_codes"]), dec(obj["mask_codes"])
 
 
-def openiris_simple_hamming_distance(probe: tuple, gallery: tuple, rotation_shift: int) -> tuple[float, int]:
-    """``simple_hamming_distance(normalise=False)`` of iris/nodes/matcher/utils.py (get_bitcounts: ``np.roll(probe_code,
-    shift, axis=1)`` on each per-filter code and mask; count_nonmatchbits; skip shifts without common bits; keep the
-    first strictly smaller distance, over shifts ``[0] + [-x, x for x in 1..s]``)."""
+def openiris_simple_hamming_distance(
+    probe: tuple, gallery: tuple, rotation_shift: int, normalise: bool = False, norm_mean=0.45, norm_gradient=0.00005
+) -> tuple[float, int]:
+    """``simple_hamming_distance`` of iris/nodes/matcher/utils.py (get_bitcounts: ``np.roll(probe_code, shift,
+    axis=1)`` on each per-filter code and mask; count_nonmatchbits; skip shifts without common bits; normalized_HD
+    ``max(0, nm - (nm - x / M) * (g * M + 0.5))`` when normalising; keep the first strictly smaller distance, over
+    shifts ``[0] + [-x, x for x in 1..s]``)."""
     best_dist, rot_shift = 1, 0
     for current_shift in [0] + [y for x in range(1, rotation_shift + 1) for y in (-x, x)]:
         irisbits = [np.roll(p, current_shift, axis=1) != g for p, g in zip(probe[0], gallery[0])]
@@ -73,6 +76,8 @@ def openiris_simple_hamming_distance(probe: tuple, gallery: tuple, rotation_shif
         if total_mask == 0:
             continue
         current_dist = total_iris / total_mask
+        if normalise:
+            current_dist = max(0, norm_mean - (norm_mean - current_dist) * (norm_gradient * total_mask + 0.5))
         if current_dist < best_dist:
             best_dist, rot_shift = current_dist, current_shift
     return best_dist, rot_shift
@@ -137,6 +142,23 @@ def test_model_equals_openiris_matcher_on_a_rotated_capture():
         assert res.best_shift[0] == expected[1]
     assert expected[0] > 0.4  # the other eye
     assert match(Templates.from_bits(probe, pm), Templates.from_bits(gc, gm), t=0.34).best_shift[0] == -7
+
+
+def test_normalised_decisions_equal_openiris():
+    rng = np.random.default_rng(15)
+    gc, gm = random_templates(rng, 1)
+    n = 40
+    flips = rng.random((n, *LAYOUT)) < rng.uniform(0.3, 0.38, (n, 1, 1, 1, 1))
+    pc = np.roll(gc ^ flips, 3, axis=2)
+    pm = rng.random((n, *LAYOUT)) < rng.uniform(0.55, 0.95, (n, 1, 1, 1, 1))
+    res = match(Templates.from_bits(pc, pm), Templates.from_bits(gc, gm), 0.34, normalise=Normalisation())
+    plain = match(Templates.from_bits(pc, pm), Templates.from_bits(gc, gm), 0.34)
+    expected = [openiris_simple_hamming_distance((new_format(c), new_format(m)), (new_format(gc[0]), new_format(gm[0])),
+                                                 15, normalise=True)[0] < 0.34 for c, m in zip(pc, pm)]
+    assert list(res.bits) == expected
+    assert 0 < sum(expected) < n and not np.array_equal(res.bits, plain.bits)  # the normalisation changed decisions
+    with pytest.raises(InvalidArgument, match="margin"):
+        res.guard_band(0.01, unit="score")
 
 
 # -- the plaintext model -----------------------------------------------------------------------

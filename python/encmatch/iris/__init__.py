@@ -26,7 +26,7 @@
 from .calibration import measure
 from .encoding import DEFAULT_ROTATION_SHIFT, LAYOUT, fhd, masked_bits, rotations, score, shifts
 from .generator import POPULATIONS, IrisGenerator, generate
-from .model import EyeResults, confusion, match
+from .model import EyeResults, Normalisation, confusion, match
 from .openiris import load_templates, read_openiris, read_templates, save_templates, write_openiris
 from .templates import NOT_ENROLLED, Templates
 
@@ -43,6 +43,7 @@ __all__ = [
     "match",
     "confusion",
     "EyeResults",
+    "Normalisation",
     "generate",
     "IrisGenerator",
     "POPULATIONS",

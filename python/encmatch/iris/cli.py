@@ -30,7 +30,7 @@ from ..errors import InvalidArgument, NotFound
 from .calibration import measure
 from .encoding import DEFAULT_ROTATION_SHIFT
 from .generator import POPULATIONS, IrisGenerator, generate
-from .model import DEFAULT_CHUNK, confusion, match
+from .model import DEFAULT_CHUNK, Normalisation, confusion, match
 from .openiris import read_templates, save_templates, write_openiris
 
 __all__ = ["add_commands"]
@@ -70,7 +70,8 @@ def cmd_match(args: argparse.Namespace) -> int:
     gallery = read_templates(args.gallery)
     queries = read_templates(args.queries)
     t0 = time.perf_counter()
-    res = match(queries, gallery, args.t, rotation_shift=args.rotation_shift, chunk=args.chunk)
+    normalise = Normalisation() if args.normalise else None
+    res = match(queries, gallery, args.t, rotation_shift=args.rotation_shift, chunk=args.chunk, normalise=normalise)
     out = res.to_dict(queries.ids.tolist(), band=args.band)
     out["seconds"] = time.perf_counter() - t0
     if queries.truth is not None:
@@ -137,6 +138,9 @@ def _add_matching(sub: Any) -> None:
     s.add_argument("--band", type=float, default=0.005,
                    help="guard band on the margin (<c'1,c'2> - (1-2t)|m1 and m2|)/l (default: %(default)s)")
     s.add_argument("--chunk", type=int, default=DEFAULT_CHUNK, help="gallery templates per product (default: %(default)s)")
+    s.add_argument("--normalise", action="store_true",
+                   help="decide on open-iris's normalised distance (norm_mean 0.45, norm_gradient 0.00005) instead "
+                        "of the plain FHD; reported distances stay FHD")
     s.add_argument("--rotation-shift", type=int, default=DEFAULT_ROTATION_SHIFT,
                    help="shifts -s..s columns, 2s+1 rotations (default: %(default)s)")
     s.add_argument("-o", "--out", type=Path, default=None, help="write the JSON here instead of stdout")

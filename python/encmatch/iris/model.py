@@ -43,6 +43,7 @@ sums are exact).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -60,11 +61,45 @@ __all__ = [
     "query_matrices",
     "gallery_matrices",
     "public_offsets",
+    "Normalisation",
     "DEFAULT_CHUNK",
 ]
 
 #: Gallery templates per BLAS product (two float32 [chunk, l] matrices: 128 MB each at 2048 x 16384).
 DEFAULT_CHUNK = 2048
+
+
+@dataclass(frozen=True)
+class Normalisation:
+    """open-iris's normalised Hamming distance (``iris/nodes/matcher/utils.py`` ``normalized_HD``).
+
+    ``NHD = max(0, norm_mean - (norm_mean - FHD) (norm_gradient M + 0.5))``
+    for a pair with ``M`` common mask bits; defaults are open-iris's. For
+    ``t > 0``, ``NHD < t`` iff ``FHD < norm_mean - (norm_mean - t) /
+    (norm_gradient M + 0.5)``: a per-pair threshold that depends only on the
+    public ``M``, so the encrypted test keeps a public offset.
+    """
+
+    norm_mean: float = 0.45
+    norm_gradient: float = 0.00005
+
+    def __post_init__(self) -> None:
+        """open-iris's bounds: ``0 <= norm_mean <= 1``; a gradient >= 0 keeps ``g M + 0.5 > 0``."""
+        if not 0 <= self.norm_mean <= 1 or self.norm_gradient < 0:
+            raise InvalidArgument(f"normalisation needs 0 <= norm_mean <= 1 and norm_gradient >= 0, got "
+                                  f"{self.norm_mean}, {self.norm_gradient}")
+
+    def fhd_threshold(self, t: float, overlap: np.ndarray) -> np.ndarray:
+        """The FHD threshold equivalent to ``NHD < t`` for pairs of ``overlap`` common bits."""
+        return self.norm_mean - (self.norm_mean - t) / (self.norm_gradient * overlap + 0.5)
+
+
+def _score_thresholds(t: float, overlap: np.ndarray, normalise: Normalisation | None) -> np.ndarray | np.float32:
+    """Score threshold ``1 - 2 t_pair`` per pair: ``1 - 2t``, or open-iris's normalised equivalent."""
+    thr = score_threshold(t)
+    if normalise is None:
+        return np.float32(thr)
+    return (1.0 - 2.0 * normalise.fhd_threshold(t, overlap)).astype(np.float32)
 
 
 @dataclass
@@ -85,6 +120,7 @@ class EyeResults:
 
     t: float
     rotation_shift: int
+    normalise: Normalisation | None
     bits: np.ndarray
     best_margin: np.ndarray
     best_score: np.ndarray
@@ -108,8 +144,10 @@ class EyeResults:
             raise InvalidArgument(f"band must be >= 0, got {band}")
         if unit == "margin":
             dist = np.abs(self.best_margin)
-        elif unit == "score":
+        elif unit == "score" and self.normalise is None:
             dist = np.abs(self.best_score - score_threshold(self.t))
+        elif unit == "score":
+            raise InvalidArgument("with normalisation the score threshold differs per pair: use unit='margin'")
         else:
             raise InvalidArgument(f"unit must be 'margin' or 'score', got {unit!r}")
         return np.flatnonzero(dist <= band)
@@ -128,7 +166,9 @@ class EyeResults:
              "best_id": best, "best_shift": int(self.best_shift[e])}
             for e, best in enumerate(self.best_ids())
         ]
-        out = {"t": self.t, "score_threshold": score_threshold(self.t), "rotation_shift": self.rotation_shift,
+        norm = None if self.normalise is None else dataclasses.asdict(self.normalise)
+        out = {"t": self.t, "normalise": norm, "rotation_shift": self.rotation_shift,
+               "score_threshold": score_threshold(self.t) if norm is None else "per pair (normalised)",
                "rotations": 2 * self.rotation_shift + 1, "gallery_size": len(self.gallery_ids),
                "matches": int(self.bits.sum()), "eyes": eyes}
         if band is not None:
@@ -156,17 +196,23 @@ def gallery_matrices(gallery: Templates, start: int = 0, stop: int | None = None
     return vectors.astype(np.float32), masks.reshape(len(codes), -1).astype(np.float32)
 
 
-def public_offsets(query_masks: np.ndarray, gallery_masks: np.ndarray, t: float) -> np.ndarray:
+def public_offsets(
+    query_masks: np.ndarray, gallery_masks: np.ndarray, t: float, normalise: Normalisation | None = None
+) -> np.ndarray:
     """``(1 - 2t) |m_1 and m_2|`` per (query row, gallery row), float32: what the server subtracts in the clear.
 
-    ``nan`` where the masks share no bit (the server leaves such pairs out).
+    With ``normalise``, ``t`` is replaced per pair by the equivalent FHD
+    threshold. ``nan`` where the masks share no bit (the server leaves such
+    pairs out).
     """
     overlap = query_masks @ gallery_masks.T
-    return np.where(overlap > 0, np.float32(score_threshold(t)) * overlap, np.nan).astype(np.float32)
+    offsets = _score_thresholds(t, overlap, normalise) * overlap
+    return np.where(overlap > 0, offsets, np.nan).astype(np.float32)
 
 
 def _chunk_scores(
-    qv: np.ndarray, qm: np.ndarray, gallery: Templates, start: int, stop: int, t: float
+    qv: np.ndarray, qm: np.ndarray, gallery: Templates, start: int, stop: int, t: float,
+    normalise: Normalisation | None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """For gallery entries ``start:stop``: ``(margin, score)``, each ``[q * rho, k]``.
 
@@ -177,7 +223,8 @@ def _chunk_scores(
     dot = qv @ gv.T
     overlap = qm @ gm.T
     some = overlap > 0
-    margin = np.where(some, (dot - np.float32(score_threshold(t)) * overlap) / np.float32(gallery.bit_length), -np.inf)
+    offsets = _score_thresholds(t, overlap, normalise) * overlap
+    margin = np.where(some, (dot - offsets) / np.float32(gallery.bit_length), -np.inf)
     sc = np.where(some, dot / np.maximum(overlap, 1), -np.inf)
     return margin.astype(np.float32), sc.astype(np.float32)
 
@@ -201,10 +248,12 @@ def match(
     pairs: bool = False,
     chunk: int = DEFAULT_CHUNK,
     progress: bool | None = None,
+    normalise: Normalisation | None = None,
 ) -> EyeResults:
     """Match every query eye, at ``2 * rotation_shift + 1`` rotations, against the whole gallery.
 
-    ``t`` is the fractional Hamming threshold (match iff ``FHD < t``).
+    ``t`` is the fractional Hamming threshold (match iff ``FHD < t``, or
+    open-iris's ``NHD < t`` with ``normalise``; distances reported stay FHD).
     ``pairs=True`` also returns the ``[q, n]`` minimum FHD per pair.
     ``progress``: a tqdm bar over gallery chunks (default: when there is
     more than one chunk).
@@ -222,7 +271,7 @@ def match(
     bar = tqdm(starts, desc="iris match", unit="chunk", disable=not (progress if progress is not None else len(starts) > 1))
     for start in bar:
         stop = min(start + chunk, n)
-        margin, sc = _chunk_scores(qv, qm, gallery, start, stop, t)
+        margin, sc = _chunk_scores(qv, qm, gallery, start, stop, t, normalise)
         margin = margin.reshape(q, rho, -1)
         sc = sc.reshape(q, rho, -1)
         best_margin = np.maximum(best_margin, margin.max(axis=(1, 2)))
@@ -236,7 +285,7 @@ def match(
             per_pair = sc.max(axis=1)
             min_fhd[:, start:stop] = np.where(np.isfinite(per_pair), (1.0 - per_pair) / 2.0, 1.0)
     return EyeResults(
-        t=float(t), rotation_shift=int(rotation_shift), bits=best_margin > 0, best_margin=best_margin,
+        t=float(t), rotation_shift=int(rotation_shift), normalise=normalise, bits=best_margin > 0, best_margin=best_margin,
         best_score=best_score, best_index=best_index, best_shift=shifts(rotation_shift)[best_rot],
         min_fhd=min_fhd, gallery_ids=gallery.ids,
     )
