@@ -116,6 +116,16 @@ def test_share_of_another_key_set_refused(two_of_three, tmp_path):
         s["decryptors"][1].decrypt_share(ct, (1, 2), g["receiver"].public_key)
 
 
+def test_setup_arguments_checked(tmp_path):
+    with pytest.raises(InvalidArgument, match="threshold t=4 outside"):
+        th.init_setup(tmp_path / "s.json", parties=3, threshold=4, dim=DIM, preset="toy", kappa=KAPPA)
+    th.init_setup(tmp_path / "s.json", parties=3, threshold=2, dim=DIM, preset="toy", kappa=KAPPA, strategy="none")
+    with pytest.raises(InvalidArgument, match="party 4 outside"):
+        th.round1(tmp_path / "s.json", 4, tmp_path / "p4", tmp_path / "board")
+    with pytest.raises(Corrupt, match="not an encmatch artefact"):
+        th.Receiver.generate(tmp_path / "s.json", tmp_path / "r").combine(b"garbage", [])
+
+
 def ok(proc, code=0):
     """Assert the exit code and that no traceback was printed; return the process."""
     assert "Traceback" not in proc.stderr, proc.stderr
