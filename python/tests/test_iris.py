@@ -164,7 +164,7 @@ def test_normalised_decisions_equal_openiris():
 # -- the plaintext model -----------------------------------------------------------------------
 
 def naive(qc, qm, gc, gm, t, s):
-    """Per eye: any (rotation, entry) with score > 1 - 2t; per pair the min FHD (loops, open-iris's skip rule)."""
+    """Per eye: any (rotation, entry) with FHD < t; per pair the min FHD (loops, open-iris's skip rule)."""
     bits = np.zeros(len(qc), bool)
     min_fhd = np.ones((len(qc), len(gc)))
     for e in range(len(qc)):
@@ -175,8 +175,21 @@ def naive(qc, qm, gc, gm, t, s):
                     continue
                 d = fhd(c, m, gc[i], gm[i])
                 min_fhd[e, i] = min(min_fhd[e, i], d)
-                bits[e] |= score(c, m, gc[i], gm[i]) > 1 - 2 * t
+                bits[e] |= d < t  # open-iris's comparison
     return bits, min_fhd
+
+
+def test_exact_ties_are_decided_like_openiris():
+    c = np.zeros((1, *SMALL), bool)
+    m = np.zeros((1, *SMALL), bool)
+    probe = c.copy()
+    m.reshape(-1)[:100] = True
+    probe.reshape(-1)[:34] = True  # 34 differing bits of M = 100: FHD = 0.34 exactly, score = 0.32
+    assert fhd(probe[0], m[0], c[0], m[0]) == 0.34
+    res = match(Templates.from_bits(probe, m, layout=SMALL), Templates.from_bits(c, m, layout=SMALL), 0.34,
+                rotation_shift=0)
+    assert not res.bits[0] and abs(res.best_margin[0]) < 1e-12  # FHD < t is false; on the guard band's edge
+    assert res.guard_band(1e-9).tolist() == [0]
 
 
 def test_model_bits_equal_a_naive_loop():

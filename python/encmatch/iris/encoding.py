@@ -175,6 +175,11 @@ def score_threshold(t: float) -> float:
 
 
 def is_match(s: Any, t: float) -> np.ndarray | bool:
-    """``score > 1 - 2t`` (strict, like ``FHD < t``), elementwise for arrays."""
+    """``score > 1 - 2t`` (strict, like ``FHD < t``), elementwise for arrays.
+
+    At an exact tie (``FHD == t``) the rounding of ``1 - 2t`` can make this
+    true where ``FHD < t`` is false; :func:`encmatch.iris.model.match`
+    decides on ``FHD < t`` like open-iris.
+    """
     out = np.asarray(s) > score_threshold(t)
     return bool(out) if out.ndim == 0 else out

@@ -30,7 +30,8 @@ comparison of ``<c'_1, c'_2>`` against an encrypted product).
 
 The per-pair quantity the comparator sees is the *margin*
 ``(<c'_1, c'_2> - (1 - 2t) |m_1 and m_2|) / l``, in ``[-2, 2]``; a pair
-matches iff its margin is ``> 0``. An approximate comparator can only
+matches iff its margin is ``> 0`` (the model decides exact ties, margin 0
+up to the rounding of ``1 - 2t``, as open-iris does: ``H / M < t``). An approximate comparator can only
 decide differently from this model on pairs whose margin is within its
 error band of 0, so an eye's bit can only differ when its *best* margin is
 within that band (:meth:`EyeResults.guard_band`).
@@ -38,7 +39,7 @@ within that band (:meth:`EyeResults.guard_band`).
 Computation: the ``q * rho`` rotated query vectors and masks, as float32
 matrices, times each gallery chunk's vectors and masks (two BLAS products
 per chunk; every value is an integer ``<= l = 16384 < 2^24``, so float32
-sums are exact).
+sums are exact); distances, decisions and margins in float64.
 """
 
 from __future__ import annotations
@@ -93,13 +94,17 @@ class Normalisation:
         """The FHD threshold equivalent to ``NHD < t`` for pairs of ``overlap`` common bits."""
         return self.norm_mean - (self.norm_mean - t) / (self.norm_gradient * overlap + 0.5)
 
+    def distance(self, fhd: np.ndarray, overlap: np.ndarray) -> np.ndarray:
+        """open-iris's ``normalized_HD`` of pairs with distance ``fhd`` and ``overlap`` common bits."""
+        return np.maximum(0.0, self.norm_mean - (self.norm_mean - fhd) * (self.norm_gradient * overlap + 0.5))
 
-def _score_thresholds(t: float, overlap: np.ndarray, normalise: Normalisation | None) -> np.ndarray | np.float32:
+
+def _score_thresholds(t: float, overlap: np.ndarray, normalise: Normalisation | None) -> np.ndarray | float:
     """Score threshold ``1 - 2 t_pair`` per pair: ``1 - 2t``, or open-iris's normalised equivalent."""
     thr = score_threshold(t)
     if normalise is None:
-        return np.float32(thr)
-    return (1.0 - 2.0 * normalise.fhd_threshold(t, overlap)).astype(np.float32)
+        return thr
+    return 1.0 - 2.0 * normalise.fhd_threshold(t, overlap)
 
 
 @dataclass
@@ -108,7 +113,9 @@ class EyeResults:
 
     - ``bits[e]``: some rotation of eye ``e`` matches some gallery entry.
     - ``best_margin[e]``: the largest margin over rotations and gallery
-      entries (``> 0`` iff ``bits[e]``; ``-inf`` when no pair has a common bit).
+      entries (``-inf`` when no pair has a common bit). ``> 0`` iff
+      ``bits[e]``, except at exact ties (``|margin| < 1e-12``), which the
+      bit decides as open-iris does (``H / M < t`` in float64).
     - ``best_score[e]``, ``best_index[e]``, ``best_shift[e]``: the highest
       score, the gallery entry and the column shift where it occurs
       (``min FHD = (1 - best_score) / 2``); ``-inf``/``-1``/``0`` for an
@@ -199,7 +206,7 @@ def gallery_matrices(gallery: Templates, start: int = 0, stop: int | None = None
 def public_offsets(
     query_masks: np.ndarray, gallery_masks: np.ndarray, t: float, normalise: Normalisation | None = None
 ) -> np.ndarray:
-    """``(1 - 2t) |m_1 and m_2|`` per (query row, gallery row), float32: what the server subtracts in the clear.
+    """``(1 - 2t) |m_1 and m_2|`` per (query row, gallery row), float64: what the server subtracts in the clear.
 
     With ``normalise``, ``t`` is replaced per pair by the equivalent FHD
     threshold. ``nan`` where the masks share no bit (the server leaves such
@@ -207,26 +214,31 @@ def public_offsets(
     """
     overlap = query_masks @ gallery_masks.T
     offsets = _score_thresholds(t, overlap, normalise) * overlap
-    return np.where(overlap > 0, offsets, np.nan).astype(np.float32)
+    return np.where(overlap > 0, offsets, np.nan)
 
 
 def _chunk_scores(
     qv: np.ndarray, qm: np.ndarray, gallery: Templates, start: int, stop: int, t: float,
     normalise: Normalisation | None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """For gallery entries ``start:stop``: ``(margin, score)``, each ``[q * rho, k]``.
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For gallery entries ``start:stop``: ``(match, margin, score)``, each ``[q * rho, k]``.
 
-    Both are ``-inf`` where the masks have no common bit: ``M`` is public, so
-    the server leaves such pairs out.
+    ``match`` is decided the way open-iris compares, ``H / M < t`` (or the
+    normalised distance ``< t``) in float64, so exact ties at the threshold
+    go its way. ``margin`` and ``score`` are ``-inf`` (and ``match`` False)
+    where the masks have no common bit: ``M`` is public, so the server
+    leaves such pairs out.
     """
     gv, gm = gallery_matrices(gallery, start, stop)
-    dot = qv @ gv.T
-    overlap = qm @ gm.T
+    dot = (qv @ gv.T).astype(np.float64)  # exact integers
+    overlap = (qm @ gm.T).astype(np.float64)
     some = overlap > 0
+    m = np.maximum(overlap, 1.0)
+    fhd = (overlap - dot) / (2.0 * m)
+    distance = fhd if normalise is None else normalise.distance(fhd, overlap)
     offsets = _score_thresholds(t, overlap, normalise) * overlap
-    margin = np.where(some, (dot - offsets) / np.float32(gallery.bit_length), -np.inf)
-    sc = np.where(some, dot / np.maximum(overlap, 1), -np.inf)
-    return margin.astype(np.float32), sc.astype(np.float32)
+    margin = np.where(some, (dot - offsets) / gallery.bit_length, -np.inf)
+    return some & (distance < t), margin, np.where(some, dot / m, -np.inf)
 
 
 def _check_inputs(queries: Templates, gallery: Templates, chunk: int, t: float) -> None:
@@ -262,6 +274,7 @@ def match(
     rho = len(shifts(rotation_shift))
     q, n = len(queries), len(gallery)
     qv, qm = query_matrices(queries, rotation_shift)
+    bits = np.zeros(q, dtype=bool)
     best_margin = np.full(q, -np.inf)
     best_score = np.full(q, -np.inf)
     best_index = np.full(q, -1, dtype=np.int64)
@@ -271,7 +284,8 @@ def match(
     bar = tqdm(starts, desc="iris match", unit="chunk", disable=not (progress if progress is not None else len(starts) > 1))
     for start in bar:
         stop = min(start + chunk, n)
-        margin, sc = _chunk_scores(qv, qm, gallery, start, stop, t, normalise)
+        hit, margin, sc = _chunk_scores(qv, qm, gallery, start, stop, t, normalise)
+        bits |= hit.reshape(q, -1).any(axis=1)
         margin = margin.reshape(q, rho, -1)
         sc = sc.reshape(q, rho, -1)
         best_margin = np.maximum(best_margin, margin.max(axis=(1, 2)))
@@ -285,7 +299,7 @@ def match(
             per_pair = sc.max(axis=1)
             min_fhd[:, start:stop] = np.where(np.isfinite(per_pair), (1.0 - per_pair) / 2.0, 1.0)
     return EyeResults(
-        t=float(t), rotation_shift=int(rotation_shift), normalise=normalise, bits=best_margin > 0, best_margin=best_margin,
+        t=float(t), rotation_shift=int(rotation_shift), normalise=normalise, bits=bits, best_margin=best_margin,
         best_score=best_score, best_index=best_index, best_shift=shifts(rotation_shift)[best_rot],
         min_fhd=min_fhd, gallery_ids=gallery.ids,
     )
