@@ -69,7 +69,7 @@ class IrisGenerator:
     def __post_init__(self) -> None:
         """Reject settings outside their meaning."""
         object.__setattr__(self, "layout", check_layout(self.layout))
-        rows, cols = self.layout[:2]
+        cols = self.layout[1]
         if self.angular_sigma <= 0 or self.radial_sigma <= 0:
             raise InvalidArgument("angular_sigma and radial_sigma must be > 0")
         if not 0 <= self.genuine_fhd < 0.5 or self.genuine_spread < 0:
@@ -169,7 +169,9 @@ def _check_counts(n_gallery: int, n_queries: int, n_enrolled: int) -> None:
                               f"[0, {min(n_queries, n_gallery)}], got {n_enrolled}")
 
 
-def _gallery_chunk(gen: IrisGenerator, rng: np.random.Generator, k: int, enrolled: np.ndarray):
+def _gallery_chunk(
+    gen: IrisGenerator, rng: np.random.Generator, k: int, enrolled: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``k`` gallery templates ``(codes, masks)`` and captures of the rows ``enrolled`` (codes, masks)."""
     field = gen.fields(rng, k)
     probe_codes = gen.capture(rng, field[enrolled])
