@@ -303,6 +303,7 @@ def test_npz_round_trip_and_atomic_write(tmp_path):
     assert np.array_equal(back.codes, queries.codes) and np.array_equal(back.masks, queries.masks)
     assert list(back.ids) == list(queries.ids) and list(back.truth) == list(queries.truth)
     assert back.layout == LAYOUT
+    assert np.allclose(back.mask_coverage(), queries.bits()[1].reshape(6, -1).mean(axis=1))
     assert [p.name for p in tmp_path.iterdir()] == ["q.npz"]  # no temporary left behind
 
 
@@ -356,6 +357,11 @@ def test_cli_generate_match_convert(tmp_path, capsys):
     assert report["confusion"]["tp"] == 5 and report["confusion"]["fp"] == 0
     assert report["confusion"]["tp_right_id"] == 5
     assert all(0 <= e["min_fhd"] <= 1 for e in report["eyes"]) and "guard_band" in report
+
+    assert main(["iris", "calibrate", str(tmp_path / "gallery.npz"), "--queries", str(tmp_path / "queries.npz"),
+                 "-o", str(tmp_path / "cal.json")]) == 0
+    cal = json.loads((tmp_path / "cal.json").read_text())
+    assert cal["genuine_pairs"] == 5 and cal["impostor_pairs"] == 8 * 300 - 5 and set(cal["thresholds"]) == {"0.34", "0.375"}
 
     assert main(["iris", "convert", str(tmp_path / "queries.npz"), "-o", str(tmp_path / "q.json")]) == 0
     assert main(["iris", "match", str(tmp_path / "gallery.npz"), "--queries", str(tmp_path / "q.json"),

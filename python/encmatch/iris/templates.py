@@ -112,8 +112,7 @@ class Templates:
 
     def mask_coverage(self) -> np.ndarray:
         """Fraction of usable bits of each template's mask, ``[n]`` float64."""
-        counts = np.unpackbits(self.masks, axis=1, count=self.bit_length).sum(axis=1, dtype=np.int64)
-        return counts / self.bit_length
+        return np.bitwise_count(self.masks).sum(axis=1, dtype=np.int64) / self.bit_length
 
     @staticmethod
     def concatenate(parts: Sequence["Templates"]) -> "Templates":
