@@ -62,6 +62,7 @@ var methods = map[string]method{
 	"enroll":          enroll,
 	"index_info":      indexInfo,
 	"client_open":     clientOpen,
+	"querier_open":    querierOpen,
 	"encrypt_query":   encryptQuery,
 	"decrypt":         decrypt,
 	"server_open":     serverOpen,
@@ -332,6 +333,32 @@ type handleArgs struct {
 	Handle int64 `json:"handle"`
 }
 
+// queryEncrypter is what encrypt_query needs of a handle: a client (secret
+// key) or a querier (public key).
+type queryEncrypter interface {
+	EncryptQuery(v []float32) ([]byte, error)
+	Dim() int
+}
+
+// querierOpen loads the public key of a server key directory for
+// encrypt_query.
+func querierOpen(args, _ []byte) (any, []byte, error) {
+	var a struct {
+		ServerKeyDir string `json:"server_key_dir"`
+	}
+	if err := parse(args, &a); err != nil {
+		return nil, nil, err
+	}
+	if err := required("server_key_dir", a.ServerKeyDir); err != nil {
+		return nil, nil, err
+	}
+	q, err := client.OpenQuerier(a.ServerKeyDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	return map[string]any{"handle": putHandle(q), "key_id": q.Meta.KeyID, "params": q.Params.Describe()}, nil, nil
+}
+
 func encryptQuery(args, in []byte) (any, []byte, error) {
 	var a struct {
 		handleArgs
@@ -340,12 +367,12 @@ func encryptQuery(args, in []byte) (any, []byte, error) {
 	if err := parse(args, &a); err != nil {
 		return nil, nil, err
 	}
-	c, err := getHandle[*client.Client](a.Handle)
+	c, err := getHandle[queryEncrypter](a.Handle)
 	if err != nil {
 		return nil, nil, err
 	}
-	if a.Dim != c.Params.Dim {
-		return nil, nil, fmt.Errorf("%w: query has dimension %d, the keys expect %d", errs.ErrInvalid, a.Dim, c.Params.Dim)
+	if dim := c.Dim(); a.Dim != dim {
+		return nil, nil, fmt.Errorf("%w: query has dimension %d, the keys expect %d", errs.ErrInvalid, a.Dim, dim)
 	}
 	v, err := float32s(in, 1, a.Dim)
 	if err != nil {

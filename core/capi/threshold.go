@@ -296,6 +296,15 @@ func thresholdCombine(args, in []byte) (any, []byte, error) {
 			out = binary.LittleEndian.AppendUint64(out, math.Float64bits(v))
 		}
 	}
-	return map[string]any{"kind": input.Kind, "ciphertexts": len(values), "slots": slots, "parties": info.Parties,
-		"flooding": info.Flooding, "seconds": time.Since(start).Seconds()}, out, nil
+	res := map[string]any{"kind": input.Kind, "ciphertexts": len(values), "slots": slots, "parties": info.Parties,
+		"flooding": info.Flooding}
+	if input.Result != nil { // a search result: what it answers, as decrypt reports it
+		answer, err := input.Result.Read(values)
+		if err != nil {
+			return nil, nil, err
+		}
+		res["answer"] = answer
+	}
+	res["seconds"] = time.Since(start).Seconds()
+	return res, out, nil
 }

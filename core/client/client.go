@@ -1,10 +1,10 @@
 // Package client is the key holder's side: it encrypts queries under the
-// secret key and decrypts results into match counts or gallery positions.
+// secret key and decrypts results into match counts or gallery positions;
+// a Querier encrypts queries under the public key alone.
 package client
 
 import (
 	"fmt"
-	"math"
 	"time"
 
 	"encmatch/core/envelope"
@@ -39,41 +39,68 @@ func Open(keyDir string) (*Client, error) {
 		encryptor: rlwe.NewEncryptor(p, k.Secret), decryptor: rlwe.NewDecryptor(p, k.Secret)}, nil
 }
 
+// Dim is the dimension of the vectors the key set encrypts.
+func (c *Client) Dim() int { return c.Params.Dim }
+
 func (c *Client) header() envelope.Header {
 	return envelope.Header{Fingerprint: c.Meta.Fingerprint, KeyID: c.Meta.KeyID}
 }
 
 // EncryptQuery normalises a query vector, replicates it over the slots and
-// encrypts it at the top level.
+// encrypts it at the top level under the secret key.
 func (c *Client) EncryptQuery(v []float32) ([]byte, error) {
-	set := c.Params
+	return encryptQuery(c.Params, c.header(), c.encoder, c.encryptor, v)
+}
+
+// Querier encrypts queries under a key set's public key: a querier who
+// does not hold the secret key, as with a threshold key set, whose secret
+// key nobody holds (package threshold).
+type Querier struct {
+	Meta   *keys.Meta
+	Params *params.Set
+
+	encoder   *ckks.Encoder
+	encryptor *rlwe.Encryptor
+}
+
+// OpenQuerier loads the public key of a server key directory.
+func OpenQuerier(serverKeyDir string) (*Querier, error) {
+	pub, err := keys.LoadPublic(serverKeyDir)
+	if err != nil {
+		return nil, err
+	}
+	p := pub.Params.CKKS
+	return &Querier{Meta: pub.Meta, Params: pub.Params, encoder: ckks.NewEncoder(p), encryptor: rlwe.NewEncryptor(p, pub.Key)}, nil
+}
+
+// Dim is the dimension of the vectors the key set encrypts.
+func (q *Querier) Dim() int { return q.Params.Dim }
+
+// EncryptQuery is Client.EncryptQuery under the public key.
+func (q *Querier) EncryptQuery(v []float32) ([]byte, error) {
+	h := envelope.Header{Fingerprint: q.Meta.Fingerprint, KeyID: q.Meta.KeyID}
+	return encryptQuery(q.Params, h, q.encoder, q.encryptor, v)
+}
+
+// encryptQuery packs a query and encrypts it with enc.
+func encryptQuery(set *params.Set, h envelope.Header, enc *ckks.Encoder, encryptor *rlwe.Encryptor, v []float32) ([]byte, error) {
 	q, err := packing.Normalize(v, set.Dim, set.L(), 0)
 	if err != nil {
 		return nil, fmt.Errorf("%w: query: %v", errs.ErrInvalid, err)
 	}
 	pt := ckks.NewPlaintext(set.CKKS, set.CKKS.MaxLevel())
-	if err := c.encoder.Encode(packing.ReplicateQuery(q, set.Slots()), pt); err != nil {
+	if err := enc.Encode(packing.ReplicateQuery(q, set.Slots()), pt); err != nil {
 		return nil, err
 	}
-	ct, err := c.encryptor.EncryptNew(pt)
+	ct, err := encryptor.EncryptNew(pt)
 	if err != nil {
 		return nil, err
 	}
-	return result.MarshalQuery(c.header(), ct)
+	return result.MarshalQuery(h, ct)
 }
 
-// Decrypted is a decrypted result.
-type Decrypted struct {
-	Mode  string  `json:"mode"`
-	Delta float64 `json:"delta"`
-	Total int     `json:"total"`
-	// Membership: the number of matches, rounded, and as decrypted.
-	Count    int     `json:"count"`
-	RawCount float64 `json:"raw_count"`
-	// Identification: matching gallery positions, ascending.
-	Matches []int   `json:"matches"`
-	Seconds float64 `json:"seconds"`
-}
+// Decrypted is a decrypted result (result.Answer).
+type Decrypted = result.Answer
 
 // Decrypt opens and decrypts a result.
 func (c *Client) Decrypt(data []byte) (*Decrypted, error) {
@@ -83,40 +110,16 @@ func (c *Client) Decrypt(data []byte) (*Decrypted, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := r.CheckComplete(); err != nil {
+	values := make([][]float64, len(r.Ciphertexts))
+	for i, ct := range r.Ciphertexts {
+		values[i] = make([]float64, p.MaxSlots())
+		if err := c.encoder.Decode(c.decryptor.DecryptNew(ct), values[i]); err != nil {
+			return nil, fmt.Errorf("%w: decoding result: %v", errs.ErrCorrupt, err)
+		}
+	}
+	out, err := r.Read(values)
+	if err != nil {
 		return nil, err
-	}
-	out := &Decrypted{Mode: r.Mode, Delta: r.Delta, Total: r.Total, Matches: []int{}}
-	values := make([]float64, p.MaxSlots())
-	decode := func(ct *rlwe.Ciphertext) error {
-		if err := c.encoder.Decode(c.decryptor.DecryptNew(ct), values); err != nil {
-			return fmt.Errorf("%w: decoding result: %v", errs.ErrCorrupt, err)
-		}
-		return nil
-	}
-	if r.Mode == result.Membership {
-		if err := decode(r.Ciphertexts[0]); err != nil {
-			return nil, err
-		}
-		out.RawCount = values[0]
-		if math.IsNaN(values[0]) || math.Abs(values[0]) > float64(2*r.Total+1) {
-			return nil, fmt.Errorf("%w: membership count %v is out of range: the result was not made under this key", errs.ErrCorrupt, values[0])
-		}
-		out.Count = int(math.Round(math.Max(values[0], 0)))
-	} else {
-		for g, span := range r.Spans {
-			if span.Count > len(values) || span.Count < 0 {
-				return nil, fmt.Errorf("%w: group %d claims %d entries", errs.ErrCorrupt, g, span.Count)
-			}
-			if err := decode(r.Ciphertexts[g]); err != nil {
-				return nil, err
-			}
-			for t := 0; t < span.Count; t++ {
-				if values[t] >= 0.5 {
-					out.Matches = append(out.Matches, span.Start+t)
-				}
-			}
-		}
 	}
 	out.Seconds = time.Since(start).Seconds()
 	return out, nil

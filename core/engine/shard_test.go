@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"testing"
 
+	"encmatch/core/client"
 	"encmatch/core/errs"
 	"encmatch/core/params"
 	"encmatch/core/result"
@@ -134,5 +135,58 @@ func TestMergeRefusesMixedResults(t *testing.T) {
 		if _, err := result.Merge(f.set.CKKS, pair[:]); !errors.Is(err, errs.ErrMismatch) {
 			t.Errorf("mixed results merged (err %v)", err)
 		}
+	}
+}
+
+// TestPublicKeyQuery: a query encrypted under the public key alone (a
+// Querier, as for a threshold key set) gets the same answer as the key
+// holder's.
+func TestPublicKeyQuery(t *testing.T) {
+	rng := rand.New(rand.NewSource(13))
+	const dim, delta = 24, 0.5
+	f := newFixtureWith(t, params.Toy, 8, dim, delta, strategy.BSGSTBE, 8)
+	q := randomUnit(rng, dim)
+	gal := gallery(rng, q, 700, []float64{0.9, 0.6, 0.45})
+	f.enroll(t, gal)
+	var exact []int
+	for i, g := range gal {
+		if s := cosine(f32(q), g); s >= delta {
+			exact = append(exact, i)
+		} else if math.Abs(s-delta) < 1e-3 {
+			t.Fatalf("entry %d scores %.5f, too close to delta for an exact check", i, s)
+		}
+	}
+	srv, err := Open(f.indexDir, f.serverKeys(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	querier, err := client.OpenQuerier(f.serverKeys())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if querier.Dim() != dim {
+		t.Fatalf("querier dimension %d", querier.Dim())
+	}
+	var answers [][]int
+	for _, enc := range []func([]float32) ([]byte, error){f.client.EncryptQuery, querier.EncryptQuery} {
+		qb, err := enc(f32(q))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _, err := srv.Search(qb, result.Identification, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := f.client.Decrypt(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		answers = append(answers, got.Matches)
+	}
+	if !reflect.DeepEqual(answers[0], exact) || !reflect.DeepEqual(answers[1], exact) {
+		t.Fatalf("secret-key query %v, public-key query %v, brute force %v", answers[0], answers[1], exact)
+	}
+	if _, err := querier.EncryptQuery(make([]float32, dim)); !errors.Is(err, errs.ErrInvalid) {
+		t.Errorf("zero query: %v", err)
 	}
 }

@@ -12,6 +12,7 @@ package result
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 
@@ -149,6 +150,54 @@ func Merge(p ckks.Parameters, parts []*Result) (*Result, error) {
 		}
 	}
 	out.Ciphertexts = []*rlwe.Ciphertext{sum}
+	return out, nil
+}
+
+// Answer is what decrypting a result tells: the number of matches
+// (membership) or the matching gallery positions (identification).
+type Answer struct {
+	Mode  string  `json:"mode"`
+	Delta float64 `json:"delta"`
+	Total int     `json:"total"`
+	// Membership: the number of matches, rounded, and as decrypted.
+	Count    int     `json:"count"`
+	RawCount float64 `json:"raw_count"`
+	// Identification: matching gallery positions, ascending.
+	Matches []int   `json:"matches"`
+	Seconds float64 `json:"seconds"`
+}
+
+// Read turns the decrypted slot values of r's ciphertexts (values[i] for
+// r.Ciphertexts[i]) into the answer, refusing a result that does not cover
+// the whole gallery and values no honest result under this key can have.
+func (r *Result) Read(values [][]float64) (*Answer, error) {
+	if err := r.CheckComplete(); err != nil {
+		return nil, err
+	}
+	if len(values) != len(r.Ciphertexts) {
+		return nil, fmt.Errorf("%w: %d decrypted ciphertexts for a result of %d", errs.ErrInvalid, len(values), len(r.Ciphertexts))
+	}
+	out := &Answer{Mode: r.Mode, Delta: r.Delta, Total: r.Total, Matches: []int{}}
+	if r.Mode == Membership {
+		v := values[0][0]
+		out.RawCount = v
+		if math.IsNaN(v) || math.Abs(v) > float64(2*r.Total+1) {
+			return nil, fmt.Errorf("%w: membership count %v is out of range: the result was not made under this key", errs.ErrCorrupt, v)
+		}
+		out.Count = int(math.Round(math.Max(v, 0)))
+		return out, nil
+	}
+	for g, span := range r.Spans {
+		if span.Count > len(values[g]) {
+			return nil, fmt.Errorf("%w: group %d claims %d entries", errs.ErrCorrupt, g, span.Count)
+		}
+		for t := 0; t < span.Count; t++ {
+			if values[g][t] >= 0.5 {
+				out.Matches = append(out.Matches, span.Start+t)
+			}
+		}
+	}
+	sort.Ints(out.Matches)
 	return out, nil
 }
 

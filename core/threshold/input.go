@@ -25,6 +25,9 @@ type Input struct {
 	Kind        string
 	Ciphertexts []*rlwe.Ciphertext
 	Digest      string
+	// Result is the decoded search result when Kind is "result" (its
+	// header says how to read the decrypted slots: result.Result.Read).
+	Result *result.Result
 }
 
 // DecodeInput decodes the bytes of a ciphertext input made under a setup's
@@ -45,7 +48,7 @@ func DecodeInput(data []byte, cfg *Config, set *params.Set) (*Input, error) {
 		if err != nil {
 			return nil, err
 		}
-		in.Ciphertexts = r.Ciphertexts
+		in.Ciphertexts, in.Result = r.Ciphertexts, r
 	case KindCiphertext:
 		if in.Ciphertexts, err = decodeCiphertexts(payload, set.CKKS); err != nil {
 			return nil, err

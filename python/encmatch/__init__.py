@@ -30,6 +30,7 @@ from .client import (
     STRATEGIES,
     Client,
     Enroller,
+    Querier,
     Server,
     choose_strategy,
     comparator,
@@ -56,6 +57,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Client",
+    "Querier",
     "Enroller",
     "Server",
     "EncryptedIndex",

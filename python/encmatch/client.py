@@ -37,6 +37,7 @@ from .results import check_mode
 
 __all__ = [
     "Client",
+    "Querier",
     "Enroller",
     "Server",
     "merge_results",
@@ -197,6 +198,15 @@ def _require_dir(path: PathLike, what: str) -> Path:
     return p
 
 
+def _encrypt_query(handle: _core.Handle, dim: int, vector: Any) -> bytes:
+    """Encrypt ``vector`` with the client or querier behind ``handle``."""
+    vec = _core.as_vector(vector, dim)
+    _, out = _core.call("encrypt_query", {"handle": handle.get(), "dim": dim}, vec)
+    if out is None:
+        raise Internal("encrypt_query returned no bytes")
+    return out
+
+
 class Client:
     """The key holder: encrypts queries and decrypts results.
 
@@ -274,11 +284,7 @@ class Client:
 
     def encrypt_query(self, vector: Any) -> bytes:
         """Encrypt one query vector (``[dim]`` or ``[1, dim]``); returns the query bytes."""
-        vec = _core.as_vector(vector, self.dim)
-        _, out = _core.call("encrypt_query", {"handle": self._handle.get(), "dim": self.dim}, vec)
-        if out is None:
-            raise Internal("encrypt_query returned no bytes")
-        return out
+        return _encrypt_query(self._handle, self.dim, vector)
 
     def decrypt(self, result: bytes) -> dict:
         """Decrypt a search result.
@@ -310,6 +316,47 @@ class Client:
             f"Client({str(self.key_dir)!r}, key_id={self.key_id!r}, preset={self.params.get('preset')!r}, "
             f"strategy={self.strategy!r}, n1={self.n1})"
         )
+
+
+class Querier:
+    """Encrypts queries under a key set's public key, without its secret key.
+
+    ``Querier(server_key_dir)``: for a querier who is not the key holder,
+    as with a threshold key set (:mod:`encmatch.threshold`), whose secret
+    key nobody holds; the answers are then decrypted by ``t`` decryptors
+    for a receiver. Close it with :meth:`close` or use it as a context
+    manager.
+    """
+
+    def __init__(self, server_key_dir: PathLike):
+        """Load the public key of ``server_key_dir`` (raises NotFound, Corrupt or Mismatch)."""
+        self.server_key_dir = _require_dir(server_key_dir, "server key directory")
+        res, _ = _core.call("querier_open", {"server_key_dir": self.server_key_dir})
+        self._handle = _core.Handle(self, res["handle"])
+        self.key_id: str = res.get("key_id", "")
+        self.params: dict = res.get("params", {})
+
+    @property
+    def dim(self) -> int:
+        """Query dimension."""
+        return int(self.params["dim"])
+
+    def encrypt_query(self, vector: Any) -> bytes:
+        """Encrypt one query vector (``[dim]`` or ``[1, dim]``) under the public key; returns the query bytes."""
+        return _encrypt_query(self._handle, self.dim, vector)
+
+    def close(self) -> None:
+        """Release the public key in the core (idempotent)."""
+        self._handle.close()
+
+    def __enter__(self) -> "Querier":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Querier({str(self.server_key_dir)!r}, key_id={self.key_id!r}, dim={self.dim})"
 
 
 class Enroller:

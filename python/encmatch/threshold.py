@@ -214,7 +214,11 @@ class Receiver:
         Refuses fewer than ``t`` shares, two shares of one party, shares of
         other participants, ciphertexts, receivers or key sets. Returns
         ``(values, info)``: ``values`` float64 ``[ciphertexts, slots]``, info
-        ``{"kind", "ciphertexts", "slots", "parties", "flooding", "seconds"}``.
+        ``{"kind", "ciphertexts", "slots", "parties", "flooding", "seconds"}``
+        and, for an encmatch search result, ``"answer"``: what
+        :meth:`encmatch.Client.decrypt` returns (``mode``, ``count``,
+        ``raw_count``, ``matches``...; a result that misses any gallery
+        entry is refused).
         """
         buf = bytearray()
         for part in (ciphertext, *shares):

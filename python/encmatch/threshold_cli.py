@@ -195,6 +195,13 @@ def cmd_combine(args: argparse.Namespace) -> int:
         print(json.dumps(info, indent=2))
         return 0
     print(f"decrypted {info['ciphertexts']} ciphertext(s) with parties {info['parties']} in {info['seconds']:.3f} s")
+    answer = info.get("answer")
+    if answer is not None:  # a search result: print what it answers
+        if answer["mode"] == "membership":
+            print(f"  membership: {answer['count']} match(es) (decrypted {answer['raw_count']:.4f})")
+        else:
+            print(f"  identification: {len(answer['matches'])} match(es) at {answer['matches']}")
+        return 0
     for k, row in enumerate(values):
         print(f"  [{k}] " + " ".join(f"{v:.4f}" for v in row[: args.slots]))
     return 0

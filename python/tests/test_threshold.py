@@ -189,3 +189,27 @@ def test_secure_preset_two_of_two(tmp_path):
     got, info = s["receiver"].combine(ct, shares_of(s, ct, (1, 2)))
     np.testing.assert_allclose(got[0, :64], values, atol=TOL)
     assert info["flooding"][0]["flooding_bits"] > 29
+
+
+def test_threshold_face_search(two_of_three, tmp_path):
+    """Nobody holds the secret key: public-key enrollment and queries, a search, t decryptors, one receiver."""
+    import encmatch
+    from encmatch.index import decrypted_to_result
+    from encmatch.service.measure import expected_results, same_answer, separated_gallery
+
+    s = two_of_three
+    rng = np.random.default_rng(9)
+    gallery, _, queries = separated_gallery(rng, DIM, 300, DIM)
+    index = tmp_path / "index"
+    enroller = encmatch.Enroller(s["server"])
+    enroller.create_index(index, 0.5)
+    enroller.enroll(index, gallery)
+    with encmatch.Querier(s["server"]) as querier, encmatch.Server(index, s["server"]) as server:
+        for mode in ("membership", "identification"):
+            for q in queries:
+                result = server.search(querier.encrypt_query(q), mode)
+                _, info = s["receiver"].combine(result, shares_of(s, result, (1, 3)))
+                want = expected_results(gallery, q[None, :], 0.5, mode)[0]
+                assert same_answer(decrypted_to_result(info["answer"]), want), (mode, info["answer"])
+        with pytest.raises(InvalidArgument):
+            querier.encrypt_query(np.zeros(DIM))
