@@ -90,10 +90,14 @@ def test_shard_layout():
 
 def test_refuses_a_layout_the_cluster_cannot_place(cluster, index_path):
     keys = index_path / "keys" / "server"
-    with pytest.raises(InvalidArgument, match=r"need 0.5 GPUs; the Ray cluster has 0"):
+    with pytest.raises(InvalidArgument, match=r"need 0.5 GPUs; the Ray cluster has 0, 0 free"):
         RayBackend(workers=1, num_gpus=0.5).open(index_path / "index", keys)
     with pytest.raises(InvalidArgument, match=r"3 actors x 4 CPUs need 12 CPUs"):
         RayBackend(shards_per_actor=1, num_cpus=4).open(index_path / "index", keys)
+    # Fits the cluster but not what another open index leaves free: refused after the wait, not left pending.
+    with RayBackend(workers=1, num_cpus=4).open(index_path / "index", keys):
+        with pytest.raises(InvalidArgument, match=r"need 3 CPUs; the Ray cluster has 6, 2 free"):
+            RayBackend(workers=3, num_cpus=1, placement_wait=0.5).open(index_path / "index", keys)
 
 
 @pytest.mark.parametrize("backend", [RayBackend(shards_per_actor=1), RayBackend(workers=2)],

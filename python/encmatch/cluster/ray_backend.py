@@ -147,6 +147,9 @@ class RayBackend:
     uses ``ceil(num_cpus)`` threads). ``max_restarts`` / ``task_retries``:
     how often a dead actor is restarted and its search retried.
     ``timeout``: seconds a search may take (``None``: no limit).
+    ``placement_wait``: seconds to wait for the cluster to free the CPUs
+    and GPUs the actors need (another index's actors being stopped) before
+    refusing the layout.
     """
 
     address: str | None = None
@@ -157,6 +160,7 @@ class RayBackend:
     max_restarts: int = 3
     task_retries: int = 2
     timeout: float | None = None
+    placement_wait: float = 30.0
 
     def __post_init__(self) -> None:
         if self.num_cpus <= 0 or self.num_gpus < 0:
@@ -207,16 +211,27 @@ class RayServer:
         self.streamed = any(i["streamed"] for i in self.actor_info)
 
     def _check_resources(self) -> None:
-        """Refuse a layout the cluster cannot place (its actors would wait forever for CPUs or GPUs)."""
-        total = ray.cluster_resources()
-        actors = len(self.layout)
-        for name, each in (("CPU", self.backend.num_cpus), ("GPU", self.backend.num_gpus)):
-            need = actors * each
-            if need > total.get(name, 0) + 1e-9:
-                raise InvalidArgument(
-                    f"{actors} actors x {each:g} {name}s need {need:g} {name}s; the Ray cluster has "
-                    f"{total.get(name, 0):g}: use fewer actors (more shards per actor), fewer {name}s per actor, "
-                    "or a larger cluster")
+        """Refuse a layout the cluster cannot place: its actors would wait forever for CPUs or GPUs.
+
+        Resources held by actors being stopped (a replaced index's) are
+        waited for up to ``backend.placement_wait`` seconds.
+        """
+        need = {"CPU": len(self.layout) * self.backend.num_cpus, "GPU": len(self.layout) * self.backend.num_gpus}
+        deadline = time.monotonic() + self.backend.placement_wait
+        while True:
+            total, free = ray.cluster_resources(), ray.available_resources()
+            short = [name for name, n in need.items() if n > free.get(name, 0) + 1e-9]
+            if not short:
+                return
+            if any(need[name] > total.get(name, 0) + 1e-9 for name in short) or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        name = short[0]
+        each = need[name] / len(self.layout)
+        raise InvalidArgument(
+            f"{len(self.layout)} actors x {each:g} {name}s need {need[name]:g} {name}s; the Ray cluster has "
+            f"{total.get(name, 0):g}, {free.get(name, 0):g} free: use fewer actors (more shards per actor), fewer "
+            f"{name}s per actor, or a larger cluster")
 
     def _span(self, shard: int) -> str:
         """Gallery range (entries) of shard ``shard``, for error messages."""
