@@ -66,6 +66,7 @@ var methods = map[string]method{
 	"encrypt_query":   encryptQuery,
 	"decrypt":         decrypt,
 	"server_open":     serverOpen,
+	"check_keys":      checkKeys,
 	"search":          search,
 	"merge_results":   mergeResults,
 	"comparator":      comparatorModel,
@@ -423,6 +424,32 @@ func serverOpen(args, _ []byte) (any, []byte, error) {
 	}
 	return map[string]any{"handle": putHandle(s), "manifest": s.Manifest, "streamed": s.Streamed,
 		"groups": s.Served(), "seconds": time.Since(start).Seconds()}, nil, nil
+}
+
+// checkKeys checks, without loading them, that the evaluation keys in
+// server_key_dir belong to the index in index_dir (the check server_open
+// makes first): a scale-out driver refuses wrong keys before it starts
+// any worker.
+func checkKeys(args, _ []byte) (any, []byte, error) {
+	var a struct {
+		IndexDir     string `json:"index_dir"`
+		ServerKeyDir string `json:"server_key_dir"`
+	}
+	if err := parse(args, &a); err != nil {
+		return nil, nil, err
+	}
+	m, err := index.Load(a.IndexDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	meta, _, err := keys.LoadServerMeta(a.ServerKeyDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := m.CheckKeys(meta); err != nil {
+		return nil, nil, err
+	}
+	return map[string]any{"key_id": meta.KeyID}, nil, nil
 }
 
 // mergeResults merges the framed results of disjoint shards of the index

@@ -25,7 +25,7 @@ ray = pytest.importorskip("ray")
 import encmatch  # noqa: E402
 from encmatch import EncryptedIndex  # noqa: E402
 from encmatch.cluster import RayBackend, RayServer, shard_groups  # noqa: E402
-from encmatch.errors import Corrupt, InvalidArgument, ShardUnavailable  # noqa: E402
+from encmatch.errors import Corrupt, InvalidArgument, Mismatch, ShardUnavailable  # noqa: E402
 from encmatch.service import RemoteIndex  # noqa: E402
 from conftest import run_cli  # noqa: E402
 from encmatch.service.measure import (  # noqa: E402
@@ -156,7 +156,8 @@ def test_unservable_shard_fails_clearly(cluster, index_path, data, tmp_path):
     victim = group_files[1]
     victim.write_bytes(victim.read_bytes()[: victim.stat().st_size // 2])  # truncated group file
     with EncryptedIndex(broken, backend=RayBackend(shards_per_actor=1)) as index:
-        with pytest.raises(ShardUnavailable, match=r"groups \[\d\] \(entries \d+-\d+\) cannot be served"):
+        with pytest.raises(ShardUnavailable,
+                           match=r"groups \[\d\] \(entries \d+-\d+\) cannot be served: .*corrupt or truncated"):
             index.search(data["queries"][0])
     # Streamed, the group is read at query time: the query fails with the core's error, naming the shard.
     with EncryptedIndex(broken, memory_budget=1, backend=RayBackend(shards_per_actor=1)) as index:
@@ -168,6 +169,12 @@ def test_unservable_shard_fails_clearly(cluster, index_path, data, tmp_path):
         _kill(index._open_server(), 2)
         with pytest.raises(ShardUnavailable, match=r"groups \[2\]"):
             index.search(data["queries"][0], "membership")
+
+
+def test_keys_of_another_key_set_refused_before_any_actor(cluster, index_path, tmp_path):
+    encmatch.Client.generate(tmp_path / "other", preset="toy", kappa=8, dim=DIM, strategy="bsgs-tbe").close()
+    with pytest.raises(Mismatch, match="key set"):
+        RayBackend().open(index_path / "index", tmp_path / "other" / "server")
 
 
 def test_service_with_ray_backend(cluster, index_path, data, tmp_path):

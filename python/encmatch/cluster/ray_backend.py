@@ -35,6 +35,7 @@ from typing import Any, Sequence
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
+from .. import _core
 from ..client import Server, index_info, memory_budget_bytes, merge_results, set_threads
 from ..errors import EncmatchError, Internal, InvalidArgument, ShardUnavailable
 from ..results import check_mode
@@ -192,6 +193,7 @@ class RayServer:
         self.layout = shard_groups(len(self.manifest.get("groups") or []), self.backend.shards_per_actor,
                                    self.backend.workers)
         self.last_search: dict = {}
+        _core.call("check_keys", {"index_dir": self.index_dir, "server_key_dir": Path(server_key_dir)})
         ensure_ray(self.backend.address)
         self._check_resources()
         self._keys = ray.put(_read_tree(Path(server_key_dir)))
@@ -259,7 +261,7 @@ class RayServer:
             except RayActorError as exc:
                 raise ShardUnavailable(
                     f"{self._span(shard)} cannot be served: its worker died after "
-                    f"{self.backend.max_restarts} restarts or could not load them ({_first_line(exc)})"
+                    f"{self.backend.max_restarts} restarts or could not load them ({_root_cause(exc)})"
                 ) from exc
         return out
 
@@ -311,9 +313,10 @@ class RayServer:
         return f"RayServer({str(self.index_dir)!r}, actors={len(self.layout)}, groups={sum(map(len, self.layout))})"
 
 
-def _first_line(exc: BaseException) -> str:
-    """The first non-empty line of an exception's text."""
-    for line in str(exc).splitlines():
-        if line.strip():
-            return line.strip()
-    return type(exc).__name__
+def _root_cause(exc: BaseException) -> str:
+    """The innermost error of a Ray failure: the last "Type: message" line of its text."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    for line in reversed(lines):
+        if ": " in line and not line.startswith(("File ", "^")):
+            return line
+    return lines[0] if lines else type(exc).__name__
