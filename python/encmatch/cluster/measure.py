@@ -4,8 +4,9 @@
 set (secure preset, bsgs-tbe), enrolls a gallery of ``--groups`` full
 groups and a one-group gallery under the same keys, then times the same
 membership queries (every answer decrypted and checked against brute
-force) in these configurations, one after the other (they do not all fit
-in memory at once):
+force) in these configurations; the first two together, their queries
+interleaved, the others one after the other (they do not all fit in
+memory at once):
 
 - ``in-process``: :class:`encmatch.Server`, all cores;
 - ``ray-1x2``: one actor with 2 CPUs holding every group;
@@ -70,33 +71,39 @@ def _prepare(work: Path, dim: int, kappa: int, n1: int, groups: int, seed: int) 
     return {"keys": keys, "server_keys": server_keys, "indexes": indexes, "queries": queries}
 
 
-def _time_config(name: str, setup: dict, index: str, backend: RayBackend | None, queries: int) -> dict:
-    """Open one configuration, warm it up, time ``queries`` checked membership searches, close it."""
-    path, gallery = setup["indexes"][index]
-    t0 = time.perf_counter()
-    server = Server(path, setup["server_keys"]) if backend is None else backend.open(path, setup["server_keys"])
-    open_seconds = time.perf_counter() - t0
-    latencies, wrong = [], 0
+def _time_configs(configs: list[tuple[str, str, RayBackend | None]], setup: dict, queries: int) -> list[dict]:
+    """Open configurations together, warm each up, then time ``queries`` checked membership searches of
+    each, interleaved (query i on every configuration before query i + 1), and close them."""
+    servers, rows = [], []
+    for name, index, backend in configs:
+        path, _ = setup["indexes"][index]
+        t0 = time.perf_counter()
+        server = Server(path, setup["server_keys"]) if backend is None else backend.open(path, setup["server_keys"])
+        servers.append(server)
+        rows.append({"config": name, "index": index, "groups": len(server.manifest.get("groups") or []),
+                     "open_seconds": time.perf_counter() - t0, "latencies": [], "wrong": 0})
     with Client(setup["keys"]) as client:
         for i in range(queries + 1):
             q = setup["queries"][i % len(setup["queries"])]
-            blob = client.encrypt_query(q)
-            t = time.perf_counter()
-            out = server.search(blob, "membership")
-            if i:  # the first search warms up
-                latencies.append(time.perf_counter() - t)
-            got = decrypted_to_result(client.decrypt(out))
-            wrong += not same_answer(got, expected_results(gallery, q[None, :], DELTA, "membership")[0])
-    row = {"config": name, "index": index, "groups": len(server.manifest.get("groups") or []),
-           "open_seconds": open_seconds, "latencies": latencies, "median_seconds": statistics.median(latencies),
-           "wrong": wrong}
-    if isinstance(server, RayServer):
-        row["actors"] = len(server.layout)
-        row["actor_cpus"] = server.backend.num_cpus
-        row["actor_peak_rss"] = [_peak_rss(i["pid"]) for i in server.actor_info]
-    server.close()
-    print(json.dumps({k: v for k, v in row.items() if k != "latencies"}), flush=True)
-    return row
+            for (_, index, _), server, row in zip(configs, servers, rows):
+                blob = client.encrypt_query(q)
+                t = time.perf_counter()
+                out = server.search(blob, "membership")
+                if i:  # the first search warms up
+                    row["latencies"].append(time.perf_counter() - t)
+                got = decrypted_to_result(client.decrypt(out))
+                want = expected_results(setup["indexes"][index][1], q[None, :], DELTA, "membership")[0]
+                row["wrong"] += not same_answer(got, want)
+    for server, row in zip(servers, rows):
+        row["median_seconds"] = statistics.median(row["latencies"])
+        row["interleaved_with"] = [r["config"] for r in rows if r is not row]
+        if isinstance(server, RayServer):
+            row["actors"] = len(server.layout)
+            row["actor_cpus"] = server.backend.num_cpus
+            row["actor_peak_rss"] = [_peak_rss(i["pid"]) for i in server.actor_info]
+        server.close()
+        print(json.dumps({k: v for k, v in row.items() if k != "latencies"}), flush=True)
+    return rows
 
 
 def _profile(rows: dict[str, dict], dim: int, kappa: int, groups: int) -> dict:
@@ -149,10 +156,10 @@ def main(argv: list[str] | None = None) -> int:
     args.work.mkdir(parents=True, exist_ok=True)
     setup = _prepare(args.work, args.dim, args.kappa, args.n1, args.groups, args.seed)
     ray.init(include_dashboard=False, log_to_driver=False)
-    configs = [("in-process", "full", None), ("ray-1x2", "full", RayBackend(workers=1, num_cpus=2)),
-               ("ray-2x1", "full", RayBackend(workers=2, num_cpus=1)), ("ray-1x1", "full", RayBackend(workers=1, num_cpus=1)),
-               ("ray-1x2-one-group", "one-group", RayBackend(workers=1, num_cpus=2))]
-    rows = {name: _time_config(name, setup, index, backend, args.queries) for name, index, backend in configs}
+    runs = [[("in-process", "full", None), ("ray-1x2", "full", RayBackend(workers=1, num_cpus=2))],
+            [("ray-2x1", "full", RayBackend(workers=2, num_cpus=1))], [("ray-1x1", "full", RayBackend(workers=1, num_cpus=1))],
+            [("ray-1x2-one-group", "one-group", RayBackend(workers=1, num_cpus=2))]]
+    rows = {row["config"]: row for run in runs for row in _time_configs(run, setup, args.queries)}
     ray.shutdown()
     p = describe("default", args.kappa, args.dim)
     meta = {"params": f"N = 2^{p['log_n']}, logQP {round(p['log_qp'])}, kappa {args.kappa}, {args.dim}-d, bsgs-tbe n1 = "
