@@ -43,8 +43,9 @@ MODES = ("membership", "identification")
 
 @pytest.fixture(scope="module")
 def cluster():
-    """A local Ray cluster for this module (6 logical CPUs on whatever cores there are)."""
-    ray.init(num_cpus=6, include_dashboard=False, log_to_driver=False)
+    """A local Ray cluster for this module: 6 logical CPUs on whatever cores there are, and one logical GPU
+    (Ray places actors on it; nothing here runs on a GPU)."""
+    ray.init(num_cpus=6, num_gpus=1, include_dashboard=False, log_to_driver=False)
     yield ray.get_runtime_context().gcs_address
     ray.shutdown()
 
@@ -90,8 +91,8 @@ def test_shard_layout():
 
 def test_refuses_a_layout_the_cluster_cannot_place(cluster, index_path):
     keys = index_path / "keys" / "server"
-    with pytest.raises(InvalidArgument, match=r"need 0.5 GPUs; the Ray cluster has 0, 0 free"):
-        RayBackend(workers=1, num_gpus=0.5).open(index_path / "index", keys)
+    with pytest.raises(InvalidArgument, match=r"need 1.5 GPUs; the Ray cluster has 1, 1 free"):
+        RayBackend(workers=1, num_gpus=1.5).open(index_path / "index", keys)
     with pytest.raises(InvalidArgument, match=r"3 actors x 4 CPUs need 12 CPUs"):
         RayBackend(shards_per_actor=1, num_cpus=4).open(index_path / "index", keys)
     # Fits the cluster but not what another open index leaves free: refused after the wait, not left pending.
@@ -112,6 +113,15 @@ def test_same_answers_as_in_process(cluster, index_path, data, backend):
         assert [i["groups"] for i in server.actor_info] == shard_groups(3, backend.shards_per_actor, backend.workers)
         assert server.last_search["groups"] == 3
         assert all(i["threads"] == 1 for i in server.actor_info)  # each actor's share of the CPUs
+
+
+def test_shards_share_a_gpu(cluster, index_path, data):
+    with EncryptedIndex(index_path, backend=RayBackend(workers=2, num_gpus=0.5)) as index:
+        exact(index, data, modes=("identification",))
+        gpus = [i["gpus"] for i in index._open_server().actor_info]
+        assert gpus[0] == gpus[1] and len(gpus[0]) == 1, gpus  # two actors, one GPU
+        with pytest.raises(InvalidArgument, match=r"need 1 GPUs; the Ray cluster has 1, 0 free"):
+            RayBackend(workers=2, num_gpus=0.5, placement_wait=0.5).open(index_path / "index", index.client.server_key_dir)
 
 
 def _kill(server: RayServer, shard: int) -> int:

@@ -121,9 +121,9 @@ class ShardWorker:
         self._groups = groups
 
     def info(self) -> dict:
-        """This actor's process, groups, load time and whether it streams its groups."""
+        """This actor's process, groups, threads, GPUs, load time and whether it streams its groups."""
         return {"pid": os.getpid(), "groups": self._groups, "streamed": self._server.streamed,
-                "threads": set_threads(0)["threads"],
+                "threads": set_threads(0)["threads"], "gpus": [str(g) for g in ray.get_gpu_ids()],
                 "load_seconds": self._load_seconds, "node": ray.get_runtime_context().get_node_id()}
 
     def search(self, query: bytes, mode: str, delta: float | None) -> tuple[bytes, dict]:
