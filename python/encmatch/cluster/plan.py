@@ -28,7 +28,6 @@ import math
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 from ..errors import InvalidArgument
 
@@ -104,10 +103,8 @@ class Plan:
     note: str = ""
 
     def to_json(self) -> dict:
-        """The plan as plain JSON."""
-        out = asdict(self)
-        out["profile"] = asdict(self.profile)
-        return out
+        """The plan as plain JSON (the profile included)."""
+        return asdict(self)
 
 
 def builtin_profiles() -> dict[str, Profile]:
@@ -229,9 +226,4 @@ def plot(p: Plan, path: str | Path) -> None:
 
 def as_json(p: Plan) -> str:
     """The plan as indented JSON."""
-    return json.dumps(p.to_json(), indent=2, default=_jsonable)
-
-
-def _jsonable(value: Any) -> Any:
-    """JSON fallback for values json cannot write."""
-    return str(value)
+    return json.dumps(p.to_json(), indent=2)
