@@ -181,8 +181,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     """Score distributions and a suggested delta; exit 1 when delta fails the target inside the guard band."""
     faces, problems = _labelled(args)
     dist = calibrate_mod.ScoreDistributions.from_labelled(faces.emb, faces.label)
-    cal = calibrate_mod.calibrate(dist, args.target_fmr, kappa=args.kappa, delta=args.delta,
-                                  gallery_size=args.gallery_size)
+    cal = calibrate_mod.calibrate(dist, args.target_fmr, target_fpir=args.target_fpir, kappa=args.kappa,
+                                  delta=args.delta, gallery_size=args.gallery_size or len(faces))
     if args.json:
         print(json.dumps(cal.to_dict()))
     else:
@@ -246,11 +246,16 @@ def add_commands(sub) -> None:
         s.add_argument("--json", action="store_true", help="print the result as JSON")
         s.add_argument("--plot", type=Path, default=None, metavar="PNG", help="write a plot to this PNG")
         if name == "calibrate":
-            s.add_argument("--target-fmr", type=_rate, default=1e-4,
-                           help="false-match rate per comparison to reach (default: %(default)g)")
+            target = s.add_mutually_exclusive_group()
+            target.add_argument("--target-fpir", type=_rate, default=None,
+                                help="1:N target: false positive identification rate at the gallery size (default: "
+                                     f"{calibrate_mod.DEFAULT_TARGET_FPIR:g} unless --target-fmr is given)")
+            target.add_argument("--target-fmr", type=_rate, default=None,
+                                help="1:1 target instead: false-match rate per comparison")
             s.add_argument("--delta", type=float, default=None, help="check this delta instead of suggesting one")
-            s.add_argument("--gallery-size", type=int, default=16384,
-                           help="gallery entries per query, for the expected false matches (default: %(default)s)")
+            s.add_argument("--gallery-size", type=int, default=None, metavar="N",
+                           help="gallery entries per search, for FPIR and the expected false matches (default: the "
+                                "number of faces given)")
             s.set_defaults(func=cmd_calibrate)
         else:
             s.add_argument("--preset", default="toy",

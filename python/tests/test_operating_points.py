@@ -1,0 +1,175 @@
+"""1:N operating points (issue 13 part 4): FPIR and FNIR at the gallery size, the rule-of-three support check,
+and ground truth reported apart from the agreement with brute force (calibrate, demo, accuracy).
+
+Synthetic score sets whose FPIR and FNIR are known exactly; real faces
+(shared/data) only for the CLI and the demo at the toy preset.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import numpy as np
+import pytest
+
+from encmatch.calibrate import NonMated, ScoreDistributions, calibrate, fmr_for_fpir, fpir_independent, rate_text
+from encmatch.errors import InvalidArgument
+
+from conftest import run_cli
+
+
+def ok(proc, code=0):
+    """Assert the exit code and that no traceback was printed; return the process."""
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == code, f"rc={proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    return proc
+
+
+def synthetic(searches: int = 1000, m: int = 100, hot: int = 10, seed: int = 0):
+    """``searches`` non-mated searches of ``m`` impostor scores in [-0.5, 0.4]; ``hot`` of them also hold one 0.9."""
+    rng = np.random.default_rng(seed)
+    rows = rng.uniform(-0.5, 0.4, (searches, m))
+    rows[:hot, 0] = 0.9
+    genuine = np.array([0.3, 0.6, 0.7, 0.95])
+    return ScoreDistributions.from_scores(genuine, rows.ravel(), nonmated=rows), rows
+
+
+def no_bare_zero_rate(text: str) -> None:
+    """No rate is printed as a bare 0: every "FMR 0"/"FPIR 0" is "0 of n (below 3/n ...)"."""
+    for m in re.finditer(r"\b(FMR|FPIR):? 0(?![.\d])", text):
+        assert text[m.end():m.end() + 4] == " of ", text[m.start():m.end() + 40]
+
+
+def test_fpir_fnir_exact_on_synthetic_scores():
+    d, rows = synthetic()
+    nm = d.nonmated
+    assert nm.n_searches == 1000 and d.n_impostor == 100_000
+    # A gallery of all 100 candidates: exactly the 10 hot searches hit.
+    assert nm.fpir(0.8, 100)[0] == pytest.approx(0.01, abs=1e-15)
+    # Galleries of 50 drawn from 100: a hot search hits with probability 1 - C(99, 50) / C(100, 50) = 1/2.
+    assert nm.fpir(0.8, 50)[0] == pytest.approx(10 * 0.5 / 1000, abs=1e-15)
+    fp, info = nm.fpir(0.8, 50)
+    assert info == {"searches": 1000, "hit": 10, "extrapolated": 0, "truncated": 0}
+    # Galleries of 200 from 100 candidates: extrapolated with replacement, 1 - (1 - 1/100)^200.
+    fp, info = nm.fpir(0.8, 200)
+    assert fp == pytest.approx(10 * (1 - 0.99 ** 200) / 1000, rel=1e-12) and info["extrapolated"] == 1000
+    # Two hits in one search, gallery 50 of 100: 1 - C(98, 50) / C(100, 50).
+    two = NonMated.from_searches([[0.9, 0.85] + [0.0] * 98])
+    assert two.fpir(0.8, 50)[0] == pytest.approx(1 - math.comb(98, 50) / math.comb(100, 50), rel=1e-12)
+    # Below every score: all 100 candidates hit but only the top 64 are kept; the FPIR is then a lower bound, flagged.
+    fp, info = nm.fpir(-0.9, 7)
+    assert info["truncated"] == 1000 and fp == pytest.approx(1 - math.comb(36, 7) / math.comb(100, 7))
+    # FNIR = mated searches whose mate scores below delta = genuine pairs below delta.
+    assert d.fnmr(0.65) == 0.5 and d.fnmr(0.2) == 0.0 and d.fnmr(0.96) == 1.0
+    # The FPIR threshold: just above the bulk for 1.05 % (one more search would make 1.1 %), above 0.9 for 0.5 %.
+    bulk = rows.copy()
+    bulk[:10, 0] = -1
+    top_bulk = float(bulk.max())
+    t = d.threshold_at_fpir(0.0105, 100)
+    assert top_bulk < t <= top_bulk + 2e-5
+    t = d.threshold_at_fpir(0.005, 100)
+    assert 0.9 < t <= 0.9 + 2e-5
+
+
+def test_independence_model_and_support():
+    assert fpir_independent(fmr_for_fpir(0.01, 16384), 16384) == pytest.approx(0.01, rel=1e-9)
+    assert fmr_for_fpir(0.01, 16384) == pytest.approx(0.01 / 16384, rel=1e-2)
+    genuine = np.array([0.3, 0.6, 0.7, 0.95])
+    imp = np.random.default_rng(1).uniform(-0.5, 0.5, 100_000)
+    d = ScoreDistributions.from_scores(genuine, imp)  # no non-mated searches: FPIR from the model
+    assert d.fpir(0.45, 10)[1] == "model"
+    assert d.fpir(0.45, 10)[0] == pytest.approx(1 - (1 - d.fmr(0.45)) ** 10)
+    cal = calibrate(d, target_fpir=0.1, gallery_size=10)
+    assert cal.support.ok and cal.support.pairs_needed == math.ceil(3 / fmr_for_fpir(0.1, 10))
+    assert cal.checks["fpir"] <= 0.1 and cal.checks["fpir"] == pytest.approx(0.1, abs=0.01)
+
+
+def test_calibrate_reports_fpir_and_fnir_at_the_gallery_size():
+    d, _ = synthetic()
+    cal = calibrate(d, target_fpir=0.0105, gallery_size=100)
+    assert cal.ok and cal.target_fpir == 0.0105 and cal.gallery_size == 100
+    # Delta lies just above the bulk: only the 10 hot searches hit (FPIR 1 %); the mate scores decide FNIR.
+    assert cal.checks["fpir"] == pytest.approx(0.01) and cal.checks["fpir_method"] == "empirical"
+    assert cal.checks["fnir"] == pytest.approx(0.25)  # 0.3 is below delta, 0.6 / 0.7 / 0.95 above
+    rep = cal.report()
+    assert "FPIR" in rep and "FNIR" in rep and "N = 100" in rep and "empirical" in rep and "verdict: OK" in rep
+    no_bare_zero_rate(rep)
+    js = cal.to_dict()
+    assert js["gallery_size"] == 100 and js["fpir"] == pytest.approx(0.01) and js["support"]["ok"]
+    json.dumps(js)
+    # The same scores at a larger gallery: the hot searches are extrapolated, and the FPIR grows.
+    big = calibrate(d, target_fpir=0.05, gallery_size=1000, delta=cal.delta)
+    assert big.suggested is False and big.delta == cal.delta
+    assert big.checks["fpir"] == pytest.approx(10 * (1 - 0.99 ** 1000) / 1000)
+    assert "extrapolated" in big.report()
+
+
+def test_calibrate_refuses_targets_the_data_cannot_support():
+    # 28,320 impostor pairs (the issue's case): a 1e-6 target needs 3,000,000.
+    rng = np.random.default_rng(2)
+    d = ScoreDistributions.from_scores(rng.uniform(0.5, 1, 50), rng.uniform(-0.5, 0.5, 28_320))
+    with pytest.raises(InvalidArgument, match=r"needs at least 3,000,000 impostor pairs.*this set has 28,320"):
+        calibrate(d, target_fmr=1e-6)
+    with pytest.raises(InvalidArgument, match=r"needs at least 30,000 impostor pairs"):
+        calibrate(d, target_fmr=1e-4)
+    cal = calibrate(d, target_fmr=1.5e-4)  # 20,000 needed
+    assert cal.support.ok and cal.support.pairs_needed == 20_000
+    no_bare_zero_rate(cal.report())
+    # 1:N: FPIR 1 % at 16,384 entries needs a per-comparison FMR of about 6e-7: about 4.9 million pairs.
+    with pytest.raises(InvalidArgument, match=r"target FPIR 0.01 at gallery size N = 16,384 .* NOT supported"):
+        calibrate(d, target_fpir=0.01, gallery_size=16384)
+    # Enough pairs but too few non-mated searches: 3 / 0.01 = 300 searches needed, 100 given.
+    rows = rng.uniform(-0.5, 0.5, (100, 1000))
+    few = ScoreDistributions.from_scores([0.9], rows.ravel(), nonmated=rows)
+    with pytest.raises(InvalidArgument, match=r"300 non-mated searches.*this set has 100,000 and 100"):
+        calibrate(few, target_fpir=0.01, gallery_size=10)
+    assert calibrate(few, target_fpir=0.05, gallery_size=10).support.ok
+    with pytest.raises(InvalidArgument, match="not both"):
+        calibrate(few, target_fmr=1e-3, target_fpir=0.05)
+    with pytest.raises(InvalidArgument, match="gallery size"):
+        calibrate(few, target_fpir=0.05, gallery_size=0)
+
+
+def test_rate_text_never_prints_a_bare_zero():
+    assert rate_text(0, 28_320, "impostor pairs") == "0 of 28,320 impostor pairs (below 0.00011 at 95 % confidence)"
+    assert rate_text(3, 1000) == "0.003 (3 of 1,000)"
+
+
+def test_separable_set_reports_zero_with_its_bound():
+    emb = np.eye(6)[[0, 0, 1, 1, 2, 2]] + 0.01 * np.arange(6)[:, None]
+    d = ScoreDistributions.from_labelled(emb, [0, 0, 1, 1, 2, 2], block=2)
+    assert d.n_impostor == 12 and d.n_searches == 6 and d.nonmated.candidates.tolist() == [4] * 6
+    with pytest.raises(InvalidArgument, match="needs at least 30 impostor pairs"):
+        calibrate(d, target_fmr=0.1)
+    cal = calibrate(d, target_fmr=0.25, gallery_size=4, delta=0.9)
+    rep = cal.report()
+    assert cal.checks["fmr_count"] == 0 and "FMR 0 of 12 impostor pairs (below 0.25" in rep
+    no_bare_zero_rate(rep)
+
+
+@pytest.mark.data
+def test_cli_calibrate_1n(data_dir, tmp_path):
+    npz = data_dir / "orl" / "embeddings_mfn.npz"  # 400 faces, 78,000 impostor pairs
+    res = json.loads(ok(run_cli("calibrate", npz, "--target-fpir", "0.05", "--json")).stdout)
+    assert res["ok"] and res["gallery_size"] == 400 and res["target_fpir"] == 0.05  # default N: the faces given
+    assert res["non_mated_searches"] == 400 and res["fpir"] <= 0.05 and 0 < res["fnir"] < 0.05
+    assert res["support"]["ok"] and res["support"]["pairs_needed"] == math.ceil(3 / fmr_for_fpir(0.05, 400))
+    assert res["fpir_independent"] > res["fpir"]  # false matches cluster on a few searches
+    # The default target (FPIR 1 % at N = 400) needs 119,401 impostor pairs: refused, exit 2, nothing promised.
+    p = ok(run_cli("calibrate", npz), 2)
+    assert "error: " in p.stderr and "119,401 impostor pairs" in p.stderr and "NOT supported" in p.stderr
+    assert "FPIR >= 0.015 at N = 400" in p.stderr and p.stdout == ""
+    p = ok(run_cli("calibrate", npz, "--target-fmr", "1e-6"), 2)
+    assert "3,000,000 impostor pairs" in p.stderr and "78,000" in p.stderr and "FMR 0" not in p.stdout + p.stderr
+    p = ok(run_cli("calibrate", npz, "--target-fpir", "0.1", "--gallery-size", "16384"), 2)
+    assert "N = 16,384" in p.stderr
+    p = ok(run_cli("calibrate", npz, "--target-fpir", "0.05", "--target-fmr", "1e-3"), 2)  # one target only
+    # Text report: 1:1 and 1:N tables, the support line, FPIR/FNIR at delta, the method.
+    p = ok(run_cli("calibrate", npz, "--target-fpir", "0.05", "--gallery-size", "100"))
+    out = p.stdout
+    for text in ("1:1 (per comparison)", "1:N at gallery size N = 100", "FNIR", "rule of three", "supported",
+                 "1:N at delta, N = 100: FPIR", "hypergeometric" if False else "drawn at random", "verdict: OK"):
+        assert text in out, text
+    no_bare_zero_rate(out)
