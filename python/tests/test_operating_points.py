@@ -173,3 +173,89 @@ def test_cli_calibrate_1n(data_dir, tmp_path):
                  "1:N at delta, N = 100: FPIR", "hypergeometric" if False else "drawn at random", "verdict: OK"):
         assert text in out, text
     no_bare_zero_rate(out)
+
+
+# ---- demo: ground truth beside the agreement with brute force ------------------------------------------------------
+
+
+def _fake_report(encrypted_positions=None):
+    """Four queries against six labelled entries at delta 0.6; encrypted answers = brute force unless given."""
+    from encmatch.client import comparator
+    from encmatch.results import make_result
+    from encmatch.validate import compare
+
+    labels = ["A", "B", "x1", "x2", "x3", "x4"]
+    scores = np.array([
+        [0.80, 0.10, 0.20, 0.10, 0.00, 0.30],  # A, enrolled: its own entry matches
+        [0.10, 0.50, 0.20, 0.10, 0.00, 0.30],  # B, enrolled: its own entry scores below delta (a miss)
+        [0.10, 0.10, 0.70, 0.10, 0.00, 0.30],  # C, not enrolled: resembles x1 (a false accept)
+        [0.10, 0.10, 0.20, 0.10, 0.00, 0.30],  # D, not enrolled, nothing near
+    ])
+    exact = [np.flatnonzero(s >= 0.6) for s in scores]
+    enc = encrypted_positions or exact
+    ident = [make_result("identification", positions=p) for p in enc]
+    member = [make_result("membership", count=len(p)) for p in enc]
+    rep = compare(scores, 0.6, comparator(10, 0.6), membership=member, identification=ident,
+                  query_names=["A", "B", "C", "D"], query_enrolled=[True, True, False, False], gallery_labels=labels)
+    return rep, labels
+
+
+def test_demo_ground_truth_is_not_the_agreement():
+    from encmatch.demo import ground_truth
+
+    rep, labels = _fake_report()
+    # Against brute force everything agrees: precision and recall 100 %.
+    assert rep.ok and rep.identification.precision == 1.0 and rep.membership.recall == 1.0
+    gt = ground_truth(rep, labels)
+    assert gt.known == 2 and gt.unknown == 2
+    want = {"membership": {"missed": 1, "accepted": 1},
+            "identification": {"missed": 1, "accepted": 1, "wrong": 0}}
+    assert gt.encrypted == want and gt.brute_force == want
+    text = gt.table() + "\n" + gt.summary()
+    assert "MISSED" in text and "FALSE ACCEPT" in text
+    assert "enrolled people missed (false negatives) 1 of 2" in text
+    assert "unknown people accepted (false positives) 1 of 2" in text and "(brute force: the same)" in text
+    # An encrypted answer unlike brute force shows on both sides: A's entry not returned, D given x4.
+    rep, labels = _fake_report([np.array([], np.int64), np.array([], np.int64), np.array([2]), np.array([5])])
+    gt = ground_truth(rep, labels)
+    assert gt.encrypted["identification"] == {"missed": 2, "accepted": 2, "wrong": 0}
+    assert gt.brute_force["identification"] == {"missed": 1, "accepted": 1, "wrong": 0}
+    assert "(brute force: missed 1, accepted 1)" in gt.summary()
+
+
+@pytest.mark.data
+def test_demo_toy_calibrates_for_its_gallery_and_reports_ground_truth(data_dir, tmp_path):
+    import argparse
+    import io
+
+    from encmatch import demo
+
+    p = argparse.ArgumentParser()
+    demo.add_arguments(p)
+    args = p.parse_args(["--preset", "toy", "--size", "512", "--enrolled", "200", "--known", "2", "--unknown", "2",
+                         "--work", str(tmp_path / "w"), "--data", str(data_dir)])
+    out = io.StringIO()
+    assert demo.run(args, out) == 0
+    text = out.getvalue()
+    m = re.search(r"match threshold delta = (0\.\d+): calibrated for 1:N, FPIR 1 % at this gallery size "
+                  r"\(512 entries\), on ([\d,]+) LFW faces", text)
+    assert m, text
+    assert int(m.group(2).replace(",", "")) < 13_233  # the queried people are left out
+    delta = float(m.group(1))
+    assert delta > 0.541  # above the 1:1 FMR 1e-4 threshold: 512 comparisons per search
+    gt_at, agree_at = text.index("ground truth:"), text.index("agreement with exact brute force")
+    assert gt_at < agree_at and "precision" not in text[gt_at:agree_at]
+    assert "unknown people accepted (false positives)" in text[gt_at:agree_at]
+    assert "enrolled people missed (false negatives)" in text[gt_at:agree_at]
+    assert "precision" in text[agree_at:] and "verdict: AGREE" in text
+    # The calibration is reused for the same inputs.
+    cal = demo.calibrate_delta(demo.data_mod.load_faces("lfw", "mfn", data_dir),
+                               _query_names(text), 512, 0.01, 10,
+                               cache=tmp_path / "w" / "calibration.json")
+    assert cal["cached"] and cal["delta"] == pytest.approx(delta, abs=1e-4)
+
+
+def _query_names(text: str) -> list[str]:
+    """The query names in the demo's ground-truth table."""
+    block = text[text.index("ground truth:"):text.index("agreement with exact brute force")]
+    return [ln.split()[1] for ln in block.splitlines() if re.match(r"^\d+\s", ln)]
