@@ -9,14 +9,26 @@ the same identity.
 
 :func:`run` scores every pair in plaintext (cosine) for the plaintext ROC:
 equal error rate (EER) and true-accept rate (TAR) at false-accept rates
-(FAR) of 1 % and 0.1 %. It then runs the full encrypted pipeline
-(:func:`encmatch.validate.run`: keys, enrollment, encrypted identification
-queries, decryption) at the thresholds of those points and at the
-operating delta, and reports at each: TP/FP/TN/FN, precision and recall of
-both against the identities, and the encrypted decisions against the
-plaintext ones - they must be equal outside the comparator's decision band
-(``errors`` counts those that are not). :func:`plot` draws the ROC and DET
-curves: the plaintext curve, and the encrypted operating points.
+(FAR) of 1 % and 0.1 %, and the 1:N threshold at a target FPIR at the
+gallery size (the lowest threshold at which at most that fraction of the
+non-mated probes returns a candidate; only when there are the ``3 / FPIR``
+non-mated probes the rule of three asks for). It then runs the full
+encrypted pipeline (:func:`encmatch.validate.run`: keys, enrollment,
+encrypted identification queries, decryption) at the thresholds of those
+points and at the operating delta (default: the FPIR point's, else FAR
+0.1 %), and reports two separate things at each:
+
+- **ground truth** (against the identities), plaintext and encrypted: the
+  1:N rates over searches at gallery size N = the enrolled identities -
+  FPIR, the fraction of non-mated probes given any candidate, and FNIR,
+  the fraction of mated probes whose own entry is not returned - and per
+  pair TP/FP/TN/FN, precision, recall (TAR) and FAR;
+- **agreement**: the encrypted decisions against the plaintext ones - they
+  must be equal outside the comparator's decision band (``errors`` counts
+  those that are not).
+
+:func:`plot` draws the ROC and DET curves: the plaintext curve, and the
+encrypted operating points.
 """
 
 from __future__ import annotations
@@ -35,10 +47,13 @@ from .data import FaceSet
 from .errors import InvalidArgument
 from .validate import Confusion, format_table
 
-__all__ = ["Split", "split", "Roc", "OperatingPoint", "AccuracyReport", "run", "plot"]
+__all__ = ["Split", "split", "Roc", "OperatingPoint", "AccuracyReport", "run", "plot", "search_rates",
+           "threshold_at_fpir"]
 
 #: False-accept rates at which the TAR is reported.
 FARS = (0.01, 0.001)
+#: Target FPIR of the 1:N operating point when none is given.
+DEFAULT_TARGET_FPIR = 0.05
 
 
 @dataclass
@@ -59,7 +74,7 @@ class Split:
     def describe(self) -> str:
         """One line: gallery size, probes, pairs."""
         t = self.truth
-        return (f"gallery {len(self.gallery):,} identities (one face each); probes {len(self.probes):,} "
+        return (f"gallery N = {len(self.gallery):,} identities (one face each); probes {len(self.probes):,} "
                 f"({int(self.mated.sum())} mated, {int((~self.mated).sum())} non-mated); "
                 f"pairs {t.size:,} ({int(t.sum()):,} genuine, {int((~t).sum()):,} impostor)")
 
@@ -139,6 +154,27 @@ class Roc:
         return float((self.far[i] + self.frr[i]) / 2), float(self.thresholds[i])
 
 
+def search_rates(decisions: np.ndarray, truth: np.ndarray, mated: np.ndarray) -> dict:
+    """1:N rates over searches from pair ``decisions`` ``[probes, gallery]`` against ``truth``.
+
+    ``fpir``: non-mated probes with any candidate; ``fnir``: mated probes
+    whose own entry is not among the candidates (``None`` without such probes).
+    """
+    d, t, m = np.asarray(decisions, bool), np.asarray(truth, bool), np.asarray(mated, bool)
+    accepted = int(d[~m].any(axis=1).sum())
+    missed = int((~(d[m] & t[m]).any(axis=1)).sum())
+    n_non, n_mated = int((~m).sum()), int(m.sum())
+    return {"fpir": accepted / n_non if n_non else None, "fnir": missed / n_mated if n_mated else None,
+            "accepted": accepted, "non_mated": n_non, "missed": missed, "mated": n_mated}
+
+
+def threshold_at_fpir(scores: np.ndarray, mated: np.ndarray, target: float, thresholds: np.ndarray) -> float:
+    """The lowest of ``thresholds`` (ascending) at which at most ``target`` of the non-mated probes get a candidate."""
+    best = np.sort(np.asarray(scores)[~np.asarray(mated, bool)].max(axis=1))
+    fpir = (len(best) - np.searchsorted(best, thresholds, side="left")) / len(best)
+    return float(thresholds[int(np.argmax(fpir <= target))])
+
+
 @dataclass
 class OperatingPoint:
     """Decisions at one delta: plaintext and encrypted, each against the identities, and against each other."""
@@ -151,6 +187,10 @@ class OperatingPoint:
     decision_band: float
     far: tuple[float, float] = (0.0, 0.0)
     tar: tuple[float, float] = (0.0, 0.0)
+    #: 1:N rates over searches (:func:`search_rates`), plaintext and encrypted.
+    searches: tuple[dict, dict] = ({}, {})
+    #: Probes whose encrypted candidates differ from the plaintext ones.
+    searches_differ: int = 0
 
     @property
     def errors(self) -> int:
@@ -161,9 +201,10 @@ class OperatingPoint:
         """Plain-dict form."""
         return {
             "name": self.name, "delta": self.delta, "decision_band": self.decision_band,
-            "plaintext": dict(self.plaintext.to_dict(), far=self.far[0], tar=self.tar[0]),
-            "encrypted": dict(self.encrypted.to_dict(), far=self.far[1], tar=self.tar[1]),
+            "plaintext": dict(self.plaintext.to_dict(), far=self.far[0], tar=self.tar[0], **self.searches[0]),
+            "encrypted": dict(self.encrypted.to_dict(), far=self.far[1], tar=self.tar[1], **self.searches[1]),
             "disagreements": self.agreement.disagreements, "errors": self.errors,
+            "searches_differ": self.searches_differ,
         }
 
 
@@ -179,6 +220,10 @@ class AccuracyReport:
     points: list[OperatingPoint]
     roc: Roc
     timings: dict[str, float] = field(default_factory=dict)
+    #: Gallery size N of the 1:N rates, the target FPIR and what became of its point.
+    gallery_size: int = 0
+    target_fpir: float | None = None
+    fpir_note: str = ""
 
     @property
     def errors(self) -> int:
@@ -191,7 +236,7 @@ class AccuracyReport:
         return self.errors == 0
 
     def point(self, name: str) -> OperatingPoint | None:
-        """The operating point called ``name`` (``EER``, ``FAR 1%``, ``FAR 0.1%``, ``delta``)."""
+        """The operating point called ``name`` (``EER``, ``FAR 1%``, ``FAR 0.1%``, ``FPIR 5%``, ``delta``)."""
         return next((p for p in self.points if p.name == name), None)
 
     def to_dict(self) -> dict:
@@ -207,20 +252,31 @@ class AccuracyReport:
                 "tar_at_far": {f"{far:g}": _enc_tar(self.point(_far_name(far))) for far in self.tar_at},
             },
             "points": [p.to_dict() for p in self.points], "timings": self.timings,
+            "gallery_size": self.gallery_size, "target_fpir": self.target_fpir, "fpir_note": self.fpir_note,
         }
 
     def table(self) -> str:
-        """The operating points side by side: plaintext vs encrypted."""
-        headers = ["point", "delta", "", "TP", "FP", "TN", "FN", "precision", "recall", "FAR", "TAR",
-                   "differ", "outside band"]
+        """Two tables: ground truth (plaintext and encrypted against the identities), then their agreement."""
+        n = self.gallery_size
+        headers = ["point", "delta", "", f"FPIR (N = {n:,})", "FNIR", "TP", "FP", "TN", "FN", "precision",
+                   "recall", "FAR"]
         rows = []
         for p in self.points:
             for i, (side, c) in enumerate((("plaintext", p.plaintext), ("encrypted", p.encrypted))):
+                s = p.searches[i]
                 rows.append([p.name if i == 0 else "", f"{p.delta:.4f}" if i == 0 else "", side,
+                             _frac(s.get("accepted"), s.get("non_mated")), _frac(s.get("missed"), s.get("mated")),
                              str(c.tp), str(c.fp), str(c.tn), str(c.fn), _pct(c.precision), _pct(c.recall),
-                             _pct(p.far[i]), _pct(p.tar[i]),
-                             str(p.agreement.disagreements) if i else "", str(p.errors) if i else ""])
-        return format_table(headers, rows)
+                             _pct(p.far[i])])
+        agree = [[p.name, f"{p.delta:.4f}", f"{p.decision_band:.2g}", str(p.agreement.disagreements),
+                  str(p.searches_differ), str(p.errors)] for p in self.points]
+        return "\n".join([
+            "ground truth (against the identities; FPIR: non-mated probes given any candidate, FNIR: mated probes "
+            "whose own entry is not returned; TP/FP/TN/FN per pair):",
+            format_table(headers, rows), "",
+            "agreement: encrypted decisions against the plaintext ones (the encryption's correctness, not accuracy):",
+            format_table(["point", "delta", "decision band", "pairs differ", "searches differ", "outside band"], agree),
+        ])
 
     def summary(self) -> str:
         """EER and TAR@FAR of both, and the verdict."""
@@ -229,6 +285,17 @@ class AccuracyReport:
                  f"preset {self.preset}, kappa {self.kappa}",
                  f"EER: plaintext {_pct(self.eer[0])} (threshold {self.eer[1]:.4f}), "
                  f"encrypted {_pct(enc_eer)} at the same threshold"]
+        if self.fpir_note:
+            lines.append(self.fpir_note)
+        fpir_deltas = {p.delta for p in self.points if p.name.startswith("FPIR")}
+        for p in self.points:
+            if p.name.startswith("FPIR") or (p.name == "delta" and p.delta not in fpir_deltas):
+                s0, s1 = p.searches
+                lines.append(f"1:N at {p.name} ({p.delta:.4f}), N = {self.gallery_size:,}: FPIR plaintext "
+                             f"{_frac(s0.get('accepted'), s0.get('non_mated'))}, encrypted "
+                             f"{_frac(s1.get('accepted'), s1.get('non_mated'))}; FNIR plaintext "
+                             f"{_frac(s0.get('missed'), s0.get('mated'))}, encrypted "
+                             f"{_frac(s1.get('missed'), s1.get('mated'))}")
         for far, (tar, thr) in self.tar_at.items():
             enc = _enc_tar(self.point(_far_name(far)))
             lines.append(f"TAR at FAR {100 * far:g} %: plaintext {_pct(tar)} (threshold {thr:.4f}), "
@@ -238,9 +305,23 @@ class AccuracyReport:
         return "\n".join(lines)
 
 
+def _frac(k: int | None, n: int | None) -> str:
+    """``k/n (p %)``; a zero count with its rule-of-three bound; ``n/a`` without trials."""
+    if not n or k is None:
+        return "n/a"
+    if k == 0:
+        return f"0/{n} (< {100 * 3 / n:.2g} %)"
+    return f"{k}/{n} ({100 * k / n:.1f} %)"
+
+
 def _far_name(far: float) -> str:
     """Name of the operating point at FAR ``far``."""
     return f"FAR {100 * far:g}%"
+
+
+def _fpir_name(fpir: float) -> str:
+    """Name of the 1:N operating point at FPIR ``fpir``."""
+    return f"FPIR {100 * fpir:g}%"
 
 
 def _enc_eer(p: OperatingPoint | None) -> float | None:
@@ -264,15 +345,19 @@ def run(
     preset: str = "toy",
     kappa: int = 10,
     delta: float | None = None,
+    target_fpir: float | None = DEFAULT_TARGET_FPIR,
     work_dir: str | Path | None = None,
     log: Callable[[str], None] | None = None,
     progress: bool = False,
 ) -> AccuracyReport:
     """Plaintext ROC and encrypted operating points on ``sp`` (see the module doc).
 
-    ``delta`` is the operating threshold (default: the plaintext threshold
-    at FAR 0.1 %). Keys are made once in ``work_dir/keys`` (a temporary
-    directory by default) and reused for every threshold.
+    ``target_fpir`` adds the 1:N point ``FPIR x%`` (when the non-mated
+    probes support it: at least ``3 / target_fpir`` of them; ``None``: no
+    such point). ``delta`` is the operating threshold (default: that
+    point's threshold, else the plaintext threshold at FAR 0.1 %). Keys are
+    made once in ``work_dir/keys`` (a temporary directory by default) and
+    reused for every threshold.
     """
     scores = cosine_scores(sp.gallery, sp.probes)
     truth = sp.truth
@@ -280,7 +365,24 @@ def run(
     eer = roc.eer()
     tar_at = {far: roc.at_far(far) for far in FARS}
     wanted = [("EER", eer[1])] + [(_far_name(far), t) for far, (_, t) in tar_at.items()]
-    wanted.append(("delta", tar_at[FARS[-1]][1] if delta is None else float(delta)))
+    n_non = int((~sp.mated).sum())
+    fpir_t, note = None, ""
+    if target_fpir is not None:
+        if not 0 < target_fpir < 1:
+            raise InvalidArgument(f"a target FPIR must be in (0, 1), got {target_fpir}")
+        need = int(np.ceil(3 / target_fpir - 1e-9))
+        if n_non >= need:
+            fpir_t = threshold_at_fpir(scores, sp.mated, target_fpir, roc.thresholds)
+            wanted.append((_fpir_name(target_fpir), fpir_t))
+            note = (f"1:N point: FPIR {100 * target_fpir:g} % at N = {len(sp.gallery):,}, the lowest threshold at which "
+                    f"at most that fraction of the {n_non} non-mated probes get a candidate ({fpir_t:.4f})")
+        else:
+            note = (f"warning: no 1:N point at FPIR {100 * target_fpir:g} %: it needs at least {need} non-mated probes "
+                    f"(rule of three: 3 / FPIR), there are {n_non}" + ("; delta is the FAR 0.1 % threshold"
+                                                                       if delta is None else ""))
+    if delta is None:
+        delta = fpir_t if fpir_t is not None else tar_at[FARS[-1]][1]
+    wanted.append(("delta", float(delta)))
     points: list[OperatingPoint] = []
     timings: dict[str, float] = {}
     scratch = tempfile.TemporaryDirectory(prefix="encmatch-accuracy-") if work_dir is None else contextlib.nullcontext(work_dir)
@@ -311,16 +413,20 @@ def run(
             p.encrypted.add(enc, truth)
             p.far = (float(plain[~truth].mean()), float(enc[~truth].mean()))
             p.tar = (float(plain[truth].mean()), float(enc[truth].mean()))
+            p.searches = (search_rates(plain, truth, sp.mated), search_rates(enc, truth, sp.mated))
+            p.searches_differ = int((plain != enc).any(axis=1).sum())
             done[key] = p
             points.append(p)
     return AccuracyReport(description=sp.describe(), preset=preset, kappa=kappa, eer=eer, tar_at=tar_at,
-                          points=points, roc=roc, timings=timings)
+                          points=points, roc=roc, timings=timings, gallery_size=len(sp.gallery),
+                          target_fpir=target_fpir, fpir_note=note)
 
 
 def _renamed(p: OperatingPoint, name: str) -> OperatingPoint:
     """A copy of ``p`` under another name (two named points at one delta share one encrypted run)."""
     return OperatingPoint(name=name, delta=p.delta, plaintext=p.plaintext, encrypted=p.encrypted,
-                          agreement=p.agreement, decision_band=p.decision_band, far=p.far, tar=p.tar)
+                          agreement=p.agreement, decision_band=p.decision_band, far=p.far, tar=p.tar,
+                          searches=p.searches, searches_differ=p.searches_differ)
 
 
 def plot(report: AccuracyReport, path: str | Path) -> Path:

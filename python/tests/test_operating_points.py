@@ -259,3 +259,92 @@ def _query_names(text: str) -> list[str]:
     """The query names in the demo's ground-truth table."""
     block = text[text.index("ground truth:"):text.index("agreement with exact brute force")]
     return [ln.split()[1] for ln in block.splitlines() if re.match(r"^\d+\s", ln)]
+
+
+# ---- accuracy: FPIR/FNIR at the gallery size, ground truth apart from agreement ----------------------------------
+
+
+def test_search_rates_and_fpir_threshold():
+    from encmatch.accuracy import search_rates, threshold_at_fpir
+
+    truth = np.array([[1, 0, 0], [0, 1, 0], [0, 0, 0], [0, 0, 0]], bool)
+    mated = np.array([True, True, False, False])
+    dec = np.array([[1, 1, 0], [0, 0, 1], [0, 0, 0], [1, 0, 0]], bool)
+    r = search_rates(dec, truth, mated)
+    # probe 1 got a wrong candidate but not its own entry: missed; probe 3 (non-mated) got a candidate: accepted
+    assert r == {"fpir": 0.5, "fnir": 0.5, "accepted": 1, "non_mated": 2, "missed": 1, "mated": 2}
+    scores = np.array([[0.9, 0.2], [0.1, 0.8], [0.3, 0.7], [0.5, 0.1], [0.2, 0.4], [0.6, 0.0]])
+    mated = np.array([True, True, False, False, False, False])  # non-mated maxima 0.7, 0.5, 0.4, 0.6
+    grid = np.linspace(0, 1, 1001)
+    assert threshold_at_fpir(scores, mated, 0.25, grid) == pytest.approx(0.601)  # only 0.7 passes
+    assert threshold_at_fpir(scores, mated, 0.5, grid) == pytest.approx(0.501)
+
+
+def _fake_split(seed: int = 0):
+    from encmatch.accuracy import Split
+
+    rng = np.random.default_rng(seed)
+    g = rng.standard_normal((10, 16))
+    g /= np.linalg.norm(g, axis=1, keepdims=True)
+    mated = g[np.arange(40) % 10] + 0.35 * rng.standard_normal((40, 16))
+    other = rng.standard_normal((60, 16))
+    probes = np.vstack([mated, other])
+    probes /= np.linalg.norm(probes, axis=1, keepdims=True)
+    return Split(gallery=g, gallery_ids=[f"p{i}" for i in range(10)], probes=probes,
+                 probe_ids=[f"p{i % 10}" for i in range(40)] + [f"q{i}" for i in range(60)],
+                 mated=np.array([True] * 40 + [False] * 60))
+
+
+def _fake_validate(flip: tuple[int, int] | None):
+    """A stand-in for validate.run: the plaintext decisions as the 'encrypted' ones, with one pair flipped."""
+    from encmatch.bruteforce import cosine_scores
+    from encmatch.client import comparator
+    from encmatch.results import make_result
+    from encmatch.validate import compare
+
+    def run(gallery, queries, *, delta, **kw):
+        s = cosine_scores(gallery, queries)
+        dec = s >= delta
+        if flip is not None:
+            dec[flip] = ~dec[flip]
+        ident = [make_result("identification", positions=np.flatnonzero(row)) for row in dec]
+        return compare(s, delta, comparator(10, delta), identification=ident, query_names=kw.get("query_names"))
+
+    return run
+
+
+def test_accuracy_reports_1n_rates_and_ground_truth_apart(monkeypatch):
+    from encmatch import accuracy
+
+    sp = _fake_split()
+    scores = sp.probes @ sp.gallery.T
+    monkeypatch.setattr(accuracy.validate_mod, "run", _fake_validate(flip=(45, 3)))  # a non-mated probe given entry 3
+    rep = accuracy.run(sp, target_fpir=0.05)
+    assert rep.gallery_size == 10 and [p.name for p in rep.points] == ["EER", "FAR 1%", "FAR 0.1%", "FPIR 5%", "delta"]
+    fp = rep.point("FPIR 5%")
+    assert rep.point("delta").delta == fp.delta  # the default delta is the 1:N point's
+    # plaintext FPIR/FNIR at that threshold, computed here directly
+    best_non = scores[~sp.mated].max(axis=1)
+    assert fp.searches[0]["accepted"] == int((best_non >= fp.delta).sum()) <= 0.05 * 60
+    own = scores[np.arange(40), np.arange(40) % 10]
+    assert fp.searches[0]["missed"] == int((own < fp.delta).sum())
+    # the one flipped pair: agreement counts it; ground truth shows it as the encrypted side's FPIR
+    plain_hit = bool((scores[45] >= fp.delta).any())
+    if not plain_hit:
+        assert fp.searches[1]["accepted"] == fp.searches[0]["accepted"] + 1
+    assert fp.searches_differ == 1 and fp.agreement.disagreements == 1
+    text = rep.table() + "\n" + rep.summary()
+    gt_at, agree_at = text.index("ground truth"), text.index("agreement:")
+    assert "FPIR (N = 10)" in text[gt_at:agree_at] and "FNIR" in text[gt_at:agree_at]
+    tbl = rep.table()
+    assert "searches differ" in tbl[tbl.index("agreement:"):] and "precision" not in tbl[tbl.index("agreement:"):]
+    assert "1:N at FPIR 5% (" in text and "1:N point: FPIR 5 % at N = 10" in text
+    d = rep.to_dict()
+    assert d["gallery_size"] == 10 and d["points"][3]["plaintext"]["fpir"] == fp.searches[0]["fpir"]
+    assert d["points"][3]["searches_differ"] == 1
+    json.dumps(d)
+    # Too few non-mated probes for the target: no FPIR point, a warning, delta back at FAR 0.1 %.
+    rep = accuracy.run(sp, target_fpir=0.01)  # needs 300
+    assert [p.name for p in rep.points] == ["EER", "FAR 1%", "FAR 0.1%", "delta"]
+    assert "needs at least 300 non-mated probes" in rep.summary()
+    assert rep.point("delta").delta == rep.point("FAR 0.1%").delta

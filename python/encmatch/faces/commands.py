@@ -202,7 +202,8 @@ def cmd_accuracy(args: argparse.Namespace) -> int:
     sp = accuracy_mod.split(faces, probes=args.probes, max_gallery=args.max_gallery, seed=args.seed)
     _log(f"parameters: {describe_params(params)}")
     _log(sp.describe())
-    report = accuracy_mod.run(sp, preset=args.preset, kappa=args.kappa, delta=args.delta, work_dir=args.work,
+    report = accuracy_mod.run(sp, preset=args.preset, kappa=args.kappa, delta=args.delta,
+                              target_fpir=args.target_fpir, work_dir=args.work,
                               log=None if args.json else _log, progress=not args.json)
     if args.json:
         print(json.dumps(report.to_dict()))
@@ -262,7 +263,11 @@ def add_commands(sub) -> None:
                            help="parameter preset of the encrypted runs (default: %(default)s, INSECURE but the same "
                                 "comparator; 'default' for 128-bit security)")
             s.add_argument("--delta", type=float, default=None,
-                           help="operating threshold (default: the plaintext threshold at FAR 0.1 %%)")
+                           help="operating threshold (default: the --target-fpir point's, else the plaintext "
+                                "threshold at FAR 0.1 %%)")
+            s.add_argument("--target-fpir", type=_rate, default=accuracy_mod.DEFAULT_TARGET_FPIR,
+                           help="1:N point: FPIR at the gallery size, on the non-mated probes (default: %(default)g;"
+                                " needs 3/FPIR of them)")
             s.add_argument("--probes", type=int, default=200, help="probes, half mated (default: %(default)s)")
             s.add_argument("--max-gallery", type=int, default=None, help="at most this many enrolled identities")
             s.add_argument("--seed", type=int, default=0, help="split seed (default: %(default)s)")
