@@ -272,15 +272,18 @@ func createIndex(args, _ []byte) (any, []byte, error) {
 
 func enroll(args, in []byte) (any, []byte, error) {
 	var a struct {
-		IndexDir     string   `json:"index_dir"`
-		ServerKeyDir string   `json:"server_key_dir"`
-		ClientKeyDir string   `json:"client_key_dir"`
-		N            int      `json:"n"`
-		Dim          int      `json:"dim"`
-		Labels       []string `json:"labels"`
+		IndexDir     string          `json:"index_dir"`
+		ServerKeyDir string          `json:"server_key_dir"`
+		ClientKeyDir string          `json:"client_key_dir"`
+		N            int             `json:"n"`
+		Dim          int             `json:"dim"`
+		Labels       json.RawMessage `json:"labels"`
 	}
 	if err := parse(args, &a); err != nil {
 		return nil, nil, err
+	}
+	if a.Labels != nil {
+		return nil, nil, fmt.Errorf("%w: argument \"labels\" is no longer taken: labels never reach the index (the key holder seals them, docs/LEAKAGE.md)", errs.ErrInvalid)
 	}
 	if (a.ServerKeyDir == "") == (a.ClientKeyDir == "") {
 		return nil, nil, fmt.Errorf("%w: give exactly one of \"server_key_dir\" (public-key enrollment) and \"client_key_dir\" (the key owner's seeded enrollment)", errs.ErrInvalid)
@@ -294,14 +297,14 @@ func enroll(args, in []byte) (any, []byte, error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		sum, err := index.EnrollSeeded(a.IndexDir, owner, data, a.N, a.Dim, a.Labels)
+		sum, err := index.EnrollSeeded(a.IndexDir, owner, data, a.N, a.Dim)
 		return sum, nil, err
 	}
 	pub, err := keys.LoadPublic(a.ServerKeyDir)
 	if err != nil {
 		return nil, nil, err
 	}
-	sum, err := index.Enroll(a.IndexDir, pub, data, a.N, a.Dim, a.Labels)
+	sum, err := index.Enroll(a.IndexDir, pub, data, a.N, a.Dim)
 	return sum, nil, err
 }
 
@@ -515,7 +518,13 @@ func search(args, in []byte) (any, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	out, st, err := s.Search(in, a.Mode, a.Delta)
+	// The threshold belongs to the index (docs/LEAKAGE.md): "delta" may
+	// only repeat it; any other value is refused, never used.
+	if a.Delta != nil && *a.Delta != s.Manifest.Delta {
+		return nil, nil, fmt.Errorf("%w: the threshold belongs to the index (delta %v, fixed at its creation); a search cannot use delta %v",
+			errs.ErrInvalid, s.Manifest.Delta, *a.Delta)
+	}
+	out, st, err := s.Search(in, a.Mode)
 	return st, out, err
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"math"
 	"path/filepath"
 	"strings"
@@ -42,7 +43,15 @@ func TestDispatchRoundTrip(t *testing.T) {
 	if _, _, err := call(t, "create_index", map[string]any{"index_dir": idx, "server_key_dir": srv, "delta": 0.9}, nil); err != nil {
 		t.Fatal(err)
 	}
+	// Labels never reach the core (the key holder seals them): refused.
 	if _, _, err := call(t, "enroll", map[string]any{"index_dir": idx, "server_key_dir": srv, "n": 3, "dim": 2, "labels": []string{"a", "b", "c"}},
+		floats(1, 0, 0, 1, 1, 1)); errs.Kind(err) != "invalid_argument" || !strings.Contains(err.Error(), "labels") {
+		t.Fatalf("labels handed to the core: %v", err)
+	}
+	if m, _, err := call(t, "index_info", map[string]any{"index_dir": idx}, nil); err != nil || m["count"].(float64) != 0 {
+		t.Fatalf("refused enrollment wrote something: %v %v", m, err)
+	}
+	if _, _, err := call(t, "enroll", map[string]any{"index_dir": idx, "server_key_dir": srv, "n": 3, "dim": 2},
 		floats(1, 0, 0, 1, 1, 1)); err != nil {
 		t.Fatal(err)
 	}
@@ -104,5 +113,71 @@ func TestDispatchErrorsHaveKinds(t *testing.T) {
 	}
 	if got := errorJSON(errs.ErrCorrupt); !strings.Contains(got, `"kind":"corrupt"`) {
 		t.Errorf("error JSON %s", got)
+	}
+}
+
+// TestSearchThresholdIsTheIndexs runs the bisection attack of issue 13 at
+// the ABI: a key holder searches one entry with 11 thresholds. Every one
+// other than the index's is refused (invalid_argument, nothing computed);
+// the index's own, given or not, gives the same match bits.
+func TestSearchThresholdIsTheIndexs(t *testing.T) {
+	dir := t.TempDir()
+	kd, idx := filepath.Join(dir, "k"), filepath.Join(dir, "i")
+	if _, _, err := call(t, "keygen", map[string]any{"key_dir": kd, "preset": "toy", "kappa": 6, "dim": 2}, nil); err != nil {
+		t.Fatal(err)
+	}
+	srv := filepath.Join(kd, "server")
+	for _, bad := range []string{`"NaN"`, "1", "-1", "1.5", "-3"} {
+		_, _, err := dispatch("create_index", []byte(`{"index_dir":"`+filepath.Join(dir, "bad")+`","server_key_dir":"`+srv+`","delta":`+bad+`}`), nil)
+		if errs.Kind(err) != "invalid_argument" {
+			t.Fatalf("create_index with delta %s: %v", bad, err)
+		}
+	}
+	const delta = 0.6
+	if _, _, err := call(t, "create_index", map[string]any{"index_dir": idx, "server_key_dir": srv, "delta": delta}, nil); err != nil {
+		t.Fatal(err)
+	}
+	// One entry at cosine 0.8 with the query (1, 0).
+	if _, _, err := call(t, "enroll", map[string]any{"index_dir": idx, "server_key_dir": srv, "n": 1, "dim": 2}, floats(0.8, 0.6)); err != nil {
+		t.Fatal(err)
+	}
+	c, _, _ := call(t, "client_open", map[string]any{"key_dir": kd}, nil)
+	s, _, err := call(t, "server_open", map[string]any{"index_dir": idx, "server_key_dir": srv}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, q, _ := call(t, "encrypt_query", map[string]any{"handle": c["handle"], "dim": 2}, floats(1, 0))
+	answers := 0
+	for i := 0; i <= 10; i++ {
+		d := -0.1 + 0.1*float64(i) // -0.1 .. 0.9, 0.6 among them
+		if i == 7 {
+			d = delta
+		}
+		for _, mode := range []string{"membership", "identification"} {
+			_, r, err := call(t, "search", map[string]any{"handle": s["handle"], "mode": mode, "delta": d}, q)
+			if d != delta {
+				if errs.Kind(err) != "invalid_argument" || !strings.Contains(err.Error(), "belongs to the index") {
+					t.Fatalf("search at delta %v: %v", d, err)
+				}
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			ans, _, err := call(t, "decrypt", map[string]any{"handle": c["handle"]}, r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if mode == "membership" && ans["count"].(float64) != 1 {
+				t.Fatalf("membership %v", ans)
+			}
+			if mode == "identification" && fmt.Sprint(ans["matches"]) != "[0]" {
+				t.Fatalf("identification %v", ans)
+			}
+			answers++
+		}
+	}
+	if answers != 2 {
+		t.Fatalf("%d searches ran, want 2 (the index's own delta)", answers)
 	}
 }

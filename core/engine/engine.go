@@ -66,8 +66,8 @@ type Server struct {
 	served []index.Group
 	groups [][]*rlwe.Ciphertext
 
-	mu          sync.Mutex
-	comparators map[float64]*comparator.Comparator
+	mu  sync.Mutex
+	cmp *comparator.Comparator
 }
 
 // Open loads the evaluation keys and, when it fits the memory budget, the
@@ -99,7 +99,7 @@ func Open(indexDir, serverKeyDir string, opt Options) (*Server, error) {
 	}
 	eval := ckks.NewEvaluator(set.CKKS, ek.Keys)
 	s := &Server{Manifest: m, Params: set, eval: eval, poly: polynomial.NewEvaluator(set.CKKS, eval),
-		strat: strat, served: served, dir: indexDir, comparators: map[float64]*comparator.Comparator{}}
+		strat: strat, served: served, dir: indexDir}
 	if s.Streamed = opt.MemoryBudget > 0 && s.residentBytes(ek) > opt.MemoryBudget; s.Streamed {
 		if strat.PreRotatedByServer() {
 			return nil, fmt.Errorf("%w: the index does not fit a memory budget of %.2f GB and %s cannot stream it (its diagonals are rotated at load); use %s", errs.ErrInvalid, float64(opt.MemoryBudget)/1e9, strat.Name, strategy.BSGSTBE)
@@ -149,18 +149,21 @@ func selectGroups(m *index.Manifest, pick []int) ([]index.Group, error) {
 // unless it was opened as a shard).
 func (s *Server) Served() []index.Group { return s.served }
 
-// Comparator returns the (cached) comparator for threshold delta.
-func (s *Server) Comparator(delta float64) (*comparator.Comparator, error) {
+// Comparator returns the (cached) comparator of the index's threshold. A
+// search has no other: the threshold belongs to the index, fixed by whoever
+// created it (a querier that could choose it would recover scores by
+// bisection).
+func (s *Server) Comparator() (*comparator.Comparator, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if c, ok := s.comparators[delta]; ok {
-		return c, nil
+	if s.cmp != nil {
+		return s.cmp, nil
 	}
-	c, err := comparator.New(s.Params.Kappa, delta, s.Manifest.ScoreScale)
+	c, err := comparator.New(s.Params.Kappa, s.Manifest.Delta, s.Manifest.ScoreScale)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errs.ErrInvalid, err)
 	}
-	s.comparators[delta] = c
+	s.cmp = c
 	return c, nil
 }
 
@@ -177,17 +180,13 @@ type Stats struct {
 }
 
 // Search answers one framed query in mode membership or identification, at
-// the index's threshold or at delta when non-nil.
-func (s *Server) Search(query []byte, mode string, delta *float64) ([]byte, *Stats, error) {
+// the index's threshold (there is no other).
+func (s *Server) Search(query []byte, mode string) ([]byte, *Stats, error) {
 	start := time.Now()
 	if err := result.CheckMode(mode); err != nil {
 		return nil, nil, err
 	}
-	d := s.Manifest.Delta
-	if delta != nil {
-		d = *delta
-	}
-	cmp, err := s.Comparator(d)
+	cmp, err := s.Comparator()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -215,7 +214,7 @@ func (s *Server) Search(query []byte, mode string, delta *float64) ([]byte, *Sta
 	}
 
 	t = time.Now()
-	res := &result.Result{Header: result.Header{Mode: mode, Delta: d, Total: s.Manifest.Count}}
+	res := &result.Result{Header: result.Header{Mode: mode, Delta: s.Manifest.Delta, Total: s.Manifest.Count}}
 	for _, g := range s.served {
 		res.Spans = append(res.Spans, result.Span{Start: g.Start, Count: g.Count})
 	}

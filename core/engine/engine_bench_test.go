@@ -118,13 +118,13 @@ func BenchmarkSearch(b *testing.B) {
 	warmUp := os.Getenv("ENCMATCH_BENCH_NO_WARMUP") == ""
 	for _, mode := range []string{result.Membership, result.Identification} {
 		if warmUp {
-			if _, _, err := srv.Search(qb, mode, nil); err != nil { // not timed
+			if _, _, err := srv.Search(qb, mode); err != nil { // not timed
 				b.Fatal(err)
 			}
 		}
 		b.Run(fmt.Sprintf("%s/%s/n1=%d/dim=%d/kappa=%d/K=%d", mode, strat.Name, strat.N1, dim, kappa, k), func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
-				res, st, err := srv.Search(qb, mode, nil)
+				res, st, err := srv.Search(qb, mode)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -163,13 +163,13 @@ func enrollBench(keyDir, idxDir string, data []float32, k, dim int, seededStore 
 		if err != nil {
 			return nil, err
 		}
-		return index.EnrollSeeded(idxDir, owner, data, k, dim, nil)
+		return index.EnrollSeeded(idxDir, owner, data, k, dim)
 	}
 	pub, err := keys.LoadPublic(filepath.Join(keyDir, keys.ServerDir))
 	if err != nil {
 		return nil, err
 	}
-	return index.Enroll(idxDir, pub, data, k, dim, nil)
+	return index.Enroll(idxDir, pub, data, k, dim)
 }
 
 func envInt(name string, def int) int {

@@ -64,7 +64,7 @@ func (f *fixture) enroll(t *testing.T, vecs [][]float32) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := index.Enroll(f.indexDir, pub, flatten(vecs), len(vecs), f.set.Dim, nil); err != nil {
+	if _, err := index.Enroll(f.indexDir, pub, flatten(vecs), len(vecs), f.set.Dim); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -76,7 +76,7 @@ func (f *fixture) enrollSeeded(t *testing.T, vecs [][]float32) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := index.EnrollSeeded(f.indexDir, owner, flatten(vecs), len(vecs), f.set.Dim, nil); err != nil {
+	if _, err := index.EnrollSeeded(f.indexDir, owner, flatten(vecs), len(vecs), f.set.Dim); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -185,7 +185,7 @@ func check(t *testing.T, f *fixture, srv *Server, gal [][]float32, q []float32) 
 			hi++
 		}
 	}
-	resID, _, err := srv.Search(qb, result.Identification, nil)
+	resID, _, err := srv.Search(qb, result.Identification)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +203,7 @@ func check(t *testing.T, f *fixture, srv *Server, gal [][]float32, q []float32) 
 			t.Errorf("entry %d with score %.5f (delta %.3f, band %.1e): encrypted says %v", i, s, cmp.Delta, cmp.DecisionBand, got[i])
 		}
 	}
-	resM, _, err := srv.Search(qb, result.Membership, nil)
+	resM, _, err := srv.Search(qb, result.Membership)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,7 +311,7 @@ func TestStreamedCorruptionFailsTheQuery(t *testing.T) {
 	flipped[len(data)/2] ^= 1
 	for name, bad := range map[string][]byte{"flipped bit": flipped, "truncated": data[:len(data)/2]} {
 		os.WriteFile(path, bad, 0o644)
-		if _, _, err := srv.Search(q, result.Identification, nil); !errors.Is(err, errs.ErrCorrupt) {
+		if _, _, err := srv.Search(q, result.Identification); !errors.Is(err, errs.ErrCorrupt) {
 			t.Errorf("%s: a corrupted streamed group gave %v, want ErrCorrupt", name, err)
 		}
 	}
@@ -369,23 +369,19 @@ func TestRefusesForeignKeysAndBadQueries(t *testing.T) {
 		t.Fatal(err)
 	}
 	foreign, _ := other.client.EncryptQuery(f32(randomUnit(rng, 8)))
-	if _, _, err := srv.Search(foreign, result.Membership, nil); !errors.Is(err, errs.ErrMismatch) {
+	if _, _, err := srv.Search(foreign, result.Membership); !errors.Is(err, errs.ErrMismatch) {
 		t.Fatalf("query of another key set accepted: %v", err)
 	}
 	good, _ := f.client.EncryptQuery(f32(randomUnit(rng, 8)))
 	for _, n := range []int{0, 10, len(good) / 2, len(good) - 1} {
-		if _, _, err := srv.Search(good[:n], result.Membership, nil); !errors.Is(err, errs.ErrCorrupt) {
+		if _, _, err := srv.Search(good[:n], result.Membership); !errors.Is(err, errs.ErrCorrupt) {
 			t.Fatalf("query truncated to %d bytes: %v", n, err)
 		}
 	}
-	if _, _, err := srv.Search(good, "everything", nil); !errors.Is(err, errs.ErrInvalid) {
+	if _, _, err := srv.Search(good, "everything"); !errors.Is(err, errs.ErrInvalid) {
 		t.Fatalf("bad mode: %v", err)
 	}
-	bad := 1.5
-	if _, _, err := srv.Search(good, result.Membership, &bad); !errors.Is(err, errs.ErrInvalid) {
-		t.Fatalf("bad delta: %v", err)
-	}
-	res, _, err := srv.Search(good, result.Identification, nil)
+	res, _, err := srv.Search(good, result.Identification)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,7 +47,7 @@ func TestShardsMergeToTheFullAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, mode := range []string{result.Identification, result.Membership} {
-		whole, _, err := full.Search(qb, mode, nil)
+		whole, _, err := full.Search(qb, mode)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -57,7 +57,7 @@ func TestShardsMergeToTheFullAnswer(t *testing.T) {
 		}
 		var parts []*result.Result
 		for _, shard := range []*Server{shardA, shardB} {
-			b, _, err := shard.Search(qb, mode, nil)
+			b, _, err := shard.Search(qb, mode)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -116,8 +116,8 @@ func TestMergeRefusesMixedResults(t *testing.T) {
 		return s
 	}
 	a, b := open(0), open(1)
-	search := func(s *Server, mode string, delta *float64) *result.Result {
-		out, _, err := s.Search(qb, mode, delta)
+	search := func(s *Server, mode string) *result.Result {
+		out, _, err := s.Search(qb, mode)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -127,10 +127,13 @@ func TestMergeRefusesMixedResults(t *testing.T) {
 		}
 		return r
 	}
-	other := 0.6
+	// No search can name another threshold; a part that claims one (made
+	// for another index, or edited) is still refused.
+	otherDelta := search(b, result.Membership)
+	otherDelta.Delta = 0.6
 	for _, pair := range [][2]*result.Result{
-		{search(a, result.Membership, nil), search(b, result.Identification, nil)},
-		{search(a, result.Membership, nil), search(b, result.Membership, &other)},
+		{search(a, result.Membership), search(b, result.Identification)},
+		{search(a, result.Membership), otherDelta},
 	} {
 		if _, err := result.Merge(f.set.CKKS, pair[:]); !errors.Is(err, errs.ErrMismatch) {
 			t.Errorf("mixed results merged (err %v)", err)
@@ -173,7 +176,7 @@ func TestPublicKeyQuery(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, _, err := srv.Search(qb, result.Identification, nil)
+		out, _, err := srv.Search(qb, result.Identification)
 		if err != nil {
 			t.Fatal(err)
 		}

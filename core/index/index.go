@@ -5,8 +5,12 @@
 // or, when the enroller owns the key set, under the secret key with seeded
 // uniform halves (package seeded: half the bytes).
 //
-//	index_dir/manifest.json       parameters, key id, threshold, groups, labels
+//	index_dir/manifest.json       parameters, key id, threshold, uid, groups
 //	index_dir/group-000000.ct     l ciphertexts, framed and checksummed
+//
+// Labels (names) are not the index's: the key holder seals them
+// (python/encmatch/labels.py, index_dir/labels/) and the core never sees
+// them. The threshold delta is fixed at creation: every search uses it.
 //
 // Every write is atomic and the manifest is rewritten only after a group file
 // is complete, so a crash during enrollment loses at most the group in
@@ -15,10 +19,13 @@
 package index
 
 import (
+	"crypto/rand"
 	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"time"
@@ -69,7 +76,9 @@ type Manifest struct {
 	ScoreScale  float64            `json:"score_scale"`
 	Count       int                `json:"count"`
 	Groups      []Group            `json:"groups"`
-	Labels      []string           `json:"labels,omitempty"`
+	// UID is a random identifier made at creation: sealed labels name it
+	// in their associated data, so labels of another index are refused.
+	UID string `json:"uid,omitempty"`
 }
 
 // groupHeader is the envelope header of group g's file. Its kind names the
@@ -136,6 +145,9 @@ func (m *Manifest) validate() error {
 	if err != nil {
 		return err
 	}
+	if err := CheckDelta(m.Delta); err != nil {
+		return bad("%v", err)
+	}
 	if err := comparator.Check(m.Params.Kappa, m.Delta, m.ScoreScale); err != nil {
 		return bad("%v", err)
 	}
@@ -152,22 +164,36 @@ func (m *Manifest) validate() error {
 	if next != m.Count {
 		return bad("groups hold %d vectors, count says %d", next, m.Count)
 	}
-	if len(m.Labels) != 0 && len(m.Labels) != m.Count {
-		return bad("%d labels for %d vectors", len(m.Labels), m.Count)
-	}
 	return nil
 }
 
 func groupFile(i int) string { return fmt.Sprintf("group-%06d.ct", i) }
 
-// Create makes an empty index bound to a server key set, with threshold delta.
+// CheckDelta refuses a threshold that is not a finite cosine similarity in
+// the open interval (-1, 1).
+func CheckDelta(delta float64) error {
+	if math.IsNaN(delta) || math.IsInf(delta, 0) || delta <= -1 || delta >= 1 {
+		return fmt.Errorf("%w: delta must be a finite cosine similarity in the open interval (-1, 1), got %v", errs.ErrInvalid, delta)
+	}
+	return nil
+}
+
+// Create makes an empty index bound to a server key set, with threshold
+// delta: the only one its searches will ever use.
 func Create(dir, serverKeyDir string, delta float64) (*Manifest, error) {
 	meta, set, err := keys.LoadServerMeta(serverKeyDir)
 	if err != nil {
 		return nil, err
 	}
+	if err := CheckDelta(delta); err != nil {
+		return nil, err
+	}
 	if err := comparator.Check(set.Kappa, delta, comparator.DefaultScoreScale); err != nil {
 		return nil, fmt.Errorf("%w: %v", errs.ErrInvalid, err)
+	}
+	var uid [16]byte
+	if _, err := rand.Read(uid[:]); err != nil {
+		return nil, err
 	}
 	if _, err := os.Stat(filepath.Join(dir, manifestFile)); err == nil {
 		return nil, fmt.Errorf("index %s already exists: %w", dir, os.ErrExist)
@@ -179,7 +205,8 @@ func Create(dir, serverKeyDir string, delta float64) (*Manifest, error) {
 		return nil, err
 	}
 	m := &Manifest{Format: formatV1, Strategy: meta.Strategy, N1: meta.N1, KeyID: meta.KeyID, Fingerprint: meta.Fingerprint,
-		Params: set.Describe(), Delta: delta, ScoreScale: comparator.DefaultScoreScale, Groups: []Group{}}
+		Params: set.Describe(), Delta: delta, ScoreScale: comparator.DefaultScoreScale, Groups: []Group{},
+		UID: hex.EncodeToString(uid[:])}
 	return m, envelope.WriteJSON(filepath.Join(dir, manifestFile), m)
 }
 
@@ -208,9 +235,9 @@ type EnrollSummary struct {
 // Enroll validates, normalises, packs and encrypts n vectors of dimension
 // dim (row-major in data) under the public key and appends them to the
 // index as new groups. Nothing is written unless every vector is valid.
-func Enroll(dir string, pub *keys.Public, data []float32, n, dim int, labels []string) (*EnrollSummary, error) {
+func Enroll(dir string, pub *keys.Public, data []float32, n, dim int) (*EnrollSummary, error) {
 	enc := rlwe.NewEncryptor(pub.Params.CKKS, pub.Key)
-	return enroll(dir, pub.Meta, pub.Params, data, n, dim, labels, func() (groupEncryptor, error) {
+	return enroll(dir, pub.Meta, pub.Params, data, n, dim, func() (groupEncryptor, error) {
 		return publicKeyGroup{enc}, nil
 	})
 }
@@ -220,9 +247,9 @@ func Enroll(dir string, pub *keys.Public, data []float32, n, dim int, labels []s
 // group, and stores only the other halves and the seed (half the bytes of
 // Enroll). The server, which never sees the secret key, regenerates the
 // uniform halves when it reads the group.
-func EnrollSeeded(dir string, owner *keys.Client, data []float32, n, dim int, labels []string) (*EnrollSummary, error) {
+func EnrollSeeded(dir string, owner *keys.Client, data []float32, n, dim int) (*EnrollSummary, error) {
 	enc := seeded.NewEncryptor(owner.Params.CKKS, owner.Secret)
-	return enroll(dir, owner.Meta, owner.Params, data, n, dim, labels, func() (groupEncryptor, error) {
+	return enroll(dir, owner.Meta, owner.Params, data, n, dim, func() (groupEncryptor, error) {
 		seed, err := seeded.NewSeed()
 		return seededGroup{enc, seed}, err
 	})
@@ -256,7 +283,7 @@ func (g seededGroup) seed() *seeded.Seed { return &g.s }
 
 // enroll is Enroll and EnrollSeeded; newGroup gives the encryptor of each
 // new group.
-func enroll(dir string, meta *keys.Meta, set *params.Set, data []float32, n, dim int, labels []string,
+func enroll(dir string, meta *keys.Meta, set *params.Set, data []float32, n, dim int,
 	newGroup func() (groupEncryptor, error)) (*EnrollSummary, error) {
 	start := time.Now()
 	m, err := Load(dir)
@@ -271,9 +298,6 @@ func enroll(dir string, meta *keys.Meta, set *params.Set, data []float32, n, dim
 	}
 	if n < 1 || len(data) != n*dim {
 		return nil, fmt.Errorf("%w: %d values for %d vectors of dimension %d", errs.ErrInvalid, len(data), n, dim)
-	}
-	if labels != nil && len(labels) != n {
-		return nil, fmt.Errorf("%w: %d labels for %d vectors", errs.ErrInvalid, len(labels), n)
 	}
 	l, slots := set.L(), set.Slots()
 	vecs := make([][]float64, n)
@@ -321,16 +345,6 @@ func enroll(dir string, meta *keys.Meta, set *params.Set, data []float32, n, dim
 		}
 		m.Groups = append(m.Groups, g)
 		m.Count += g.Count
-		if labels != nil || len(m.Labels) > 0 {
-			if len(m.Labels) == 0 {
-				m.Labels = make([]string, g.Start)
-			}
-			if labels != nil {
-				m.Labels = append(m.Labels, labels[lo:hi]...)
-			} else {
-				m.Labels = append(m.Labels, make([]string, hi-lo)...)
-			}
-		}
 		if err := envelope.WriteJSON(filepath.Join(dir, manifestFile), m); err != nil {
 			return nil, err
 		}
@@ -530,12 +544,4 @@ func readRecords(r io.Reader, n int64, set *params.Set, g Group, chunk int, emit
 		}
 	}
 	return nil
-}
-
-// LabelOf returns the label of a gallery position ("" if none).
-func (m *Manifest) LabelOf(pos int) string {
-	if pos >= 0 && pos < len(m.Labels) {
-		return m.Labels[pos]
-	}
-	return ""
 }

@@ -49,13 +49,13 @@ func vectors(n int) []float32 {
 	return out
 }
 
-func TestEnrollAppendsGroupsAndLabels(t *testing.T) {
+func TestEnrollAppendsGroups(t *testing.T) {
 	idx, pub := setup(t)
-	if _, err := Enroll(idx, pub, vectors(3), 3, 4, nil); err != nil {
+	if _, err := Enroll(idx, pub, vectors(3), 3, 4); err != nil {
 		t.Fatal(err)
 	}
 	slots := pub.Params.Slots()
-	sum, err := Enroll(idx, pub, vectors(slots+2), slots+2, 4, make([]string, slots+2))
+	sum, err := Enroll(idx, pub, vectors(slots+2), slots+2, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,8 +63,8 @@ func TestEnrollAppendsGroupsAndLabels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sum.GroupsWritten != 2 || m.Count != slots+5 || len(m.Groups) != 3 || len(m.Labels) != m.Count {
-		t.Fatalf("summary %+v manifest count %d groups %d labels %d", sum, m.Count, len(m.Groups), len(m.Labels))
+	if sum.GroupsWritten != 2 || m.Count != slots+5 || len(m.Groups) != 3 {
+		t.Fatalf("summary %+v manifest count %d groups %d", sum, m.Count, len(m.Groups))
 	}
 	if g := m.Groups[2]; g.Start != slots+3 || g.Count != 2 {
 		t.Fatalf("last group %+v", g)
@@ -78,21 +78,18 @@ func TestBadVectorsWriteNothing(t *testing.T) {
 	idx, pub := setup(t)
 	data := vectors(4)
 	data[9] = float32(math.NaN())
-	if _, err := Enroll(idx, pub, data, 4, 4, nil); !errors.Is(err, errs.ErrInvalid) {
+	if _, err := Enroll(idx, pub, data, 4, 4); !errors.Is(err, errs.ErrInvalid) {
 		t.Fatalf("NaN accepted: %v", err)
 	}
 	zero := vectors(2)
 	for i := 4; i < 8; i++ {
 		zero[i] = 0
 	}
-	if _, err := Enroll(idx, pub, zero, 2, 4, nil); !errors.Is(err, errs.ErrInvalid) {
+	if _, err := Enroll(idx, pub, zero, 2, 4); !errors.Is(err, errs.ErrInvalid) {
 		t.Fatalf("zero vector accepted: %v", err)
 	}
-	if _, err := Enroll(idx, pub, vectors(2)[:6], 2, 3, nil); !errors.Is(err, errs.ErrInvalid) {
+	if _, err := Enroll(idx, pub, vectors(2)[:6], 2, 3); !errors.Is(err, errs.ErrInvalid) {
 		t.Fatalf("wrong dimension accepted: %v", err)
-	}
-	if _, err := Enroll(idx, pub, vectors(2), 2, 4, []string{"a"}); !errors.Is(err, errs.ErrInvalid) {
-		t.Fatalf("wrong label count accepted: %v", err)
 	}
 	files, _ := filepath.Glob(filepath.Join(idx, "*"))
 	if m, _ := Load(idx); m.Count != 0 || len(files) != 1 {
@@ -104,7 +101,7 @@ func TestBadVectorsWriteNothing(t *testing.T) {
 // was written but before the manifest named it, plus a temporary file.
 func TestInterruptedEnrollmentIsCleanedUp(t *testing.T) {
 	idx, pub := setup(t)
-	if _, err := Enroll(idx, pub, vectors(3), 3, 4, nil); err != nil {
+	if _, err := Enroll(idx, pub, vectors(3), 3, 4); err != nil {
 		t.Fatal(err)
 	}
 	g0, _ := os.ReadFile(filepath.Join(idx, groupFile(0)))
@@ -114,7 +111,7 @@ func TestInterruptedEnrollmentIsCleanedUp(t *testing.T) {
 	if err != nil || m.Count != 3 || len(m.Groups) != 1 {
 		t.Fatalf("the manifest must name only complete groups: %v %+v", err, m)
 	}
-	if _, err := Enroll(idx, pub, vectors(2), 2, 4, nil); err != nil {
+	if _, err := Enroll(idx, pub, vectors(2), 2, 4); err != nil {
 		t.Fatal(err)
 	}
 	m, _ = Load(idx)
@@ -128,7 +125,7 @@ func TestInterruptedEnrollmentIsCleanedUp(t *testing.T) {
 
 func TestBadManifestsAreRefused(t *testing.T) {
 	idx, pub := setup(t)
-	if _, err := Enroll(idx, pub, vectors(3), 3, 4, nil); err != nil {
+	if _, err := Enroll(idx, pub, vectors(3), 3, 4); err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(idx, manifestFile)
@@ -171,10 +168,10 @@ func TestSeededGroups(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Enroll(idx, pub, vectors(3), 3, 4, nil); err != nil {
+	if _, err := Enroll(idx, pub, vectors(3), 3, 4); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := EnrollSeeded(idx, owner, vectors(3), 3, 4, nil); err != nil {
+	if _, err := EnrollSeeded(idx, owner, vectors(3), 3, 4); err != nil {
 		t.Fatal(err)
 	}
 	m, err := Load(idx)
@@ -230,5 +227,34 @@ func TestSeededGroups(t *testing.T) {
 	err = StreamGroup(idx, m, pub.Params, half, 4, func(int, []*rlwe.Ciphertext) error { return nil })
 	if !errors.Is(err, errs.ErrCorrupt) || !strings.Contains(err.Error(), "seed") {
 		t.Fatalf("corrupted seed: %v", err)
+	}
+}
+
+// TestCreateRefusesBadDelta: the threshold is fixed at creation, a finite
+// cosine similarity in (-1, 1); nothing is written for another. Each index
+// gets its own uid (sealed labels are bound to it).
+func TestCreateRefusesBadDelta(t *testing.T) {
+	idx, _ := setup(t)
+	srv := filepath.Join(filepath.Dir(idx), "keys", keys.ServerDir)
+	for _, d := range []float64{math.NaN(), math.Inf(1), math.Inf(-1), 1, -1, 1.5, -2} {
+		dir := filepath.Join(t.TempDir(), "bad")
+		if _, err := Create(dir, srv, d); !errors.Is(err, errs.ErrInvalid) {
+			t.Fatalf("delta %v accepted: %v", d, err)
+		}
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Fatalf("delta %v: %s was created", d, dir)
+		}
+	}
+	other := filepath.Join(t.TempDir(), "other")
+	m2, err := Create(other, srv, 0.5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m1, err := Load(idx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m1.UID) != 32 || m1.UID == m2.UID {
+		t.Fatalf("uids %q and %q", m1.UID, m2.UID)
 	}
 }

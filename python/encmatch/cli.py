@@ -5,7 +5,7 @@ Subcommands (``encmatch <command> --help`` for details)::
     keygen    generate a key set (client keys + server/ evaluation keys)
     enroll    encrypt vectors from .npy/.npz into an index (created on first use)
     query     encrypt a query, run the server, write the encrypted result
-    decrypt   decrypt a result: membership count or matched positions (+ labels)
+    decrypt   decrypt a result: membership count or matched positions (+ labels, opened here)
     validate  encrypted search vs brute force on real faces; exit 1 on disagreement
     demo      the end-to-end demo on LFW faces (``make demo``)
     info      core version and presets, or an index / key set summary
@@ -18,7 +18,7 @@ Subcommands (``encmatch <command> --help`` for details)::
     tenant    add, list or revoke the service's tenants and their tokens
     plan      capacity plan: workers, shards per worker, memory, latency (papers/003's scaling law)
 
-``enroll`` and ``query`` take ``--server URL`` (and ``--token`` or
+``enroll``, ``query`` and ``decrypt`` take ``--server URL`` (and ``--token`` or
 ``$ENCMATCH_TOKEN``) to work against a service: ``--index`` is then the
 remote index id.
 
@@ -44,6 +44,7 @@ import numpy as np
 
 from . import bench as bench_mod
 from . import data as data_mod
+from . import labels as labels_mod
 from . import demo as demo_mod
 from . import validate as validate_mod
 from ._ui import (
@@ -59,10 +60,11 @@ from .client import (
     Client,
     Enroller,
     Server,
+    check_delta,
     choose_strategy,
     describe,
     index_info,
-    manifest_labels,
+    manifest_delta,
     manifest_strategy,
     manifest_total,
     presets,
@@ -73,7 +75,7 @@ from .cluster import cli as cluster_commands
 from .faces import commands as face_commands
 from .index import decrypted_to_result
 from .service import commands as service_commands
-from .results import MODES, MembershipResult
+from .results import MODES, MembershipResult, Result
 
 __all__ = ["main", "build_parser"]
 
@@ -135,7 +137,9 @@ def _enroller(args: argparse.Namespace) -> Enroller:
 
 
 def cmd_enroll(args: argparse.Namespace) -> int:
-    """Encrypt vectors into ``--index``, creating it with ``--delta`` if needed."""
+    """Encrypt vectors into ``--index``, creating it with ``--delta`` if needed (an existing index keeps its own)."""
+    if args.delta is not None:
+        args.delta = check_delta(args.delta)  # before anything is read or written
     server_keys = args.keys / "server"
     if not server_keys.is_dir():
         raise NotFound(f"no server keys in {server_keys} (run `encmatch keygen --keys {args.keys}` first)")
@@ -152,8 +156,8 @@ def cmd_enroll(args: argparse.Namespace) -> int:
             raise InvalidArgument("--delta is required to create a new index")
         manifest = enroller.create_index(args.index, args.delta)
         print(f"created index {args.index} (delta {args.delta})")
-    elif args.delta is not None and abs(float(manifest.get("delta", args.delta)) - args.delta) > 1e-12:
-        print(f"note: --delta ignored, the index exists with delta {manifest.get('delta')}", file=sys.stderr)
+    elif args.delta is not None:
+        check_same_delta(manifest_delta(manifest), args.delta)
     warn_if_insecure(manifest.get("params"))
     t0 = time.perf_counter()
     summary = enroller.enroll(args.index, vectors, labels, batch_size=args.batch_size)
@@ -161,6 +165,27 @@ def cmd_enroll(args: argparse.Namespace) -> int:
     total = summary.get("total", manifest_total(index_info(args.index)))
     print(f"enrolled {summary.get('added', len(vectors)):,} vectors in {dt:.2f} s; index holds {int(total):,}")
     return face_commands.finish_enroll(args, got)
+
+
+def check_same_delta(index_delta: float, delta: float | None) -> None:
+    """Refuse a ``--delta`` other than the index's own: the threshold belongs to the index (docs/LEAKAGE.md)."""
+    if delta is not None and float(delta) != float(index_delta):
+        raise InvalidArgument(f"the threshold belongs to the index: it was fixed at {index_delta} when the index was "
+                              f"created, and no enrollment or search can use another (--delta {delta})")
+
+
+def print_answer(res: Result, as_json: bool = False) -> None:
+    """Print a decrypted answer (labels beside the positions when there are labels)."""
+    if as_json:
+        print(json.dumps(res.to_dict()))
+    elif isinstance(res, MembershipResult):
+        raw = f" (raw {res.raw_count:.3f})" if res.raw_count is not None else ""
+        print(f"membership: {'ENROLLED' if res.enrolled else 'not enrolled'}; {res.count} match(es){raw}")
+    else:
+        print(f"identification: {res.count} match(es)")
+        for i, p in enumerate(res.positions):
+            label = f"  {res.labels[i]}" if res.labels and res.labels[i] else ""
+            print(f"  {int(p)}{label}")
 
 
 def _read_query(path: Path, field: str, row: int | None) -> np.ndarray:
@@ -179,6 +204,8 @@ def _read_query(path: Path, field: str, row: int | None) -> np.ndarray:
 
 def cmd_query(args: argparse.Namespace) -> int:
     """Encrypt a query with the client key, run the server, write the encrypted result."""
+    if args.delta is not None and not args.server:
+        check_same_delta(manifest_delta(index_info(args.index)), args.delta)
     vec = face_commands.query_vector(args, _read_query)
     if args.server:
         return service_commands.remote_query(args, vec)
@@ -195,10 +222,13 @@ def cmd_query(args: argparse.Namespace) -> int:
             t_search = time.perf_counter() - t0
             groups = server.last_search.get("groups")
             streamed = " streamed from disk" if server.streamed else ""
-    args.out.write_bytes(result)
-    print(f"query: {fmt_bytes(len(q))} encrypted in {t_enc:.2f} s")
-    print(f"{args.mode} search: {t_search:.2f} s" + (f" over {groups} group(s){streamed}" if groups is not None else ""))
-    print(f"result: {fmt_bytes(len(result))} -> {args.out}")
+        args.out.write_bytes(result)
+        print(f"query: {fmt_bytes(len(q))} encrypted in {t_enc:.2f} s")
+        print(f"{args.mode} search: {t_search:.2f} s" + (f" over {groups} group(s){streamed}" if groups is not None else ""))
+        print(f"result: {fmt_bytes(len(result))} -> {args.out}")
+        if args.decrypt:
+            labels = client.open_labels(index_info(args.index), labels_mod.local_files(args.index))
+            print_answer(decrypted_to_result(client.decrypt(result), labels))
     return 0
 
 
@@ -207,22 +237,18 @@ def cmd_decrypt(args: argparse.Namespace) -> int:
     if not args.result.is_file():
         raise NotFound(f"no such file: {args.result}")
     blob = args.result.read_bytes()
-    labels = None
-    if args.index is not None:
-        labels = manifest_labels(index_info(args.index))
+    if args.server and args.index is None:
+        raise InvalidArgument("--server needs --index (the remote index id) to name matches by their labels")
     with Client(args.keys) as client:
         warn_if_insecure(client.params)
-        res = decrypted_to_result(client.decrypt(blob), labels)
-    if args.json:
-        print(json.dumps(res.to_dict()))
-    elif isinstance(res, MembershipResult):
-        raw = f" (raw {res.raw_count:.3f})" if res.raw_count is not None else ""
-        print(f"membership: {'ENROLLED' if res.enrolled else 'not enrolled'}; {res.count} match(es){raw}")
-    else:
-        print(f"identification: {res.count} match(es)")
-        for i, p in enumerate(res.positions):
-            label = f"  {res.labels[i]}" if res.labels else ""
-            print(f"  {int(p)}{label}")
+        answer = client.decrypt(blob)
+        labels = None
+        if args.server:  # the service's sealed copies, opened here
+            labels = service_commands.remote_labels(args, client)
+        elif args.index is not None:
+            labels = client.open_labels(index_info(args.index), labels_mod.local_files(args.index))
+        res = decrypted_to_result(answer, labels)
+    print_answer(res, args.json)
     return 0
 
 
@@ -293,7 +319,8 @@ def cmd_info(args: argparse.Namespace) -> int:
             print(f"groups: {len(m['groups'])}")
         if m.get("params"):
             print(f"parameters: {describe_params(m['params'])}")
-        print(f"labels: {'yes' if manifest_labels(m) else 'no'}")
+        sealed = labels_mod.local_files(args.index)
+        print(f"labels: {f'sealed, {len(sealed)} file(s)' if sealed else 'no'}")
     return 0
 
 
@@ -436,6 +463,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", type=Path, required=True, help="file to write the encrypted result to")
     s.add_argument("--field", default="emb", help="array of a .npz holding the query (default: %(default)s)")
     s.add_argument("--row", type=int, default=None, help="row of a 2-D query file to use")
+    s.add_argument("--delta", type=float, default=None,
+                   help="only the index's own threshold is accepted (fixed at its creation); any other is refused")
+    s.add_argument("--decrypt", action="store_true",
+                   help="also decrypt the result here and print the answer (labels opened with --keys)")
     s.add_argument("query", type=Path, metavar="QUERY",
                    help=".npy [dim] / [1, dim] (or --row) or .npz, or one photo (embedded here)")
     face_commands.add_photo_arguments(s, ids=False)
@@ -446,9 +477,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("decrypt", help="decrypt a result")
     s.add_argument("--keys", type=Path, required=True, help="client key directory")
-    s.add_argument("--index", type=Path, default=None, help="index directory, to name matches by their labels")
+    s.add_argument("--index", type=Path, default=None,
+                   help="index directory (with --server: the remote index id), to name matches by their labels")
     s.add_argument("--json", action="store_true", help="print the answer as JSON")
     s.add_argument("result", type=Path, metavar="RESULT.bin")
+    service_commands.add_remote_arguments(s)
     s.set_defaults(func=cmd_decrypt)
 
     s = sub.add_parser("validate", help="encrypted search vs brute force; exit 1 on disagreement")

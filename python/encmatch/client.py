@@ -32,6 +32,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from . import _core
+from . import labels as labels_mod
 from .errors import Corrupt, Internal, InvalidArgument, NotFound
 from .results import check_mode
 
@@ -260,6 +261,7 @@ class Client:
         args = {"key_dir": Path(key_dir), "preset": preset, "kappa": int(kappa), "dim": _check_dim(dim)}
         args.update(_strategy_args(strategy, n1, expected_size, memory_budget, workers))
         res, _ = _core.call("keygen", args)
+        labels_mod.generate_keys(Path(key_dir))  # the label key pair (sealed labels, encmatch.labels)
         client = cls(key_dir)
         client.keygen_info = res
         return client
@@ -295,6 +297,17 @@ class Client:
         if not isinstance(result, (bytes, bytearray, memoryview)):
             raise InvalidArgument(f"result must be bytes, not {type(result).__name__}")
         return _core.call("decrypt", {"handle": self._handle.get()}, result)[0]
+
+    def open_labels(self, manifest: dict, files: dict) -> list[str] | None:
+        """Labels of every position of an index (``None`` if it has none), opened from its sealed files.
+
+        ``files`` maps sealed file names to readers (:func:`encmatch.labels.local_files`,
+        or the service's copies); only this key holder's label key opens them.
+        A tampered file, or one of another index or range, raises.
+        """
+        if not any(labels_mod.parse_name(n) for n in files):
+            return None
+        return labels_mod.join(files, manifest, labels_mod.load_secret(self.key_dir))
 
     def close(self) -> None:
         """Release the key set in the core (idempotent)."""
@@ -384,10 +397,12 @@ class Enroller:
         return self.owner_key_dir is not None
 
     def create_index(self, index_dir: PathLike, delta: float) -> dict:
-        """Create an empty index in ``index_dir`` with match threshold ``delta``; returns its manifest."""
-        delta = float(delta)
-        if not math.isfinite(delta) or not -1.0 <= delta <= 1.0:
-            raise InvalidArgument(f"delta must be a cosine similarity in [-1, 1], got {delta}")
+        """Create an empty index in ``index_dir`` with match threshold ``delta``; returns its manifest.
+
+        The threshold is the index's for good: every search of it uses
+        ``delta`` and no other (``docs/LEAKAGE.md``).
+        """
+        delta = check_delta(delta)
         return _core.call(
             "create_index", {"index_dir": Path(index_dir), "server_key_dir": self.server_key_dir, "delta": delta}
         )[0]
@@ -402,6 +417,13 @@ class Enroller:
         progress: bool | None = None,
     ) -> dict:
         """Append ``vectors`` (``[n, dim]``, optionally with one label each) to the index.
+
+        Labels never reach the core or the index's manifest: each batch's
+        are sealed under the key set's public label key into
+        ``index_dir/labels/`` (:mod:`encmatch.labels`); only the key holder
+        opens them. The key owner's enroller makes the label key of an
+        older key set that has none; an enroller with only ``server/``
+        keys without one gets MissingLabelKey before anything is written.
 
         Vectors are sent one group (``group_size`` vectors) per core call by
         default, with a tqdm progress bar (on a terminal) when there is more
@@ -419,6 +441,12 @@ class Enroller:
             labels_list = [str(x) for x in (labels.tolist() if isinstance(labels, np.ndarray) else labels)]
             if len(labels_list) != n:
                 raise InvalidArgument(f"labels: {len(labels_list)} labels for {n} vectors")
+        seal_key = None
+        if labels_list is not None:
+            if self.owner_key_dir is not None:
+                labels_mod.ensure_keys(self.owner_key_dir)
+            seal_key, key_meta = labels_mod.load_public(self.server_key_dir)
+            labels_mod.remove_stale(index_dir, manifest_total(manifest))
         group = int(batch_size or _manifest_params(manifest).get("group_size") or self.DEFAULT_BATCH)
         if group <= 0:
             raise InvalidArgument(f"batch_size must be positive, got {group}")
@@ -437,9 +465,11 @@ class Enroller:
                     args["client_key_dir"] = self.owner_key_dir
                 else:
                     args["server_key_dir"] = self.server_key_dir
-                if labels_list is not None:
-                    args["labels"] = labels_list[lo:hi]
                 summary, _ = _core.call("enroll", args, vecs[lo:hi])
+                if seal_key is not None:  # after the groups are in: a crash leaves entries unlabelled, never mislabelled
+                    start = int(summary["total"]) - int(summary["added"])
+                    labels_mod.seal_batches(index_dir, seal_key, key_meta, str(manifest.get("uid", "")),
+                                            [(start, labels_list[lo:hi])])
                 added += int(summary.get("added", hi - lo))
                 seconds += float(summary.get("seconds", 0.0))
                 stored += int(summary.get("bytes", 0))
@@ -494,18 +524,15 @@ class Server:
         #: Core summary of the last :meth:`search` (``mode, seconds, groups, streamed``...).
         self.last_search: dict = {}
 
-    def search(self, query: bytes, mode: str = "identification", delta: float | None = None) -> bytes:
-        """Run an encrypted search; returns the encrypted result bytes.
+    def search(self, query: bytes, mode: str = "identification") -> bytes:
+        """Run an encrypted search at the index's threshold (there is no other); returns the encrypted result bytes.
 
-        ``mode`` is ``membership`` or ``identification``; ``delta``
-        overrides the index's threshold for this search.
+        ``mode`` is ``membership`` or ``identification``.
         """
         check_mode(mode)
         if not isinstance(query, (bytes, bytearray, memoryview)):
             raise InvalidArgument(f"query must be bytes, not {type(query).__name__}")
         args: dict = {"handle": self._handle.get(), "mode": mode}
-        if delta is not None:
-            args["delta"] = float(delta)
         res, out = _core.call("search", args, query)
         self.last_search = res
         if out is None:
@@ -590,9 +617,11 @@ def manifest_strategy(manifest: dict) -> tuple[str, int]:
     return str(manifest.get("strategy") or ""), int(manifest.get("n1") or 0)
 
 
-def manifest_labels(manifest: dict) -> list[str] | None:
-    """Labels of an index, one per position, or ``None`` if it has none (or not for every entry)."""
-    labels = manifest.get("labels")
-    if not labels or len(labels) != manifest_total(manifest):
-        return None
-    return [str(x) for x in labels]
+def check_delta(delta: Any) -> float:
+    """``delta`` as a float if it is a finite cosine similarity in the open interval (-1, 1); InvalidArgument otherwise."""
+    if isinstance(delta, bool) or not isinstance(delta, numbers.Real):
+        raise InvalidArgument(f"delta must be a number, got {delta!r}")
+    delta = float(delta)
+    if not math.isfinite(delta) or not -1.0 < delta < 1.0:
+        raise InvalidArgument(f"delta must be a finite cosine similarity in the open interval (-1, 1), got {delta}")
+    return delta

@@ -2,13 +2,14 @@
 
 ::
 
-    with EncryptedIndex.create("faces", dim=192, preset="default", delta=0.457) as index:
+    with EncryptedIndex.create("faces", dim=192, preset="default", delta=0.457) as index:   # delta: fixed for good
         index.add(gallery, labels=names)
         hit = index.search(probe, mode="membership")        # MembershipResult
         ids = index.search(probes, mode="identification")   # list of IdentificationResult
 
 On disk, ``path/keys`` is the key directory (the secret key included) and
-``path/index`` the encrypted index. ``create(..., strategy=...)`` picks the
+``path/index`` the encrypted index (labels sealed in ``path/index/labels/``,
+only the key holder opens them). ``create(..., strategy=...)`` picks the
 similarity strategy (``"auto"``: the core's model chooses); a memory budget
 (bytes) given to ``create`` or ``EncryptedIndex(path, memory_budget=...)``
 is the server's: an index that does not fit is streamed from disk per query.
@@ -27,14 +28,15 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from . import _core
+from . import labels as labels_mod
 from .client import (
     AUTO,
     Client,
     Enroller,
     Server,
     index_info,
+    check_delta,
     manifest_delta,
-    manifest_labels,
     manifest_strategy,
     manifest_total,
     memory_budget_bytes,
@@ -98,8 +100,8 @@ class EncryptedIndex:
         dim: int,
         preset: str = "default",
         kappa: int = 10,
-        delta: float = 0.5,
         *,
+        delta: float,
         strategy: str = AUTO,
         n1: int = 0,
         expected_size: int | None = None,
@@ -108,11 +110,15 @@ class EncryptedIndex:
     ) -> "EncryptedIndex":
         """Generate keys and create an empty index at ``path`` (refuses existing keys: Exists).
 
+        ``delta`` (required) is the index's match threshold, a cosine
+        similarity in the open interval (-1, 1): fixed here for good, every
+        search uses it (a bad one is refused before anything is written).
         ``strategy``, ``n1``, ``expected_size`` and ``memory_budget`` choose
         the similarity strategy as in :meth:`Client.generate`; the memory
         budget (bytes) is also the server's for the returned index, and
         ``backend`` where it searches (see :meth:`__init__`).
         """
+        delta = check_delta(delta)
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         with Client.generate(
@@ -166,8 +172,12 @@ class EncryptedIndex:
 
     @property
     def labels(self) -> list[str] | None:
-        """Labels of every position, or ``None`` if the gallery was not (fully) labelled."""
-        return manifest_labels(self.manifest)
+        """Labels of every position (``""`` where none was given), or ``None`` if nothing is labelled.
+
+        Opened here from the sealed files in ``index/labels/`` with the key
+        holder's label key; a tampered or foreign file raises.
+        """
+        return self.client.open_labels(self.manifest, labels_mod.local_files(self.index_dir))
 
     def __len__(self) -> int:
         """Number of enrolled vectors."""
@@ -211,7 +221,7 @@ class EncryptedIndex:
         return out[0] if single else out
 
     def info(self) -> dict:
-        """The index manifest (parameters, counts, labels...)."""
+        """The index manifest (parameters, threshold, counts, groups; labels are not in it)."""
         return dict(self.manifest)
 
     # ---- lifetime -------------------------------------------------------

@@ -58,12 +58,12 @@ def test_keygen_refuses_existing_keys(ws):
 
 def test_info(ws):
     p = ok(run_cli("info", "--index", ws["root"] / "index", "--keys", ws["root"] / "keys"))
-    assert "entries: 60" in p.stdout and "labels: yes" in p.stdout and "INSECURE" in p.stderr
+    assert "entries: 60" in p.stdout and "labels: sealed, 1 file(s)" in p.stdout and "INSECURE" in p.stderr
     assert p.stdout.count("strategy: bsgs-tbe, n1 4") == 2  # keys and index
     p = ok(run_cli("info"))
     assert "presets" in p.stdout and "toy" in p.stdout
     m = json.loads(ok(run_cli("info", "--index", ws["root"] / "index", "--json")).stdout)
-    assert m["count"] == 60 and len(m["labels"]) == 60
+    assert m["count"] == 60 and "labels" not in m  # names are sealed beside the index, not in its manifest
 
 
 @pytest.mark.parametrize("mode", ["identification", "membership"])

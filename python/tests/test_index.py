@@ -147,11 +147,9 @@ def test_create_and_roles_separately(tmp_path):
             r = server.search(q, "identification")
             assert server.last_search.get("mode") == "identification"
             m = server.search(q, "membership")
-            stricter = server.search(q, "identification", delta=0.99)
         d = client.decrypt(r)
         assert d["mode"] == "identification" and 7 in d["matches"]
         assert client.decrypt(m)["count"] >= 1
-        assert client.decrypt(stricter)["matches"] == [7]
     assert client.closed
 
 

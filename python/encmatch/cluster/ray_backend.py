@@ -126,9 +126,9 @@ class ShardWorker:
                 "threads": set_threads(0)["threads"], "gpus": [str(g) for g in ray.get_gpu_ids()],
                 "load_seconds": self._load_seconds, "node": ray.get_runtime_context().get_node_id()}
 
-    def search(self, query: bytes, mode: str, delta: float | None) -> tuple[bytes, dict]:
+    def search(self, query: bytes, mode: str) -> tuple[bytes, dict]:
         """Search this actor's groups; returns the partial (encrypted) result and the core's timings."""
-        out = self._server.search(query, mode, delta)
+        out = self._server.search(query, mode)
         return out, dict(self._server.last_search)
 
     def close(self) -> None:
@@ -265,7 +265,7 @@ class RayServer:
                 ) from exc
         return out
 
-    def search(self, query: bytes, mode: str = "identification", delta: float | None = None) -> bytes:
+    def search(self, query: bytes, mode: str = "identification") -> bytes:
         """Broadcast ``query`` to every actor, then merge their results into one encrypted result."""
         check_mode(mode)
         if not isinstance(query, (bytes, bytearray, memoryview)):
@@ -274,7 +274,7 @@ class RayServer:
             raise Internal("the Ray server is closed")
         t0 = time.perf_counter()
         ref = ray.put(bytes(query))
-        answers = self._gather([a.search.remote(ref, mode, delta) for a in self._actors])
+        answers = self._gather([a.search.remote(ref, mode) for a in self._actors])
         t1 = time.perf_counter()
         merged, info = merge_results(self.index_dir, [part for part, _ in answers])
         if not info.get("complete"):

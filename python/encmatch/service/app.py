@@ -13,8 +13,11 @@ Routes (all under ``/v1``; ``docs/SERVICE.md`` has the protocol):
   to a resumable upload (key files and gallery group files);
 - ``POST /indexes/{id}/commit`` make the uploaded groups and the enroller's
   manifest the index's next generation (loaded, then visible);
-- ``POST /indexes/{id}/search?mode=`` encrypted query in, encrypted result out;
+- ``POST /indexes/{id}/search?mode=`` encrypted query in, encrypted result out, at
+  the index's own threshold (a ``delta`` other than it is refused, 422 invalid_argument);
 - ``GET /indexes``, ``GET|DELETE /indexes/{id}``, ``GET /indexes/{id}/manifest``;
+- ``GET /indexes/{id}/sealed[/{name}]`` the sealed label files, opaque bytes
+  the service stores and hands back but cannot read;
 - ``GET /health``.
 
 Limits: request bodies beyond ``max_body_bytes`` are refused with 413
@@ -93,6 +96,8 @@ class Commit(BaseModel):
     """Body of ``POST /v1/indexes/{id}/commit``."""
 
     manifest: dict[str, Any] = Field(description="the enroller's manifest.json naming every group file")
+    sealed: list[str] = Field([], max_length=100000,
+                              description="uploaded sealed label files this commit adds (opaque to the service)")
 
 
 class _BodyLimit:
@@ -269,6 +274,17 @@ def create_app(config: ServiceConfig) -> FastAPI:
         """The current generation's manifest: what an enroller appends to."""
         return storage.manifest(tenant, index_id)
 
+    @app.get("/v1/indexes/{index_id}/sealed", summary="The committed sealed label files (opaque)")
+    def list_sealed(index_id: str, tenant: str = Depends(tenant_of)) -> dict:
+        """Names, sizes and SHA-256 of the sealed label files of the current generation."""
+        return {"files": storage.sealed(tenant, index_id)}
+
+    @app.get("/v1/indexes/{index_id}/sealed/{name}", response_class=Response, responses={200: _OCTETS},
+             summary="One sealed label file's bytes, as uploaded")
+    def get_sealed(index_id: str, name: str, tenant: str = Depends(tenant_of)) -> Response:
+        """The bytes of one committed sealed label file (only the key holder can open them)."""
+        return Response(storage.sealed_bytes(tenant, index_id, name), media_type="application/octet-stream")
+
     @app.put("/v1/indexes/{index_id}/files/{name}", summary="Declare (or resume) the upload of a file")
     def declare_file(index_id: str, name: str, body: DeclareFile, tenant: str = Depends(tenant_of)) -> dict:
         """Declare a file by size and SHA-256; idempotent, answers where to resume."""
@@ -297,7 +313,7 @@ def create_app(config: ServiceConfig) -> FastAPI:
             meta = storage.keys_meta(tenant, index_id)
             if meta.get("insecure") and not config.allow_insecure:
                 raise Forbidden(f"preset {meta['preset']!r} is INSECURE; this service refuses it")
-            gen = storage.prepare_commit(tenant, index_id, body.manifest)
+            gen = storage.prepare_commit(tenant, index_id, body.manifest, body.sealed)
             try:
                 entry = open_generation(gen.path, gen.keys_dir, config.memory_budget, config.backend)
             except EncmatchError:
@@ -316,7 +332,8 @@ def create_app(config: ServiceConfig) -> FastAPI:
               summary="Encrypted search: query bytes in, encrypted result bytes out")
     async def search(request: Request, index_id: str,
                      mode: str = Query("identification", description=" or ".join(MODES)),
-                     delta: float | None = Query(None, ge=-1, le=1, description="threshold for this search"),
+                     delta: str | None = Query(None, description="refused unless it is the index's own threshold: "
+                                               "a search cannot choose one (docs/LEAKAGE.md)"),
                      tenant: str = Depends(tenant_of)) -> Response:
         """Run an encrypted search behind the bounded queue; the body is the query, the answer the result."""
         if mode not in MODES:
@@ -329,8 +346,9 @@ def create_app(config: ServiceConfig) -> FastAPI:
             if status["state"] == "pending":
                 raise Conflict(f"index {index_id} is not committed yet")
             raise Conflict(f"index {index_id} is not served: {status.get('unavailable', 'not loaded')}")
+        _check_delta(delta, entry)
         _check_query(query, entry)
-        result, info = await scheduler.search(key, query, mode, delta)
+        result, info = await scheduler.search(key, query, mode)
         headers = {"X-Queue-Seconds": f"{info['queue_seconds']:.6f}",
                    "X-Search-Seconds": f"{info['search_seconds']:.6f}",
                    "X-Generation": str(info["generation"])}
@@ -340,6 +358,19 @@ def create_app(config: ServiceConfig) -> FastAPI:
     app.state.scheduler = scheduler
     app.state.tokens = tokens
     return app
+
+
+def _check_delta(delta: str | None, entry: Loaded) -> None:
+    """Refuse a ``delta`` other than the index's: the threshold is fixed at creation, never per search."""
+    if delta is None:
+        return
+    try:
+        value = float(delta)
+    except ValueError:
+        value = float("nan")
+    if value != entry.delta:
+        raise InvalidArgument(f"the threshold belongs to the index (delta {entry.delta}, fixed at its creation); "
+                              f"a search cannot use delta {delta}")
 
 
 def _check_query(query: bytes, entry: Loaded) -> None:

@@ -6,7 +6,8 @@
     encmatch tenant add --data DIR NAME      # prints a new token for tenant NAME (stored hashed)
     encmatch serve --data DIR [--port 8470] [--allow-insecure] [--max-queue 16] ...
     encmatch enroll --server URL [--token T] --keys K [--index ID] [--delta D] gallery.npz
-    encmatch query  --server URL [--token T] --keys K --index ID --out r.bin query.npy
+    encmatch query  --server URL [--token T] --keys K --index ID --out r.bin [--decrypt] query.npy
+    encmatch decrypt --server URL [--token T] --keys K --index ID r.bin   # labels fetched sealed, opened here
 
 The web framework is imported only when a service command runs, so the
 rest of the command line starts as fast as before.
@@ -24,10 +25,10 @@ import numpy as np
 
 from ..cluster.cli import add_backend_arguments, backend_from_args
 from .._ui import add_memory_budget_argument, fmt_bytes, warn_if_insecure
-from ..client import Client, Enroller
+from ..client import Client, Enroller, manifest_delta
 from ..errors import InvalidArgument
 
-__all__ = ["add_commands", "add_remote_arguments", "remote_enroll", "remote_query"]
+__all__ = ["add_commands", "add_remote_arguments", "remote_enroll", "remote_query", "remote_labels"]
 
 
 def add_remote_arguments(p: argparse.ArgumentParser) -> None:
@@ -121,6 +122,9 @@ def remote_enroll(args: argparse.Namespace, vectors: np.ndarray, labels: Any, en
             print(f"created remote index {index_id} (delta {args.delta})")
         else:
             index_id = str(args.index)
+            if args.delta is not None and float(args.delta) != manifest_delta(service.manifest(index_id)):
+                raise InvalidArgument(f"the threshold belongs to the index: remote index {index_id} was created with "
+                                      f"delta {manifest_delta(service.manifest(index_id))}, not {args.delta}")
         warn_if_insecure(service.index(index_id))
         t0 = time.perf_counter()
         summary = enroll(service, index_id, enroller, vectors, labels)
@@ -138,15 +142,34 @@ def remote_query(args: argparse.Namespace, vector: np.ndarray) -> int:
         raise InvalidArgument("--index (the remote index id) is required")
     with Client(args.keys) as client, ServiceClient(args.server, args.token) as service:
         warn_if_insecure(client.params)
+        if args.delta is not None and float(args.delta) != manifest_delta(service.manifest(str(args.index))):
+            raise InvalidArgument(f"the threshold belongs to the index: remote index {args.index} was created with "
+                                  f"delta {manifest_delta(service.manifest(str(args.index)))}; a search cannot "
+                                  f"use {args.delta}")
         t0 = time.perf_counter()
         q = client.encrypt_query(vector)
         t_enc = time.perf_counter() - t0
         t0 = time.perf_counter()
         result, timings = service.search(str(args.index), q, args.mode)
         t_round = time.perf_counter() - t0
-    args.out.write_bytes(result)
-    print(f"query: {fmt_bytes(len(q))} encrypted in {t_enc:.2f} s")
-    print(f"{args.mode} search on {args.server}: {t_round:.2f} s round trip "
-          f"({timings['search_seconds']:.2f} s searching, {timings['queue_seconds']:.2f} s queued)")
-    print(f"result: {fmt_bytes(len(result))} -> {args.out}")
+        args.out.write_bytes(result)
+        print(f"query: {fmt_bytes(len(q))} encrypted in {t_enc:.2f} s")
+        print(f"{args.mode} search on {args.server}: {t_round:.2f} s round trip "
+              f"({timings['search_seconds']:.2f} s searching, {timings['queue_seconds']:.2f} s queued)")
+        print(f"result: {fmt_bytes(len(result))} -> {args.out}")
+        if getattr(args, "decrypt", False):
+            from ..cli import print_answer
+            from ..index import decrypted_to_result
+            from .remote import remote_labels as fetch_labels
+
+            labels = fetch_labels(service, str(args.index), client)
+            print_answer(decrypted_to_result(client.decrypt(result), labels))
     return 0
+
+
+def remote_labels(args: argparse.Namespace, client: Client) -> list[str] | None:
+    """``decrypt --server``: the remote index's labels, fetched sealed and opened with ``client``'s label key."""
+    from .remote import ServiceClient, remote_labels as fetch_labels
+
+    with ServiceClient(args.server, args.token) as service:
+        return fetch_labels(service, str(args.index), client)

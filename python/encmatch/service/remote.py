@@ -5,7 +5,7 @@ The key holder keeps its key directory (secret key included) and talks to
 a service that holds only evaluation keys and ciphertexts::
 
     index = RemoteIndex.create("http://127.0.0.1:8470", token, keys="keys", delta=0.541)
-    index.add(gallery, labels=names)       # encrypted here, uploaded, committed
+    index.add(gallery, labels=names)       # encrypted here, labels sealed here, uploaded, committed
     hits = index.search(probes, mode="identification")
     same = RemoteIndex("http://127.0.0.1:8470", token, index.id, keys="keys")
 
@@ -14,7 +14,11 @@ staging directory that holds the service's current manifest, then uploads
 the new group files in checksummed chunks (resuming where the service's
 record ends after a dropped connection or a service restart) and commits
 the new manifest (as the key owner: seeded encryption under the secret
-key, as ``EncryptedIndex.add``); :func:`create_index` and :func:`enroll`
+key, as ``EncryptedIndex.add``). Labels are sealed here under the key
+set's public label key (:mod:`encmatch.labels`) and uploaded as opaque
+files beside the groups: the service stores them, never reads them, and
+hands them back to the key holder, who opens them and joins them to the
+decrypted positions; :func:`create_index` and :func:`enroll`
 do the same with only a key set's ``server/`` keys, for an enroller that
 never holds the secret key (papers/000, section 3.6). Searches encrypt locally, send the query bytes and
 decrypt the answer locally. Errors arrive as the same exception classes
@@ -39,13 +43,14 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from .. import _core
-from ..client import Client, Enroller, manifest_delta, manifest_labels, manifest_total
-from ..errors import EncmatchError, InvalidArgument, Mismatch
+from .. import labels as labels_mod
+from ..client import Client, Enroller, check_delta, manifest_delta, manifest_total
+from ..errors import Corrupt, EncmatchError, InvalidArgument, Mismatch
 from ..index import decrypted_to_result
 from ..results import Result, check_mode, make_result
 from .errors import Busy, Conflict, ShuttingDown, error_from_response
 
-__all__ = ["RemoteIndex", "ServiceClient", "create_index", "enroll", "TOKEN_ENV", "DEFAULT_CHUNK"]
+__all__ = ["RemoteIndex", "ServiceClient", "create_index", "enroll", "remote_labels", "TOKEN_ENV", "DEFAULT_CHUNK"]
 
 #: Environment variable holding the bearer token when none is passed.
 TOKEN_ENV = "ENCMATCH_TOKEN"
@@ -147,15 +152,29 @@ class ServiceClient:
         """``GET /v1/indexes/{id}/manifest``: the current generation's manifest."""
         return self.request("GET", f"/v1/indexes/{index_id}/manifest").json()
 
-    def commit(self, index_id: str, manifest: dict) -> dict:
-        """``POST /v1/indexes/{id}/commit``: the index's next generation; returns its state."""
-        return self.request("POST", f"/v1/indexes/{index_id}/commit", json_body={"manifest": manifest}).json()
+    def commit(self, index_id: str, manifest: dict, sealed: Sequence[str] = ()) -> dict:
+        """``POST /v1/indexes/{id}/commit``: the index's next generation, with the uploaded
+        ``sealed`` label files it adds; returns its state."""
+        return self.request("POST", f"/v1/indexes/{index_id}/commit",
+                            json_body={"manifest": manifest, "sealed": list(sealed)}).json()
 
-    def search(self, index_id: str, query: bytes, mode: str, delta: float | None = None) -> tuple[bytes, dict]:
-        """``POST /v1/indexes/{id}/search``: result bytes and the service's timings (seconds)."""
+    def sealed(self, index_id: str) -> list[dict]:
+        """``GET /v1/indexes/{id}/sealed``: the committed sealed label files (``name``, ``size``, ``sha256``)."""
+        return self.request("GET", f"/v1/indexes/{index_id}/sealed").json()["files"]
+
+    def sealed_file(self, index_id: str, name: str, sha256: str | None = None) -> bytes:
+        """``GET /v1/indexes/{id}/sealed/{name}``: a sealed label file's bytes (checked against ``sha256``)."""
+        data = self.request("GET", f"/v1/indexes/{index_id}/sealed/{name}").content
+        if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256:
+            raise Corrupt(f"sealed file {name}: the bytes received differ from the service's checksum")
+        return data
+
+    def search(self, index_id: str, query: bytes, mode: str) -> tuple[bytes, dict]:
+        """``POST /v1/indexes/{id}/search``: result bytes and the service's timings (seconds).
+
+        The search runs at the index's own threshold; there is no other.
+        """
         params: dict[str, Any] = {"mode": mode}
-        if delta is not None:
-            params["delta"] = float(delta)
         resp = self.request("POST", f"/v1/indexes/{index_id}/search", content=bytes(query), params=params,
                             headers={"Content-Type": "application/octet-stream"})
         timings = {k: float(resp.headers.get(h, "nan")) for k, h in
@@ -264,14 +283,20 @@ class RemoteIndex:
             raise
 
     @classmethod
-    def create(cls, url: str, token: str | None, keys: PathLike | Client, delta: float = 0.5, *, label: str = "",
+    def create(cls, url: str, token: str | None, keys: PathLike | Client, delta: float, *, label: str = "",
                progress: bool | None = None, **kwargs: Any) -> "RemoteIndex":
         """Create an empty index on the service for the key set ``keys`` with threshold ``delta``.
+
+        ``delta`` (required, a cosine similarity in the open interval
+        (-1, 1), refused before anything is sent) is fixed for good: the
+        service refuses a commit that changes it and a search that names
+        another.
 
         Uploads the evaluation keys the service needs (relinearization and
         rotation keys: not the public key, never the secret key) and
         commits an empty manifest. ``kwargs`` go to the constructor.
         """
+        delta = check_delta(delta)
         client, owned = _open_client(keys)
         try:
             with ServiceClient(url, token, **kwargs) as service:
@@ -309,8 +334,12 @@ class RemoteIndex:
 
     @property
     def labels(self) -> list[str] | None:
-        """Labels of every position, or ``None`` if the gallery was not (fully) labelled."""
-        return manifest_labels(self.manifest)
+        """Labels of every position (``""`` where none was given), or ``None`` if nothing is labelled.
+
+        The service's sealed copies are fetched and opened here with the
+        key holder's label key; a tampered or foreign file raises.
+        """
+        return remote_labels(self.service, self.id, self.client, self.manifest)
 
     def __len__(self) -> int:
         """Number of enrolled vectors."""
@@ -381,6 +410,7 @@ def create_index(service: ServiceClient, server_key_dir: PathLike, delta: float,
     manifest with threshold ``delta``. Needs only the ``server/`` keys, so
     an enroller without the secret key can do it. Returns the index id.
     """
+    delta = check_delta(delta)  # before anything reaches the service
     server_keys = Path(server_key_dir)
     meta = json.loads((server_keys / "keys.json").read_text())
     status = service.create_index(meta, label)
@@ -414,9 +444,24 @@ def enroll(service: ServiceClient, index_id: str, enroller: Enroller, vectors: A
         summary = enroller.enroll(stage, vectors, labels, progress=progress)
         new_manifest = json.loads((stage / "manifest.json").read_text())
         files = [stage / g["file"] for g in new_manifest["groups"] if g["file"] not in old]
-        sent = _upload_all(service, index_id, files, "upload", progress)
-        service.commit(index_id, new_manifest)
+        sealed = sorted((stage / labels_mod.LABELS_DIR).glob("*.sealed"))  # this enrollment's only
+        sent = _upload_all(service, index_id, files + sealed, "upload", progress)
+        service.commit(index_id, new_manifest, [p.name for p in sealed])
     return dict(summary, uploaded_bytes=sent, manifest=new_manifest)
+
+
+def remote_labels(service: ServiceClient, index_id: str, client: Client, manifest: dict | None = None) -> list[str] | None:
+    """Labels of every position of a remote index, from the service's sealed files opened with ``client``'s label key.
+
+    ``None`` when the index has no sealed labels. Each file is checked
+    against the service's SHA-256, then opened (AEAD: another index's,
+    range's or tampered bytes raise).
+    """
+    if manifest is None:
+        manifest = service.manifest(index_id)
+    listed = service.sealed(index_id)
+    files = {f["name"]: (lambda f=f: service.sealed_file(index_id, f["name"], f["sha256"])) for f in listed}
+    return client.open_labels(manifest, files)
 
 
 def _upload_all(service: ServiceClient, index_id: str, files: list[Path], desc: str,

@@ -47,6 +47,8 @@ class Loaded:
     server: Server | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
     deleted: bool = False
+    #: The index's threshold (every search uses it; a request naming another is refused).
+    delta: float = float("nan")
 
 
 class Scheduler:
@@ -112,7 +114,7 @@ class Scheduler:
                     "workers": self.workers, "served": self._served, "refused_busy": self._refused,
                     "indexes_loaded": len(self._loaded), "closing": self._closing}
 
-    async def search(self, key: tuple[str, str], query: bytes, mode: str, delta: float | None) -> tuple[bytes, dict]:
+    async def search(self, key: tuple[str, str], query: bytes, mode: str) -> tuple[bytes, dict]:
         """Run one search of index ``key``; returns the result bytes and timings.
 
         Raises Busy when the queue is full, ShuttingDown while stopping,
@@ -129,7 +131,7 @@ class Scheduler:
             self._pending += 1
         enqueued = time.monotonic()
         try:
-            fut = self._pool.submit(self._run, key, query, mode, delta, enqueued)
+            fut = self._pool.submit(self._run, key, query, mode, enqueued)
         except RuntimeError:  # the pool is shut down
             self._done(None)
             raise ShuttingDown("the service is shutting down") from None
@@ -144,8 +146,7 @@ class Scheduler:
         with self._guard:
             self._pending -= 1
 
-    def _run(self, key: tuple[str, str], query: bytes, mode: str, delta: float | None,
-             enqueued: float) -> tuple[bytes, dict]:
+    def _run(self, key: tuple[str, str], query: bytes, mode: str, enqueued: float) -> tuple[bytes, dict]:
         """Worker thread: run one search under the index's lock, unless it is too late."""
         waited = time.monotonic() - enqueued
         if self._stopped:
@@ -165,7 +166,7 @@ class Scheduler:
                     self._running += 1
                 try:
                     t0 = time.perf_counter()
-                    out = entry.server.search(query, mode, delta)
+                    out = entry.server.search(query, mode)
                     seconds = time.perf_counter() - t0
                 finally:
                     with self._guard:
@@ -208,4 +209,5 @@ def open_generation(gen_dir: Path, keys_dir: Path, memory_budget: int, backend: 
     count = int(manifest.get("count", 0))
     opener = Server if backend is None else backend.open
     server = opener(gen_dir, keys_dir, memory_budget) if count else None
-    return Loaded(0, count, str(manifest["key_id"]), str(manifest["fingerprint"]), server)
+    return Loaded(0, count, str(manifest["key_id"]), str(manifest["fingerprint"]), server,
+                  delta=float(manifest["delta"]))

@@ -8,7 +8,8 @@ Layout under the data directory::
         keys/                             keys.json, relin.key, gal-<element>.key (never a secret key)
         uploads/<name>.part, <name>.json  an upload in progress: bytes so far, declared size and SHA-256
         files/<name>                      a complete, verified gallery file not yet committed
-        gen-<N>/                          a committed generation: manifest.json and its group files
+        gen-<N>/                          a committed generation: manifest.json, its group files,
+                                          sealed.json and the sealed label files it lists (opaque)
         current.json                      {"generation": N, "files": {name: sha256}}
     tmp/, trash/                          staging of new indexes, deleted indexes (emptied at start)
     service.lock                          flock'ed by the one service process that uses the directory
@@ -30,7 +31,13 @@ and leaves nothing half-made that loads):
 
 The service never holds a secret key: uploads are checked against the
 frame header (:mod:`encmatch.service.frames`) before their first byte is
-written, and any frame of kind ``secret-key`` is refused.
+written, and any frame of kind ``secret-key`` (or ``label-secret-key``) is
+refused. Nor does it hold a name: a manifest carrying ``labels`` is
+refused, and labels arrive only sealed (``*.sealed`` uploads, kind
+``sealed-labels``) for the key holder's label key; the service checks
+their frame like any upload and stores and returns them without reading
+them. The threshold is the index's: a commit that changes the delta (or
+the uid) of the committed manifest is refused.
 """
 
 from __future__ import annotations
@@ -64,8 +71,12 @@ _RESERVED = {"manifest.json", "keys.json", "index.json", "current.json", "secret
 #: Envelope kinds of the key files the service accepts, by file name.
 _KEY_KINDS = {"relin.key": "relinearization-key"}
 _GALOIS_KIND = "galois-key"
+#: The key holder's private label key (encmatch.labels): never accepted either.
+_LABEL_SECRET_KEY = "label-secret-key"
+#: Kind of a sealed label file (encmatch.labels): the only kind a ``*.sealed`` upload may have.
+_SEALED_KIND = "sealed-labels"
 #: Kinds a gallery file can never have.
-_NOT_GALLERY = {KIND_SECRET_KEY, "public-key", "relinearization-key", "galois-key", "query", "result"}
+_NOT_GALLERY = {KIND_SECRET_KEY, _LABEL_SECRET_KEY, "public-key", "relinearization-key", "galois-key", "query", "result"}
 #: Bytes of a file's start read to find its header.
 _HEAD = 1 << 16
 #: keys.json fields the service needs, with their types.
@@ -363,8 +374,10 @@ class Storage:
         }
         if cur:
             manifest = _read_json(d / f"gen-{cur['generation']:06d}" / "manifest.json")
+            sealed = _read_json(d / f"gen-{cur['generation']:06d}" / "sealed.json") if (
+                d / f"gen-{cur['generation']:06d}" / "sealed.json").is_file() else []
             out.update(count=manifest.get("count", 0), groups=len(manifest.get("groups", [])),
-                       delta=manifest.get("delta"), labelled=bool(manifest.get("labels")))
+                       delta=manifest.get("delta"), labelled=bool(sealed), sealed_files=len(sealed))
         for rec_path in sorted((d / "uploads").glob("*.json")):
             rec = _read_json(rec_path)
             if not (cur and cur["files"].get(rec["name"]) == rec["sha256"]):
@@ -378,6 +391,23 @@ class Storage:
         if not cur:
             raise Conflict(f"index {index_id} has not been committed yet")
         return _read_json(d / f"gen-{cur['generation']:06d}" / "manifest.json")
+
+    def sealed(self, tenant: str, index_id: str) -> list[dict]:
+        """The sealed label files of an index's current generation: ``name``, ``size``, ``sha256`` (none while pending)."""
+        d = self._dir(tenant, index_id)
+        cur = self._current(d)
+        if not cur:
+            return []
+        path = d / f"gen-{cur['generation']:06d}" / "sealed.json"
+        return _read_json(path) if path.is_file() else []
+
+    def sealed_bytes(self, tenant: str, index_id: str, name: str) -> bytes:
+        """The bytes of one committed sealed label file (NotFound for a name the current generation does not list)."""
+        d = self._dir(tenant, index_id)
+        cur = self._current(d)
+        if not cur or name not in {f["name"] for f in self.sealed(tenant, index_id)}:
+            raise NotFound(f"no sealed file {name!r} in index {index_id}")
+        return (d / f"gen-{cur['generation']:06d}" / name).read_bytes()
 
     def current(self, tenant: str, index_id: str) -> tuple[int, Path, Path] | None:
         """``(generation, generation dir, keys dir)`` of a committed index, ``None`` if pending."""
@@ -540,7 +570,7 @@ class Storage:
         meta = _read_json(d / "keys" / "keys.json")
         want = _expected_kind(name, set(key_files(meta)))
         problem: EncmatchError | None = None
-        if h.kind == KIND_SECRET_KEY:
+        if h.kind in (KIND_SECRET_KEY, _LABEL_SECRET_KEY):
             problem = Forbidden(f"{name} is a secret key: the service never holds one")
         elif h.fingerprint != meta["fingerprint"]:
             problem = Mismatch(f"{name} was made with other parameters (fingerprint {h.fingerprint}, "
@@ -576,12 +606,15 @@ class Storage:
 
     # ---- commits -------------------------------------------------------------
 
-    def prepare_commit(self, tenant: str, index_id: str, manifest: Any) -> Generation:
-        """Build the next generation of an index from ``manifest`` (the enroller's manifest.json).
+    def prepare_commit(self, tenant: str, index_id: str, manifest: Any, sealed: Any = ()) -> Generation:
+        """Build the next generation of an index from ``manifest`` (the enroller's manifest.json)
+        and the uploaded ``sealed`` label files it adds.
 
-        Committed groups must stay as they are (an index only grows); every
-        other group file must be uploaded and verified, and the key files
-        complete. The generation is assembled from hard links in a staging
+        Committed groups must stay as they are (an index only grows), and
+        so must the threshold and the uid; every other group file must be
+        uploaded and verified, and the key files complete. A manifest with
+        plaintext ``labels`` is refused. Sealed files are kept opaque: the
+        committed ones carry over, the new ones must be uploaded. The generation is assembled from hard links in a staging
         directory, fsynced and renamed to ``gen-<N>``; it becomes visible
         only with :meth:`publish` (after the core has loaded it). Call with
         :meth:`lock` held until :meth:`publish` or :meth:`discard`.
@@ -592,6 +625,11 @@ class Storage:
             raise InvalidArgument("manifest must be a JSON object")
         if manifest.get("key_id") != meta["key_id"] or manifest.get("fingerprint") != meta["fingerprint"]:
             raise Mismatch("the manifest belongs to another key set or parameter set than the index's keys")
+        if "labels" in manifest:
+            raise InvalidArgument("the manifest carries labels: names never reach the service in plaintext "
+                                  "(they are sealed by the enroller and uploaded as *.sealed files)")
+        if not isinstance(sealed, (list, tuple)) or not all(isinstance(n, str) for n in sealed):
+            raise InvalidArgument("sealed must be a list of uploaded file names")
         groups = manifest.get("groups")
         if not isinstance(groups, list) or not all(
             isinstance(g, dict) and isinstance(g.get("file"), str) and isinstance(g.get("bytes"), int) for g in groups
@@ -606,6 +644,13 @@ class Storage:
         old_groups = _read_json(old_dir / "manifest.json").get("groups", []) if old_dir else []
         if groups[: len(old_groups)] != old_groups:
             raise Conflict("the manifest changes committed groups; an index only grows")
+        if old_dir is not None:
+            old_manifest = _read_json(old_dir / "manifest.json")
+            if manifest.get("delta") != old_manifest.get("delta") or manifest.get("uid") != old_manifest.get("uid"):
+                raise InvalidArgument(
+                    f"the threshold belongs to the index: it was created with delta {old_manifest.get('delta')} "
+                    f"(uid {old_manifest.get('uid')}); a commit cannot change it (got {manifest.get('delta')})")
+        old_sealed = _read_json(old_dir / "sealed.json") if old_dir and (old_dir / "sealed.json").is_file() else []
         files = dict(cur["files"]) if cur else {}
         if not cur:
             for n in key_files(meta):
@@ -626,6 +671,29 @@ class Storage:
                 raise Conflict(f"{name} has {src.stat().st_size} bytes, the manifest says {g['bytes']}")
             files[name] = _read_json(rec_path)["sha256"]
             sources.append((name, src))
+        sealed_list = list(old_sealed)
+        for name in sealed:
+            _check_name(name)
+            if not name.endswith(".sealed"):
+                raise InvalidArgument(f"{name}: sealed label files are named *.sealed")
+            if name in {f["name"] for f in sealed_list}:
+                continue  # committed before (a retried commit)
+            if name in {n for n, _ in sources}:
+                raise InvalidArgument(f"manifest names {name} twice")
+            src = d / "files" / name
+            rec_path = d / "uploads" / f"{name}.json"
+            if not src.is_file() or not rec_path.is_file():
+                raise Conflict(f"{name} is not uploaded (or not complete)")
+            with open(src, "rb") as f:
+                kind = parse_header(f.read(_HEAD)).kind
+            if kind != _SEALED_KIND:
+                raise Mismatch(f"{name} is a {kind}, not sealed labels")
+            digest = _read_json(rec_path)["sha256"]
+            files[name] = digest
+            sealed_list.append({"name": name, "size": src.stat().st_size, "sha256": digest})
+            sources.append((name, src))
+        for f in old_sealed:
+            sources.append((f["name"], old_dir / f["name"]))
         number = (cur["generation"] if cur else 0) + 1
         staging = d / f".gen-tmp-{secrets.token_hex(4)}"
         staging.mkdir()
@@ -633,6 +701,7 @@ class Storage:
             for name, src in sources:
                 os.link(src, staging / name)
             write_atomic(staging / "manifest.json", (json.dumps(manifest) + "\n").encode())
+            write_atomic(staging / "sealed.json", (json.dumps(sealed_list) + "\n").encode())
             final = d / f"gen-{number:06d}"
             if final.exists():  # left by a commit whose core load failed and whose clean-up crashed
                 shutil.rmtree(final)
