@@ -374,8 +374,8 @@ def run(
         if n_non >= need:
             fpir_t = threshold_at_fpir(scores, sp.mated, target_fpir, roc.thresholds)
             wanted.append((_fpir_name(target_fpir), fpir_t))
-            note = (f"1:N point: FPIR {100 * target_fpir:g} % at N = {len(sp.gallery):,}, the lowest threshold at which "
-                    f"at most that fraction of the {n_non} non-mated probes get a candidate ({fpir_t:.4f})")
+            note = (f"1:N point: FPIR {100 * target_fpir:g} % at N = {len(sp.gallery):,}, the lowest threshold at "
+                    f"which at most that fraction of the {n_non} non-mated probes get a candidate ({fpir_t:.4f})")
         else:
             note = (f"warning: no 1:N point at FPIR {100 * target_fpir:g} %: it needs at least {need} non-mated probes "
                     f"(rule of three: 3 / FPIR), there are {n_non}" + ("; delta is the FAR 0.1 % threshold"

@@ -212,7 +212,11 @@ class Support:
             what = (f"target FPIR {self.target:g} at gallery size N = {self.gallery_size:,} needs a per-comparison "
                     f"FMR of about {self.fmr:.2g} (1 - (1 - FPIR)^(1/N)), so at least {self.pairs_needed:,} impostor "
                     f"pairs and {self.searches_needed:,} non-mated searches")
-            have = f"this set has {self.pairs:,} and {self.searches:,}" if self.searches is not None else                 f"this set has {self.pairs:,} impostor pairs (no non-mated searches: FPIR from the independence model)"
+            if self.searches is not None:
+                have = f"this set has {self.pairs:,} and {self.searches:,}"
+            else:
+                have = (f"this set has {self.pairs:,} impostor pairs (no non-mated searches: FPIR from the "
+                        "independence model)")
         else:
             what = f"target FMR {self.target:g} per comparison needs at least {self.pairs_needed:,} impostor pairs"
             have = f"this set has {self.pairs:,}"
@@ -436,8 +440,8 @@ class Calibration:
         if nm is None:
             return (f"independence model 1 - (1 - FMR)^N (no non-mated searches given): "
                     f"as if the {n:,} entries were independent impostors")
-        text = (f"empirical: each of the {nm.n_searches:,} faces as a non-mated search, its gallery of N drawn at random "
-                f"from the faces of other identities")
+        text = (f"empirical: each of the {nm.n_searches:,} faces as a non-mated search, its gallery of N drawn at "
+                f"random from the faces of other identities")
         ext = int(np.sum(nm.candidates < n))
         if ext == nm.n_searches:
             text += (f"; N exceeds their {int(nm.candidates.max()):,} faces, so each search's own rate is extrapolated "
@@ -468,7 +472,8 @@ class Calibration:
             "eer": {"rate": self.eer[0], "threshold": self.eer[1]},
             "thresholds": [{"fmr": f, "threshold": t, "fnmr": d.fnmr(t), "fpir": d.fpir(t, self.gallery_size)[0]}
                            for f, t in self.thresholds.items()],
-            "fpir_thresholds": [{"fpir": f, "threshold": t, "fnir": d.fnmr(t)} for f, t in self.fpir_thresholds.items()],
+            "fpir_thresholds": [{"fpir": f, "threshold": t, "fnir": d.fnmr(t)}
+                                for f, t in self.fpir_thresholds.items()],
             "unsupported": {k: [{"target": f, "pairs_needed": p} for f, p in v] for k, v in self.unsupported.items()},
             "expected_membership_count": self.expected_count, **self.checks,
         }
@@ -590,8 +595,8 @@ def calibrate(
     if not sup.ok:
         best = []
         if dist.n_searches is not None:
-            best.append(f"FPIR >= {max(RULE_OF_THREE / dist.n_searches, 1 - (1 - RULE_OF_THREE / dist.n_impostor) ** n):.2g}"
-                        f" at N = {n:,}")
+            lowest = max(RULE_OF_THREE / dist.n_searches, fpir_independent(RULE_OF_THREE / dist.n_impostor, n))
+            best.append(f"FPIR >= {lowest:.2g} at N = {n:,}")
         best.append(f"FMR >= {RULE_OF_THREE / dist.n_impostor:.2g} per comparison")
         raise InvalidArgument(f"{sup.describe()}; it supports {' or '.join(best)} (more labelled faces, or a larger "
                               "target)")
