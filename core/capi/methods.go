@@ -548,7 +548,7 @@ func comparatorModel(args, in []byte) (any, []byte, error) {
 		values[i] = c.Model(math.Float64frombits(binary.LittleEndian.Uint64(in[8*i:])))
 	}
 	return map[string]any{"values": values, "decision_band": c.DecisionBand, "value_band": c.ValueBand,
-		"value_tolerance": comparator.ValueTolerance, "degree": c.Degree, "sharpen": "f3 (Cheon et al.), depth 3"}, nil, nil
+		"value_tolerance": comparator.ValueTolerance, "degrees": c.Degrees, "gap": c.Gap, "sign_error": c.SignError}, nil, nil
 }
 
 // setThreads bounds the threads that run the core's work (GOMAXPROCS: the

@@ -2,20 +2,25 @@
 // f(s) = (sign(s - delta) + 1) / 2 used on similarity scores, and its
 // plaintext model.
 //
-// The comparator is the hybrid of HyDia (papers/000, section 3): a Chebyshev
-// series of a smooth sign, followed by one sharpening polynomial of Cheon et
-// al. (f3(y) = (35y - 35y^3 + 21y^5 - 5y^7)/16, whose derivatives vanish at
-// +-1 so that values near +-1 are pulled flat). Both stages are polynomials
-// in the Chebyshev basis on [-1, 1], evaluated by Lattigo's Paterson-Stockmeyer
-// (baby-step giant-step) evaluator; the plaintext model evaluates the very
-// same coefficients with Clenshaw's recurrence, in the same basis. Nothing is
-// ever converted to the monomial basis, the bug class that papers/003 reports
-// halving recall.
+// The comparator is a composite of minimax polynomials that approximate
+// sign (Lee et al., "Minimax approximation of sign function by composite
+// polynomial"; the construction of Lattigo's circuits/ckks/minimax): each
+// stage is the minimax approximation, by Lattigo's multi-interval Remez
+// algorithm, of sign on the image of the previous stage. The chains are
+// generated offline for each depth budget kappa (composites_gen.go, by
+// ./internal/gencomposite) together with their gap: for |u| >= gap the chain
+// is within 2^-22 of sign(u). The threshold enters through stage 0, which
+// reads u = (a*s - a*delta) / (1 + a|delta|), a map folded into its
+// coefficients, so that the value band is gap * (1 + a|delta|) / a around
+// delta and the decision boundary is delta itself (stage 0 vanishes at
+// u = 0 and every later stage is odd).
 //
-// With a depth budget kappa, stage one has degree 2^(kappa-3) - 1 (depth
-// kappa - 3) and the sharpening stage depth 3. The affine map (y + 1)/2 is
-// folded into the sharpening coefficients, so the output lies in [0, 1] and no
-// level is spent on it.
+// Every stage is a series in the Chebyshev basis on [-1, 1] evaluated by
+// Lattigo's Paterson-Stockmeyer (baby-step giant-step) evaluator; the
+// plaintext model evaluates the very same coefficients with Clenshaw's
+// recurrence, in the same basis. Nothing is ever converted to the monomial
+// basis, the bug class that papers/003 reports halving recall. The last
+// stage folds in the affine map (y + 1) / 2, so the output lies in [0, 1].
 //
 // Inputs are scores multiplied by a known ScoreScale a < 1 (the enroller
 // scales the gallery), so that every possible cosine score, plus CKKS noise,
@@ -28,36 +33,50 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"sync"
 
 	"github.com/tuneinsight/lattigo/v6/circuits/ckks/polynomial"
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 	"github.com/tuneinsight/lattigo/v6/utils/bignum"
 )
 
-// SharpenDepth is the depth of the sharpening stage (f3, degree 7).
-const SharpenDepth = 3
-
 // ValueTolerance is the per-entry error that the value band guarantees:
-// outside it, 2^20 entries (64 groups) summed stay within 1 of the count.
+// outside it, 2^20 entries (64 groups) summed stay within 1/2 of the count.
 const ValueTolerance = 1.0 / (1 << 21)
 
 // DefaultScoreScale maps cosine scores in [-1, 1] to [-1/(1+2^-7), 1/(1+2^-7)].
 const DefaultScoreScale = 1.0 / (1.0 + 1.0/128)
 
-// steepnessPerDegree sets the smooth sign tanh(k (s - delta)) of stage one:
-// k = steepnessPerDegree * (degree + 1). Chosen by minimising, over kappa in
-// {8, 10} and delta in [0.2, 0.8], the band outside which the error stays
-// below ValueTolerance (docs/COMPARATOR.md).
-const steepnessPerDegree = 0.375
+// signTolerance is the error each composite is designed for, in units of
+// sign (the output (y + 1) / 2 halves it): a factor 4 below ValueTolerance
+// leaves room for the CKKS noise of the evaluation.
+const signTolerance = ValueTolerance / 2
 
-// Comparator is one (kappa, delta) threshold test: its two polynomial stages,
+// composite is one depth budget's chain of minimax sign polynomials,
+// generated offline (composites_gen.go, by ./internal/gencomposite).
+type composite struct {
+	// gap: the chain is within signError of sign(u) for gap <= |u| <= 1.
+	gap       float64
+	signError float64
+	// stages: Chebyshev coefficients of each stage, read on [-1, 1]; every
+	// stage after the first is odd.
+	stages [][]string
+}
+
+// Comparator is one (kappa, delta) threshold test: its polynomial stages,
 // their plaintext model and the guard bands measured on that model.
 type Comparator struct {
 	Kappa      int
 	Delta      float64
 	ScoreScale float64
-	Degree     int     // degree of stage one
-	Steepness  float64 // k of tanh(k (s - delta))
+	// Degrees are the degrees of the stages, stage 0 first.
+	Degrees []int
+	// Gap is the design value band: the half-width around delta, in cosine
+	// units, outside which the composite is within SignError of the sign.
+	Gap float64
+	// SignError is the composite's largest error, in sign units, outside
+	// delta +- Gap (as Remez reported it when the stages were generated).
+	SignError float64
 
 	// DecisionBand: for every score s with |s - delta| > DecisionBand the
 	// model's decision (output >= 1/2) equals the exact s >= delta.
@@ -66,15 +85,16 @@ type Comparator struct {
 	// output is within ValueTolerance of the exact 0/1.
 	ValueBand float64
 
-	stage1, sharpen       bignum.Polynomial
-	stage1F64, sharpenF64 []float64
+	stages    []bignum.Polynomial
+	stagesF64 [][]float64
 }
 
 // Check validates a comparator specification without building it (New
-// also interpolates the polynomials and scans them for the guard bands).
+// also scans the model for the guard bands).
 func Check(kappa int, delta, scoreScale float64) error {
-	if kappa < SharpenDepth+2 {
-		return fmt.Errorf("comparator depth kappa=%d too small (minimum %d)", kappa, SharpenDepth+2)
+	if _, ok := composites[kappa]; !ok {
+		lo, hi := KappaRange()
+		return fmt.Errorf("comparator depth kappa=%d is not supported (want %d to %d)", kappa, lo, hi)
 	}
 	if math.IsNaN(delta) || delta <= -1 || delta >= 1 {
 		return fmt.Errorf("threshold delta=%v must lie in (-1, 1)", delta)
@@ -85,38 +105,91 @@ func Check(kappa int, delta, scoreScale float64) error {
 	return nil
 }
 
-// New builds the comparator for depth budget kappa, threshold delta and
-// score scale a (0 < a <= 1).
+// KappaRange is the smallest and largest depth budget with a composite.
+func KappaRange() (lo, hi int) {
+	lo, hi = math.MaxInt, 0
+	for k := range composites {
+		lo, hi = min(lo, k), max(hi, k)
+	}
+	return
+}
+
+type cacheKey struct {
+	kappa             int
+	delta, scoreScale float64
+}
+
+var (
+	cacheMu sync.Mutex
+	cache   = map[cacheKey]*Comparator{}
+)
+
+// New returns the comparator for depth budget kappa, threshold delta and
+// score scale a (0 < a <= 1). Comparators are cached for the life of the
+// process (measuring the bands scans 2^20 points); the returned value is
+// shared and must not be modified.
 func New(kappa int, delta, scoreScale float64) (*Comparator, error) {
 	if err := Check(kappa, delta, scoreScale); err != nil {
 		return nil, err
 	}
-	deg := 1<<(kappa-SharpenDepth) - 1
-	k := steepnessPerDegree * float64(deg+1)
-	c := &Comparator{Kappa: kappa, Delta: delta, ScoreScale: scoreScale, Degree: deg, Steepness: k}
-
-	smoothSign := func(t float64) float64 { return math.Tanh(k * (t/scoreScale - delta)) }
-	c.stage1 = chebyshev(smoothSign, deg)
-	f3half := func(y float64) float64 {
-		y2 := y * y
-		return 0.5 + (35*y-35*y*y2+21*y*y2*y2-5*y*y2*y2*y2)/32
+	key := cacheKey{kappa, delta, scoreScale}
+	cacheMu.Lock()
+	defer cacheMu.Unlock()
+	if c, ok := cache[key]; ok {
+		return c, nil
 	}
-	c.sharpen = chebyshev(f3half, 7)
-	c.stage1F64 = toFloat64(c.stage1)
-	c.sharpenF64 = toFloat64(c.sharpen)
-	c.DecisionBand, c.ValueBand = c.measureBands()
+	c := build(kappa, delta, scoreScale)
+	cache[key] = c
 	return c, nil
 }
 
-// chebyshev interpolates f at deg+1 Chebyshev nodes of [-1, 1] (Lattigo's
-// bignum.ChebyshevApproximation) and returns the series in the Chebyshev basis.
-func chebyshev(f func(float64) float64, deg int) bignum.Polynomial {
-	const prec = 128
-	iv := bignum.Interval{A: *bignum.NewFloat(-1, prec), B: *bignum.NewFloat(1, prec), Nodes: deg}
-	return bignum.ChebyshevApproximation(func(x *big.Float) *big.Float {
-		xf, _ := x.Float64()
-		return new(big.Float).SetPrec(prec).SetFloat64(f(xf))
-	}, iv)
+// build composes the kappa chain with the threshold: stage 0 reads
+// u = (t - c) / (1 + |c|) instead of t, where t = a*s is the scaled score
+// and c = a*delta, so that u is in [-1, 1] for every t in [-1, 1] and
+// vanishes exactly at the threshold. The composition with this affine map
+// is again a polynomial of the same degree, re-expanded in the Chebyshev
+// basis of t by interpolation at its Chebyshev nodes (exact up to rounding),
+// so no level is spent on it. The last stage folds in (y + 1) / 2.
+func build(kappa int, delta, scoreScale float64) *Comparator {
+	comp := composites[kappa]
+	center := scoreScale * delta
+	stretch := 1 + math.Abs(center)
+	c := &Comparator{Kappa: kappa, Delta: delta, ScoreScale: scoreScale, SignError: comp.signError,
+		Gap: comp.gap * stretch / scoreScale}
+
+	for i, coeffs := range comp.stages {
+		p := bignum.NewPolynomial(bignum.Chebyshev, parseCoeffs(coeffs), [2]float64{-1, 1})
+		if i == 0 {
+			q := p
+			p = bignum.ChebyshevApproximation(func(t *big.Float) *big.Float {
+				u := new(big.Float).SetPrec(precision).Sub(t, big.NewFloat(center))
+				u.Quo(u, big.NewFloat(stretch))
+				return q.Evaluate(u)[0]
+			}, bignum.Interval{A: *bignum.NewFloat(-1, precision), B: *bignum.NewFloat(1, precision), Nodes: len(coeffs) - 1})
+		}
+		if i == len(comp.stages)-1 {
+			for _, x := range p.Coeffs {
+				x[0].Quo(x[0], big.NewFloat(2))
+			}
+			p.Coeffs[0][0].Add(p.Coeffs[0][0], big.NewFloat(0.5))
+		}
+		c.Degrees = append(c.Degrees, len(coeffs)-1)
+		c.stages = append(c.stages, p)
+		c.stagesF64 = append(c.stagesF64, toFloat64(p))
+	}
+	c.DecisionBand, c.ValueBand = c.measureBands()
+	return c
+}
+
+// precision of the big.Float coefficients.
+const precision = 128
+
+func parseCoeffs(s []string) []*big.Float {
+	out := make([]*big.Float, len(s))
+	for i, x := range s {
+		out[i], _ = new(big.Float).SetPrec(precision).SetString(x)
+	}
+	return out
 }
 
 func toFloat64(p bignum.Polynomial) []float64 {
@@ -136,13 +209,14 @@ func clenshaw(c []float64, x float64) float64 {
 	return x*b1 - b2 + c[0]
 }
 
-// Stage1 is the plaintext model of stage one at a scaled score t = a*s.
-func (c *Comparator) Stage1(t float64) float64 { return clenshaw(c.stage1F64, t) }
-
 // Model is the plaintext model of the whole comparator at a cosine score s:
 // exactly the polynomials the encrypted path evaluates.
 func (c *Comparator) Model(s float64) float64 {
-	return clenshaw(c.sharpenF64, c.Stage1(c.ScoreScale*s))
+	y := c.ScoreScale * s
+	for _, st := range c.stagesF64 {
+		y = clenshaw(st, y)
+	}
+	return y
 }
 
 // Depth is the number of levels the comparator consumes.
@@ -187,13 +261,12 @@ func (c *Comparator) Evaluate(pe *polynomial.Evaluator, ct *rlwe.Ciphertext, sca
 	if ct.Level() < c.Kappa {
 		return nil, fmt.Errorf("%w: have %d, need %d", ErrLevels, ct.Level(), c.Kappa)
 	}
-	y, err := pe.Evaluate(ct, polynomial.NewPolynomial(c.stage1), scale)
-	if err != nil {
-		return nil, fmt.Errorf("comparator stage 1: %w", err)
+	y := ct
+	for i, st := range c.stages {
+		var err error
+		if y, err = pe.Evaluate(y, polynomial.NewPolynomial(st), scale); err != nil {
+			return nil, fmt.Errorf("comparator stage %d: %w", i, err)
+		}
 	}
-	z, err := pe.Evaluate(y, polynomial.NewPolynomial(c.sharpen), scale)
-	if err != nil {
-		return nil, fmt.Errorf("comparator sharpening: %w", err)
-	}
-	return z, nil
+	return y, nil
 }

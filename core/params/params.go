@@ -24,8 +24,8 @@ const (
 // Depth budgets of the comparator that the presets accept.
 const (
 	MinKappa     = 6
-	MaxKappa     = 12
-	DefaultKappa = 10
+	MaxKappa     = 13
+	DefaultKappa = 13
 )
 
 // MaxLogQPFor128 is the largest log2(QP) that the HE security standard

@@ -46,6 +46,7 @@ from .bruteforce import cosine_scores
 from .data import FaceSet
 from .errors import InvalidArgument
 from .validate import Confusion, format_table
+from .defaults import DEFAULT_KAPPA
 
 __all__ = ["Split", "split", "Roc", "OperatingPoint", "AccuracyReport", "run", "plot", "search_rates",
            "threshold_at_fpir"]
@@ -343,7 +344,7 @@ def run(
     sp: Split,
     *,
     preset: str = "toy",
-    kappa: int = 10,
+    kappa: int = DEFAULT_KAPPA,
     delta: float | None = None,
     target_fpir: float | None = DEFAULT_TARGET_FPIR,
     work_dir: str | Path | None = None,

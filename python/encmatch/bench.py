@@ -55,6 +55,7 @@ from .bruteforce import cosine_scores
 from .client import Client, Enroller, Server, comparator, describe
 from .errors import InvalidArgument
 from .index import decrypted_to_result
+from .defaults import DEFAULT_KAPPA
 
 __all__ = [
     "SYNTHETIC_DELTA",
@@ -383,7 +384,7 @@ def bench_config(
     work_dir: Path,
     *,
     preset: str = "default",
-    kappa: int = 8,
+    kappa: int = DEFAULT_KAPPA,
     n1: int = 0,
     trials: int = 11,
     memory_budget: int | None = None,
@@ -513,7 +514,7 @@ def run(
     n1: int = 0,
     trials: int = 11,
     preset: str = "default",
-    kappa: int = 8,
+    kappa: int = DEFAULT_KAPPA,
     dim: int = 512,
     workload: str = "synthetic",
     memory_budget: int | None = None,
@@ -658,6 +659,13 @@ def markdown_table(doc: dict, ref: dict | None = None) -> str:
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     refs = _reference_rows(doc, ref)
+    margins = sorted({round(w["margin"], 4) for w in doc["workloads"].values()}) if doc["workloads"] else []
+    if margins:
+        lines[4:4] = [f"Comparator at kappa {p['kappa']}: value band +-{margins[-1]} around delta "
+                      "(membership counts are exact for scores outside it; docs/COMPARATOR.md).", ""]
+    if refs and refs[0]["kappa"] != p["kappa"]:
+        lines[4:4] = [f"The papers/000 rows are at their kappa {refs[0]['kappa']}, not ours: a comparison of "
+                      "cost at the papers' setting, not at the same comparator.", ""]
     for size in sorted({rec["K"] for rec in doc["configs"]}):
         for rec in (r for r in doc["configs"] if r["K"] == size):
             name = series(rec) if rec["strategy"] == "dg" else f"{series(rec)} n1={rec.get('n1')}"

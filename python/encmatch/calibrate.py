@@ -70,6 +70,7 @@ import numpy as np
 from .client import comparator
 from .errors import InvalidArgument
 from .validate import format_table
+from .defaults import DEFAULT_KAPPA
 
 __all__ = ["BIN", "TOP_K", "RULE_OF_THREE", "DEFAULT_TARGET_FPIR", "NonMated", "ScoreDistributions", "Support",
            "Calibration", "calibrate", "support", "fmr_for_fpir", "fpir_independent", "rate_text",
@@ -567,7 +568,7 @@ def calibrate(
     target_fmr: float | None = None,
     *,
     target_fpir: float | None = None,
-    kappa: int = 10,
+    kappa: int = DEFAULT_KAPPA,
     delta: float | None = None,
     gallery_size: int = 16384,
 ) -> Calibration:

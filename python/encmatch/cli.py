@@ -76,6 +76,7 @@ from .faces import commands as face_commands
 from .index import decrypted_to_result
 from .service import commands as service_commands
 from .results import MODES, MembershipResult, Result
+from .defaults import DEFAULT_KAPPA
 
 __all__ = ["main", "build_parser"]
 
@@ -432,7 +433,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("keygen", help="generate a key set")
     s.add_argument("--keys", type=Path, required=True, help="key directory to create")
     s.add_argument("--preset", default="default", help="parameter preset (default: %(default)s; 'toy' is INSECURE)")
-    s.add_argument("--kappa", type=int, default=10, help="comparator depth budget (default: %(default)s)")
+    s.add_argument("--kappa", type=int, default=DEFAULT_KAPPA, help="comparator depth budget (default: %(default)s)")
     s.add_argument("--dim", type=int, required=True, help="vector dimension (e.g. 192 for MobileFaceNet)")
     add_strategy_arguments(s)
     add_memory_budget_argument(s, "server memory, for --strategy auto")
@@ -486,7 +487,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("validate", help="encrypted search vs brute force; exit 1 on disagreement")
     s.add_argument("--preset", default="default")
-    s.add_argument("--kappa", type=int, default=10)
+    s.add_argument("--kappa", type=int, default=DEFAULT_KAPPA, help="comparator depth budget (default: %(default)s)")
     s.add_argument("--delta", type=float, default=demo_mod.DEFAULT_DELTA)
     s.add_argument("--gallery", type=Path, default=None,
                    help="labelled embeddings .npz (emb + label/names; default: LFW MobileFaceNet from shared/data)")
@@ -514,7 +515,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("strategies", help="the cost model's ranking of the similarity strategies")
     s.add_argument("--dim", type=int, required=True, help="vector dimension")
     s.add_argument("--preset", default="default", help="parameter preset (default: %(default)s)")
-    s.add_argument("--kappa", type=int, default=10, help="comparator depth budget (default: %(default)s)")
+    s.add_argument("--kappa", type=int, default=DEFAULT_KAPPA, help="comparator depth budget (default: %(default)s)")
     add_strategy_arguments(s, choice=False)
     add_memory_budget_argument(s, "server memory")
     s.add_argument("--json", action="store_true", help="print the model's answer as JSON")
@@ -533,7 +534,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--trials", type=int, default=11,
                    help="trials per configuration; trial 1 is the setup (default: %(default)s)")
     s.add_argument("--preset", default="default", help="parameter preset (default: %(default)s; 'toy' is INSECURE)")
-    s.add_argument("--kappa", type=int, default=8, help="comparator depth, 8 as papers/000 Tables 7-8 (default: %(default)s)")
+    s.add_argument("--kappa", type=int, default=DEFAULT_KAPPA, help="comparator depth budget; 8 is the setting of papers/000 Tables 7-8 (default: %(default)s)")
     s.add_argument("--dim", type=int, default=512, help="vector dimension of the synthetic workload (default: %(default)s)")
     s.add_argument("--workload", choices=bench_mod.WORKLOADS, default="synthetic",
                    help="synthetic (papers/000 6.1) or faces (LFW MobileFaceNet, 192-d) (default: %(default)s)")

@@ -35,6 +35,7 @@ from . import _core
 from . import labels as labels_mod
 from .errors import Corrupt, Internal, InvalidArgument, NotFound
 from .results import check_mode
+from .defaults import DEFAULT_KAPPA
 
 __all__ = [
     "Client",
@@ -83,7 +84,7 @@ def presets() -> list[dict]:
     return _core.call("presets")[0].get("presets", [])
 
 
-def describe(preset: str = "default", kappa: int = 10, dim: int = 512) -> dict:
+def describe(preset: str = "default", kappa: int = DEFAULT_KAPPA, dim: int = 512) -> dict:
     """Parameter description of ``preset`` for depth budget ``kappa`` and dimension ``dim``.
 
     Keys: ``preset, insecure, log_n, slots, log_q, log_p, log_qp,
@@ -100,9 +101,11 @@ def index_info(index_dir: PathLike) -> dict:
 def comparator(kappa: int, delta: float, scores: Any = ()) -> dict:
     """Plaintext model of the encrypted comparator and its guard bands.
 
-    Returns ``{"values", "decision_band", "value_band", "degree",
-    "sharpen"}``: ``values`` is the comparator polynomial evaluated at
-    ``scores`` exactly as the encrypted pipeline computes it.
+    Returns ``{"values", "decision_band", "value_band", "value_tolerance",
+    "degrees", "gap", "sign_error"}``: ``values`` is the comparator
+    evaluated at ``scores`` exactly as the encrypted pipeline computes it;
+    ``degrees`` are its stages' degrees and ``gap`` its design value band
+    (docs/COMPARATOR.md).
     """
     arr = _core.as_scores(scores)
     res, _ = _core.call("comparator", {"kappa": int(kappa), "delta": float(delta)}, arr if arr.size else None)
@@ -150,7 +153,7 @@ def _check_dim(dim: Any) -> int:
 def choose_strategy(
     dim: int,
     preset: str = "default",
-    kappa: int = 10,
+    kappa: int = DEFAULT_KAPPA,
     *,
     strategy: str = AUTO,
     n1: int = 0,
@@ -238,7 +241,7 @@ class Client:
         cls,
         key_dir: PathLike,
         preset: str = "default",
-        kappa: int = 10,
+        kappa: int = DEFAULT_KAPPA,
         *,
         dim: int,
         strategy: str = AUTO,

@@ -44,6 +44,7 @@ from . import validate
 from ._ui import add_memory_budget_argument, add_strategy_arguments, describe_params, warn_if_insecure
 from .client import describe, version
 from .validate import format_table
+from .defaults import DEFAULT_KAPPA
 
 __all__ = ["DEFAULT_DELTA", "DEFAULT_TARGET_FPIR", "GroundTruth", "ground_truth", "calibrate_delta", "add_arguments",
            "run"]
@@ -57,7 +58,7 @@ DEFAULT_TARGET_FPIR = calibrate_mod.DEFAULT_TARGET_FPIR
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Add the demo's options to ``p``."""
     p.add_argument("--preset", default="default", help="parameter preset (default: %(default)s; 'toy' is fast and INSECURE)")
-    p.add_argument("--kappa", type=int, default=10, help="comparator depth budget (default: %(default)s)")
+    p.add_argument("--kappa", type=int, default=DEFAULT_KAPPA, help="comparator depth budget (default: %(default)s)")
     p.add_argument("--delta", type=float, default=None,
                    help="match threshold, cosine (default: calibrated for --target-fpir at the gallery size)")
     p.add_argument("--target-fpir", type=float, default=DEFAULT_TARGET_FPIR,

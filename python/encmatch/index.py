@@ -43,6 +43,7 @@ from .client import (
 )
 from .errors import NotFound
 from .results import Result, check_mode, make_result
+from .defaults import DEFAULT_KAPPA
 
 __all__ = ["EncryptedIndex", "decrypted_to_result"]
 
@@ -99,7 +100,7 @@ class EncryptedIndex:
         path: PathLike,
         dim: int,
         preset: str = "default",
-        kappa: int = 10,
+        kappa: int = DEFAULT_KAPPA,
         *,
         delta: float,
         strategy: str = AUTO,

@@ -34,6 +34,7 @@ import numpy as np
 
 from . import _core
 from .errors import InvalidArgument, NotFound
+from .defaults import DEFAULT_KAPPA
 
 __all__ = [
     "init_setup",
@@ -69,7 +70,7 @@ def init_setup(
     threshold: int,
     dim: int,
     preset: str = "default",
-    kappa: int = 10,
+    kappa: int = DEFAULT_KAPPA,
     strategy: str = "auto",
     n1: int = 0,
     rotations: Iterable[int] = (),

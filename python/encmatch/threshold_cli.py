@@ -28,6 +28,7 @@ import numpy as np
 from . import threshold as th
 from ._ui import warn_if_insecure
 from .errors import InvalidArgument
+from .defaults import DEFAULT_KAPPA
 
 __all__ = ["add_commands"]
 
@@ -62,7 +63,7 @@ def add_commands(sub: Any) -> None:
     s.add_argument("--threshold", type=int, required=True, help="decryptors needed to decrypt, t")
     s.add_argument("--dim", type=int, required=True, help="vector dimension of the key set")
     s.add_argument("--preset", default="default", help="parameter preset (default: %(default)s; 'toy' is INSECURE)")
-    s.add_argument("--kappa", type=int, default=10, help="comparator depth budget (default: %(default)s)")
+    s.add_argument("--kappa", type=int, default=DEFAULT_KAPPA, help="comparator depth budget (default: %(default)s)")
     s.add_argument("--strategy", default="auto",
                    help="similarity strategy whose rotation keys to make, or 'none' (default: %(default)s)")
     s.add_argument("--n1", type=int, default=0, help="baby-step size of the bsgs strategies (default: automatic)")

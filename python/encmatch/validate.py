@@ -39,6 +39,7 @@ from .client import AUTO, Client, Enroller, Server, choose_strategy, comparator
 from .errors import Corrupt, Exists, InvalidArgument, Mismatch, NotFound
 from .index import decrypted_to_result
 from .results import MODES, IdentificationResult, MembershipResult, check_mode
+from .defaults import DEFAULT_KAPPA
 
 #: MobileFaceNet cosine threshold at a false-match rate of 1e-4 per comparison,
 #: measured over all 87 million impostor pairs of LFW (FNMR 1.9 % there). A 1:N
@@ -422,7 +423,7 @@ def run(
     queries: Any,
     *,
     preset: str = "default",
-    kappa: int = 10,
+    kappa: int = DEFAULT_KAPPA,
     delta: float = DEFAULT_DELTA,
     strategy: str = AUTO,
     n1: int = 0,

@@ -20,12 +20,14 @@ import pytest
 import encmatch
 from encmatch.bruteforce import cosine_scores
 from encmatch.data import find_data_dir, load_faces
+from encmatch.defaults import DEFAULT_KAPPA
 from encmatch.results import MODES
 from encmatch.validate import compare
 
-#: The preset and comparator depth of the suite.
+#: The preset and comparator depth of the suite (the default depth, so the
+#: suite tests the comparator that users get).
 TOY = "toy"
-KAPPA = 10
+KAPPA = DEFAULT_KAPPA
 
 
 @pytest.fixture(scope="session")

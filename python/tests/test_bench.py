@@ -86,7 +86,7 @@ def test_failed_trial_is_excluded(tmp_path):
 
 def test_cli_end_to_end(tmp_path):
     out = tmp_path / "out"
-    p = run_cli("bench", "--preset", TOY, "--dim", DIM, "--sizes", "256,2048", "--strategies", "bsgs-tbe,dg",
+    p = run_cli("bench", "--preset", TOY, "--dim", DIM, "--kappa", "8", "--sizes", "256,2048", "--strategies", "bsgs-tbe,dg",
                 "--encryption", "public-key,secret-key", "--trials", "3", "--matches", "2", "--out", out,
                 "--work", tmp_path)
     assert p.returncode == 0, p.stderr

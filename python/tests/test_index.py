@@ -8,6 +8,8 @@ import pytest
 import encmatch
 from encmatch import Client, EncryptedIndex, Enroller, IdentificationResult, MembershipResult, Server
 
+from encmatch.defaults import DEFAULT_KAPPA
+
 from conftest import KAPPA, TOY
 
 
@@ -18,6 +20,11 @@ def test_core_answers_version_presets_describe():
     d = encmatch.describe(TOY, KAPPA, 32)
     assert d["insecure"] is True and d["dim"] == 32 and d["slots"] == 2048 and d["group_size"] == 2048
     assert encmatch.describe("default", KAPPA, 32)["security_bits"] >= 128
+
+
+def test_default_kappa_is_the_cores():
+    """The SDK's DEFAULT_KAPPA is the core's (describe with kappa 0 takes the core's default)."""
+    assert encmatch.describe(TOY, 0, 32)["kappa"] == DEFAULT_KAPPA
 
 
 def test_comparator_model_and_bands():

@@ -31,6 +31,7 @@ from .. import data as data_mod
 from .._ui import describe_params, warn_if_insecure
 from ..client import describe
 from ..errors import InvalidArgument, Mismatch
+from ..defaults import DEFAULT_KAPPA
 from .embed import MULTIPLE, Collected, Problem, collect, embed_photos
 from .images import ID_RULES, is_photo_path
 from .models import DEFAULT_MODEL, MODELS
@@ -243,7 +244,7 @@ def add_commands(sub) -> None:
         s.add_argument("labelled", nargs="+", metavar="LABELLED",
                        help="one labelled .npz (emb + label/names or name), or photos (files, folders)")
         add_photo_arguments(s, index=False)
-        s.add_argument("--kappa", type=int, default=10, help="comparator depth (default: %(default)s)")
+        s.add_argument("--kappa", type=int, default=DEFAULT_KAPPA, help="comparator depth budget (default: %(default)s)")
         s.add_argument("--json", action="store_true", help="print the result as JSON")
         s.add_argument("--plot", type=Path, default=None, metavar="PNG", help="write a plot to this PNG")
         if name == "calibrate":

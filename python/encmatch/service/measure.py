@@ -34,6 +34,7 @@ import numpy as np
 from ..bruteforce import cosine_scores
 from ..client import Client, Enroller, Server, describe
 from ..results import Result, make_result
+from ..defaults import DEFAULT_KAPPA
 from .remote import RemoteIndex, ServiceClient, create_index, enroll
 from .tenancy import TokenStore
 
@@ -315,7 +316,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``python -m encmatch.service.measure``: print the measurements as JSON."""
     p = argparse.ArgumentParser(prog="python -m encmatch.service.measure", description=__doc__.splitlines()[0])
     p.add_argument("--preset", default="default")
-    p.add_argument("--kappa", type=int, default=10)
+    p.add_argument("--kappa", type=int, default=DEFAULT_KAPPA, help="comparator depth budget (default: %(default)s)")
     p.add_argument("--dim", type=int, default=64)
     p.add_argument("--size", type=int, default=1000, help="gallery size K")
     p.add_argument("--queries", type=int, default=10, help="timed searches, in process and remote")
