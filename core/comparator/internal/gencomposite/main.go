@@ -64,7 +64,7 @@ var searchRange = map[int][2]int{
 // chain returns the stages' coefficients (Chebyshev basis, each read on
 // [-1, 1]) and the final error, or ok=false if Remez fails.
 func chain(gap float64, degs []int) (stages [][]string, finalErr float64, ok bool) {
-	const rho = 1 // stage 0's interval is [-1, -gap] U [gap, rho]
+	const rho = 1.0 // stage 0's interval is [-1, -gap] U [gap, rho]
 	defer func() {
 		if recover() != nil {
 			ok = false
