@@ -40,9 +40,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import secrets
 import struct
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -53,6 +51,7 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
+from .atomic import write_atomic
 from .errors import Corrupt, Exists, Mismatch, NotFound
 
 __all__ = [
@@ -120,26 +119,6 @@ def _unframe(data: bytes, what: str) -> tuple[str, str, str, bytes]:
     return fields[0], fields[1], fields[2], bytes(data[pos : pos + length])
 
 
-def _write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
-    """Write through a temporary file: write, fsync, rename, fsync the directory."""
-    tmp = path.with_name(f".{path.name}.tmp-{secrets.token_hex(4)}")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    dfd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
-
-
 # ---- keys --------------------------------------------------------------------
 
 
@@ -164,8 +143,8 @@ def generate_keys(key_dir: Path) -> None:
     raw_sk = sk.private_bytes(serialization.Encoding.Raw, serialization.PrivateFormat.Raw,
                               serialization.NoEncryption())
     raw_pk = sk.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-    _write_atomic(sk_path, _frame(KIND_SECRET, meta["fingerprint"], meta["key_id"], raw_sk), 0o600)
-    _write_atomic(pk_path, _frame(KIND_PUBLIC, meta["fingerprint"], meta["key_id"], raw_pk))
+    write_atomic(sk_path, _frame(KIND_SECRET, meta["fingerprint"], meta["key_id"], raw_sk), 0o600)
+    write_atomic(pk_path, _frame(KIND_PUBLIC, meta["fingerprint"], meta["key_id"], raw_pk))
 
 
 def ensure_keys(key_dir: Path) -> None:
@@ -303,7 +282,7 @@ def write_sealed(index_dir: Path, name: str, data: bytes) -> Path:
     d = Path(index_dir) / LABELS_DIR
     d.mkdir(exist_ok=True)
     path = d / name
-    _write_atomic(path, data)
+    write_atomic(path, data)
     return path
 
 

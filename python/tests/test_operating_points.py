@@ -250,7 +250,7 @@ def test_demo_toy_calibrates_for_its_gallery_and_reports_ground_truth(data_dir, 
     assert "precision" in text[agree_at:] and "verdict: AGREE" in text
     # The calibration is reused for the same inputs.
     cal = demo.calibrate_delta(demo.data_mod.load_faces("lfw", "mfn", data_dir),
-                               _query_names(text), 512, 0.01, 10,
+                               _query_names(text), 512, 0.01, args.kappa,
                                cache=tmp_path / "w" / "calibration.json")
     assert cal["cached"] and cal["delta"] == pytest.approx(delta, abs=1e-4)
 

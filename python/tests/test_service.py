@@ -30,6 +30,7 @@ from encmatch.service.measure import (
     same_answer,
     separated_gallery,
 )
+from encmatch.service.frames import parse_header
 from encmatch.service.tenancy import hash_token
 
 from conftest import run_cli
@@ -381,7 +382,7 @@ def test_bad_uploads(server, keys, data, ready, tmp_path):
         r = c.post(f"/v1/indexes/{pending['id']}/search", content=b"x")
         assert r.status_code == 409
         # a well-framed group whose ciphertexts are garbage: stored, then refused by the core at commit
-        fake = seal(encmatch.service.frames.parse_header(blob).kind, meta["fingerprint"], meta["key_id"],
+        fake = seal(parse_header(blob).kind, meta["fingerprint"], meta["key_id"],
                     np.random.default_rng(1).bytes(len(blob) - 200))
         declare(c, name, fake)
         assert upload(c, name, fake).json()["complete"]

@@ -55,12 +55,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..atomic import fsync_dir, write_atomic
 from ..client import describe
 from ..errors import Corrupt, EncmatchError, Exists, InvalidArgument, Mismatch, NotFound
 from .errors import Conflict, Forbidden
 from .frames import KIND_SECRET_KEY, FrameError, parse_header, verify_file
 
-__all__ = ["Storage", "Generation", "write_atomic", "fsync_dir", "INDEX_ID", "FILE_NAME"]
+__all__ = ["Storage", "Generation", "INDEX_ID", "FILE_NAME"]
 
 #: Index ids (server-made: 16 hex digits).
 INDEX_ID = re.compile(r"^[0-9a-f]{16}$")
@@ -82,31 +83,6 @@ _HEAD = 1 << 16
 #: keys.json fields the service needs, with their types.
 _KEY_META = {"format": int, "key_id": str, "preset": str, "kappa": int, "dim": int, "fingerprint": str,
              "strategy": str, "n1": int, "galois_elements": list}
-
-
-def fsync_dir(path: Path) -> None:
-    """fsync a directory so that the renames and creations in it are durable."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
-    """Write ``data`` to ``path`` through a temporary file: write, fsync, rename, fsync the directory."""
-    tmp = path.with_name(f".{path.name}.tmp-{secrets.token_hex(4)}")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    fsync_dir(path.parent)
 
 
 def _write_json(path: Path, doc: Any) -> None:

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from ..errors import InvalidArgument, NotFound
-from .storage import write_atomic
+from ..atomic import write_atomic
 
 __all__ = ["TokenStore", "TENANT_NAME", "hash_token"]
 
