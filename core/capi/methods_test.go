@@ -36,7 +36,7 @@ func floats(v ...float32) []byte {
 func TestDispatchRoundTrip(t *testing.T) {
 	dir := t.TempDir()
 	kd, idx := filepath.Join(dir, "k"), filepath.Join(dir, "i")
-	if _, _, err := call(t, "keygen", map[string]any{"key_dir": kd, "preset": "toy", "kappa": 6, "dim": 2}, nil); err != nil {
+	if _, _, err := call(t, "keygen", map[string]any{"key_dir": kd, "preset": "toy", "kappa": 7, "dim": 2}, nil); err != nil {
 		t.Fatal(err)
 	}
 	srv := filepath.Join(kd, "server")
@@ -123,7 +123,7 @@ func TestDispatchErrorsHaveKinds(t *testing.T) {
 func TestSearchThresholdIsTheIndexs(t *testing.T) {
 	dir := t.TempDir()
 	kd, idx := filepath.Join(dir, "k"), filepath.Join(dir, "i")
-	if _, _, err := call(t, "keygen", map[string]any{"key_dir": kd, "preset": "toy", "kappa": 6, "dim": 2}, nil); err != nil {
+	if _, _, err := call(t, "keygen", map[string]any{"key_dir": kd, "preset": "toy", "kappa": 7, "dim": 2}, nil); err != nil {
 		t.Fatal(err)
 	}
 	srv := filepath.Join(kd, "server")

@@ -23,7 +23,7 @@ const (
 
 // Depth budgets of the comparator that the presets accept.
 const (
-	MinKappa     = 6
+	MinKappa     = 7
 	MaxKappa     = 13
 	DefaultKappa = 13
 )

@@ -14,7 +14,7 @@ from encmatch.errors import Corrupt, InvalidArgument, Mismatch
 
 from conftest import run_cli
 
-KAPPA = 6
+KAPPA = 7
 DIM = 4
 #: Decoded values are within 2^-4 of the message (the core's default precision).
 TOL = 2.0 ** -4

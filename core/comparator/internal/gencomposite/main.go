@@ -41,7 +41,6 @@ const (
 // further level goes to stage 0, halving the gap: that allocation gave the
 // narrowest gaps of those tried (equal degrees, tails of degree 7).
 var degrees = map[int][]int{
-	6:  {7, 7},
 	7:  {15, 7},
 	8:  {15, 15},
 	9:  {3, 15, 7},
@@ -57,7 +56,7 @@ var degrees = map[int][]int{
 // a tail whose input is already within ~2^-12 of +-1, which wide gaps give
 // a stage 0 of high degree: keep a wider search below 1/32 for kappa >= 12.
 var searchRange = map[int][2]int{
-	6: {2047, 2048}, 7: {1510, 1512}, 8: {680, 682}, 9: {607, 609},
+	7: {1510, 1512}, 8: {680, 682}, 9: {607, 609},
 	10: {268, 270}, 11: {125, 127}, 12: {61, 63}, 13: {30, 32},
 }
 
