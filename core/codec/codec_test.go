@@ -13,7 +13,7 @@ import (
 )
 
 func sample(t testing.TB) (ckks.Parameters, []byte) {
-	set, err := params.New(params.Toy, 6, 8)
+	set, err := params.New(params.Toy, params.MinKappa, 8)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -298,7 +298,7 @@ func TestStrategiesAgree(t *testing.T) {
 
 func TestStreamedCorruptionFailsTheQuery(t *testing.T) {
 	rng := rand.New(rand.NewSource(12))
-	f := newFixtureWith(t, params.Toy, 6, 8, 0.5, strategy.BSGSTBE, 2)
+	f := newFixtureWith(t, params.Toy, params.MinKappa, 8, 0.5, strategy.BSGSTBE, 2)
 	f.enroll(t, gallery(rng, randomUnit(rng, 8), 30, nil))
 	srv, err := Open(f.indexDir, f.serverKeys(), Options{MemoryBudget: 1})
 	if err != nil {
@@ -354,13 +354,13 @@ func TestEndToEndSecureSmallDim(t *testing.T) {
 
 func TestRefusesForeignKeysAndBadQueries(t *testing.T) {
 	rng := rand.New(rand.NewSource(9))
-	f := newFixture(t, params.Toy, 6, 8, 0.5)
+	f := newFixture(t, params.Toy, params.MinKappa, 8, 0.5)
 	f.enroll(t, gallery(rng, randomUnit(rng, 8), 20, nil))
-	other := newFixture(t, params.Toy, 6, 8, 0.5)
+	other := newFixture(t, params.Toy, params.MinKappa, 8, 0.5)
 	if _, err := Open(f.indexDir, other.serverKeys(), Options{}); !errors.Is(err, errs.ErrMismatch) {
 		t.Fatalf("index opened with another key set: %v", err)
 	}
-	otherParams := newFixture(t, params.Toy, 6, 16, 0.5)
+	otherParams := newFixture(t, params.Toy, params.MinKappa, 16, 0.5)
 	if _, err := Open(f.indexDir, otherParams.serverKeys(), Options{}); !errors.Is(err, errs.ErrMismatch) {
 		t.Fatalf("index opened with keys of other parameters: %v", err)
 	}
@@ -396,7 +396,7 @@ func TestRefusesForeignKeysAndBadQueries(t *testing.T) {
 
 func TestCorruptGroupFileIsReported(t *testing.T) {
 	rng := rand.New(rand.NewSource(10))
-	f := newFixture(t, params.Toy, 6, 8, 0.5)
+	f := newFixture(t, params.Toy, params.MinKappa, 8, 0.5)
 	f.enroll(t, gallery(rng, randomUnit(rng, 8), 20, nil))
 	path := filepath.Join(f.indexDir, "group-000000.ct")
 	data, _ := os.ReadFile(path)

@@ -19,7 +19,7 @@ import (
 
 func setup(t *testing.T) (string, *keys.Public) {
 	t.Helper()
-	set, err := params.New(params.Toy, 6, 4)
+	set, err := params.New(params.Toy, params.MinKappa, 4)
 	if err != nil {
 		t.Fatal(err)
 	}

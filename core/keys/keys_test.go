@@ -14,7 +14,7 @@ import (
 
 func generate(t *testing.T) (string, *params.Set) {
 	t.Helper()
-	set, err := params.New(params.Toy, 6, 8)
+	set, err := params.New(params.Toy, params.MinKappa, 8)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 )
 
 func toy(t testing.TB) ckks.Parameters {
-	set, err := params.New(params.Toy, 6, 8)
+	set, err := params.New(params.Toy, params.MinKappa, 8)
 	if err != nil {
 		t.Fatal(err)
 	}

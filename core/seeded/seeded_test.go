@@ -12,7 +12,7 @@ import (
 
 func toy(t testing.TB) ckks.Parameters {
 	t.Helper()
-	set, err := params.New(params.Toy, 6, 4)
+	set, err := params.New(params.Toy, params.MinKappa, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
