@@ -21,7 +21,6 @@ package engine
 
 import (
 	"fmt"
-	"sync"
 	"time"
 
 	"encmatch/core/comparator"
@@ -65,9 +64,6 @@ type Server struct {
 	strat  strategy.Strategy
 	served []index.Group
 	groups [][]*rlwe.Ciphertext
-
-	mu  sync.Mutex
-	cmp *comparator.Comparator
 }
 
 // Open loads the evaluation keys and, when it fits the memory budget, the
@@ -149,21 +145,15 @@ func selectGroups(m *index.Manifest, pick []int) ([]index.Group, error) {
 // unless it was opened as a shard).
 func (s *Server) Served() []index.Group { return s.served }
 
-// Comparator returns the (cached) comparator of the index's threshold. A
-// search has no other: the threshold belongs to the index, fixed by whoever
-// created it (a querier that could choose it would recover scores by
-// bisection).
+// Comparator returns the comparator of the index's threshold (comparator.New
+// caches it for the process). A search has no other: the threshold belongs
+// to the index, fixed by whoever created it (a querier that could choose it
+// would recover scores by bisection).
 func (s *Server) Comparator() (*comparator.Comparator, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmp != nil {
-		return s.cmp, nil
-	}
 	c, err := comparator.New(s.Params.Kappa, s.Manifest.Delta, s.Manifest.ScoreScale)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errs.ErrInvalid, err)
 	}
-	s.cmp = c
 	return c, nil
 }
 

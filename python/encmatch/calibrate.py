@@ -67,7 +67,7 @@ from typing import Any
 
 import numpy as np
 
-from .client import comparator
+from .client import check_delta, comparator
 from .errors import InvalidArgument
 from .validate import format_table
 from .defaults import DEFAULT_KAPPA
@@ -590,8 +590,8 @@ def calibrate(
     if isinstance(gallery_size, bool) or not isinstance(gallery_size, (int, np.integer)) or gallery_size < 1:
         raise InvalidArgument(f"the gallery size must be a positive integer, got {gallery_size}")
     n = int(gallery_size)
-    if delta is not None and not (math.isfinite(delta) and -1 < delta < 1):
-        raise InvalidArgument(f"delta must be in (-1, 1), got {delta}")
+    if delta is not None:
+        delta = check_delta(delta)
     sup = support(dist, target_fmr, target_fpir, n)
     if not sup.ok:
         best = []

@@ -29,10 +29,9 @@ import (
 
 const (
 	prec        = 128
-	schemeError = 1.0 / (1 << 30)       // CKKS error bound on a stage's input
-	target      = 1.0 / (1 << 22)       // comparator.signTolerance, in sign units
-	gapUnit     = 1.0 / 8192            // resolution of the gap search
-	scoreScale  = 1.0 / (1.0 + 1.0/128) // comparator.DefaultScoreScale
+	schemeError = 1.0 / (1 << 30) // CKKS error bound on a stage's input
+	target      = 1.0 / (1 << 22) // comparator.signTolerance, in sign units
+	gapUnit     = 1.0 / 8192      // resolution of the gap search
 )
 
 // degrees of each depth budget: sum of ceil(log2(degree+1)) is kappa. From
