@@ -26,7 +26,7 @@ import numpy as np
 from ..cluster.cli import add_backend_arguments, backend_from_args
 from .._ui import add_memory_budget_argument, fmt_bytes, warn_if_insecure
 from ..client import Client, Enroller, manifest_delta
-from ..errors import InvalidArgument
+from ..errors import InvalidArgument, NotFound
 
 __all__ = ["add_commands", "add_remote_arguments", "remote_enroll", "remote_query", "remote_labels"]
 
@@ -62,10 +62,23 @@ def add_commands(sub: Any) -> None:
     add_backend_arguments(s)
     s.set_defaults(func=cmd_serve)
 
-    s = sub.add_parser("tenant", help="add, list or revoke the service's tenants and tokens")
-    s.add_argument("action", choices=("add", "list", "revoke"))
-    s.add_argument("name", nargs="?", help="tenant name (add, revoke)")
-    s.add_argument("--data", type=Path, required=True, help="the service's data directory")
+    s = sub.add_parser("tenant", help="add, rotate, list or revoke the service's tenants and tokens")
+    s.add_argument("--data", type=Path, default=None, help="the service's data directory")
+    actions = s.add_subparsers(dest="action", metavar="ACTION", required=True)
+    for name, helptext in (
+        ("add", "create tenant NAME and print its token once (refused if NAME exists, unless --rotate)"),
+        ("rotate", "print a new token for the existing tenant NAME; its earlier tokens are revoked"),
+        ("revoke", "revoke every token of tenant NAME (its indexes stay on disk)"),
+        ("list", "list the tenants and their numbers of active tokens"),
+    ):
+        a = actions.add_parser(name, help=helptext, description=helptext)
+        # SUPPRESS: a --data given before the action (``tenant --data DIR add NAME``) is kept
+        a.add_argument("--data", type=Path, default=argparse.SUPPRESS, help="the service's data directory")
+        if name != "list":
+            a.add_argument("name", metavar="NAME", help="tenant name")
+        if name == "add":
+            a.add_argument("--rotate", action="store_true",
+                           help="if NAME exists, issue a new token and revoke its earlier ones")
     s.set_defaults(func=cmd_tenant)
 
 
@@ -87,23 +100,37 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_tenant(args: argparse.Namespace) -> int:
-    """Add a token (printed once, on stdout), list tenants, or revoke a tenant's tokens."""
+    """``encmatch tenant add|rotate|revoke|list``: a new token (printed once, on stdout), a rotation,
+    a revocation or the list of tenants. Re-adding a tenant, or any action on a data directory that
+    does not exist (``add`` creates it), is an error (exit 2)."""
     from .tenancy import TokenStore
 
+    if args.data is None:
+        raise InvalidArgument("tenant: --data DIR (the service's data directory) is required")
     store = TokenStore(args.data)
-    if args.action == "list":
+    if args.action == "add":
+        args.data.mkdir(parents=True, exist_ok=True)
+        token = store.add(args.name, rotate=args.rotate)
+    elif args.action == "rotate":
+        token = store.rotate(args.name)
+    elif args.action == "revoke":
+        n = store.revoke(args.name)
+        print(f"revoked {n} token(s) of tenant {args.name!r}")
+        return 0
+    else:
+        if not args.data.is_dir():
+            raise NotFound(f"no data directory {args.data}")
+        if not store.path.is_file():
+            print(f"no tenants in {args.data} (no {store.path.name}; `encmatch tenant add` creates it)",
+                  file=sys.stderr)
+            return 0
         for name, n in sorted(store.tenants().items()):
             print(f"{name}\t{n} token(s)")
         return 0
-    if not args.name:
-        raise InvalidArgument(f"tenant {args.action} needs a tenant name")
-    if args.action == "add":
-        args.data.mkdir(parents=True, exist_ok=True)
-        print(store.add(args.name))
-        print(f"token for tenant {args.name!r} (stored hashed in {store.path}; shown only now)", file=sys.stderr)
-        return 0
-    n = store.revoke(args.name)
-    print(f"revoked {n} token(s) of tenant {args.name!r}")
+    print(token)
+    print(f"token for tenant {args.name!r} (stored hashed in {store.path}; shown only now"
+          f"{'; its earlier tokens are revoked' if args.action == 'rotate' or args.rotate else ''})",
+          file=sys.stderr)
     return 0
 
 
