@@ -3,11 +3,15 @@
 
 ::
 
-    encmatch tenant add --data DIR NAME      # prints a new token for tenant NAME (stored hashed)
-    encmatch serve --data DIR [--port 8470] [--allow-insecure] [--max-queue 16] ...
-    encmatch enroll --server URL [--token T] --keys K [--index ID] [--delta D] gallery.npz
-    encmatch query  --server URL [--token T] --keys K --index ID --out r.bin [--decrypt] query.npy
-    encmatch decrypt --server URL [--token T] --keys K --index ID r.bin   # labels fetched sealed, opened here
+    encmatch tenant add --data DIR NAME      # prints a new token for tenant NAME (stored hashed); refused if NAME exists
+    encmatch tenant rotate --data DIR NAME   # a new token for NAME, its earlier ones revoked
+    encmatch tenant revoke|list --data DIR ...
+    encmatch serve --data DIR --host 0.0.0.0 --tls-cert cert.pem --tls-key key.pem [--port 8470] ...
+    encmatch serve --data DIR [--port 8470] [--allow-insecure] [--max-queue 16] ...   # loopback, plain HTTP
+    export ENCMATCH_TOKEN=...                # or --token-file FILE; --token on the command line is deprecated
+    encmatch enroll --server URL [--ca-file CA.pem] --keys K [--index ID] [--delta D] gallery.npz
+    encmatch query  --server URL [--ca-file CA.pem] --keys K --index ID --out r.bin [--decrypt] query.npy
+    encmatch decrypt --server URL [--ca-file CA.pem] --keys K --index ID r.bin   # labels fetched sealed, opened here
 
 The web framework is imported only when a service command runs, so the
 rest of the command line starts as fast as before.
@@ -28,22 +32,72 @@ from .._ui import add_memory_budget_argument, fmt_bytes, warn_if_insecure
 from ..client import Client, Enroller, manifest_delta
 from ..errors import InvalidArgument, NotFound
 
-__all__ = ["add_commands", "add_remote_arguments", "remote_enroll", "remote_query", "remote_labels"]
+__all__ = ["add_commands", "add_remote_arguments", "remote_enroll", "remote_query", "remote_labels",
+           "token_from_args", "service_client"]
 
 
 def add_remote_arguments(p: argparse.ArgumentParser) -> None:
-    """Add ``--server URL`` and ``--token`` (default ``$ENCMATCH_TOKEN``) to a subcommand."""
+    """Add ``--server URL``, ``--token-file FILE``, ``--ca-file FILE`` and the deprecated ``--token``
+    to a subcommand (the token: ``--token-file``, else ``$ENCMATCH_TOKEN``)."""
     p.add_argument("--server", default=None, metavar="URL",
-                   help="run against an encmatch service (then --index is the remote index id)")
-    p.add_argument("--token", default=None, help="tenant token for --server (default: $ENCMATCH_TOKEN)")
+                   help="run against an encmatch service, https://host:port (then --index is the remote index id)")
+    p.add_argument("--token-file", type=Path, default=None, metavar="FILE",
+                   help="file holding the tenant token for --server (default: $ENCMATCH_TOKEN)")
+    p.add_argument("--ca-file", type=Path, default=None, metavar="FILE",
+                   help="CA certificate (PEM) to verify an https --server with, e.g. a self-signed deployment's "
+                        "(default: $ENCMATCH_CA_FILE, else the system's trust store)")
+    p.add_argument("--token", default=None,
+                   help="deprecated: a token on the command line shows in the process list; "
+                        "use $ENCMATCH_TOKEN or --token-file")
+
+
+def read_token_file(path: Path) -> str:
+    """The token in ``path`` (surrounding whitespace stripped); warns on stderr if the file can be
+    read by others than its owner. NotFound / InvalidArgument for a missing or empty file."""
+    if not path.is_file():
+        raise NotFound(f"--token-file: no such file {path}")
+    token = path.read_text().strip()
+    if not token or any(c.isspace() for c in token):
+        raise InvalidArgument(f"--token-file {path} must hold one token (it is empty or holds several words)")
+    if path.stat().st_mode & 0o077:
+        print(f"warning: --token-file {path} can be read by other users (chmod 600 it)", file=sys.stderr)
+    return token
+
+
+def token_from_args(args: argparse.Namespace) -> str | None:
+    """The token of a ``--server`` command: ``--token-file``, else ``--token`` (deprecated, with a
+    warning on stderr), else ``None`` (the SDK then reads ``$ENCMATCH_TOKEN``)."""
+    token_file = getattr(args, "token_file", None)
+    if token_file is not None and args.token is not None:
+        raise InvalidArgument("give --token-file or --token, not both")
+    if token_file is not None:
+        return read_token_file(token_file)
+    if args.token is not None:
+        print("warning: --token shows in the process list (ps, /proc/*/cmdline) and shell history; "
+              "use $ENCMATCH_TOKEN or --token-file", file=sys.stderr)
+    return args.token
+
+
+def service_client(args: argparse.Namespace) -> Any:
+    """The :class:`~encmatch.service.remote.ServiceClient` of a ``--server`` command's arguments."""
+    from .remote import ServiceClient
+
+    return ServiceClient(args.server, token_from_args(args), verify=getattr(args, "ca_file", None))
 
 
 def add_commands(sub: Any) -> None:
     """Add the ``serve`` and ``tenant`` subcommands to the ``encmatch`` subparsers ``sub``."""
     s = sub.add_parser("serve", help="run the HTTP service (encrypted galleries and queries, multi-tenant)")
     s.add_argument("--data", type=Path, required=True, help="data directory (indexes, keys, tenants.json)")
-    s.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
+    s.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default: %(default)s); another than loopback needs TLS "
+                        "(--tls-cert/--tls-key) or --allow-plaintext")
     s.add_argument("--port", type=int, default=8470, help="port (default: %(default)s)")
+    s.add_argument("--tls-cert", type=Path, default=None, metavar="FILE",
+                   help="serve HTTPS with this PEM certificate (chain); needs --tls-key")
+    s.add_argument("--tls-key", type=Path, default=None, metavar="FILE", help="the PEM private key of --tls-cert")
+    s.add_argument("--allow-plaintext", action="store_true",
+                   help="allow plain HTTP on a non-loopback --host (only behind a TLS-terminating proxy)")
     s.add_argument("--allow-insecure", action="store_true",
                    help="accept key sets of INSECURE presets (toy): for tests only")
     s.add_argument("--max-body-mb", type=float, default=64.0,
@@ -85,7 +139,9 @@ def add_commands(sub: Any) -> None:
 def cmd_serve(args: argparse.Namespace) -> int:
     """Run the service until SIGINT/SIGTERM."""
     from .app import ServiceConfig, serve
+    from .transport import check_listen
 
+    check_listen(args.host, args.tls_cert, args.tls_key, args.allow_plaintext)  # before anything is opened
     if args.max_queue < 1 or args.workers < 1 or args.query_timeout <= 0 or args.max_body_mb <= 0:
         raise InvalidArgument("--max-queue and --workers must be >= 1; --query-timeout and --max-body-mb > 0")
     if args.allow_insecure:
@@ -96,7 +152,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         query_timeout=args.query_timeout, shutdown_grace=args.shutdown_grace, memory_budget=args.memory_budget,
         backend=backend_from_args(args),
     )
-    return serve(config, args.host, args.port, access_log=not args.no_access_log)
+    return serve(config, args.host, args.port, access_log=not args.no_access_log, tls_cert=args.tls_cert,
+                 tls_key=args.tls_key, allow_plaintext=args.allow_plaintext)
 
 
 def cmd_tenant(args: argparse.Namespace) -> int:
@@ -138,10 +195,10 @@ def remote_enroll(args: argparse.Namespace, vectors: np.ndarray, labels: Any, en
     """``enroll --server``: encrypt here with ``enroller`` (``--encryption``: the public key of
     ``--keys``/server, or the key owner's secret key), upload, commit; creates the index when
     ``--index`` is absent."""
-    from .remote import ServiceClient, create_index, enroll
+    from .remote import create_index, enroll
 
     server_keys = args.keys / "server"
-    with ServiceClient(args.server, args.token) as service:
+    with service_client(args) as service:
         if args.index is None:
             if args.delta is None:
                 raise InvalidArgument("--delta is required to create a new remote index (or give --index ID)")
@@ -163,11 +220,9 @@ def remote_enroll(args: argparse.Namespace, vectors: np.ndarray, labels: Any, en
 
 def remote_query(args: argparse.Namespace, vector: np.ndarray) -> int:
     """``query --server``: encrypt here, search on the service, write the encrypted result to ``--out``."""
-    from .remote import ServiceClient
-
     if args.index is None:
         raise InvalidArgument("--index (the remote index id) is required")
-    with Client(args.keys) as client, ServiceClient(args.server, args.token) as service:
+    with Client(args.keys) as client, service_client(args) as service:
         warn_if_insecure(client.params)
         if args.delta is not None and float(args.delta) != manifest_delta(service.manifest(str(args.index))):
             raise InvalidArgument(f"the threshold belongs to the index: remote index {args.index} was created with "
@@ -196,7 +251,7 @@ def remote_query(args: argparse.Namespace, vector: np.ndarray) -> int:
 
 def remote_labels(args: argparse.Namespace, client: Client) -> list[str] | None:
     """``decrypt --server``: the remote index's labels, fetched sealed and opened with ``client``'s label key."""
-    from .remote import ServiceClient, remote_labels as fetch_labels
+    from .remote import remote_labels as fetch_labels
 
-    with ServiceClient(args.server, args.token) as service:
+    with service_client(args) as service:
         return fetch_labels(service, str(args.index), client)

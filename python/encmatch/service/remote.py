@@ -8,6 +8,7 @@ a service that holds only evaluation keys and ciphertexts::
     index.add(gallery, labels=names)       # encrypted here, labels sealed here, uploaded, committed
     hits = index.search(probes, mode="identification")
     same = RemoteIndex("http://127.0.0.1:8470", token, index.id, keys="keys")
+    far = RemoteIndex("https://host:8470", None, index.id, keys="keys", verify="ca.pem")  # $ENCMATCH_TOKEN
 
 Enrollment runs the ordinary :class:`~encmatch.Enroller` into a local
 staging directory that holds the service's current manifest, then uploads
@@ -25,7 +26,14 @@ decrypt the answer locally. Errors arrive as the same exception classes
 as locally (:mod:`encmatch.errors`, :mod:`encmatch.service.errors`); a
 ``busy`` answer is retried after the service's ``Retry-After``.
 
-The token comes from the ``token`` argument or ``$ENCMATCH_TOKEN``.
+The token comes from the ``token`` argument or ``$ENCMATCH_TOKEN`` and
+travels only in the ``Authorization`` header. Use ``https://`` for any
+service that is not on this machine: a :class:`ServiceClient` warns
+(:class:`~encmatch.service.transport.PlaintextTokenWarning`, once, when it
+is made) before a token would go over ``http://`` to a host that is not
+loopback. ``verify`` (default ``$ENCMATCH_CA_FILE``, else the system's
+trust store) names the CA certificate (PEM) that signed a self-signed
+deployment's certificate.
 """
 
 from __future__ import annotations
@@ -34,7 +42,9 @@ import hashlib
 import json
 import os
 import tempfile
+import ssl
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -49,15 +59,43 @@ from ..errors import Corrupt, EncmatchError, InvalidArgument, Mismatch
 from ..index import decrypted_to_result
 from ..results import Result, check_mode, make_result
 from .errors import Busy, Conflict, ShuttingDown, error_from_response
+from .transport import PlaintextTokenWarning, is_loopback_host
 
-__all__ = ["RemoteIndex", "ServiceClient", "create_index", "enroll", "remote_labels", "TOKEN_ENV", "DEFAULT_CHUNK"]
+__all__ = ["RemoteIndex", "ServiceClient", "create_index", "enroll", "remote_labels", "TOKEN_ENV", "CA_FILE_ENV",
+           "DEFAULT_CHUNK", "PlaintextTokenWarning", "tls_verify"]
 
 #: Environment variable holding the bearer token when none is passed.
 TOKEN_ENV = "ENCMATCH_TOKEN"
+#: Environment variable naming a CA certificate file (PEM) to trust when ``verify`` is not given.
+CA_FILE_ENV = "ENCMATCH_CA_FILE"
 #: Upload chunk size (bytes); smaller when the service's body limit is smaller.
 DEFAULT_CHUNK = 8 << 20
 
 PathLike = str | os.PathLike
+
+
+def tls_verify(verify: bool | PathLike | ssl.SSLContext | None = None) -> bool | ssl.SSLContext:
+    """What to verify a service's certificate against, as httpx takes it.
+
+    ``None``: the CA file named by ``$ENCMATCH_CA_FILE`` if set, else the
+    system's trust store; a path: that CA certificate file (PEM), e.g. the
+    self-signed certificate of a deployment (NotFound if it does not exist);
+    an ``SSLContext`` as given; ``False`` turns verification off (anyone on
+    the path can then read the token: for experiments only).
+    """
+    if verify is None:
+        verify = os.environ.get(CA_FILE_ENV) or True
+    if isinstance(verify, (bool, ssl.SSLContext)):
+        return verify
+    path = Path(verify)
+    if not path.is_file():
+        from ..errors import NotFound
+
+        raise NotFound(f"no CA certificate file {path}")
+    try:
+        return ssl.create_default_context(cafile=str(path))
+    except (ssl.SSLError, ValueError) as exc:
+        raise InvalidArgument(f"{path} is not a PEM CA certificate file: {exc}") from None
 
 
 class ServiceClient:
@@ -67,20 +105,42 @@ class ServiceClient:
     ``retries`` times with a growing pause (the service's ``Retry-After``
     at least), except where a retry could act twice (index creation is
     retried only when the connection failed before the request was sent).
+    A certificate that does not verify is not retried.
     """
 
     def __init__(self, url: str, token: str | None = None, *, timeout: float = 600.0, retries: int = 8,
-                 chunk_size: int = DEFAULT_CHUNK):
-        """Talk to the service at ``url`` with ``token`` (default ``$ENCMATCH_TOKEN``)."""
+                 chunk_size: int = DEFAULT_CHUNK, verify: bool | PathLike | ssl.SSLContext | None = None):
+        """Talk to the service at ``url`` (``https://...``, or ``http://`` on loopback) with ``token``
+        (default ``$ENCMATCH_TOKEN``); ``verify`` as :func:`tls_verify` takes it.
+
+        Warns (:class:`PlaintextTokenWarning`) here, before any request,
+        if ``url`` is ``http://`` to a host that is not loopback.
+        """
         token = token or os.environ.get(TOKEN_ENV)
         if not token:
             raise InvalidArgument(f"a token is needed: pass one or set ${TOKEN_ENV}")
         if chunk_size < 1:
             raise InvalidArgument("chunk_size must be positive")
+        try:
+            parsed = httpx.URL(url)
+        except (httpx.InvalidURL, TypeError) as exc:
+            raise InvalidArgument(f"{url!r} is not a service URL: {exc}") from None
+        if parsed.scheme not in ("http", "https") or not parsed.host:
+            raise InvalidArgument(f"{url!r} is not a service URL (https://host:port or http://127.0.0.1:port)")
+        if parsed.query:
+            raise InvalidArgument(f"the service URL carries a query ({parsed.scheme}://{parsed.host}/...?...): "
+                                  "give the bare URL; tokens travel only in the Authorization header")
         self.url = url.rstrip("/")
+        #: Whether a bearer token goes to a remote host over plain HTTP (warned about once, here).
+        self.plaintext = parsed.scheme == "http" and not is_loopback_host(parsed.host)
+        if self.plaintext:
+            warnings.warn(
+                f"sending a bearer token over plain HTTP to {parsed.host}, which is not loopback: anyone on the "
+                f"path can read it and act as this tenant; use https:// (encmatch serve --tls-cert/--tls-key)",
+                PlaintextTokenWarning, stacklevel=2)
         self.retries = retries
         self.chunk_size = chunk_size
-        self._http = httpx.Client(base_url=self.url, timeout=timeout,
+        self._http = httpx.Client(base_url=self.url, timeout=timeout, verify=tls_verify(verify),
                                   headers={"Authorization": f"Bearer {token}"})
         #: Request body bytes sent so far.
         self.bytes_sent = 0
@@ -101,7 +161,8 @@ class ServiceClient:
             last = attempt == self.retries
             try:
                 resp = self._http.request(method, path, content=body, params=params, headers=hdrs)
-            except httpx.ConnectError:
+            except httpx.ConnectError as exc:
+                _raise_if_certificate(exc, self.url)
                 if last:
                     raise
                 time.sleep(pause)
@@ -226,6 +287,19 @@ class ServiceClient:
         self.close()
 
 
+def _raise_if_certificate(exc: BaseException, url: str) -> None:
+    """Raise :class:`ssl.SSLCertVerificationError` (an ``OSError``; never retried) if ``exc`` was
+    caused by a certificate that does not verify."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            raise ssl.SSLCertVerificationError(
+                f"the certificate of {url} does not verify ({cause.verify_message or cause}); for a self-signed "
+                f"deployment pass its CA certificate: verify=PATH, ${CA_FILE_ENV} or --ca-file PATH") from exc
+        cause = cause.__cause__ or cause.__context__
+    return None
+
+
 def _response_error(resp: httpx.Response) -> EncmatchError:
     """The exception an error response carries."""
     try:
@@ -256,15 +330,23 @@ class RemoteIndex:
 
     ``RemoteIndex(url, token, index_id, keys)`` opens an existing index
     (``token`` ``None``: ``$ENCMATCH_TOKEN``); :meth:`create` makes one.
+    ``url`` is ``https://host:port`` (``verify=`` the CA file of a
+    self-signed certificate) or, on this machine only, ``http://127.0.0.1:port``.
     ``keys`` is the key holder's key directory (or an open
     :class:`~encmatch.Client`); its secret key never leaves this process.
     """
 
     def __init__(self, url: str, token: str | None, index_id: str, keys: PathLike | Client, *,
-                 timeout: float = 600.0, retries: int = 8, chunk_size: int = DEFAULT_CHUNK):
-        """Open index ``index_id`` of the token's tenant (NotFound if it is not one of them)."""
+                 timeout: float = 600.0, retries: int = 8, chunk_size: int = DEFAULT_CHUNK,
+                 verify: bool | PathLike | ssl.SSLContext | None = None):
+        """Open index ``index_id`` of the token's tenant (NotFound if it is not one of them).
+
+        ``verify``: the CA certificate file (PEM) of an ``https://`` service
+        with a self-signed certificate (see :func:`tls_verify`).
+        """
         self.id = index_id
-        self.service = ServiceClient(url, token, timeout=timeout, retries=retries, chunk_size=chunk_size)
+        self.service = ServiceClient(url, token, timeout=timeout, retries=retries, chunk_size=chunk_size,
+                                     verify=verify)
         try:
             self.client, self._own_client = _open_client(keys)
         except BaseException:
