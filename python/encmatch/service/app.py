@@ -389,21 +389,41 @@ def _check_query(query: bytes, entry: Loaded) -> None:
         raise Mismatch(f"the query belongs to key set {h.key_id}, the index to {entry.key_id}")
 
 
-def serve(config: ServiceConfig, host: str = "127.0.0.1", port: int = 8470, *, access_log: bool = True) -> int:
+def serve(config: ServiceConfig, host: str = "127.0.0.1", port: int = 8470, *, access_log: bool = True,
+          tls_cert: str | Path | None = None, tls_key: str | Path | None = None,
+          allow_plaintext: bool = False) -> int:
     """Run the service with uvicorn until SIGINT/SIGTERM; in-flight requests get ``shutdown_grace`` seconds.
+
+    With ``tls_cert`` and ``tls_key`` (PEM files: the certificate chain and
+    its private key) it speaks HTTPS only. Plain HTTP is served on a
+    loopback address, or on any other (``0.0.0.0`` included) only with
+    ``allow_plaintext`` (e.g. behind a TLS-terminating proxy on the same
+    host); otherwise :class:`~encmatch.errors.InvalidArgument` is raised
+    before anything is opened. Tokens in URLs are refused and query strings
+    are redacted in the log (:mod:`~encmatch.service.transport`).
 
     Returns 0 after a clean shutdown.
     """
     import uvicorn
 
+    from .transport import check_listen, install_log_redaction, is_loopback_host, refuse_url_tokens
+
+    check_listen(host, tls_cert, tls_key, allow_plaintext)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)
+    if tls_cert is None and not is_loopback_host(host):
+        log.warning("--allow-plaintext: serving plain HTTP on %s; tokens travel unencrypted unless a TLS proxy "
+                    "fronts this address", host)
     app = create_app(config)
-    server = uvicorn.Server(uvicorn.Config(
-        app, host=host, port=port, access_log=access_log, log_level="info",
+    uv_config = uvicorn.Config(
+        refuse_url_tokens(app), host=host, port=port, access_log=access_log, log_level="info",
         timeout_graceful_shutdown=int(max(1, config.shutdown_grace)),
         limit_concurrency=max(64, 4 * config.max_pending),
-    ))
+        ssl_certfile=None if tls_cert is None else str(tls_cert),
+        ssl_keyfile=None if tls_key is None else str(tls_key),
+    )
+    install_log_redaction()  # after uvicorn.Config, which (re)configures its loggers and handlers
+    server = uvicorn.Server(uv_config)
     # uvicorn re-raises SIGINT/SIGTERM once it has shut down gracefully; with these handlers in place
     # that re-raise is a no-op and the process exits 0 instead of dying of the signal.
     for sig in (signal.SIGINT, signal.SIGTERM):
