@@ -25,6 +25,12 @@ func DecodeCiphertext(b []byte, p ckks.Parameters, degree, level int, what strin
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: %s: %s", errs.ErrCorrupt, what, fmt.Sprintf(format, a...))
 	}
+	if degree < 0 || degree > 2 || level < 0 || level > p.MaxLevel() {
+		return nil, bad("no ciphertext of degree %d at level %d under these parameters", degree, level)
+	}
+	if want := CiphertextSize(p, degree, level); len(b) != want {
+		return nil, bad("%d bytes, a ciphertext of this shape has %d", len(b), want)
+	}
 	ct = ckks.NewCiphertext(p, degree, level)
 	if err := checkLayout(b, ct); err != nil {
 		return nil, bad("%v", err)
@@ -57,6 +63,18 @@ func DecodeCiphertext(b []byte, p ckks.Parameters, degree, level int, what strin
 		}
 	}
 	return ct, nil
+}
+
+// metaSize is the size of a ciphertext's metadata in Lattigo's binary form
+// (fixed: Lattigo formats it as fixed-width JSON).
+func metaSize() int { return (&rlwe.MetaData{}).BinarySize() }
+
+// CiphertextSize is the size of Lattigo's binary form of a ciphertext of
+// the given degree and level under p, computed without allocating one.
+func CiphertextSize(p ckks.Parameters, degree, level int) int {
+	row := 8 + 8*p.N()
+	poly := 8 + (level+1)*row
+	return 1 + metaSize() + 8 + (degree+1)*poly
 }
 
 // checkLayout compares the size and every length field of b with those of

@@ -52,12 +52,26 @@ func TestDecodeChecksShapeAndContent(t *testing.T) {
 	}
 }
 
+// tinyCiphertext is a fresh ciphertext at the top level of tinyParams, in
+// Lattigo's encoding (about 1 KB).
+func tinyCiphertext() []byte {
+	p := tinyParams()
+	sk := rlwe.NewKeyGenerator(p).GenSecretKeyNew()
+	ct, err := rlwe.NewEncryptor(p, sk).EncryptNew(ckks.NewPlaintext(p, p.MaxLevel()))
+	if err != nil {
+		panic(err)
+	}
+	b, _ := ct.MarshalBinary()
+	return b
+}
+
+// FuzzDecodeCiphertext patches a valid ciphertext of tinyParams (about
+// 1 KB) and decodes it.
 func FuzzDecodeCiphertext(f *testing.F) {
-	p, b := sample(f)
-	f.Add(b)
-	f.Add(b[:100])
-	f.Fuzz(func(t *testing.T, data []byte) {
-		DecodeCiphertext(data, p, 1, p.MaxLevel(), "fuzz")
+	p := tinyParams()
+	fuzzPatched(f, tinyCiphertext(), func(b []byte) error {
+		_, err := DecodeCiphertext(b, p, 1, p.MaxLevel(), "fuzz")
+		return err
 	})
 }
 
@@ -116,13 +130,17 @@ func TestPackedCiphertext(t *testing.T) {
 	}
 }
 
+// FuzzUnpackCiphertext patches a valid packed ciphertext of tinyParams and
+// decodes it.
 func FuzzUnpackCiphertext(f *testing.F) {
-	p, b := sample(f)
-	ct, _ := DecodeCiphertext(b, p, 1, p.MaxLevel(), "x")
+	p := tinyParams()
+	ct, err := DecodeCiphertext(tinyCiphertext(), p, 1, p.MaxLevel(), "x")
+	if err != nil {
+		f.Fatal(err)
+	}
 	packed, _ := PackCiphertext(ct, p)
-	f.Add(packed)
-	f.Add(packed[:50])
-	f.Fuzz(func(t *testing.T, data []byte) {
-		UnpackCiphertext(data, p, 1, p.MaxLevel(), "fuzz")
+	fuzzPatched(f, packed, func(b []byte) error {
+		_, err := UnpackCiphertext(b, p, 1, p.MaxLevel(), "fuzz")
+		return err
 	})
 }

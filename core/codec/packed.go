@@ -3,6 +3,7 @@ package codec
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"math/bits"
 
 	"encmatch/core/errs"
@@ -19,16 +20,11 @@ import (
 // bitlen(q_i) bits each, padded to a whole byte.
 
 // PackedSize is the size of a packed ciphertext of the given shape.
+// It allocates nothing.
 func PackedSize(p ckks.Parameters, degree, level int) int {
-	return packedSize(ckks.NewCiphertext(p, degree, 0), p, level)
-}
-
-// packedSize is the packed size of a ciphertext with ct's metadata and
-// degree at the given level.
-func packedSize(ct *rlwe.Ciphertext, p ckks.Parameters, level int) int {
-	n := ct.MetaData.BinarySize()
+	n := metaSize()
 	for _, q := range p.Q()[:level+1] {
-		n += (ct.Degree() + 1) * ((p.N()*bits.Len64(q) + 7) / 8)
+		n += (degree + 1) * ((p.N()*bits.Len64(q) + 7) / 8)
 	}
 	return n
 }
@@ -39,7 +35,7 @@ func PackCiphertext(ct *rlwe.Ciphertext, p ckks.Parameters) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]byte, 0, packedSize(ct, p, ct.Level()))
+	out := make([]byte, 0, PackedSize(p, ct.Degree(), ct.Level()))
 	out = append(out, meta...)
 	q := p.Q()
 	for _, poly := range ct.Value {
@@ -57,10 +53,13 @@ func UnpackCiphertext(b []byte, p ckks.Parameters, degree, level int, what strin
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: %s: %s", errs.ErrCorrupt, what, fmt.Sprintf(format, a...))
 	}
-	ct := ckks.NewCiphertext(p, degree, level)
-	if want := packedSize(ct, p, level); len(b) != want {
+	if degree < 0 || degree > 2 || level < 0 || level > p.MaxLevel() {
+		return nil, bad("no ciphertext of degree %d at level %d under these parameters", degree, level)
+	}
+	if want := PackedSize(p, degree, level); len(b) != want {
 		return nil, bad("%d bytes, a packed ciphertext of this shape has %d", len(b), want)
 	}
+	ct := ckks.NewCiphertext(p, degree, level)
 	m := ct.MetaData.BinarySize()
 	if err := unmarshalMeta(ct, b[:m]); err != nil {
 		return nil, bad("metadata: %v", err)
@@ -68,7 +67,7 @@ func UnpackCiphertext(b []byte, p ckks.Parameters, degree, level int, what strin
 	if !ct.IsNTT || ct.IsMontgomery || ct.LogDimensions != p.LogMaxDimensions() {
 		return nil, bad("unexpected encoding metadata")
 	}
-	if s := ct.Scale.Float64(); !(s > 0) {
+	if s := ct.Scale.Float64(); !(s > 0) || math.IsInf(s, 0) {
 		return nil, bad("invalid scale %v", s)
 	}
 	off := m

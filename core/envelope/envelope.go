@@ -122,6 +122,33 @@ func ReadFile(path string, want Header) ([]byte, error) {
 	return p, nil
 }
 
+// ReadFileSized reads and opens a framed file whose payload must have
+// exactly payloadLen bytes (a key, whose size the parameters fix). The
+// header and the file's size are checked before the file is read, so a file
+// of the wrong size is refused without reading (or allocating) it.
+func ReadFileSized(path string, want Header, payloadLen int64) ([]byte, error) {
+	f, off, n, err := openFramed(path, want)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if n != payloadLen {
+		return nil, fmt.Errorf("%s: %w: %d payload bytes, a %s of these parameters has %d", path, ErrCorrupt, n, want.Kind, payloadLen)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return nil, err
+	}
+	data := make([]byte, off+n+sha256.Size)
+	if _, err := io.ReadFull(f, data); err != nil {
+		return nil, fmt.Errorf("%s: %w: %v", path, ErrCorrupt, err)
+	}
+	p, err := OpenExpect(data, want)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return p, nil
+}
+
 // WriteFile frames a payload and writes it atomically to path.
 func WriteFile(path string, h Header, payload []byte, perm os.FileMode) error {
 	return WriteAtomic(path, perm, func(w io.Writer) error {
@@ -354,8 +381,17 @@ func parseHeader(data []byte) (h Header, off, n int64, err error) {
 }
 
 // Unmarshal decodes a Lattigo object from bytes that passed the frame checks,
-// turning a decoder panic into an ErrCorrupt error that names what.
+// turning a decoder panic into an ErrCorrupt error that names what. When obj
+// reports its size (BinarySize, as a preallocated Lattigo object does), data
+// of another size is refused before decoding.
+//
+// Unmarshal does not check the length fields inside data, and Lattigo's
+// decoders allocate whatever they ask for: untrusted keys and ciphertexts
+// must go through package codec's decoders instead, which do.
 func Unmarshal(obj encoding.BinaryUnmarshaler, data []byte, what string) (err error) {
+	if sized, ok := obj.(interface{ BinarySize() int }); ok && sized.BinarySize() != len(data) {
+		return fmt.Errorf("%w: cannot decode %s: %d bytes, expected %d", ErrCorrupt, what, len(data), sized.BinarySize())
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%w: cannot decode %s: %v", ErrCorrupt, what, r)
@@ -397,15 +433,29 @@ func WriteJSON(path string, v any) error {
 	})
 }
 
-// ReadJSON reads a JSON file into v. A missing file is reported as
-// "<what> <path> not found" wrapping fs.ErrNotExist, bad JSON as ErrCorrupt.
+// MaxJSON bounds the size of a JSON file that ReadJSON reads (16 MiB: a
+// manifest of a gallery of 10^8 entries at the default parameters is about
+// 0.7 MB).
+const MaxJSON = 16 << 20
+
+// ReadJSON reads a JSON file of at most MaxJSON bytes into v. A missing file
+// is reported as "<what> <path> not found" wrapping fs.ErrNotExist, bad or
+// oversized JSON as ErrCorrupt.
 func ReadJSON(path, what string, v any) error {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		if os.IsNotExist(err) {
 			return fmt.Errorf("%s %s not found: %w", what, path, os.ErrNotExist)
 		}
 		return err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxJSON+1))
+	if err != nil {
+		return err
+	}
+	if len(b) > MaxJSON {
+		return fmt.Errorf("%w: %s: %s larger than %d bytes", ErrCorrupt, path, what, MaxJSON)
 	}
 	if err := json.Unmarshal(b, v); err != nil {
 		return fmt.Errorf("%w: %s: %v", ErrCorrupt, path, err)

@@ -26,6 +26,7 @@ import (
 	"sort"
 	"time"
 
+	"encmatch/core/codec"
 	"encmatch/core/envelope"
 	"encmatch/core/errs"
 	"encmatch/core/parallel"
@@ -71,6 +72,9 @@ func (m *Meta) Params() (*params.Set, error) {
 	if m.Format != formatV1 {
 		return nil, fmt.Errorf("%w: unsupported key format %d", errs.ErrCorrupt, m.Format)
 	}
+	if err := CheckDim(m.Dim); err != nil {
+		return nil, fmt.Errorf("%w: key metadata: %v", errs.ErrCorrupt, err)
+	}
 	set, err := params.New(m.Preset, m.Kappa, m.Dim)
 	if err != nil {
 		return nil, fmt.Errorf("%w: key metadata: %v", errs.ErrCorrupt, err)
@@ -79,6 +83,19 @@ func (m *Meta) Params() (*params.Set, error) {
 		return nil, fmt.Errorf("%w: key metadata fingerprint %s does not match its parameters (%s)", errs.ErrMismatch, m.Fingerprint, set.Fingerprint())
 	}
 	return set, nil
+}
+
+// MaxDim bounds an embedding dimension read from metadata before it reaches
+// params.New (whose padding to a power of two would overflow on a huge one):
+// no preset has more slots than this.
+const MaxDim = 1 << 16
+
+// CheckDim refuses a dimension outside [1, MaxDim].
+func CheckDim(dim int) error {
+	if dim < 1 || dim > MaxDim {
+		return fmt.Errorf("embedding dimension %d outside [1, %d]", dim, MaxDim)
+	}
+	return nil
 }
 
 func (m *Meta) header(kind string) envelope.Header {
@@ -236,12 +253,19 @@ func ReadMeta(path string) (*Meta, error) {
 	return m, nil
 }
 
-func readKey(path string, meta *Meta, kind string, obj interface{ UnmarshalBinary([]byte) error }) error {
-	b, err := envelope.ReadFile(path, meta.header(kind))
+// readKey reads a key file of the given kind and decodes it with decode.
+// The file's payload must have exactly size bytes (the size of such a key
+// under the key set's parameters): a file of another size is refused before
+// it is read, and the decoder checks every length field before it
+// allocates anything (package codec), so no field in the file sizes an
+// allocation.
+func readKey[K any](path string, meta *Meta, kind string, size int, decode func([]byte, rlwe.ParameterProvider, string) (K, error), set *params.Set) (K, error) {
+	var zero K
+	b, err := envelope.ReadFileSized(path, meta.header(kind), int64(size))
 	if err != nil {
-		return err
+		return zero, err
 	}
-	return envelope.Unmarshal(obj, b, path)
+	return decode(b, set.CKKS, path)
 }
 
 // Client is what the key holder loads: parameters and the secret key.
@@ -261,8 +285,8 @@ func LoadClient(dir string) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	sk := rlwe.NewSecretKey(set.CKKS)
-	if err := readKey(filepath.Join(dir, secretFile), meta, KindSecret, sk); err != nil {
+	sk, err := readKey(filepath.Join(dir, secretFile), meta, KindSecret, codec.SecretKeySize(set.CKKS), codec.DecodeSecretKey, set)
+	if err != nil {
 		return nil, err
 	}
 	return &Client{Meta: meta, Params: set, Secret: sk}, nil
@@ -298,8 +322,8 @@ func LoadPublic(dir string) (*Public, error) {
 	if err != nil {
 		return nil, err
 	}
-	pk := rlwe.NewPublicKey(set.CKKS)
-	if err := readKey(filepath.Join(dir, publicFile), meta, KindPublic, pk); err != nil {
+	pk, err := readKey(filepath.Join(dir, publicFile), meta, KindPublic, codec.PublicKeySize(set.CKKS), codec.DecodePublicKey, set)
+	if err != nil {
 		return nil, err
 	}
 	return &Public{Meta: meta, Params: set, Key: pk}, nil
@@ -320,8 +344,8 @@ func LoadEvaluation(dir string) (*Evaluation, error) {
 	if err != nil {
 		return nil, err
 	}
-	rlk := rlwe.NewRelinearizationKey(set.CKKS)
-	if err := readKey(filepath.Join(dir, relinFile), meta, KindRelin, rlk); err != nil {
+	rlk, err := readKey(filepath.Join(dir, relinFile), meta, KindRelin, codec.RelinearizationKeySize(set.CKKS), codec.DecodeRelinearizationKey, set)
+	if err != nil {
 		return nil, err
 	}
 	strat, err := meta.SimilarityStrategy(set)
@@ -330,13 +354,14 @@ func LoadEvaluation(dir string) (*Evaluation, error) {
 	}
 	need := GaloisElements(set, strat.Rotations())
 	gks := make([]*rlwe.GaloisKey, len(need))
+	gkSize := codec.GaloisKeySize(set.CKKS)
 	if err := parallel.For(len(need), func(i int) error {
-		gk := rlwe.NewGaloisKey(set.CKKS)
 		path := galoisPath(dir, need[i])
 		if _, err := os.Stat(path); os.IsNotExist(err) {
 			return fmt.Errorf("%w: rotation key %s is missing: the key set does not fit the %s strategy", errs.ErrMismatch, filepath.Base(path), strat)
 		}
-		if err := readKey(path, meta, KindGalois, gk); err != nil {
+		gk, err := readKey(path, meta, KindGalois, gkSize, codec.DecodeGaloisKey, set)
+		if err != nil {
 			return err
 		}
 		if gk.GaloisElement != need[i] {

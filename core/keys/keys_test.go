@@ -1,12 +1,16 @@
 package keys
 
 import (
+	"encoding/binary"
 	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"testing"
 
+	"encmatch/core/envelope"
 	"encmatch/core/errs"
 	"encmatch/core/params"
 	"encmatch/core/strategy"
@@ -99,4 +103,113 @@ func mustGen(t *testing.T) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestHugeInnerLengthIsRefused reproduces issue 14 item 1: a key file
+// whose inner Lattigo length field is set to 2^36, with the envelope's
+// checksum recomputed so that the frame is valid. Lattigo's decoder would
+// allocate 2^36 elements and the process would die ("fatal error: runtime:
+// out of memory", which no recover catches); loading must instead fail
+// with ErrCorrupt, allocating no more than the key set itself.
+func TestHugeInnerLengthIsRefused(t *testing.T) {
+	dir, _ := generate(t)
+	srv := filepath.Join(dir, ServerDir)
+	gks, _ := filepath.Glob(filepath.Join(srv, galoisFiles))
+	// Offsets in the payloads: a Galois key is element, NthRoot, then the
+	// gadget ciphertext (base-two decomposition, rows of the matrix, ...);
+	// the others start with a length.
+	cases := []struct {
+		file string
+		off  int
+		load func() error
+	}{
+		{gks[0], 24, func() error { _, err := LoadEvaluation(srv); return err }},
+		{gks[len(gks)-1], 32, func() error { _, err := LoadEvaluation(srv); return err }},
+		{filepath.Join(srv, relinFile), 8, func() error { _, err := LoadEvaluation(srv); return err }},
+		{filepath.Join(srv, publicFile), 0, func() error { _, err := LoadPublic(srv); return err }},
+		{filepath.Join(dir, secretFile), 8, func() error { _, err := LoadClient(dir); return err }},
+	}
+	measure := func(load func() error) (uint64, error) {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		err := load()
+		runtime.ReadMemStats(&after)
+		return after.TotalAlloc - before.TotalAlloc, err
+	}
+	for _, c := range cases {
+		// The bound: what loading the honest keys allocates (parameters,
+		// file buffers, keys), which is what a server pays anyway.
+		limit, err := measure(c.load)
+		if err != nil {
+			t.Fatal(err)
+		}
+		orig, err := os.ReadFile(c.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, payload, err := envelope.Open(orig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bad := append([]byte(nil), payload...)
+		binary.LittleEndian.PutUint64(bad[c.off:], 1<<36)
+		if err := os.WriteFile(c.file, envelope.Seal(h, bad), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		alloc, loadErr := measure(c.load)
+		if !errors.Is(loadErr, errs.ErrCorrupt) || !strings.Contains(loadErr.Error(), "length field 68719476736") {
+			t.Fatalf("%s: %v", filepath.Base(c.file), loadErr)
+		}
+		if alloc > limit+1<<16 {
+			t.Fatalf("%s: %d bytes allocated to refuse it, %d to load the honest key set", filepath.Base(c.file), alloc, limit)
+		}
+		t.Logf("%s: refused, %d bytes allocated (%d for the honest keys): %v", filepath.Base(c.file), alloc, limit, loadErr)
+		os.WriteFile(c.file, orig, 0o600)
+	}
+	if _, err := LoadEvaluation(srv); err != nil {
+		t.Fatalf("restored keys: %v", err)
+	}
+}
+
+// TestOversizedKeyFileIsRefusedUnread: a key file whose payload has
+// another size than the parameters give is refused from its header.
+func TestOversizedKeyFileIsRefusedUnread(t *testing.T) {
+	dir, _ := generate(t)
+	srv := filepath.Join(dir, ServerDir)
+	path := filepath.Join(srv, publicFile)
+	orig, _ := os.ReadFile(path)
+	h, payload, _ := envelope.Open(orig)
+	os.WriteFile(path, envelope.Seal(h, append(payload, make([]byte, 1<<20)...)), 0o644)
+	if _, err := LoadPublic(srv); !errors.Is(err, errs.ErrCorrupt) {
+		t.Fatalf("oversized public key: %v", err)
+	}
+}
+
+// FuzzMeta feeds arbitrary JSON to the key metadata decoder and its
+// checks (keys.json and client.json are read from untrusted directories).
+func FuzzMeta(f *testing.F) {
+	f.Add([]byte(`{"format":1,"key_id":"00","preset":"toy","kappa":7,"dim":4,"fingerprint":"x","strategy":"dg","n1":0}`))
+	f.Add([]byte(`{"format":1,"preset":"toy","kappa":7,"dim":9223372036854775807}`))
+	f.Add([]byte(`{}`))
+	dir := f.TempDir()
+	path := filepath.Join(dir, metaFile)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) > 1<<12 {
+			return
+		}
+		os.WriteFile(path, data, 0o644)
+		m, err := ReadMeta(path)
+		if err != nil {
+			if !errors.Is(err, errs.ErrCorrupt) {
+				t.Fatalf("error of another kind: %v", err)
+			}
+			return
+		}
+		set, err := m.Params()
+		if err != nil {
+			return
+		}
+		m.SimilarityStrategy(set)
+	})
 }
