@@ -167,9 +167,32 @@ type Answer struct {
 	Seconds float64 `json:"seconds"`
 }
 
+// SlotTolerance is how far outside [0, 1] a decrypted comparator output
+// may lie. Honest outputs are within 2^-21 of [0, 1] plus CKKS noise at
+// every depth and threshold (docs/COMPARATOR.md; TestHonestOutputsStayInRange
+// sweeps every kappa), so 1/2 is never reached by an honest result, while a
+// result that does not decrypt under this key (a query encrypted under
+// another key set but labelled with this one's id, say) decrypts to noise
+// of the size of q0 / scale (about 2^15) in every slot.
+const SlotTolerance = 0.5
+
+// ErrForeignKey is the message of a result whose decrypted values no
+// honest result under this key set can have.
+const ErrForeignKey = "result does not decrypt under this key set (a query made under another key?)"
+
+// countTolerance is how far outside [0, total] an honest membership count
+// may lie: half a match, plus 2^-12 per entry (each slot's output is within
+// 2^-21 of [0, 1] and CKKS noise is far smaller).
+func countTolerance(total int) float64 { return 0.5 + float64(total)/4096 }
+
 // Read turns the decrypted slot values of r's ciphertexts (values[i] for
 // r.Ciphertexts[i]) into the answer, refusing a result that does not cover
-// the whole gallery and values no honest result under this key can have.
+// the whole gallery and values no honest result under this key can have:
+// every slot of a membership result holds the count (an inner sum), which
+// must lie within [0, Total] up to countTolerance; every slot of an
+// identification group is a comparator output, which must lie within
+// [0, 1] up to SlotTolerance. Values outside these bounds are reported as
+// ErrMismatch: the result was not made under this key set.
 func (r *Result) Read(values [][]float64) (*Answer, error) {
 	if err := r.CheckComplete(); err != nil {
 		return nil, err
@@ -178,18 +201,33 @@ func (r *Result) Read(values [][]float64) (*Answer, error) {
 		return nil, fmt.Errorf("%w: %d decrypted ciphertexts for a result of %d", errs.ErrInvalid, len(values), len(r.Ciphertexts))
 	}
 	out := &Answer{Mode: r.Mode, Delta: r.Delta, Total: r.Total, Matches: []int{}}
+	foreign := func(what string, v float64) error {
+		return fmt.Errorf("%w: %s (%s decrypts to %v)", errs.ErrMismatch, ErrForeignKey, what, v)
+	}
 	if r.Mode == Membership {
+		if len(values[0]) == 0 {
+			return nil, fmt.Errorf("%w: no decrypted slots", errs.ErrInvalid)
+		}
+		tol := countTolerance(r.Total)
+		lo, hi := -tol, float64(r.Total)+tol
+		for i, v := range values[0] {
+			if !(v >= lo && v <= hi) {
+				return nil, foreign(fmt.Sprintf("membership count slot %d of a gallery of %d entries", i, r.Total), v)
+			}
+		}
 		v := values[0][0]
 		out.RawCount = v
-		if math.IsNaN(v) || math.Abs(v) > float64(2*r.Total+1) {
-			return nil, fmt.Errorf("%w: membership count %v is out of range: the result was not made under this key", errs.ErrCorrupt, v)
-		}
-		out.Count = int(math.Round(math.Max(v, 0)))
+		out.Count = min(int(math.Round(math.Max(v, 0))), r.Total)
 		return out, nil
 	}
 	for g, span := range r.Spans {
 		if span.Count > len(values[g]) {
 			return nil, fmt.Errorf("%w: group %d claims %d entries", errs.ErrCorrupt, g, span.Count)
+		}
+		for t, v := range values[g] {
+			if !(v >= -SlotTolerance && v <= 1+SlotTolerance) {
+				return nil, foreign(fmt.Sprintf("group %d slot %d", g, t), v)
+			}
 		}
 		for t := 0; t < span.Count; t++ {
 			if values[g][t] >= 0.5 {
@@ -243,6 +281,15 @@ func Unmarshal(data []byte, want envelope.Header, p ckks.Parameters) (*Result, e
 	if err := CheckMode(r.Mode); err != nil {
 		return nil, fmt.Errorf("%w: result: %v", errs.ErrCorrupt, err)
 	}
+	if err := r.checkHeader(p); err != nil {
+		return nil, err
+	}
+	// Every ciphertext chunk has the same, known size: the count is fixed
+	// before any is decoded.
+	ctSize := codec.CiphertextSize(p, 1, 0)
+	if n := len(rest) / (8 + ctSize); len(rest) != n*(8+ctSize) || n != r.ciphertextCount() {
+		return nil, fmt.Errorf("%w: result holds %d bytes of ciphertexts, expected %d ciphertexts of %d bytes", errs.ErrCorrupt, len(rest), r.ciphertextCount(), ctSize)
+	}
 	for len(rest) > 0 {
 		var chunk []byte
 		if chunk, rest, err = envelope.NextChunk(rest); err != nil {
@@ -254,14 +301,47 @@ func Unmarshal(data []byte, want envelope.Header, p ckks.Parameters) (*Result, e
 		}
 		r.Ciphertexts = append(r.Ciphertexts, ct)
 	}
-	want1 := len(r.Spans)
-	if r.Mode == Membership {
-		want1 = 1
-	}
-	if len(r.Ciphertexts) != want1 {
-		return nil, fmt.Errorf("%w: result holds %d ciphertexts, expected %d", errs.ErrCorrupt, len(r.Ciphertexts), want1)
+	if len(r.Ciphertexts) != r.ciphertextCount() {
+		return nil, fmt.Errorf("%w: result holds %d ciphertexts, expected %d", errs.ErrCorrupt, len(r.Ciphertexts), r.ciphertextCount())
 	}
 	return r, nil
+}
+
+// ciphertextCount is the number of ciphertexts a result with this header
+// holds: one for membership, one per group for identification.
+func (h *Header) ciphertextCount() int {
+	if h.Mode == Membership {
+		return 1
+	}
+	return len(h.Spans)
+}
+
+// MaxTotal bounds a result's gallery size (2^40 entries).
+const MaxTotal = 1 << 40
+
+// checkHeader refuses a decoded header with values no result can have: a
+// threshold outside (-1, 1), a gallery size outside [0, MaxTotal], groups
+// of more entries than a ciphertext has slots, overlapping groups or groups
+// outside the gallery.
+func (h *Header) checkHeader(p ckks.Parameters) error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: result header: %s", errs.ErrCorrupt, fmt.Sprintf(format, a...))
+	}
+	if math.IsNaN(h.Delta) || h.Delta <= -1 || h.Delta >= 1 {
+		return bad("threshold %v outside (-1, 1)", h.Delta)
+	}
+	if h.Total < 0 || h.Total > MaxTotal {
+		return bad("gallery of %d entries", h.Total)
+	}
+	for _, sp := range h.Spans {
+		if sp.Start < 0 || sp.Start > MaxTotal || sp.Count < 0 || sp.Count > p.MaxSlots() {
+			return bad("group [%d, +%d) with %d slots per ciphertext", sp.Start, sp.Count, p.MaxSlots())
+		}
+	}
+	if _, err := h.Missing(); err != nil {
+		return err
+	}
+	return nil
 }
 
 // MarshalQuery frames a query ciphertext.
