@@ -48,12 +48,14 @@ func openWithConfig(data []byte, kind string) (*shareHead, *params.Set, []byte, 
 }
 
 // Share is decryptor Party's threshold secret share: its Shamir share of
-// the collective secret key.
+// the collective secret key, and the path of its decryption journal
+// (journal.go; LoadShare puts it beside the share file).
 type Share struct {
-	Config *Config
-	Set    *params.Set
-	Party  int
-	Value  multiparty.ShamirSecretShare
+	Config  *Config
+	Set     *params.Set
+	Party   int
+	Value   multiparty.ShamirSecretShare
+	Journal string
 }
 
 // DecodeShare decodes a threshold secret share file's bytes.
@@ -83,6 +85,7 @@ func LoadShare(path string) (*Share, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	s.Journal = defaultJournal(path, s.Party)
 	return s, nil
 }
 
@@ -94,13 +97,16 @@ type decHead struct {
 	Receiver   string   `json:"receiver"`   // digest of the receiver's public key
 	Levels     []int    `json:"levels"`
 	Flooding   Flooding `json:"flooding"`
+	Transcript string   `json:"transcript,omitempty"` // the bound search's transcript hash
 }
 
 // DecryptionInfo describes a decryption share.
 type DecryptionInfo struct {
-	Party    int      `json:"party"`
-	Parties  []int    `json:"parties"`
-	Flooding Flooding `json:"flooding"`
+	Party      int      `json:"party"`
+	Parties    []int    `json:"parties"`
+	Flooding   Flooding `json:"flooding"`
+	Transcript string   `json:"transcript"`
+	Journal    string   `json:"journal"`
 }
 
 // checkParties validates the participant set of a decryption: exactly t
@@ -126,24 +132,79 @@ func (c *Config) checkParties(parties []int) ([]int, error) {
 // set parties (exactly t party ids, s's own among them), switching every
 // ciphertext to the receiver's public key with noise flooding planned by
 // PlanFlooding from the smallest ciphertext scale.
+//
+// in must be a search result bound to its search (kind "threshold-search",
+// BindSearch): any other ciphertext, a probe among them, is refused. The
+// share is recorded in s's journal, durably and before it is returned;
+// a search that repeats a ciphertext (query or result) of a search shared
+// before is refused with an fs.ErrExist error.
 func (s *Share) Decrypt(in *Input, parties []int, recv *ReceiverPublic, opt FloodOptions) ([]byte, *DecryptionInfo, error) {
-	cfg := s.Config
-	if recv.Config.KeyID != cfg.KeyID || recv.Config.Fingerprint != cfg.Fingerprint {
-		return nil, nil, fmt.Errorf("%w: the receiver's public key belongs to another key set", errs.ErrMismatch)
+	if in.Kind != KindSearch || in.Search == nil {
+		return nil, nil, fmt.Errorf("%w: a decryptor shares only a search result bound to its search (a %s, made by `encmatch threshold bind`), not a %s: "+
+			"any other ciphertext, an encrypted probe among them, could be decrypted for the receiver (docs/THRESHOLD.md)", errs.ErrInvalid, KindSearch, in.Kind)
 	}
-	sorted, err := cfg.checkParties(parties)
+	sorted, err := s.checkRequest(parties, recv)
 	if err != nil {
 		return nil, nil, err
 	}
-	if !slices.Contains(sorted, s.Party) {
-		return nil, nil, fmt.Errorf("%w: party %d is not among the participants %v", errs.ErrInvalid, s.Party, sorted)
+	if _, err := PlanFlooding(s.Set.CKKS.LogN(), minLogScale(in), s.Config.Threshold, opt); err != nil {
+		return nil, nil, err
 	}
-	p := *s.Set.CKKS.GetRLWEParameters()
+	unlock, err := s.lockJournal()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer unlock()
+	entries, err := s.ReadJournal()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := s.checkFresh(entries, in); err != nil {
+		return nil, nil, err
+	}
+	out, info, err := s.makeShare(in, sorted, recv, opt)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := s.writeJournal(append(entries, newEntry(in, sorted, recv))); err != nil {
+		return nil, nil, fmt.Errorf("recording the share in the journal %s (no share given): %w", s.Journal, err)
+	}
+	info.Journal = s.Journal
+	return out, info, nil
+}
+
+// checkRequest checks the receiver's key set and the participants (exactly
+// t distinct ids, s's own among them), returned sorted.
+func (s *Share) checkRequest(parties []int, recv *ReceiverPublic) ([]int, error) {
+	cfg := s.Config
+	if recv.Config.KeyID != cfg.KeyID || recv.Config.Fingerprint != cfg.Fingerprint {
+		return nil, fmt.Errorf("%w: the receiver's public key belongs to another key set", errs.ErrMismatch)
+	}
+	sorted, err := cfg.checkParties(parties)
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Contains(sorted, s.Party) {
+		return nil, fmt.Errorf("%w: party %d is not among the participants %v", errs.ErrInvalid, s.Party, sorted)
+	}
+	return sorted, nil
+}
+
+// minLogScale is log2 of the smallest ciphertext scale of in.
+func minLogScale(in *Input) float64 {
 	logScale := math.Inf(1)
 	for _, ct := range in.Ciphertexts {
 		logScale = math.Min(logScale, ct.Scale.Log2())
 	}
-	plan, err := PlanFlooding(p.LogN(), logScale, cfg.Threshold, opt)
+	return logScale
+}
+
+// makeShare computes the decryption share of in, with no check of its kind
+// and no journal (Decrypt does both).
+func (s *Share) makeShare(in *Input, sorted []int, recv *ReceiverPublic, opt FloodOptions) ([]byte, *DecryptionInfo, error) {
+	cfg := s.Config
+	p := *s.Set.CKKS.GetRLWEParameters()
+	plan, err := PlanFlooding(p.LogN(), minLogScale(in), cfg.Threshold, opt)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -157,6 +218,9 @@ func (s *Share) Decrypt(in *Input, parties []int, recv *ReceiverPublic, opt Floo
 		return nil, nil, err
 	}
 	head := decHead{Party: s.Party, Parties: sorted, Ciphertext: in.Digest, Receiver: recv.Digest, Flooding: plan}
+	if in.Search != nil {
+		head.Transcript = in.Search.Transcript
+	}
 	var refs []polyRef
 	for _, ct := range in.Ciphertexts {
 		sh := pcks.AllocateShare(ct.Level())
@@ -168,7 +232,7 @@ func (s *Share) Decrypt(in *Input, parties []int, recv *ReceiverPublic, opt Floo
 	if err != nil {
 		return nil, nil, err
 	}
-	return out, &DecryptionInfo{Party: s.Party, Parties: sorted, Flooding: plan}, nil
+	return out, &DecryptionInfo{Party: s.Party, Parties: sorted, Flooding: plan, Transcript: head.Transcript}, nil
 }
 
 // additiveShare turns the Shamir share into a t-out-of-t additive share of

@@ -17,17 +17,26 @@ import (
 	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
 )
 
-// Input is what threshold decryption decrypts: the ciphertexts of an
-// encmatch result (kind "result") or of a threshold ciphertext (kind
-// "threshold-ciphertext"), and the SHA-256 of its bytes, which binds
-// decryption shares to it.
+// Input is what threshold decryption decrypts: the ciphertexts of a
+// search result bound to its search (kind "threshold-search", the only
+// kind a decryptor shares: search.go), of an encmatch result (kind
+// "result") or of a threshold ciphertext (kind "threshold-ciphertext"),
+// and the SHA-256 of its bytes, which binds decryption shares to it.
 type Input struct {
 	Kind        string
 	Ciphertexts []*rlwe.Ciphertext
 	Digest      string
-	// Result is the decoded search result when Kind is "result" (its
-	// header says how to read the decrypted slots: result.Result.Read).
+	// Result is the decoded search result when Kind is "result" or
+	// "threshold-search" (its header says how to read the decrypted slots:
+	// result.Result.Read).
 	Result *result.Result
+	// Search is the transcript of a "threshold-search" input, else nil.
+	Search *SearchHead
+	// QueryDigest is the level-0 digest of a "threshold-search" input's
+	// query ciphertext, and Digests those of the ciphertexts (the
+	// ciphertext identities a decryptor's journal records).
+	QueryDigest string
+	Digests     []string
 }
 
 // DecodeInput decodes the bytes of a ciphertext input made under a setup's
@@ -49,15 +58,25 @@ func DecodeInput(data []byte, cfg *Config, set *params.Set) (*Input, error) {
 			return nil, err
 		}
 		in.Ciphertexts, in.Result = r.Ciphertexts, r
+	case KindSearch:
+		b, err := decodeSearch(data, cfg.header(""), set)
+		if err != nil {
+			return nil, err
+		}
+		in.Ciphertexts, in.Result, in.Search = b.result.Ciphertexts, b.result, b.head
+		in.QueryDigest = levelZeroDigest(b.query)
 	case KindCiphertext:
 		if in.Ciphertexts, err = decodeCiphertexts(payload, set.CKKS); err != nil {
 			return nil, err
 		}
 	default:
-		return nil, fmt.Errorf("%w: expected a %s or a %s, got a %s", errs.ErrMismatch, result.KindResult, KindCiphertext, h.Kind)
+		return nil, fmt.Errorf("%w: expected a %s, a %s or a %s, got a %s", errs.ErrMismatch, KindSearch, result.KindResult, KindCiphertext, h.Kind)
 	}
 	if len(in.Ciphertexts) == 0 {
 		return nil, fmt.Errorf("%w: %s holds no ciphertext", errs.ErrCorrupt, h.Kind)
+	}
+	for _, ct := range in.Ciphertexts {
+		in.Digests = append(in.Digests, levelZeroDigest(ct))
 	}
 	return in, nil
 }

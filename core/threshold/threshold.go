@@ -45,6 +45,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"sync"
 
 	"encmatch/core/envelope"
 	"encmatch/core/errs"
@@ -139,7 +140,7 @@ func NewConfig(set *params.Set, strat *strategy.Strategy, extra []int, n, t int)
 // Check validates a Config (as read from a file) and returns its
 // parameter set.
 func (c *Config) Check() (*params.Set, error) {
-	set, err := c.Meta.Params()
+	set, err := metaParams(&c.Meta)
 	if err != nil {
 		return nil, err
 	}
@@ -152,6 +153,44 @@ func (c *Config) Check() (*params.Set, error) {
 	if !slices.Equal(keys.GaloisElements(set, c.Rotations), c.GaloisElements) {
 		return nil, fmt.Errorf("%w: threshold setup: Galois elements do not match its rotations", errs.ErrCorrupt)
 	}
+	return set, nil
+}
+
+// paramCache keeps the parameter sets that Config.Check built, so that a
+// process decoding many messages (a decryptor, a fuzzer) builds each once;
+// it holds at most maxCachedParams sets.
+var paramCache struct {
+	sync.Mutex
+	sets map[paramKey]*params.Set
+}
+
+// paramKey is what determines a key set's parameters.
+type paramKey struct {
+	format, kappa, dim  int
+	preset, fingerprint string
+}
+
+const maxCachedParams = 8
+
+// metaParams is m.Params(), cached by the fields that determine it.
+func metaParams(m *keys.Meta) (*params.Set, error) {
+	k := paramKey{format: m.Format, kappa: m.Kappa, dim: m.Dim, preset: m.Preset, fingerprint: m.Fingerprint}
+	paramCache.Lock()
+	set, ok := paramCache.sets[k]
+	paramCache.Unlock()
+	if ok {
+		return set, nil
+	}
+	set, err := m.Params()
+	if err != nil {
+		return nil, err
+	}
+	paramCache.Lock()
+	defer paramCache.Unlock()
+	if paramCache.sets == nil || len(paramCache.sets) >= maxCachedParams {
+		paramCache.sets = map[paramKey]*params.Set{}
+	}
+	paramCache.sets[k] = set
 	return set, nil
 }
 

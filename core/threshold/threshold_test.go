@@ -170,6 +170,77 @@ func (f *fixture) encrypt(tb testing.TB, rows [][]float64) *Input {
 	return in
 }
 
+// query encrypts a probe as a querier does: one ciphertext at the top level
+// under the collective public key, framed as a query.
+func (f *fixture) query(tb testing.TB, probe []float64) (*rlwe.Ciphertext, []byte) {
+	tb.Helper()
+	ct := f.encrypt(tb, [][]float64{probe}).Ciphertexts[0]
+	data, err := result.MarshalQuery(f.cfg.header(""), ct)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return ct, data
+}
+
+// resultOf frames ciphertexts as an identification result, one group of
+// all slots per ciphertext, after dropping them to level 0 (the result
+// level).
+func (f *fixture) resultOf(tb testing.TB, cts ...*rlwe.Ciphertext) []byte {
+	tb.Helper()
+	slots := f.set.Slots()
+	r := &result.Result{Header: result.Header{Mode: result.Identification, Total: slots * len(cts)}}
+	eval := ckks.NewEvaluator(f.set.CKKS, nil)
+	for i, ct := range cts {
+		ct = ct.CopyNew()
+		eval.DropLevel(ct, ct.Level())
+		r.Spans = append(r.Spans, result.Span{Start: i * slots, Count: slots})
+		r.Ciphertexts = append(r.Ciphertexts, ct)
+	}
+	data, err := result.Marshal(f.cfg.header(""), r)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return data
+}
+
+// bind binds a result to its query and decodes the bound search.
+func (f *fixture) bind(tb testing.TB, query, res []byte) (*Input, []byte) {
+	tb.Helper()
+	data, _, err := BindSearch(&f.cfg.Meta, f.set, query, res, "test-index", 3)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	in, err := DecodeInput(data, f.cfg, f.set)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return in, data
+}
+
+// search makes a bound search whose result holds rows (one level-0
+// ciphertext per row) for a fresh query.
+func (f *fixture) search(tb testing.TB, rows [][]float64) *Input {
+	tb.Helper()
+	_, q := f.query(tb, randomRows(1, 4, 99)[0])
+	in, _ := f.bind(tb, q, f.resultOf(tb, f.encrypt(tb, rows).Ciphertexts...))
+	return in
+}
+
+// rawShares has each participant make its decryption share of in with no
+// check of the input's kind and no journal (tests of the receiver only).
+func (f *fixture) rawShares(tb testing.TB, in *Input, parties []int) [][]byte {
+	tb.Helper()
+	var out [][]byte
+	for _, id := range parties {
+		b, _, err := f.shares[id-1].makeShare(in, parties, f.recvPub, FloodOptions{})
+		if err != nil {
+			tb.Fatalf("decryption share of party %d: %v", id, err)
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
 // decryptShares has each participant make its decryption share of in.
 func (f *fixture) decryptShares(tb testing.TB, in *Input, parties []int) [][]byte {
 	tb.Helper()
@@ -218,9 +289,9 @@ func TestThresholdDecryptAnyTParties(t *testing.T) {
 				f = newFixture(t, params.Toy, params.MinKappa, 4, c.n, c.t)
 			}
 			rows := randomRows(2, 64, 1)
-			in := f.encrypt(t, rows)
 			tol := math.Exp2(-DefaultPrecisionBits)
 			for _, parties := range subsets(c.n, c.t) {
+				in := f.search(t, rows)
 				got, info, err := f.receiver.Combine(in, f.decryptShares(t, in, parties))
 				if err != nil {
 					t.Fatalf("parties %v: %v", parties, err)
@@ -230,6 +301,7 @@ func TestThresholdDecryptAnyTParties(t *testing.T) {
 				}
 				checkClose(t, got, rows, tol)
 			}
+			in := f.search(t, rows)
 			shares := f.decryptShares(t, in, subsets(c.n, c.t)[0])
 			_, _, err := f.receiver.Combine(in, shares[:c.t-1])
 			if !errors.Is(err, errs.ErrInvalid) || !strings.Contains(err.Error(), "missing parties") {
@@ -247,14 +319,8 @@ func TestThresholdEvaluatedCiphertext(t *testing.T) {
 	}
 	rows := randomRows(1, f.set.Slots(), 2)
 	ct, want := f.evaluate(t, ev, f.encrypt(t, rows), rows[0])
-	data, err := EncodeCiphertexts(ev.Meta, []*rlwe.Ciphertext{ct})
-	if err != nil {
-		t.Fatal(err)
-	}
-	evIn, err := DecodeInput(data, f.cfg, f.set)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, q := f.query(t, rows[0][:4])
+	evIn, _ := f.bind(t, q, f.resultOf(t, ct))
 	got, _, err := f.receiver.Combine(evIn, f.decryptShares(t, evIn, []int{1, 3}))
 	if err != nil {
 		t.Fatal(err)
@@ -287,13 +353,13 @@ func (f *fixture) evaluate(tb testing.TB, ev *keys.Evaluation, in *Input, x []fl
 
 func TestThresholdFloodingAndRefusals(t *testing.T) {
 	f := sharedFixture(t)
-	in := f.encrypt(t, randomRows(1, 16, 3))
+	in := f.search(t, randomRows(1, 16, 3))
 	a := f.decryptShares(t, in, []int{1, 2})
-	b := f.decryptShares(t, in, []int{1, 2})
+	b := f.rawShares(t, in, []int{1, 2})
 	if bytes.Equal(a[0], b[0]) {
 		t.Fatal("two decryption shares of the same ciphertext are equal: no fresh flooding noise")
 	}
-	other := f.encrypt(t, randomRows(1, 16, 4))
+	other := f.search(t, randomRows(1, 16, 4))
 	wrongCt := f.decryptShares(t, other, []int{1, 2})
 	corrupt := bytes.Clone(a[1])
 	corrupt[len(corrupt)/2] ^= 1
@@ -307,7 +373,7 @@ func TestThresholdFloodingAndRefusals(t *testing.T) {
 		{"duplicate party", [][]byte{a[0], b[0]}, errs.ErrInvalid, "two decryption shares from party 1"},
 		{"another ciphertext", [][]byte{a[0], wrongCt[1]}, errs.ErrMismatch, "another ciphertext"},
 		{"corrupt", [][]byte{a[0], corrupt}, errs.ErrCorrupt, "checksum"},
-		{"other participants", [][]byte{a[0], f.decryptShares(t, in, []int{2, 3})[0]}, errs.ErrMismatch, "different participant sets"},
+		{"other participants", [][]byte{a[0], f.rawShares(t, in, []int{2, 3})[0]}, errs.ErrMismatch, "different participant sets"},
 	}
 	for _, c := range cases {
 		_, _, err := f.receiver.Combine(in, c.shares)
@@ -329,14 +395,14 @@ func TestThresholdFloodingAndRefusals(t *testing.T) {
 func TestThresholdOtherKeySetRefused(t *testing.T) {
 	f := sharedFixture(t)
 	g := newFixture(t, params.Toy, params.MinKappa, 4, 2, 2)
-	in := f.encrypt(t, randomRows(1, 8, 5))
+	in := f.search(t, randomRows(1, 8, 5))
 	if _, err := DecodeInput(g.encryptBytes(t), f.cfg, f.set); !errors.Is(err, errs.ErrMismatch) {
 		t.Errorf("ciphertext of another key set: got %v, want a mismatch", err)
 	}
 	if _, _, err := f.shares[0].Decrypt(in, []int{1, 2}, g.recvPub, FloodOptions{}); !errors.Is(err, errs.ErrMismatch) {
 		t.Errorf("receiver of another key set: got %v, want a mismatch", err)
 	}
-	gIn := g.encrypt(t, randomRows(1, 8, 6))
+	gIn := g.search(t, randomRows(1, 8, 6))
 	share, _, err := g.shares[0].Decrypt(gIn, []int{1, 2}, g.recvPub, FloodOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -483,7 +549,7 @@ func TestSecurePreset(t *testing.T) {
 	}
 	f := newFixture(t, params.Default, params.MinKappa, 4, 3, 2)
 	rows := randomRows(1, f.set.Slots(), 8)
-	in := f.encrypt(t, rows)
+	in := f.search(t, rows)
 	got, info, err := f.receiver.Combine(in, f.decryptShares(t, in, []int{2, 3}))
 	if err != nil {
 		t.Fatal(err)
@@ -498,7 +564,8 @@ func TestSecurePreset(t *testing.T) {
 }
 
 // TestThresholdDecryptResult decrypts an encmatch result (kind "result",
-// level 0, as the server returns) under the collective key.
+// level 0, as the server returns) bound to its query, and checks that an
+// unbound result is refused.
 func TestThresholdDecryptResult(t *testing.T) {
 	f := sharedFixture(t)
 	bits := make([]float64, 32)
@@ -514,17 +581,26 @@ func TestThresholdDecryptResult(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resIn, err := DecodeInput(data, f.cfg, f.set)
+	plain, err := DecodeInput(data, f.cfg, f.set)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, _, err := f.shares[1].Decrypt(plain, []int{2, 3}, f.recvPub, FloodOptions{}); !errors.Is(err, errs.ErrInvalid) || !strings.Contains(err.Error(), KindSearch) {
+		t.Fatalf("unbound result: got %v, want an invalid-argument error asking for a %s", err, KindSearch)
+	}
+	_, q := f.query(t, bits[:4])
+	resIn, _ := f.bind(t, q, data)
 	got, info, err := f.receiver.Combine(resIn, f.decryptShares(t, resIn, []int{2, 3}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resIn.Kind != result.KindResult || resIn.Ciphertexts[0].Level() != 0 {
-		t.Fatalf("decoded a %s at level %d, want a result at level 0", resIn.Kind, resIn.Ciphertexts[0].Level())
+	if resIn.Kind != KindSearch || resIn.Ciphertexts[0].Level() != 0 || resIn.Result == nil {
+		t.Fatalf("decoded a %s at level %d, want a bound result at level 0", resIn.Kind, resIn.Ciphertexts[0].Level())
 	}
 	checkClose(t, got, [][]float64{bits}, math.Exp2(-DefaultPrecisionBits))
+	answer, err := resIn.Result.Read(got)
+	if err != nil || len(answer.Matches) != 11 {
+		t.Fatalf("answer %+v, %v: want the 11 positions holding 1", answer, err)
+	}
 	t.Logf("level-0 result: flooding %+v", info.Flooding[0])
 }
