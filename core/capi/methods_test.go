@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"encmatch/core/envelope"
 	"encmatch/core/errs"
 )
 
@@ -179,5 +180,69 @@ func TestSearchThresholdIsTheIndexs(t *testing.T) {
 	}
 	if answers != 2 {
 		t.Fatalf("%d searches ran, want 2 (the index's own delta)", answers)
+	}
+}
+
+// TestForeignKeySetIsRefusedOnDecrypt: issue 14 item 10. A query encrypted
+// under key set B but labelled with key set A's id passes A's server (the
+// label is all it can check) and its result, decrypted by A's client, is
+// noise: decrypt must refuse it as a mismatch rather than report a count
+// or matches. A result of key set A handed to B's client is refused by its
+// key id.
+func TestForeignKeySetIsRefusedOnDecrypt(t *testing.T) {
+	dir := t.TempDir()
+	ka, kb, idx := filepath.Join(dir, "a"), filepath.Join(dir, "b"), filepath.Join(dir, "i")
+	for _, kd := range []string{ka, kb} {
+		if _, _, err := call(t, "keygen", map[string]any{"key_dir": kd, "preset": "toy", "kappa": 7, "dim": 2}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv := filepath.Join(ka, "server")
+	if _, _, err := call(t, "create_index", map[string]any{"index_dir": idx, "server_key_dir": srv, "delta": 0.5}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := call(t, "enroll", map[string]any{"index_dir": idx, "server_key_dir": srv, "n": 3, "dim": 2}, floats(1, 0, 0, 1, 1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	ca, _, _ := call(t, "client_open", map[string]any{"key_dir": ka}, nil)
+	cb, _, _ := call(t, "client_open", map[string]any{"key_dir": kb}, nil)
+	s, _, err := call(t, "server_open", map[string]any{"index_dir": idx, "server_key_dir": srv}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, qa, _ := call(t, "encrypt_query", map[string]any{"handle": ca["handle"], "dim": 2}, floats(1, 0))
+	_, qb, _ := call(t, "encrypt_query", map[string]any{"handle": cb["handle"], "dim": 2}, floats(1, 0))
+	if _, _, err := call(t, "search", map[string]any{"handle": s["handle"], "mode": "membership"}, qb); errs.Kind(err) != "mismatch" {
+		t.Fatalf("query of another key set searched: %v", err)
+	}
+	// Relabel B's query with A's key id (same parameters, same fingerprint).
+	hb, payload, err := envelope.Open(qb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ha, _, _ := envelope.Open(qa)
+	hb.KeyID = ha.KeyID
+	forged := envelope.Seal(hb, payload)
+	for _, mode := range []string{"membership", "identification"} {
+		_, r, err := call(t, "search", map[string]any{"handle": s["handle"], "mode": mode}, forged)
+		if err != nil {
+			t.Fatalf("%s: the server cannot tell a relabelled query: %v", mode, err)
+		}
+		ans, _, err := call(t, "decrypt", map[string]any{"handle": ca["handle"]}, r)
+		if errs.Kind(err) != "mismatch" || !strings.Contains(err.Error(), "does not decrypt under this key set") {
+			t.Fatalf("%s: result of a foreign query decrypted to %v (%v)", mode, ans, err)
+		}
+		t.Logf("%s: %v", mode, err)
+		// The honest query's result decrypts; B's client refuses it.
+		_, r, err = call(t, "search", map[string]any{"handle": s["handle"], "mode": mode}, qa)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := call(t, "decrypt", map[string]any{"handle": ca["handle"]}, r); err != nil {
+			t.Fatalf("%s: honest result refused: %v", mode, err)
+		}
+		if _, _, err := call(t, "decrypt", map[string]any{"handle": cb["handle"]}, r); errs.Kind(err) != "mismatch" || !strings.Contains(err.Error(), "another key set") {
+			t.Fatalf("%s: result of key set A decrypted by B: %v", mode, err)
+		}
 	}
 }
