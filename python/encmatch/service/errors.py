@@ -8,7 +8,8 @@ meaning; the service adds its own: ``unauthorized`` (401), ``forbidden``
 (403: a secret key, an insecure preset), ``conflict`` (409: an upload
 offset or a commit that does not fit the stored state), ``too_large``
 (413), ``busy`` (503: the query queue is full; retry later),
-``timeout`` (504) and ``shutting_down`` (503).
+``timeout`` (504), ``request_timeout`` (408: a request body that stopped
+arriving) and ``shutting_down`` (503).
 
 :func:`error_from_response` turns an answer back into the same exception
 class on the client side, so a caller of :class:`~encmatch.service.remote.RemoteIndex`
@@ -27,6 +28,7 @@ __all__ = [
     "TooLarge",
     "Busy",
     "Timeout",
+    "RequestTimeout",
     "ShuttingDown",
     "STATUS",
     "status_for",
@@ -76,6 +78,12 @@ class Timeout(ServiceError):
     kind = "timeout"
 
 
+class RequestTimeout(ServiceError):
+    """A request body stopped arriving (the service's per-piece deadline passed)."""
+
+    kind = "request_timeout"
+
+
 class ShuttingDown(ServiceError):
     """The service is stopping and takes no new work."""
 
@@ -83,7 +91,7 @@ class ShuttingDown(ServiceError):
 
 
 _SERVICE: dict[str, type[ServiceError]] = {
-    cls.kind: cls for cls in (Unauthorized, Forbidden, Conflict, TooLarge, Busy, Timeout, ShuttingDown)
+    cls.kind: cls for cls in (Unauthorized, Forbidden, Conflict, TooLarge, Busy, Timeout, RequestTimeout, ShuttingDown)
 }
 
 #: HTTP status of every error kind.
@@ -101,6 +109,7 @@ STATUS: dict[str, int] = {
     "shard_unavailable": 503,
     "shutting_down": 503,
     "timeout": 504,
+    "request_timeout": 408,
     "io": 500,
     "internal": 500,
     "library": 500,
@@ -120,7 +129,8 @@ def error_from_response(status: int, body: object) -> EncmatchError:
         message = str(body.get("error") or message)
         kind = body.get("kind")
     if kind is None:
-        kind = {401: "unauthorized", 403: "forbidden", 404: "not_found", 409: "conflict", 413: "too_large",
+        kind = {401: "unauthorized", 403: "forbidden", 404: "not_found", 408: "request_timeout", 409: "conflict",
+                413: "too_large",
                 503: "busy", 504: "timeout"}.get(status, "invalid_argument" if 400 <= status < 500 else "internal")
     if kind in _SERVICE:
         return _SERVICE[kind](message)

@@ -12,6 +12,11 @@ its caller gets :class:`~encmatch.service.errors.Timeout`, as does one whose
 result is later than that (the core cannot stop a running search; its
 result is discarded).
 
+A commit's new files are first loaded by the core in a child process
+(:func:`check_in_subprocess`): a decoder that aborts the Go runtime (an
+out-of-memory ``fatal error`` cannot be recovered by a panic guard) takes
+down that child, not the service, and the commit is refused.
+
 Shutdown (:meth:`Scheduler.shutdown`, after the HTTP server's graceful
 period in which requests in flight finish): new searches are refused with
 ``shutting_down``, what has not started fails cleanly, and the handles are
@@ -22,6 +27,10 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import json
+import os
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -29,11 +38,11 @@ from pathlib import Path
 from typing import Any
 
 from ..client import Server, index_info
-from ..errors import InvalidArgument, NotFound
+from ..errors import Corrupt, EncmatchError, InvalidArgument, NotFound, error_for
 from ..results import check_mode
 from .errors import Busy, Conflict, ShuttingDown, Timeout
 
-__all__ = ["Scheduler", "Loaded", "open_generation"]
+__all__ = ["Scheduler", "Loaded", "open_generation", "check_in_subprocess", "query_size_bounds"]
 
 
 @dataclass
@@ -49,6 +58,8 @@ class Loaded:
     deleted: bool = False
     #: The index's threshold (every search uses it; a request naming another is refused).
     delta: float = float("nan")
+    #: Smallest and largest byte length of a query for the index's parameters (0, 0: unknown).
+    query_bytes: tuple[int, int] = (0, 0)
 
 
 class Scheduler:
@@ -106,6 +117,16 @@ class Scheduler:
             return self._loaded.get(key)
 
     # ---- searches --------------------------------------------------------------
+
+    def refuse_if_full(self) -> None:
+        """Raise Busy (or ShuttingDown) now if a new search would be refused: checked before a
+        query's body is read, so a full queue costs no body."""
+        with self._guard:
+            if self._closing:
+                raise ShuttingDown("the service is shutting down")
+            if self._pending >= self.max_pending:
+                self._refused += 1
+                raise Busy(f"busy: {self._pending} searches queued or running (limit {self.max_pending}); retry later")
 
     def stats(self) -> dict:
         """Queue and pool state: pending (queued + running), running, capacity, served, refused as busy."""
@@ -210,4 +231,78 @@ def open_generation(gen_dir: Path, keys_dir: Path, memory_budget: int, backend: 
     opener = Server if backend is None else backend.open
     server = opener(gen_dir, keys_dir, memory_budget) if count else None
     return Loaded(0, count, str(manifest["key_id"]), str(manifest["fingerprint"]), server,
-                  delta=float(manifest["delta"]))
+                  delta=float(manifest["delta"]), query_bytes=query_size_bounds(manifest.get("params") or {}))
+
+
+#: Bytes a query frame adds to its ciphertext's coefficients: the frame header (kind, fingerprint and
+#: key id, at most a few hundred bytes) and checksum, and the ciphertext's own metadata.
+_QUERY_SLACK = 4096
+
+
+def query_size_bounds(params: dict) -> tuple[int, int]:
+    """The smallest and largest byte length of a query for parameters ``params`` (the core's
+    ``describe`` output, or a manifest's ``params``); ``(0, 0)`` when they do not say.
+
+    A query is one fresh ciphertext of degree 1 at the top level: two
+    polynomials of ``2^log_n`` coefficients in each of the ``len(log_q)``
+    moduli, 8 bytes each, plus its metadata and the frame (``_QUERY_SLACK``).
+    The service checks a search's Content-Length against these bounds
+    before it reads the body; the core checks the exact layout.
+    """
+    try:
+        coeffs = 2 * (1 << int(params["log_n"])) * len(params["log_q"]) * 8
+    except (KeyError, TypeError, ValueError):
+        return (0, 0)
+    return (coeffs, coeffs + _QUERY_SLACK)
+
+
+def check_in_subprocess(gen_dir: Path, keys_dir: Path, memory_budget: int, groups: list[int] | None,
+                        timeout: float = 900.0) -> dict:
+    """Have the core load a prepared generation (its keys and the groups at positions ``groups``;
+    every group when ``None``) in a child process, and report what it said.
+
+    Returns the child's summary (``seconds``) when the core loads the
+    files. Raises the core's own error (Corrupt, Mismatch...) when it
+    refuses them, and Corrupt when the child dies (a Go ``fatal error``
+    such as an allocation the machine cannot make, a signal) or exceeds
+    ``timeout`` seconds: the service itself never runs a decoder on new
+    uploads before this returned.
+    """
+    cmd = [sys.executable, "-m", "encmatch.service.scheduler", str(gen_dir), str(keys_dir), str(int(memory_budget)),
+           json.dumps(groups)]
+    env = dict(os.environ, GOTRACEBACK="none")
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise Corrupt(f"the core did not load the uploaded files within {timeout:g} s") from None
+    seconds = time.perf_counter() - t0
+    try:
+        answer = json.loads(proc.stdout.decode(errors="replace").strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        answer = None
+    if proc.returncode == 0 and isinstance(answer, dict) and answer.get("ok"):
+        return {"seconds": seconds}
+    if proc.returncode == 1 and isinstance(answer, dict) and "kind" in answer:
+        raise error_for(str(answer["kind"]), str(answer.get("error", "refused")))
+    err = proc.stderr.decode(errors="replace").strip().splitlines()
+    cause = next((line for line in err if "fatal error" in line or "panic" in line), err[-1] if err else "")
+    raise Corrupt(f"the core aborted while loading the uploaded files (exit status {proc.returncode}"
+                  + (f": {cause[:300]}" if cause else "") + ")")
+
+
+def _check_main(argv: list[str]) -> int:
+    """Child of :func:`check_in_subprocess`: load ``GEN KEYS BUDGET GROUPS_JSON`` in the core, print JSON."""
+    gen_dir, keys_dir, budget, groups = argv
+    picked = json.loads(groups)
+    try:
+        Server(gen_dir, keys_dir, int(budget), groups=picked).close()
+    except EncmatchError as exc:
+        print(json.dumps({"kind": exc.kind, "error": exc.message}), flush=True)
+        return 1
+    print(json.dumps({"ok": True}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_check_main(sys.argv[1:]))

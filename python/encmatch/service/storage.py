@@ -31,8 +31,12 @@ and leaves nothing half-made that loads):
 
 The service never holds a secret key: uploads are checked against the
 frame header (:mod:`encmatch.service.frames`) before their first byte is
-written, and any frame of kind ``secret-key`` (or ``label-secret-key``) is
-refused. Nor does it hold a name: a manifest carrying ``labels`` is
+written, against an allow-list by content, not by name: a key file must
+be the key kind its name calls for, a gallery file a ``gallery-group``
+frame of the index's layout, a ``*.sealed`` file ``sealed-labels``;
+any other kind (a secret key, a label secret key, a threshold share, a
+receiver's secret key, a kind this version does not know) is refused
+and the partial upload deleted. Nor does it hold a name: a manifest carrying ``labels`` is
 refused, and labels arrive only sealed (``*.sealed`` uploads, kind
 ``sealed-labels``) for the key holder's label key; the service checks
 their frame like any upload and stores and returns them without reading
@@ -42,6 +46,7 @@ the uid) of the committed manifest is refused.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -53,13 +58,13 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from ..atomic import fsync_dir, write_atomic
 from ..client import describe
 from ..errors import Corrupt, EncmatchError, Exists, InvalidArgument, Mismatch, NotFound
 from .errors import Conflict, Forbidden
-from .frames import KIND_SECRET_KEY, FrameError, parse_header, verify_file
+from .frames import FrameError, parse_header, verify_file
 
 __all__ = ["Storage", "Generation", "INDEX_ID", "FILE_NAME"]
 
@@ -72,12 +77,16 @@ _RESERVED = {"manifest.json", "keys.json", "index.json", "current.json", "secret
 #: Envelope kinds of the key files the service accepts, by file name.
 _KEY_KINDS = {"relin.key": "relinearization-key"}
 _GALOIS_KIND = "galois-key"
-#: The key holder's private label key (encmatch.labels): never accepted either.
-_LABEL_SECRET_KEY = "label-secret-key"
 #: Kind of a sealed label file (encmatch.labels): the only kind a ``*.sealed`` upload may have.
 _SEALED_KIND = "sealed-labels"
-#: Kinds a gallery file can never have.
-_NOT_GALLERY = {KIND_SECRET_KEY, _LABEL_SECRET_KEY, "public-key", "relinearization-key", "galois-key", "query", "result"}
+#: Kind prefix of a gallery group file (core/index KindGroup).
+_GROUP_KIND = "gallery-group"
+#: Public kinds the service knows but never stores as uploads: one of them in the wrong place is a
+#: ``mismatch``; every kind outside this set and the allow-list (secret keys, label secret keys,
+#: threshold shares and receiver secret keys, unknown kinds) is ``forbidden``.
+_PUBLIC_KINDS = {"public-key", "relinearization-key", "galois-key", "query", "result", _SEALED_KIND,
+                 "label-public-key", "threshold-receiver-public", "threshold-ciphertext",
+                 "threshold-decryption-share", "threshold-round1", "threshold-round2"}
 #: Bytes of a file's start read to find its header.
 _HEAD = 1 << 16
 #: keys.json fields the service needs, with their types.
@@ -159,11 +168,21 @@ def key_files(meta: dict) -> list[str]:
     return ["relin.key"] + [f"gal-{g}.key" for g in meta["galois_elements"]]
 
 
-def _expected_kind(name: str, required_keys: set[str]) -> str | None:
-    """The envelope kind a key file must have (``None`` for a gallery file)."""
-    if name in required_keys:
-        return _KEY_KINDS.get(name, _GALOIS_KIND)
-    return None
+def allowed_kinds(name: str, meta: dict) -> set[str]:
+    """The envelope kinds an upload named ``name`` may have, for an index whose keys are ``meta``.
+
+    A key file: its key kind; a ``*.sealed`` file: ``sealed-labels``; any
+    other name: a gallery group of the index's layout (core/index
+    ``groupHeader``: ``gallery-group/plain`` or
+    ``gallery-group/prerotated-n1=<n1>`` for ``bsgs-tbe``, each with or
+    without ``/seeded``). Everything else is refused.
+    """
+    if name in set(key_files(meta)):
+        return {_KEY_KINDS.get(name, _GALOIS_KIND)}
+    if name.endswith(".sealed"):
+        return {_SEALED_KIND}
+    layout = f"{_GROUP_KIND}/prerotated-n1={meta['n1']}" if meta["strategy"] == "bsgs-tbe" else f"{_GROUP_KIND}/plain"
+    return {layout, layout + "/seeded"}
 
 
 @dataclass
@@ -177,6 +196,9 @@ class Generation:
     keys_dir: Path
     files: dict[str, str]
     previous: int | None
+    #: Uploads this commit would commit for the first time (new groups and sealed files; the key
+    #: files at the first commit): what :meth:`Storage.discard` drops when the core refuses them.
+    new_uploads: tuple[str, ...] = ()
 
 
 class Storage:
@@ -204,20 +226,46 @@ class Storage:
         except BlockingIOError:
             self._lock_file.close()
             raise Exists(f"another service process uses the data directory {self.root}") from None
-        self._locks: dict[tuple[str, str], threading.RLock] = {}
+        #: (tenant, index id) -> [lock, holders and waiters]; an entry lives only while someone uses it.
+        self._locks: dict[tuple[str, str], list] = {}
         self._locks_guard = threading.Lock()
 
     # ---- paths and locks -------------------------------------------------
 
-    def lock(self, tenant: str, index_id: str) -> threading.RLock:
-        """The lock that serialises mutations of one index."""
+    @contextlib.contextmanager
+    def lock(self, tenant: str, index_id: str) -> Iterator[None]:
+        """Hold the lock that serialises mutations of one index (re-entrant in one thread).
+
+        The id is checked first (NotFound unless it has the form of an
+        index id), and the lock exists only while a thread holds or waits
+        for it, so unknown or malformed ids leave nothing behind.
+        """
+        if not isinstance(index_id, str) or not INDEX_ID.match(index_id):
+            raise NotFound(f"no index {str(index_id)[:40]!r}")
+        key = (tenant, index_id)
         with self._locks_guard:
-            return self._locks.setdefault((tenant, index_id), threading.RLock())
+            entry = self._locks.get(key)
+            if entry is None:
+                entry = self._locks[key] = [threading.RLock(), 0]
+            entry[1] += 1
+        try:
+            with entry[0]:
+                yield
+        finally:
+            with self._locks_guard:
+                entry[1] -= 1
+                if entry[1] == 0:
+                    del self._locks[key]
+
+    def lock_count(self) -> int:
+        """How many index locks exist now (held or waited for)."""
+        with self._locks_guard:
+            return len(self._locks)
 
     def _dir(self, tenant: str, index_id: str) -> Path:
         """The directory of an existing index of ``tenant`` (NotFound otherwise, also for another tenant's)."""
         if not INDEX_ID.match(index_id):
-            raise NotFound(f"no index {index_id!r}")
+            raise NotFound(f"no index {index_id[:40]!r}")
         d = self.root / "tenants" / tenant / index_id
         if not (d / "index.json").is_file():
             raise NotFound(f"no index {index_id!r}")
@@ -480,6 +528,29 @@ class Storage:
         (d / "uploads" / f"{name}.json").unlink(missing_ok=True)
         fsync_dir(d / "uploads")
 
+    def check_chunk(self, tenant: str, index_id: str, name: str, offset: int, length: int | None) -> None:
+        """Check, before its body is read, that a chunk of ``length`` bytes (``None``: unknown) at
+        ``offset`` can be appended to the upload of ``name``: the index and the declared upload
+        exist, the offset is not beyond what was received and the chunk not beyond the declared size.
+
+        Raises what :meth:`write_chunk` would (NotFound, Conflict, InvalidArgument); a committed
+        file passes (its chunks are answered with its status).
+        """
+        if offset < 0:
+            raise InvalidArgument("offset must be >= 0")
+        d = self._dir(tenant, index_id)
+        rec_path = d / "uploads" / f"{_check_name(name)}.json"
+        if not rec_path.is_file():
+            cur = self._current(d)
+            if cur and name in cur["files"]:
+                return
+            raise NotFound(f"no upload {name!r} in index {index_id}: declare it first")
+        rec = _read_json(rec_path)
+        if offset > rec["received"]:
+            raise Conflict(f"chunk at offset {offset}, but {rec['received']} bytes are received: resume there")
+        if length is not None and offset + length > rec["size"]:
+            raise InvalidArgument(f"chunk ends at byte {offset + length}, beyond the declared size {rec['size']}")
+
     def write_chunk(self, tenant: str, index_id: str, name: str, offset: int, data: bytes,
                     chunk_sha256: str | None) -> dict:
         """Append ``data`` at ``offset`` of a declared upload; returns its progress once durable.
@@ -544,19 +615,19 @@ class Storage:
             self._drop_upload(d, name)
             raise Corrupt(f"{name}: {exc}") from None
         meta = _read_json(d / "keys" / "keys.json")
-        want = _expected_kind(name, set(key_files(meta)))
+        allowed = allowed_kinds(name, meta)
         problem: EncmatchError | None = None
-        if h.kind in (KIND_SECRET_KEY, _LABEL_SECRET_KEY):
-            problem = Forbidden(f"{name} is a secret key: the service never holds one")
+        if h.kind not in allowed and not (h.kind in _PUBLIC_KINDS or h.kind.startswith(_GROUP_KIND + "/")):
+            what = "a secret key" if "secret" in h.kind else f"of kind {h.kind[:60]!r}"
+            problem = Forbidden(f"{name} is {what}: the service accepts only {', '.join(sorted(allowed))} "
+                                "under this name and never holds secret material")
         elif h.fingerprint != meta["fingerprint"]:
             problem = Mismatch(f"{name} was made with other parameters (fingerprint {h.fingerprint}, "
                                f"the index's keys have {meta['fingerprint']})")
         elif h.key_id != meta["key_id"]:
             problem = Mismatch(f"{name} belongs to key set {h.key_id}, the index to {meta['key_id']}")
-        elif want is not None and h.kind != want:
-            problem = Mismatch(f"{name} must be a {want}, it is a {h.kind}")
-        elif want is None and h.kind in _NOT_GALLERY:
-            problem = Mismatch(f"{name} is a {h.kind}, not a gallery file")
+        elif h.kind not in allowed:
+            problem = Mismatch(f"{name} must be {' or '.join(sorted(allowed))}, it is a {h.kind}")
         elif h.total_length != size:
             problem = Corrupt(f"{name}: declared {size} bytes, its header announces {h.total_length}")
         if problem is not None:
@@ -686,7 +757,11 @@ class Storage:
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
-        return Generation(tenant, index_id, number, final, d / "keys", files, cur["generation"] if cur else None)
+        new = [n for n, src in sources if src.parent == d / "files"]
+        if not cur:
+            new += key_files(meta)
+        return Generation(tenant, index_id, number, final, d / "keys", files, cur["generation"] if cur else None,
+                          tuple(new))
 
     def publish(self, gen: Generation) -> None:
         """Make a prepared generation current (one atomic write), then remove what it superseded."""
@@ -704,6 +779,21 @@ class Storage:
         d = self._dir(tenant, index_id)
         shutil.rmtree(d / f"gen-{number:06d}", ignore_errors=True)
 
-    def discard(self, gen: Generation) -> None:
-        """Throw away a prepared generation that the core refused (the uploads stay for a corrected commit)."""
+    def discard(self, gen: Generation, *, drop_uploads: bool = False) -> list[str]:
+        """Throw away a prepared generation that was not published.
+
+        With ``drop_uploads`` (the core refused the files), the uploads it
+        would have committed for the first time are deleted too, so no
+        file the core cannot load stays on disk (the client uploads
+        corrected ones). Returns the names of the dropped uploads.
+        """
         shutil.rmtree(gen.path, ignore_errors=True)
+        dropped: list[str] = []
+        if drop_uploads:
+            d = self._dir(gen.tenant, gen.index_id)
+            for name in gen.new_uploads:
+                self._drop_upload(d, name)
+                dropped.append(name)
+            fsync_dir(d / "files")
+            fsync_dir(d / "keys")
+        return dropped
