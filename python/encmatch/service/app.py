@@ -20,9 +20,17 @@ Routes (all under ``/v1``; ``docs/SERVICE.md`` has the protocol):
   the service stores and hands back but cannot read;
 - ``GET /health``.
 
-Limits: request bodies beyond ``max_body_bytes`` are refused with 413
-before they are read; searches beyond the bounded queue get 503
-``busy`` (see :class:`~encmatch.service.scheduler.Scheduler`).
+Limits (:class:`_Admission`, in front of every route but ``/v1/health``,
+which always answers): requests in flight overall and per tenant,
+request-body bytes in flight overall and per tenant (reserved by
+Content-Length before the body is read; beyond them ``503 busy`` with
+``Retry-After``), bodies beyond ``max_body_bytes`` refused with 413
+(by Content-Length before they are read, or as soon as a chunked body
+passes it), a token checked before any body is read, a deadline for
+each piece of a body (408). A search's Content-Length is checked against
+the size of a query for the index's parameters, and the index checked
+loaded, before its body is read; searches beyond the bounded queue get
+503 ``busy`` (see :class:`~encmatch.service.scheduler.Scheduler`).
 """
 
 from __future__ import annotations
@@ -48,9 +56,9 @@ from .. import __version__
 from ..client import version as core_version
 from ..errors import Corrupt, EncmatchError, InvalidArgument, Mismatch
 from ..results import MODES
-from .errors import Conflict, Forbidden, TooLarge, Unauthorized, status_for
+from .errors import Busy, Conflict, Forbidden, RequestTimeout, TooLarge, Unauthorized, status_for
 from .frames import FrameError, parse_header
-from .scheduler import Loaded, Scheduler, open_generation
+from .scheduler import Loaded, Scheduler, check_in_subprocess, open_generation
 from .storage import Storage
 from .tenancy import TokenStore
 
@@ -76,6 +84,34 @@ class ServiceConfig:
     memory_budget: int = 0
     #: Where searches run: None in the service's process, or an encmatch.cluster.RayBackend.
     backend: Any = None
+    #: Requests in flight at once, /v1/health excepted (0: max(64, 4 x max_pending)); more get 503 busy.
+    max_requests: int = 0
+    #: Requests in flight at once for one tenant (0: half of max_requests, at least 8).
+    max_tenant_requests: int = 0
+    #: Request-body bytes in flight at once (0: 4 x max_body_bytes); a body's Content-Length (the
+    #: limit when it has none) is reserved before it is read, and a request beyond is 503 busy.
+    max_body_inflight: int = 0
+    #: Request-body bytes in flight at once for one tenant (0: 2 x max_body_bytes).
+    max_tenant_body_inflight: int = 0
+    #: Seconds a client may take to send each piece of a request body (else 408).
+    body_timeout: float = 60.0
+    #: TCP connections uvicorn accepts at once (0: no limit of its own); beyond them it answers a
+    #: plain-text 503, so it is far above max_requests, which answers in JSON.
+    max_connections: int = 4096
+    #: Load a commit's new files in a child process first (a core abort then cannot end the service).
+    isolate_commit_check: bool = True
+
+    def resolved(self) -> "ServiceConfig":
+        """A copy with every 0 ("derived") limit replaced by its value."""
+        from dataclasses import replace
+
+        max_requests = self.max_requests or max(64, 4 * self.max_pending)
+        return replace(
+            self, max_requests=max_requests,
+            max_tenant_requests=self.max_tenant_requests or max(8, max_requests // 2),
+            max_body_inflight=self.max_body_inflight or 4 * self.max_body_bytes,
+            max_tenant_body_inflight=self.max_tenant_body_inflight or 2 * self.max_body_bytes,
+        )
 
 
 class CreateIndex(BaseModel):
@@ -100,38 +136,175 @@ class Commit(BaseModel):
                               description="uploaded sealed label files this commit adds (opaque to the service)")
 
 
-class _BodyLimit:
-    """ASGI middleware: refuse a body larger than ``limit`` bytes (413), by its Content-Length before
-    reading it, or as soon as a chunked body passes the limit."""
+#: Routes that answer without a token and always (the OpenAPI pages are static).
+_OPEN_PATHS = {"/v1/health", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"}
 
-    def __init__(self, app: Any, limit: int):
-        """Wrap ``app``."""
+
+def _raw_body_route(method: bytes | str, path: str) -> bool:
+    """Whether a route reads its body itself (search, chunk upload), checking it before it reads."""
+    return method == "PATCH" or (method == "POST" and path.endswith("/search"))
+
+
+class _Admission:
+    """ASGI middleware in front of every route: the service's bounds, checked before a body is read.
+
+    - ``/v1/health`` and the OpenAPI pages pass straight through (health
+      always answers, also under load).
+    - At most ``max_requests`` other requests are in flight, and at most
+      ``max_tenant_requests`` of one tenant; one more is answered ``503
+      busy`` (JSON, ``Retry-After``) at once.
+    - A request with a body needs a valid token (401 before the body is
+      read); a Content-Length over ``max_body_bytes`` is 413; the declared
+      length (``max_body_bytes`` for a chunked body) is reserved against
+      the body bytes in flight overall and of the tenant (503 busy beyond).
+    - Every piece of a body must arrive within ``body_timeout`` seconds
+      (408). The JSON routes' bodies are read here, whole, so a chunked
+      body over the limit is 413 like any other; the search and the chunk
+      upload read theirs themselves, after their own checks, through a
+      receive that enforces the same limit and deadline.
+
+    The counters live in the event loop (no locks); :meth:`stats` reports them.
+    """
+
+    def __init__(self, app: Any, config: ServiceConfig, tokens: TokenStore):
+        """Wrap ``app`` with the limits of ``config`` (resolved) and the tenants of ``tokens``."""
         self.app = app
-        self.limit = limit
+        self.config = config
+        self.tokens = tokens
+        self.requests = 0
+        self.body_bytes = 0
+        self.by_tenant: dict[str, list[int]] = {}  # tenant -> [requests, body bytes]; dropped at zero
+        self.refused = 0
+
+    def stats(self) -> dict:
+        """Requests and body bytes in flight now, tenants with requests in flight, requests refused as busy."""
+        return {"requests": self.requests, "body_bytes": self.body_bytes, "tenants": len(self.by_tenant),
+                "refused_busy": self.refused}
+
+    def _tenant(self, scope: dict) -> str | None:
+        """The tenant of the request's bearer token (``None`` without a valid one)."""
+        for name, value in scope.get("headers") or []:
+            if name == b"authorization":
+                scheme, _, token = value.decode("latin-1").partition(" ")
+                if scheme.lower() == "bearer":
+                    return self.tokens.authenticate(token.strip())
+        return None
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        """Check the declared length, then count the body as it arrives."""
-        if scope["type"] != "http":
+        """Admit, account and bound one request."""
+        if scope["type"] != "http" or scope.get("path") in _OPEN_PATHS:
             await self.app(scope, receive, send)
             return
-        declared = dict(scope.get("headers") or []).get(b"content-length")
-        if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
-            await _error_response(TooLarge(f"request body of {declared.decode(errors='replace')} bytes; "
-                                           f"the limit is {self.limit}"))(scope, receive, send)
+        cfg = self.config
+        headers = dict(scope.get("headers") or [])
+        declared = headers.get(b"content-length")
+        chunked = b"chunked" in headers.get(b"transfer-encoding", b"").lower()
+        has_body = chunked or (declared is not None and declared != b"0")
+        if declared is not None and (not declared.isdigit() or int(declared) > cfg.max_body_bytes):
+            await _error_response(TooLarge(f"request body of {declared.decode(errors='replace')[:40]} bytes; "
+                                           f"the limit is {cfg.max_body_bytes}"))(scope, receive, send)
             return
-        seen = 0
+        tenant = self._tenant(scope)
+        if has_body and tenant is None:
+            await _error_response(Unauthorized("missing or unknown token (Authorization: Bearer <token>)"))(
+                scope, receive, send)
+            return
+        reserve = (int(declared) if declared is not None and not chunked else cfg.max_body_bytes) if has_body else 0
+        mine = self.by_tenant.get(tenant, [0, 0]) if tenant is not None else [0, 0]
+        problem = None
+        if self.requests >= cfg.max_requests:
+            problem = f"{self.requests} requests in flight (limit {cfg.max_requests})"
+        elif tenant is not None and mine[0] >= cfg.max_tenant_requests:
+            problem = f"{mine[0]} requests of this tenant in flight (limit {cfg.max_tenant_requests})"
+        elif reserve and self.body_bytes + reserve > cfg.max_body_inflight:
+            problem = f"{self.body_bytes} bytes of request bodies in flight (limit {cfg.max_body_inflight})"
+        elif reserve and mine[1] + reserve > cfg.max_tenant_body_inflight:
+            problem = f"{mine[1]} bytes of this tenant's request bodies in flight (limit {cfg.max_tenant_body_inflight})"
+        if problem is not None:
+            self.refused += 1
+            await _error_response(Busy(f"busy: {problem}; retry later"))(scope, receive, send)
+            return
+        self.requests += 1
+        self.body_bytes += reserve
+        if tenant is not None:
+            mine = self.by_tenant.setdefault(tenant, [0, 0])
+            mine[0] += 1
+            mine[1] += reserve
+        try:
+            await self._forward(scope, receive, send, has_body)
+        finally:
+            self.requests -= 1
+            self.body_bytes -= reserve
+            if tenant is not None:
+                mine[0] -= 1
+                mine[1] -= reserve
+                if mine[0] == 0:
+                    self.by_tenant.pop(tenant, None)
 
-        async def limited() -> dict:
-            """The next body message, counted against the limit."""
-            nonlocal seen
-            message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.limit:
-                    raise TooLarge(f"request body over the limit of {self.limit} bytes")
-            return message
+    async def _forward(self, scope: dict, receive: Any, send: Any, has_body: bool) -> None:
+        """Hand the request on: a JSON route's body read here first, a raw route's through a bounded receive."""
+        limit, timeout = self.config.max_body_bytes, self.config.body_timeout
+        if not has_body:
+            await self.app(scope, receive, send)
+            return
+        if _raw_body_route(scope.get("method", ""), scope.get("path", "")):
+            seen = 0
 
-        await self.app(scope, limited, send)
+            async def bounded() -> dict:
+                """The next body message, within the deadline and counted against the limit."""
+                nonlocal seen
+                try:
+                    message = await asyncio.wait_for(receive(), timeout)
+                except asyncio.TimeoutError:
+                    raise RequestTimeout(f"no part of the request body arrived for {timeout:g} s") from None
+                if message["type"] == "http.request":
+                    seen += len(message.get("body", b""))
+                    if seen > limit:
+                        raise TooLarge(f"request body over the limit of {limit} bytes")
+                return message
+
+            await self.app(scope, bounded, send)
+            return
+        body = bytearray()
+        more = True
+        while more:
+            try:
+                message = await asyncio.wait_for(receive(), timeout)
+            except asyncio.TimeoutError:
+                await _error_response(RequestTimeout(f"no part of the request body arrived for {timeout:g} s"))(
+                    scope, receive, send)
+                return
+            if message["type"] != "http.request":
+                return  # the client is gone
+            body += message.get("body", b"")
+            more = bool(message.get("more_body"))
+            if len(body) > limit:
+                await _error_response(TooLarge(f"request body over the limit of {limit} bytes"))(
+                    scope, receive, send)
+                return
+        replayed = False
+
+        async def replay() -> dict:
+            """The buffered body once, then whatever the connection says (a disconnect)."""
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": bytes(body), "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+async def _read_body(request: Request, cap: int) -> bytes:
+    """The request body, read as it streams in, refused (413) as soon as it passes ``cap`` bytes."""
+    parts: list[bytes] = []
+    seen = 0
+    async for chunk in request.stream():
+        seen += len(chunk)
+        if seen > cap:
+            raise TooLarge(f"request body over {cap} bytes, the most this request can carry")
+        parts.append(chunk)
+    return b"".join(parts)
 
 
 def _error_response(exc: EncmatchError) -> JSONResponse:
@@ -142,11 +315,14 @@ def _error_response(exc: EncmatchError) -> JSONResponse:
         headers["Retry-After"] = "1"
     if status == 401:
         headers["WWW-Authenticate"] = "Bearer"
+    if status in (408, 413):
+        headers["Connection"] = "close"  # the rest of the body is not read
     return JSONResponse({"error": exc.message, "kind": exc.kind}, status_code=status, headers=headers)
 
 
 def create_app(config: ServiceConfig) -> FastAPI:
     """The service application over ``config.data_dir`` (recovered and loaded when it starts)."""
+    config = config.resolved()
     storage = Storage(config.data_dir, allow_insecure=config.allow_insecure, max_file_bytes=config.max_file_bytes)
     tokens = TokenStore(config.data_dir)
     scheduler = Scheduler(max_pending=config.max_pending, workers=config.workers, query_timeout=config.query_timeout)
@@ -186,7 +362,8 @@ def create_app(config: ServiceConfig) -> FastAPI:
                     "The service holds evaluation keys and ciphertexts only, never a secret key.",
         lifespan=lifespan,
     )
-    app.add_middleware(_BodyLimit, limit=config.max_body_bytes)
+    app.add_middleware(_Admission, config=config, tokens=tokens)
+    core = core_version()
     bearer = HTTPBearer(auto_error=False, description="a tenant token (encmatch tenant add)")
 
     def tenant_of(creds: HTTPAuthorizationCredentials | None = Depends(bearer)) -> str:
@@ -234,14 +411,28 @@ def create_app(config: ServiceConfig) -> FastAPI:
             out["unavailable"] = unavailable[(tenant, index_id)]
         return out
 
-    @app.get("/v1/health", summary="Liveness and queue state (no token needed)")
-    def health() -> dict:
-        """Liveness, versions, queue state and limits; needs no token."""
+    def admission() -> _Admission | None:
+        """The admission middleware of the built middleware stack (``None`` before the first request)."""
+        layer = app.middleware_stack
+        while layer is not None and not isinstance(layer, _Admission):
+            layer = getattr(layer, "app", None)
+        return layer
+
+    @app.get("/v1/health", summary="Liveness, queue and load (no token needed; answers under load)")
+    async def health() -> dict:
+        """Liveness, versions, queue state, load and limits; needs no token, runs in the event loop
+        (no thread) and passes every admission bound, so it answers while the service is saturated."""
         stats = scheduler.stats()
+        adm = admission()
+        load = dict(adm.stats() if adm is not None else {}, index_locks=storage.lock_count())
         return {"status": "shutting_down" if stats["closing"] else "ok", "version": __version__,
-                "core": core_version(), "queue": stats, "insecure_allowed": config.allow_insecure,
+                "core": core, "queue": stats, "load": load, "insecure_allowed": config.allow_insecure,
                 "limits": {"max_body_bytes": config.max_body_bytes, "max_file_bytes": config.max_file_bytes,
-                           "max_queue": config.max_pending, "query_timeout": config.query_timeout}}
+                           "max_queue": config.max_pending, "query_timeout": config.query_timeout,
+                           "max_requests": config.max_requests, "max_tenant_requests": config.max_tenant_requests,
+                           "max_body_inflight": config.max_body_inflight,
+                           "max_tenant_body_inflight": config.max_tenant_body_inflight,
+                           "body_timeout": config.body_timeout}}
 
     @app.post("/v1/indexes", status_code=201, summary="Create a pending index from a key set's keys.json")
     def create_index(body: CreateIndex, tenant: str = Depends(tenant_of)) -> dict:
@@ -300,10 +491,27 @@ def create_app(config: ServiceConfig) -> FastAPI:
     async def upload_chunk(request: Request, index_id: str, name: str,
                            offset: int = Query(..., ge=0, description="byte offset of the chunk in the file"),
                            tenant: str = Depends(tenant_of)) -> dict:
-        """Append a chunk (header ``X-Chunk-SHA256``); answered once it is durable."""
-        data = await request.body()
+        """Append a chunk (header ``X-Chunk-SHA256``); answered once it is durable.
+
+        The index, the declared upload, the offset and the chunk's
+        Content-Length are checked before the body is read."""
+        declared = request.headers.get("content-length")
+        await run_in_threadpool(storage.check_chunk, tenant, index_id, name, offset,
+                                int(declared) if declared and declared.isdigit() else None)
+        data = await _read_body(request, config.max_body_bytes)
         return await run_in_threadpool(storage.write_chunk, tenant, index_id, name, offset, data,
                                        request.headers.get("x-chunk-sha256"))
+
+    def _load_commit(gen: Any, manifest: dict) -> Loaded:
+        """Load a prepared generation: its new files first in a child process (when
+        ``isolate_commit_check``), then the whole generation here. Raises the core's error."""
+        groups = manifest.get("groups") or []
+        new = set(gen.new_uploads)
+        picked = [i for i, g in enumerate(groups) if g.get("file") in new]
+        keys_new = gen.previous is None
+        if config.isolate_commit_check and config.backend is None and (picked or keys_new) and groups:
+            check_in_subprocess(gen.path, gen.keys_dir, config.memory_budget, None if keys_new else picked)
+        return open_generation(gen.path, gen.keys_dir, config.memory_budget, config.backend)
 
     @app.post("/v1/indexes/{index_id}/commit", summary="Make the uploaded groups the index's next generation")
     def commit(index_id: str, body: Commit, tenant: str = Depends(tenant_of)) -> dict:
@@ -315,8 +523,18 @@ def create_app(config: ServiceConfig) -> FastAPI:
                 raise Forbidden(f"preset {meta['preset']!r} is INSECURE; this service refuses it")
             gen = storage.prepare_commit(tenant, index_id, body.manifest, body.sealed)
             try:
-                entry = open_generation(gen.path, gen.keys_dir, config.memory_budget, config.backend)
-            except EncmatchError:
+                entry = _load_commit(gen, body.manifest)
+            except EncmatchError as exc:
+                data_error = exc.kind in ("corrupt", "mismatch", "invalid_argument")
+                dropped = storage.discard(gen, drop_uploads=data_error)
+                served = (f"generation {gen.previous} is still served" if gen.previous is not None
+                          else "the index stays pending")
+                log.warning("commit of %s/%s refused: %s", tenant, index_id, exc)
+                raise type(exc)(f"commit refused, {served}: {exc.message}"
+                                + (f"; the uploads it named were deleted ({', '.join(dropped[:5])}"
+                                   + (f" and {len(dropped) - 5} more" if len(dropped) > 5 else "")
+                                   + "): upload corrected files" if dropped else ""), kind=exc.kind) from None
+            except BaseException:
                 storage.discard(gen)
                 raise
             entry.generation = gen.number
@@ -338,7 +556,6 @@ def create_app(config: ServiceConfig) -> FastAPI:
         """Run an encrypted search behind the bounded queue; the body is the query, the answer the result."""
         if mode not in MODES:
             raise InvalidArgument(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
-        query = await request.body()
         key = (tenant, index_id)
         entry = scheduler.loaded(key)
         if entry is None:
@@ -347,6 +564,20 @@ def create_app(config: ServiceConfig) -> FastAPI:
                 raise Conflict(f"index {index_id} is not committed yet")
             raise Conflict(f"index {index_id} is not served: {status.get('unavailable', 'not loaded')}")
         _check_delta(delta, entry)
+        if entry.server is None:
+            raise Conflict(f"index {index_id!r} is empty")
+        lo, hi = entry.query_bytes
+        cap = min(hi, config.max_body_bytes) if hi else config.max_body_bytes
+        declared = request.headers.get("content-length")
+        length = int(declared) if declared and declared.isdigit() else None
+        if length is not None and not lo <= length <= cap:
+            # not the size of a query for this index: the header says what it is, the body is not read
+            head = await _read_prefix(request, min(length, 1024))
+            _check_header(head, entry, what="query")
+            raise (Corrupt(f"query: {length} bytes; a query for this index has {lo} to {hi}")
+                   if length < lo else TooLarge(f"query: {length} bytes; a query for this index has at most {hi}"))
+        scheduler.refuse_if_full()
+        query = await _read_body(request, cap)
         _check_query(query, entry)
         result, info = await scheduler.search(key, query, mode)
         headers = {"X-Queue-Seconds": f"{info['queue_seconds']:.6f}",
@@ -371,6 +602,33 @@ def _check_delta(delta: str | None, entry: Loaded) -> None:
     if value != entry.delta:
         raise InvalidArgument(f"the threshold belongs to the index (delta {entry.delta}, fixed at its creation); "
                               f"a search cannot use delta {delta}")
+
+
+async def _read_prefix(request: Request, n: int) -> bytes:
+    """At most the first ``n`` bytes of the request body (the rest is not read)."""
+    head = b""
+    async for chunk in request.stream():
+        head += chunk
+        if len(head) >= n:
+            break
+    return head[:n]
+
+
+def _check_header(head: bytes, entry: Loaded, what: str) -> None:
+    """Refuse a frame whose header (at the start of ``head``) is not a ``what`` of the index's key set;
+    a header that ``head`` does not hold whole passes."""
+    try:
+        h = parse_header(head)
+    except FrameError as exc:
+        if exc.truncated:
+            return
+        raise Corrupt(f"{what}: {exc}") from None
+    if h.kind != what:
+        raise Mismatch(f"expected a {what}, got a {h.kind[:60]}")
+    if h.fingerprint != entry.fingerprint:
+        raise Mismatch(f"the {what} was made with other parameters than the index")
+    if h.key_id != entry.key_id:
+        raise Mismatch(f"the {what} belongs to key set {h.key_id[:64]}, the index to {entry.key_id}")
 
 
 def _check_query(query: bytes, entry: Loaded) -> None:
@@ -418,7 +676,7 @@ def serve(config: ServiceConfig, host: str = "127.0.0.1", port: int = 8470, *, a
     uv_config = uvicorn.Config(
         refuse_url_tokens(app), host=host, port=port, access_log=access_log, log_level="info",
         timeout_graceful_shutdown=int(max(1, config.shutdown_grace)),
-        limit_concurrency=max(64, 4 * config.max_pending),
+        limit_concurrency=config.max_connections or None,  # far above the JSON limits of _Admission
         ssl_certfile=None if tls_cert is None else str(tls_cert),
         ssl_keyfile=None if tls_key is None else str(tls_key),
     )
