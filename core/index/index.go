@@ -22,6 +22,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -123,7 +124,7 @@ func (m *Manifest) SimilarityStrategy() (strategy.Strategy, error) {
 
 // ParamSet rebuilds the parameter set of the manifest.
 func (m *Manifest) ParamSet() (*params.Set, error) {
-	set, err := params.New(m.Params.Preset, m.Params.Kappa, m.Params.Dim)
+	set, err := keys.ParamSet(m.Params.Preset, m.Params.Kappa, m.Params.Dim)
 	if err != nil {
 		return nil, fmt.Errorf("%w: manifest parameters: %v", errs.ErrCorrupt, err)
 	}
@@ -133,7 +134,9 @@ func (m *Manifest) ParamSet() (*params.Set, error) {
 	return set, nil
 }
 
-// validate checks the manifest's internal consistency.
+// validate checks the manifest's internal consistency: the cheap checks
+// first, then the parameter set it names (a cached build, see
+// keys.ParamSet), against which the groups and the block size are checked.
 func (m *Manifest) validate() error {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: manifest: %s", errs.ErrCorrupt, fmt.Sprintf(format, a...))
@@ -141,22 +144,21 @@ func (m *Manifest) validate() error {
 	if m.Format != formatV1 {
 		return bad("unsupported format %d", m.Format)
 	}
-	set, err := m.ParamSet()
-	if err != nil {
-		return err
-	}
 	if err := CheckDelta(m.Delta); err != nil {
 		return bad("%v", err)
 	}
 	if err := comparator.Check(m.Params.Kappa, m.Delta, m.ScoreScale); err != nil {
 		return bad("%v", err)
 	}
-	if _, err := m.SimilarityStrategy(); err != nil {
+	if err := keys.CheckDim(m.Params.Dim); err != nil {
 		return bad("%v", err)
+	}
+	if m.Params.PaddedDim != params.PaddedDim(m.Params.Dim) {
+		return bad("padded dimension %d for dimension %d", m.Params.PaddedDim, m.Params.Dim)
 	}
 	next := 0
 	for i, g := range m.Groups {
-		if g.Start != next || g.Count < 1 || g.Count > set.Slots() || g.File != groupFile(i) {
+		if g.Start != next || g.Count < 1 || g.Count > MaxGroupSize || g.File != groupFile(i) {
 			return bad("group %d is inconsistent (start %d, count %d, file %q)", i, g.Start, g.Count, g.File)
 		}
 		next += g.Count
@@ -164,8 +166,24 @@ func (m *Manifest) validate() error {
 	if next != m.Count {
 		return bad("groups hold %d vectors, count says %d", next, m.Count)
 	}
+	if _, err := m.SimilarityStrategy(); err != nil {
+		return bad("%v", err)
+	}
+	set, err := m.ParamSet()
+	if err != nil {
+		return err
+	}
+	for i, g := range m.Groups {
+		if g.Count > set.Slots() {
+			return bad("group %d holds %d vectors, more than the %d slots", i, g.Count, set.Slots())
+		}
+	}
 	return nil
 }
+
+// MaxGroupSize bounds the vectors of one group before the parameters are
+// known: no preset has more slots.
+const MaxGroupSize = 1 << 16
 
 func groupFile(i int) string { return fmt.Sprintf("group-%06d.ct", i) }
 
@@ -219,6 +237,19 @@ func Load(dir string) (*Manifest, error) {
 	}
 	if err := m.validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return m, nil
+}
+
+// ParseManifest decodes and checks a manifest from untrusted JSON (Load
+// without the file).
+func ParseManifest(b []byte) (*Manifest, error) {
+	m := new(Manifest)
+	if err := json.Unmarshal(b, m); err != nil {
+		return nil, fmt.Errorf("%w: manifest: %v", errs.ErrCorrupt, err)
+	}
+	if err := m.validate(); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

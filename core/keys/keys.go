@@ -24,6 +24,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"sync"
 	"time"
 
 	"encmatch/core/codec"
@@ -75,7 +76,7 @@ func (m *Meta) Params() (*params.Set, error) {
 	if err := CheckDim(m.Dim); err != nil {
 		return nil, fmt.Errorf("%w: key metadata: %v", errs.ErrCorrupt, err)
 	}
-	set, err := params.New(m.Preset, m.Kappa, m.Dim)
+	set, err := ParamSet(m.Preset, m.Kappa, m.Dim)
 	if err != nil {
 		return nil, fmt.Errorf("%w: key metadata: %v", errs.ErrCorrupt, err)
 	}
@@ -89,6 +90,51 @@ func (m *Meta) Params() (*params.Set, error) {
 // params.New (whose padding to a power of two would overflow on a huge one):
 // no preset has more slots than this.
 const MaxDim = 1 << 16
+
+// paramCache holds the parameter sets that metadata named lately.
+var paramCache struct {
+	sync.Mutex
+	m map[paramKey]*params.Set
+}
+
+type paramKey struct {
+	preset     string
+	kappa, dim int
+}
+
+// paramCacheSize bounds paramCache (a set at the default preset holds
+// about 10 MB of NTT tables; a process uses one or two).
+const paramCacheSize = 8
+
+// ParamSet is params.New with a small process cache. Building a set
+// generates its primes and NTT tables (77 ms for the toy preset, 150 ms for
+// the default on the 2-core reference machine), and every load of keys or
+// of an index rebuilds the set its metadata names. The dimension is
+// checked first (CheckDim). The caller gets its own copy of the Set (the
+// CKKS parameters inside are immutable and shared).
+func ParamSet(preset string, kappa, dim int) (*params.Set, error) {
+	if err := CheckDim(dim); err != nil {
+		return nil, err
+	}
+	key := paramKey{preset, kappa, dim}
+	paramCache.Lock()
+	set, ok := paramCache.m[key]
+	paramCache.Unlock()
+	if !ok {
+		var err error
+		if set, err = params.New(preset, kappa, dim); err != nil {
+			return nil, err
+		}
+		paramCache.Lock()
+		if paramCache.m == nil || len(paramCache.m) >= paramCacheSize {
+			paramCache.m = map[paramKey]*params.Set{}
+		}
+		paramCache.m[key] = set
+		paramCache.Unlock()
+	}
+	c := *set
+	return &c, nil
+}
 
 // CheckDim refuses a dimension outside [1, MaxDim].
 func CheckDim(dim int) error {

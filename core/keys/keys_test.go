@@ -2,8 +2,10 @@ package keys
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -186,30 +188,40 @@ func TestOversizedKeyFileIsRefusedUnread(t *testing.T) {
 	}
 }
 
-// FuzzMeta feeds arbitrary JSON to the key metadata decoder and its
-// checks (keys.json and client.json are read from untrusted directories).
+// FuzzMeta feeds arbitrary JSON to the key metadata decoder (ReadMeta's
+// json.Unmarshal, without the file) and its checks: keys.json and
+// client.json are read from directories a tenant uploads.
 func FuzzMeta(f *testing.F) {
-	f.Add([]byte(`{"format":1,"key_id":"00","preset":"toy","kappa":7,"dim":4,"fingerprint":"x","strategy":"dg","n1":0}`))
+	set, err := ParamSet(params.Toy, params.MinKappa, 4)
+	if err != nil {
+		f.Fatal(err)
+	}
+	valid, _ := json.Marshal(&Meta{Format: formatV1, KeyID: "00", Preset: params.Toy, Insecure: true, Kappa: params.MinKappa,
+		Dim: 4, Fingerprint: set.Fingerprint(), Strategy: strategy.BSGSTBE, N1: 2, Rotations: []int{1, 2}, GaloisElements: []uint64{5, 25}})
+	f.Add(valid)
 	f.Add([]byte(`{"format":1,"preset":"toy","kappa":7,"dim":9223372036854775807}`))
 	f.Add([]byte(`{}`))
-	dir := f.TempDir()
-	path := filepath.Join(dir, metaFile)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if len(data) > 1<<12 {
-			return
-		}
-		os.WriteFile(path, data, 0o644)
-		m, err := ReadMeta(path)
-		if err != nil {
-			if !errors.Is(err, errs.ErrCorrupt) {
-				t.Fatalf("error of another kind: %v", err)
-			}
+		m := new(Meta)
+		if json.Unmarshal(data, m) != nil {
 			return
 		}
 		set, err := m.Params()
 		if err != nil {
+			if !errors.Is(err, errs.ErrCorrupt) && !errors.Is(err, errs.ErrMismatch) {
+				t.Fatalf("error of another kind: %v", err)
+			}
 			return
 		}
-		m.SimilarityStrategy(set)
+		if _, err := m.SimilarityStrategy(set); err != nil && !errors.Is(err, errs.ErrCorrupt) {
+			t.Fatalf("error of another kind: %v", err)
+		}
 	})
+}
+
+func TestHugeDimIsRefused(t *testing.T) {
+	m := &Meta{Format: formatV1, Preset: params.Toy, Kappa: params.MinKappa, Dim: math.MaxInt}
+	if _, err := m.Params(); !errors.Is(err, errs.ErrCorrupt) {
+		t.Fatalf("dimension 2^63-1: %v", err)
+	}
 }
