@@ -29,7 +29,7 @@ func validManifest(t testing.TB) []byte {
 	m := &Manifest{Format: formatV1, Strategy: strategy.BSGSTBE, N1: 2, KeyID: "0011", Fingerprint: set.Fingerprint(),
 		Params: set.Describe(), Delta: 0.5, ScoreScale: comparator.DefaultScoreScale, Count: 5,
 		Groups: []Group{{File: groupFile(0), Start: 0, Count: 3, Bytes: 100}, {File: groupFile(1), Start: 3, Count: 2, Bytes: 100, Seeded: true}},
-		UID: "00"}
+		UID:    "00"}
 	b, err := json.Marshal(m)
 	if err != nil {
 		t.Fatal(err)
