@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"path/filepath"
 	"time"
 
 	"encmatch/core/envelope"
@@ -23,6 +24,7 @@ func init() {
 		"threshold_finalize":        thresholdFinalize,
 		"threshold_receiver_keygen": thresholdReceiverKeygen,
 		"threshold_encrypt":         thresholdEncrypt,
+		"threshold_bind":            thresholdBind,
 		"threshold_decrypt_share":   thresholdDecryptShare,
 		"threshold_combine":         thresholdCombine,
 	} {
@@ -178,10 +180,13 @@ func thresholdReceiverKeygen(args, _ []byte) (any, []byte, error) {
 	return map[string]any{"key_id": cfg.KeyID, "public_key": threshold.ReceiverPublicFile(a.ReceiverDir)}, nil, nil
 }
 
-// float64Rows decodes rows x cols little-endian float64 values.
+// float64Rows decodes rows x cols little-endian float64 values, checking
+// the shape against the input's size before allocating (rows * cols may
+// not be computed: it could overflow).
 func float64Rows(in []byte, rows, cols int) ([][]float64, error) {
-	if rows < 1 || cols < 1 || len(in) != 8*rows*cols {
-		return nil, fmt.Errorf("%w: expected %d x %d float64 values (%d bytes), got %d bytes", errs.ErrInvalid, rows, cols, 8*rows*cols, len(in))
+	n := len(in) / 8
+	if rows < 1 || cols < 1 || len(in)%8 != 0 || n%rows != 0 || n/rows != cols {
+		return nil, fmt.Errorf("%w: expected %d x %d float64 values, got %d bytes", errs.ErrInvalid, rows, cols, len(in))
 	}
 	out := make([][]float64, rows)
 	for i := range out {
@@ -218,6 +223,42 @@ func thresholdEncrypt(args, in []byte) (any, []byte, error) {
 	return map[string]any{"bytes": len(out), "seconds": time.Since(start).Seconds()}, out, nil
 }
 
+func thresholdBind(args, in []byte) (any, []byte, error) {
+	var a struct {
+		KeyDir     string `json:"key_dir"`
+		Index      string `json:"index"`
+		Generation int64  `json:"generation"`
+	}
+	if err := parse(args, &a); err != nil {
+		return nil, nil, err
+	}
+	if err := required("key_dir", a.KeyDir); err != nil {
+		return nil, nil, err
+	}
+	query, rest, err := envelope.NextChunk(in)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: input must be the query then the result, each as u64 length | bytes: %v", errs.ErrInvalid, err)
+	}
+	res, rest, err := envelope.NextChunk(rest)
+	if err != nil || len(rest) != 0 {
+		return nil, nil, fmt.Errorf("%w: input must be the query then the result, each as u64 length | bytes", errs.ErrInvalid)
+	}
+	meta, err := keys.ReadMeta(filepath.Join(a.KeyDir, "keys.json"))
+	if err != nil {
+		return nil, nil, err
+	}
+	set, err := meta.Params()
+	if err != nil {
+		return nil, nil, err
+	}
+	out, head, err := threshold.BindSearch(meta, set, query, res, a.Index, a.Generation)
+	if err != nil {
+		return nil, nil, err
+	}
+	return map[string]any{"transcript": head.Transcript, "mode": head.Mode, "index": head.Index,
+		"generation": head.Generation, "bytes": len(out)}, out, nil
+}
+
 func thresholdDecryptShare(args, in []byte) (any, []byte, error) {
 	var a struct {
 		Share          string `json:"share"`
@@ -251,7 +292,8 @@ func thresholdDecryptShare(args, in []byte) (any, []byte, error) {
 		return nil, nil, err
 	}
 	return map[string]any{"party": info.Party, "parties": info.Parties, "flooding": info.Flooding,
-		"ciphertexts": len(input.Ciphertexts), "bytes": len(out), "seconds": time.Since(start).Seconds()}, out, nil
+		"transcript": info.Transcript, "journal": info.Journal, "index": input.Search.Index, "generation": input.Search.Generation,
+		"mode": input.Search.Mode, "ciphertexts": len(input.Ciphertexts), "bytes": len(out), "seconds": time.Since(start).Seconds()}, out, nil
 }
 
 func thresholdCombine(args, in []byte) (any, []byte, error) {

@@ -17,6 +17,13 @@ nothing (``docs/THRESHOLD.md``). The roles:
   gives ``receiver.pub`` to the decryptors; it alone turns ``t`` decryption
   shares into plaintext (:meth:`Receiver.combine`).
 
+Decryptors decrypt search results only: a result goes to them bound to
+its search (:func:`bind_search`: the query, the result, the index id and
+generation under a transcript hash they recompute), and each keeps a
+journal beside its share file and refuses to share any ciphertext twice
+(:class:`~encmatch.errors.Exists`). A probe or any other ciphertext handed
+to them is refused.
+
 Every decryption share adds noise flooding sized as papers/004 §5 derives,
 capped so that the values still decode (the share's ``flooding`` info says
 how much statistical hiding that gives). Each function is one core call
@@ -42,6 +49,7 @@ __all__ = [
     "round2",
     "finalize",
     "encrypt",
+    "bind_search",
     "Decryptor",
     "Receiver",
     "share_file",
@@ -143,6 +151,29 @@ def encrypt(key_dir: PathLike, values: np.ndarray | Sequence[float]) -> bytes:
     return out or b""
 
 
+def bind_search(key_dir: PathLike, query: bytes, result: bytes, *, index: str, generation: int = 0) -> tuple[bytes, dict]:
+    """Bind a search ``result`` to its ``query`` for the decryptors: the only input they share.
+
+    ``key_dir`` is the server key directory (from :func:`finalize`);
+    ``query`` the bytes the querier sent (:meth:`encmatch.Querier.encrypt_query`),
+    ``result`` what the server returned for it (:meth:`encmatch.Server.search`,
+    a complete result, merged if sharded); ``index`` and ``generation`` name
+    the index searched. The core checks that the query is a query and the
+    result a complete result of the key set at the result level, and frames
+    both with a transcript hash over them, the index, generation, mode and
+    key set. Returns ``(bound bytes, info)``, info ``{"transcript", "mode",
+    "index", "generation", "bytes"}``.
+    """
+    for name, v in (("query", query), ("result", result)):
+        if not isinstance(v, (bytes, bytearray, memoryview)):
+            raise InvalidArgument(f"{name} must be bytes, not {type(v).__name__}")
+    if not isinstance(index, str) or not index:
+        raise InvalidArgument("index: a non-empty index id is required")
+    buf = struct.pack("<Q", len(query)) + bytes(query) + struct.pack("<Q", len(result)) + bytes(result)
+    info, out = _core.call("threshold_bind", {"key_dir": key_dir, "index": index, "generation": int(generation)}, buf)
+    return out or b"", info
+
+
 def _flooding_args(flooding_bits: float | None, noise_bits: float | None, precision_bits: float | None) -> dict:
     """The optional flooding choices as core arguments (absent = the core's default)."""
     args = {}
@@ -155,7 +186,12 @@ def _flooding_args(flooding_bits: float | None, noise_bits: float | None, precis
 
 
 class Decryptor:
-    """Decryptor ``party``: holds its threshold secret share and makes decryption shares."""
+    """Decryptor ``party``: holds its threshold secret share and makes decryption shares.
+
+    Its journal (``decryption-journal-<i>.bin`` beside the share file)
+    records every search it has shared, durably, before the share is
+    returned; keep it with the share file.
+    """
 
     def __init__(self, share_path: PathLike):
         """Use the threshold secret share file ``share_path`` (``threshold-share-<i>.key``)."""
@@ -173,15 +209,21 @@ class Decryptor:
         noise_bits: float | None = None,
         precision_bits: float | None = None,
     ) -> tuple[bytes, dict]:
-        """This decryptor's share of ``ciphertext`` (a threshold ciphertext or an encmatch result).
+        """This decryptor's share of ``ciphertext``, a search result bound to its search (:func:`bind_search`).
 
-        ``parties`` are the ids of exactly ``t`` participants, this one among
+        Anything else (a threshold ciphertext, an unbound result, an encrypted
+        probe however framed) is refused with
+        :class:`~encmatch.errors.InvalidArgument`; a bound search that repeats
+        a ciphertext (query or result) this decryptor has shared before, in
+        this process or any earlier one, with
+        :class:`~encmatch.errors.Exists`. ``parties`` are the ids of exactly ``t`` participants, this one among
         them; ``receiver_public`` is the receiver's ``receiver.pub``. The
         flooding is ``2**flooding_bits`` per decryptor (default: the secure
         size of papers/004 §5 if it fits, else the largest that still decodes
         within ``2**-precision_bits``); ``noise_bits`` states log2 of the
         ciphertext's noise bound. Returns ``(share bytes, info)``, info
-        ``{"party", "parties", "flooding", "ciphertexts", "bytes", "seconds"}``.
+        ``{"party", "parties", "flooding", "transcript", "journal", "index",
+        "generation", "mode", "ciphertexts", "bytes", "seconds"}``.
         """
         args = {"share": self.share_path, "receiver_public": receiver_public,
                 "parties": [int(p) for p in parties], **_flooding_args(flooding_bits, noise_bits, precision_bits)}
@@ -210,7 +252,7 @@ class Receiver:
         return self.dir / "receiver.pub"
 
     def combine(self, ciphertext: bytes, shares: Sequence[bytes]) -> tuple[np.ndarray, dict]:
-        """Decrypt ``ciphertext`` from the decryption shares of its ``t`` participants.
+        """Decrypt ``ciphertext`` (the bound search the decryptors shared) from the shares of its ``t`` participants.
 
         Refuses fewer than ``t`` shares, two shares of one party, shares of
         other participants, ciphertexts, receivers or key sets. Returns

@@ -8,10 +8,15 @@
     encmatch threshold round2 --setup setup.json --party 1 --private p1/ --bulletin board/ --shares inbox1/
     encmatch threshold finalize --setup setup.json --bulletin board/ --keys server-keys/
     encmatch threshold receiver-keygen --setup setup.json --out receiver/
-    encmatch threshold encrypt --keys server-keys/ --out ct.bin values.npy
+    #   a querier encrypts a query under server-keys/ (encmatch.Querier), a server searches an index
+    encmatch threshold bind --keys server-keys/ --index faces --generation 3 --query query.bin \\
+        --result result.bin --out search.bin
     encmatch threshold decrypt-share --share p1/threshold-share-1.key --receiver-public receiver/receiver.pub \\
-        --parties 1,3 --out share-1.bin ct.bin
-    encmatch threshold combine --receiver receiver/ --out values.npy ct.bin share-1.bin share-3.bin
+        --parties 1,3 --out share-1.bin search.bin
+    encmatch threshold combine --receiver receiver/ search.bin share-1.bin share-3.bin
+
+Decryptors share only bound search results, each ciphertext once (a
+journal beside the share file records them).
 
 See ``docs/THRESHOLD.md``.
 """
@@ -98,7 +103,16 @@ def add_commands(sub: Any) -> None:
     s.add_argument("values", type=Path, metavar="VALUES.npy")
     s.set_defaults(func=cmd_encrypt)
 
-    s = act.add_parser("decrypt-share", help="a decryptor's decryption share of a ciphertext or result")
+    s = act.add_parser("bind", help="bind a search result to its query, index and generation (what decryptors share)")
+    s.add_argument("--keys", type=Path, required=True, help="server key directory (from finalize)")
+    s.add_argument("--index", required=True, help="id of the index searched")
+    s.add_argument("--generation", type=int, default=0, help="generation of the index searched (default: %(default)s)")
+    s.add_argument("--query", type=Path, required=True, help="the query the search answered")
+    s.add_argument("--result", type=Path, required=True, help="the server's (complete) result for it")
+    s.add_argument("--out", type=Path, required=True, help="bound search file to write (give it to the decryptors)")
+    s.set_defaults(func=cmd_bind)
+
+    s = act.add_parser("decrypt-share", help="a decryptor's decryption share of a bound search result (each once)")
     s.add_argument("--share", type=Path, required=True, help="this decryptor's threshold-share-<i>.key")
     s.add_argument("--receiver-public", type=Path, required=True, help="the receiver's receiver.pub")
     s.add_argument("--parties", type=_ids, required=True, metavar="I,J", help="the t participating party ids")
@@ -108,7 +122,7 @@ def add_commands(sub: Any) -> None:
     s.add_argument("--noise-bits", type=float, default=None, help="stated log2 bound on the ciphertext noise (default: 12)")
     s.add_argument("--precision-bits", type=float, default=None, help="decode within 2^-bits (default: 4)")
     s.add_argument("--json", action="store_true", help="print the share's description as JSON")
-    s.add_argument("ciphertext", type=Path, metavar="CIPHERTEXT")
+    s.add_argument("ciphertext", type=Path, metavar="SEARCH", help="bound search result (from threshold bind)")
     s.set_defaults(func=cmd_decrypt_share)
 
     s = act.add_parser("combine", help="the receiver: decrypt from t decryption shares")
@@ -168,6 +182,16 @@ def cmd_encrypt(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bind(args: argparse.Namespace) -> int:
+    """``threshold bind``."""
+    data, info = th.bind_search(args.keys, args.query.read_bytes(), args.result.read_bytes(),
+                                index=args.index, generation=args.generation)
+    args.out.write_bytes(data)
+    print(f"{args.out}: {info['mode']} result of index {info['index']} generation {info['generation']} bound to its query "
+          f"(transcript {info['transcript'][:16]}, {len(data)} bytes)")
+    return 0
+
+
 def cmd_decrypt_share(args: argparse.Namespace) -> int:
     """``threshold decrypt-share``."""
     share, info = th.Decryptor(args.share).decrypt_share(
@@ -178,7 +202,8 @@ def cmd_decrypt_share(args: argparse.Namespace) -> int:
         print(json.dumps(info, indent=2))
     else:
         f = info["flooding"]
-        print(f"party {info['party']} of {info['parties']}: {args.out} ({len(share)} bytes, {info['seconds']:.3f} s); "
+        print(f"party {info['party']} of {info['parties']}: {args.out} ({len(share)} bytes, {info['seconds']:.3f} s) "
+              f"for the {info['mode']} search {info['transcript'][:16]} of index {info['index']}, recorded in {info['journal']}; "
               f"flooding 2^{f['flooding_bits']:.1f} (secure size 2^{f['secure_flooding_bits']:.1f}), "
               f"statistical hiding {f['hiding_bits']:.1f} bits for noise <= 2^{f['noise_bits']:g}")
     return 0

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import shutil
+import struct
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from encmatch import threshold as th
-from encmatch.errors import Corrupt, InvalidArgument, Mismatch
+from encmatch.errors import Corrupt, Exists, InvalidArgument, Mismatch
 
 from conftest import run_cli
 
@@ -18,6 +20,8 @@ KAPPA = 7
 DIM = 4
 #: Decoded values are within 2^-4 of the message (the core's default precision).
 TOL = 2.0 ** -4
+#: The index's threshold.
+DELTA = 0.5
 
 
 def run_setup(root: Path, n: int, t: int, preset: str = "toy") -> dict:
@@ -46,54 +50,162 @@ def two_of_three(tmp_path_factory):
     return run_setup(tmp_path_factory.mktemp("threshold-2of3"), 3, 2)
 
 
+class Searcher:
+    """A gallery enrolled under a threshold key set, a querier and a server: makes bound searches."""
+
+    def __init__(self, s: dict, root: Path, seed: int = 9, n: int = 60):
+        import encmatch
+        from encmatch.service.measure import separated_gallery
+
+        self.s = s
+        rng = np.random.default_rng(seed)
+        self.gallery, _, self.queries = separated_gallery(rng, DIM, n, DIM)
+        self.index = root / "index"
+        enroller = encmatch.Enroller(s["server"])
+        enroller.create_index(self.index, DELTA)
+        enroller.enroll(self.index, self.gallery)
+        self.querier = encmatch.Querier(s["server"])
+        self.server = encmatch.Server(self.index, s["server"])
+        self.generation = 0
+
+    def search(self, q: int = 0, mode: str = "membership") -> tuple[bytes, bytes]:
+        """A fresh query for probe ``q`` and the server's result: ``(query, result)``."""
+        query = self.querier.encrypt_query(self.queries[q])
+        return query, self.server.search(query, mode)
+
+    def bound(self, q: int = 0, mode: str = "membership") -> bytes:
+        """A search bound to its query, index and generation."""
+        query, result = self.search(q, mode)
+        self.generation += 1
+        return th.bind_search(self.s["server"], query, result, index="faces", generation=self.generation)[0]
+
+    def expected(self, q: int, mode: str):
+        """The plaintext answer of probe ``q``."""
+        from encmatch.service.measure import expected_results
+
+        return expected_results(self.gallery, self.queries[q][None, :], DELTA, mode)[0]
+
+    def close(self):
+        """Release the querier and the server."""
+        self.querier.close()
+        self.server.close()
+
+
+@pytest.fixture(scope="module")
+def searcher(two_of_three, tmp_path_factory):
+    """Bound searches over a small gallery enrolled under the 2-out-of-3 key set."""
+    sr = Searcher(two_of_three, tmp_path_factory.mktemp("threshold-index"))
+    yield sr
+    sr.close()
+
+
 def shares_of(s: dict, ct: bytes, parties) -> list[bytes]:
     """Each participant's decryption share of ``ct``."""
     pub = s["receiver"].public_key
     return [s["decryptors"][i].decrypt_share(ct, parties, pub)[0] for i in parties]
 
 
-def test_any_t_parties_decrypt(two_of_three):
+def check_answer(sr: Searcher, info: dict, q: int, mode: str):
+    """The combined answer equals the plaintext one."""
+    from encmatch.index import decrypted_to_result
+    from encmatch.service.measure import same_answer
+
+    assert same_answer(decrypted_to_result(info["answer"]), sr.expected(q, mode)), (mode, info["answer"])
+
+
+def test_any_t_parties_decrypt(two_of_three, searcher):
     s = two_of_three
-    values = np.random.default_rng(0).uniform(-1, 1, size=(2, 32))
-    ct = th.encrypt(s["server"], values)
-    for parties in itertools.combinations(range(1, 4), 2):
-        got, info = s["receiver"].combine(ct, shares_of(s, ct, parties))
-        assert info["parties"] == list(parties)
-        assert got.shape[0] == 2
-        np.testing.assert_allclose(got[:, :32], values, atol=TOL)
+    for k, parties in enumerate(itertools.combinations(range(1, 4), 2)):
+        mode = ("membership", "identification")[k % 2]
+        bound = searcher.bound(k % DIM, mode)
+        got, info = s["receiver"].combine(bound, shares_of(s, bound, parties))
+        assert info["parties"] == list(parties) and info["kind"] == "threshold-search"
+        check_answer(searcher, info, k % DIM, mode)
 
 
 def test_three_of_five_and_fewer_refused(tmp_path):
     s = run_setup(tmp_path, 5, 3)
-    values = np.array([0.0, 1.0, 0.5, -1.0])
-    ct = th.encrypt(s["server"], values)
-    shares = shares_of(s, ct, (2, 4, 5))
-    got, _ = s["receiver"].combine(ct, shares)
-    np.testing.assert_allclose(got[0, :4], values, atol=TOL)
-    with pytest.raises(InvalidArgument, match=r"needs t=3 \(missing parties \[5\]\)"):
-        s["receiver"].combine(ct, shares[:2])
-    with pytest.raises(InvalidArgument, match="exactly t=3"):
-        s["decryptors"][1].decrypt_share(ct, (1, 2), s["receiver"].public_key)
+    sr = Searcher(s, tmp_path, seed=3, n=20)
+    try:
+        bound = sr.bound(1, "identification")
+        shares = shares_of(s, bound, (2, 4, 5))
+        _, info = s["receiver"].combine(bound, shares)
+        check_answer(sr, info, 1, "identification")
+        with pytest.raises(InvalidArgument, match=r"needs t=3 \(missing parties \[5\]\)"):
+            s["receiver"].combine(bound, shares[:2])
+        with pytest.raises(InvalidArgument, match="exactly t=3"):
+            s["decryptors"][1].decrypt_share(sr.bound(2), (1, 2), s["receiver"].public_key)
+    finally:
+        sr.close()
 
 
-def test_flooding_fresh_and_reported(two_of_three):
+def test_flooding_reported_and_second_share_refused(two_of_three, searcher):
     s = two_of_three
-    ct = th.encrypt(s["server"], [0.25])
+    bound = searcher.bound(0)
     d = s["decryptors"][1]
-    a, info = d.decrypt_share(ct, (1, 2), s["receiver"].public_key)
-    b, _ = d.decrypt_share(ct, (1, 2), s["receiver"].public_key)
-    assert a != b, "two decryption shares of one ciphertext must carry fresh flooding noise"
+    with pytest.raises(InvalidArgument, match="would not decode"):
+        d.decrypt_share(bound, (1, 2), s["receiver"].public_key, flooding_bits=50)
+    a, info = d.decrypt_share(bound, (1, 2), s["receiver"].public_key)
     f = info["flooding"]
     assert f["flooding_bits"] == pytest.approx(f["max_flooding_bits"])
     assert f["secure_flooding_bits"] > f["flooding_bits"]
-    with pytest.raises(InvalidArgument, match="would not decode"):
-        d.decrypt_share(ct, (1, 2), s["receiver"].public_key, flooding_bits=50)
+    assert info["index"] == "faces" and len(info["transcript"]) == 64 and Path(info["journal"]).is_file()
+    for parties in ((1, 2), (1, 3)):
+        with pytest.raises(Exists, match="already made a decryption share of this search"):
+            d.decrypt_share(bound, parties, s["receiver"].public_key)
+    # A new Decryptor object (as after a restart) reads the same journal.
+    with pytest.raises(Exists, match="already made a decryption share"):
+        th.Decryptor(d.share_path).decrypt_share(bound, (1, 2), s["receiver"].public_key)
+    b, _ = s["decryptors"][2].decrypt_share(bound, (1, 2), s["receiver"].public_key)
+    _, info = s["receiver"].combine(bound, [a, b])
+    check_answer(searcher, info, 0, "membership")
 
 
-def test_bad_shares_refused(two_of_three):
+def rewrap(data: bytes, kind: str, payload_of=lambda p: p) -> bytes:
+    """Re-frame an encmatch envelope under another kind (what a hostile querier does), checksum recomputed."""
+    assert data[:8] == b"ENCMATCH"
+    off, fields = 10, []
+    for _ in range(3):
+        (k,) = struct.unpack_from("<H", data, off)
+        fields.append(data[off + 2: off + 2 + k])
+        off += 2 + k
+    (n,) = struct.unpack_from("<Q", data, off)
+    payload = payload_of(data[off + 8: off + 8 + n])
+    out = bytearray(b"ENCMATCH" + struct.pack("<H", 1))
+    for f in (kind.encode(), fields[1], fields[2]):
+        out += struct.pack("<H", len(f)) + f
+    out += struct.pack("<Q", len(payload)) + payload
+    return bytes(out + hashlib.sha256(out).digest())
+
+
+def test_rewrapped_probe_refused(two_of_three, searcher):
+    """Issue 14: a querier's encrypted probe re-wrapped as a threshold input is not decrypted."""
     s = two_of_three
-    ct = th.encrypt(s["server"], [0.5])
-    other = th.encrypt(s["server"], [0.5])
+    query, result = searcher.search(1)
+    as_ciphertext = rewrap(query, "threshold-ciphertext", lambda p: struct.pack("<Q", len(p)) + p)
+    for d in (1, 2):
+        with pytest.raises(InvalidArgument, match="only a search result bound to its search"):
+            s["decryptors"][d].decrypt_share(as_ciphertext, (1, 2), s["receiver"].public_key)
+    with pytest.raises(InvalidArgument, match="only a search result bound"):
+        s["decryptors"][1].decrypt_share(result, (1, 2), s["receiver"].public_key)  # a result, unbound
+    with pytest.raises(Mismatch, match="expected a result, got a query"):
+        th.bind_search(s["server"], query, query, index="faces")
+    with pytest.raises(Mismatch):
+        th.bind_search(s["server"], result, result, index="faces")
+    head = b'{"mode":"membership","total":60,"groups":[{"start":0,"count":60}]}'
+    as_result = rewrap(query, "result", lambda p: struct.pack("<Q", len(head)) + head + struct.pack("<Q", len(p)) + p)
+    with pytest.raises(Corrupt):
+        th.bind_search(s["server"], query, as_result, index="faces")
+    bound = th.bind_search(s["server"], query, result, index="faces")[0]
+    forged = bytearray(bound)
+    forged[200] ^= 1  # inside the transcript header; checksum recomputed below
+    with pytest.raises(Corrupt):
+        s["decryptors"][1].decrypt_share(rewrap(bytes(forged), "threshold-search"), (1, 2), s["receiver"].public_key)
+
+
+def test_bad_shares_refused(two_of_three, searcher):
+    s = two_of_three
+    ct, other = searcher.bound(2), searcher.bound(3)
     a1, a2 = shares_of(s, ct, (1, 2))
     corrupt = bytearray(a2)
     corrupt[len(corrupt) // 2] ^= 1
@@ -107,9 +219,9 @@ def test_bad_shares_refused(two_of_three):
         s["receiver"].combine(ct[:-10], [a1, a2])
 
 
-def test_share_of_another_key_set_refused(two_of_three, tmp_path):
+def test_share_of_another_key_set_refused(two_of_three, searcher, tmp_path):
     s, g = two_of_three, run_setup(tmp_path, 2, 2)
-    ct = th.encrypt(s["server"], [0.5])
+    ct = searcher.bound(1)
     with pytest.raises(Mismatch):
         g["decryptors"][1].decrypt_share(ct, (1, 2), g["receiver"].public_key)
     with pytest.raises(Mismatch):
@@ -150,17 +262,36 @@ def test_cli_roles_end_to_end(tmp_path):
                    "--bulletin", tmp_path / "board", "--shares", tmp_path / f"in{i}"))
     ok(run_cli("threshold", "finalize", "--setup", setup, "--bulletin", tmp_path / "board", "--keys", tmp_path / "server"))
     ok(run_cli("threshold", "receiver-keygen", "--setup", setup, "--out", tmp_path / "recv"))
-    values = np.array([[1.0, 0.0, 0.0, 1.0]])
-    np.save(tmp_path / "v.npy", values)
-    ok(run_cli("threshold", "encrypt", "--keys", tmp_path / "server", "--out", tmp_path / "ct.bin", tmp_path / "v.npy"))
+    s = {"server": tmp_path / "server"}
+    sr = Searcher(s, tmp_path, seed=5, n=20)
+    try:
+        query, result = sr.search(2, "identification")
+        (tmp_path / "q.bin").write_bytes(query)
+        (tmp_path / "r.bin").write_bytes(result)
+        # The attack of issue 14: the probe re-wrapped as a threshold input.
+        (tmp_path / "probe.bin").write_bytes(rewrap(query, "threshold-ciphertext", lambda p: struct.pack("<Q", len(p)) + p))
+    finally:
+        sr.close()
+    pub = tmp_path / "recv" / "receiver.pub"
+
+    def share(i, src, out, parties="1,3"):
+        return run_cli("threshold", "decrypt-share", "--share", tmp_path / f"p{i}" / th.share_file(i),
+                       "--receiver-public", pub, "--parties", parties, "--out", out, src)
+
+    probe = ok(share(1, tmp_path / "probe.bin", tmp_path / "x.bin"), code=2)
+    assert "only a search result bound to its search" in probe.stderr and not (tmp_path / "x.bin").exists()
+    out = ok(run_cli("threshold", "bind", "--keys", tmp_path / "server", "--index", "faces", "--generation", 4,
+                     "--query", tmp_path / "q.bin", "--result", tmp_path / "r.bin", "--out", tmp_path / "ct.bin"))
+    assert "identification result of index faces generation 4" in out.stdout
     for i in (1, 3):
-        ok(run_cli("threshold", "decrypt-share", "--share", tmp_path / f"p{i}" / th.share_file(i),
-                   "--receiver-public", tmp_path / "recv" / "receiver.pub", "--parties", "1,3",
-                   "--out", tmp_path / f"s{i}.bin", tmp_path / "ct.bin"))
+        ok(share(i, tmp_path / "ct.bin", tmp_path / f"s{i}.bin"))
+    again = ok(share(1, tmp_path / "ct.bin", tmp_path / "again.bin", parties="1,2"), code=2)
+    assert "already made a decryption share" in again.stderr and not (tmp_path / "again.bin").exists()
     out = ok(run_cli("threshold", "combine", "--receiver", tmp_path / "recv", "--out", tmp_path / "out.npy",
                      tmp_path / "ct.bin", tmp_path / "s1.bin", tmp_path / "s3.bin"))
     assert "parties [1, 3]" in out.stdout
-    np.testing.assert_allclose(np.load(tmp_path / "out.npy")[:, :4], values, atol=TOL)
+    want = sr.expected(2, "identification")
+    assert f"identification: {len(want.positions)} match(es) at {[int(p) for p in want.positions]}" in out.stdout
 
     fewer = ok(run_cli("threshold", "combine", "--receiver", tmp_path / "recv", tmp_path / "ct.bin",
                        tmp_path / "s1.bin"), code=2)
@@ -175,41 +306,30 @@ def test_cli_roles_end_to_end(tmp_path):
     data = bytearray(share_file.read_bytes())
     data[-50] ^= 0xFF
     share_file.write_bytes(bytes(data))
-    broken = ok(run_cli("threshold", "decrypt-share", "--share", share_file, "--receiver-public",
-                        tmp_path / "recv" / "receiver.pub", "--parties", "1,2", "--out", tmp_path / "s2.bin",
-                        tmp_path / "ct.bin"), code=2)
+    broken = ok(share(2, tmp_path / "ct.bin", tmp_path / "s2.bin", parties="1,2"), code=2)
     assert "checksum" in broken.stderr
 
 
 @pytest.mark.secure
 def test_secure_preset_two_of_two(tmp_path):
     s = run_setup(tmp_path, 2, 2, preset="default")
-    values = np.linspace(-1, 1, 64)
-    ct = th.encrypt(s["server"], values)
-    got, info = s["receiver"].combine(ct, shares_of(s, ct, (1, 2)))
-    np.testing.assert_allclose(got[0, :64], values, atol=TOL)
-    assert info["flooding"][0]["flooding_bits"] > 29
+    sr = Searcher(s, tmp_path, n=20)
+    try:
+        bound = sr.bound(0, "identification")
+        _, info = s["receiver"].combine(bound, shares_of(s, bound, (1, 2)))
+        check_answer(sr, info, 0, "identification")
+        assert info["flooding"][0]["flooding_bits"] > 29
+    finally:
+        sr.close()
 
 
-def test_threshold_face_search(two_of_three, tmp_path):
+def test_threshold_face_search(two_of_three, searcher):
     """Nobody holds the secret key: public-key enrollment and queries, a search, t decryptors, one receiver."""
-    import encmatch
-    from encmatch.index import decrypted_to_result
-    from encmatch.service.measure import expected_results, same_answer, separated_gallery
-
     s = two_of_three
-    rng = np.random.default_rng(9)
-    gallery, _, queries = separated_gallery(rng, DIM, 300, DIM)
-    index = tmp_path / "index"
-    enroller = encmatch.Enroller(s["server"])
-    enroller.create_index(index, 0.5)
-    enroller.enroll(index, gallery)
-    with encmatch.Querier(s["server"]) as querier, encmatch.Server(index, s["server"]) as server:
-        for mode in ("membership", "identification"):
-            for q in queries:
-                result = server.search(querier.encrypt_query(q), mode)
-                _, info = s["receiver"].combine(result, shares_of(s, result, (1, 3)))
-                want = expected_results(gallery, q[None, :], 0.5, mode)[0]
-                assert same_answer(decrypted_to_result(info["answer"]), want), (mode, info["answer"])
-        with pytest.raises(InvalidArgument):
-            querier.encrypt_query(np.zeros(DIM))
+    for mode in ("membership", "identification"):
+        for q in range(DIM):
+            bound = searcher.bound(q, mode)
+            _, info = s["receiver"].combine(bound, shares_of(s, bound, (1, 3)))
+            check_answer(searcher, info, q, mode)
+    with pytest.raises(InvalidArgument):
+        searcher.querier.encrypt_query(np.zeros(DIM))
