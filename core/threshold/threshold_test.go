@@ -604,3 +604,40 @@ func TestThresholdDecryptResult(t *testing.T) {
 	}
 	t.Logf("level-0 result: flooding %+v", info.Flooding[0])
 }
+
+// TestSecretIsUniformTernary checks what docs/THRESHOLD.md says of the
+// secrets: each party's s_i is drawn from Lattigo's default uniform
+// ternary distribution (each coefficient -1, 0 or 1 with probability 1/3,
+// no fixed Hamming weight), so the collective s = s_1 + ... + s_n has
+// coefficients in [-n, n], 20/27 of them non-zero at n = 3.
+func TestSecretIsUniformTernary(t *testing.T) {
+	f := sharedFixture(t)
+	p := *f.set.CKKS.GetRLWEParameters()
+	if p.Xs() != rlwe.DefaultXs || rlwe.DefaultXs != (ring.Ternary{P: 2 / 3.0}) {
+		t.Fatalf("secret distribution %+v, want the uniform ternary ring.Ternary{P: 2/3}", p.Xs())
+	}
+	sk := f.collectiveSecret(t)
+	rq := p.RingQ().AtLevel(0)
+	s := rq.NewPoly()
+	s.Copy(sk.Value.Q)
+	rq.IMForm(s, s)
+	rq.INTT(s, s)
+	q := rq.SubRings[0].Modulus
+	nonzero, largest := 0, 0
+	for _, c := range s.Coeffs[0] {
+		v := int(c)
+		if c > q/2 {
+			v = -int(q - c)
+		}
+		if v != 0 {
+			nonzero++
+		}
+		largest = max(largest, v, -v)
+	}
+	frac := float64(nonzero) / float64(p.N())
+	t.Logf("collective secret of n=%d parties: %d of %d coefficients non-zero (%.3f, uniform ternary gives 20/27 = %.3f), largest |s_j| = %d",
+		f.cfg.Parties, nonzero, p.N(), frac, 20/27.0, largest)
+	if largest > f.cfg.Parties || math.Abs(frac-20/27.0) > 0.03 {
+		t.Fatalf("collective secret: %.3f non-zero, largest %d: not a sum of %d uniform ternary secrets", frac, largest, f.cfg.Parties)
+	}
+}
