@@ -42,3 +42,39 @@ func BenchmarkDecryption(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkJournaledShare times Decrypt as a decryptor runs it (a bound
+// level-0 search: transcript checks, journal lock, read, fsync'd rewrite)
+// against the bare share, at the toy preset with a journal of b.N entries
+// at most:
+//
+//	cd core && go test -run XXX -bench JournaledShare -benchtime 200x ./threshold/
+func BenchmarkJournaledShare(b *testing.B) {
+	f := newFixture(b, params.Toy, params.MinKappa, 4, 3, 2)
+	parties := []int{1, 2}
+	inputs := func(b *testing.B) []*Input {
+		b.StopTimer()
+		defer b.StartTimer()
+		ins := make([]*Input, b.N)
+		for i := range ins {
+			ins[i] = f.search(b, randomRows(1, 8, uint64(i)))
+		}
+		return ins
+	}
+	b.Run("bare", func(b *testing.B) {
+		ins := inputs(b)
+		for i := range b.N {
+			if _, _, err := f.shares[0].makeShare(ins[i], parties, f.recvPub, FloodOptions{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("journaled", func(b *testing.B) {
+		ins := inputs(b)
+		for i := range b.N {
+			if _, _, err := f.shares[0].Decrypt(ins[i], parties, f.recvPub, FloodOptions{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
