@@ -90,7 +90,7 @@ def add_commands(sub: Any) -> None:
     s = sub.add_parser("serve", help="run the HTTP service (encrypted galleries and queries, multi-tenant)")
     s.add_argument("--data", type=Path, required=True, help="data directory (indexes, keys, tenants.json)")
     s.add_argument("--host", default="127.0.0.1",
-                   help="address to listen on (default: %(default)s); another than loopback needs TLS "
+                   help="address to listen on (default: %(default)s); an address other than loopback needs TLS "
                         "(--tls-cert/--tls-key) or --allow-plaintext")
     s.add_argument("--port", type=int, default=8470, help="port (default: %(default)s)")
     s.add_argument("--tls-cert", type=Path, default=None, metavar="FILE",
