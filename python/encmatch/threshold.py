@@ -137,7 +137,9 @@ def encrypt(key_dir: PathLike, values: np.ndarray | Sequence[float]) -> bytes:
     """Encrypt real values under a (collective) public key: one ciphertext per row of ``values``.
 
     ``values`` is 1-D (one ciphertext) or 2-D ``[rows, cols]`` with at most
-    one value per slot. Returns the framed ciphertexts.
+    one value per slot. Returns the framed ciphertexts (for tests and
+    measurements: decryptors share only bound search results, so they
+    refuse these).
     """
     arr = np.asarray(values, dtype=_F64)
     if arr.ndim == 1:
