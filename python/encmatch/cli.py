@@ -165,6 +165,9 @@ def cmd_enroll(args: argparse.Namespace) -> int:
     dt = time.perf_counter() - t0
     total = summary.get("total", manifest_total(index_info(args.index)))
     print(f"enrolled {summary.get('added', len(vectors)):,} vectors in {dt:.2f} s; index holds {int(total):,}")
+    if summary.get("skipped"):
+        print(f"kept {summary['skipped']:,} vectors an earlier run of the same input had enrolled "
+              "(interrupted or repeated): not added twice")
     return face_commands.finish_enroll(args, got)
 
 

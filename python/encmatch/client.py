@@ -34,6 +34,7 @@ from tqdm.auto import tqdm
 from . import _core
 from . import labels as labels_mod
 from .errors import Corrupt, Internal, InvalidArgument, NotFound
+from .journal import Journal, batch_digest
 from .results import check_mode
 from .defaults import DEFAULT_KAPPA
 
@@ -431,8 +432,12 @@ class Enroller:
         Vectors are sent one group (``group_size`` vectors) per core call by
         default, with a tqdm progress bar (on a terminal) when there is more
         than one batch (``progress`` forces it on or off). Each call appends new groups: a
-        partial last group is not filled by a later call. Returns the
-        last batch's summary with ``added``, ``seconds`` and ``bytes`` summed over all batches.
+        partial last group is not filled by a later call. A batch whose
+        content an earlier run already enrolled (a rerun after a crash or
+        Ctrl-C) is skipped, not added twice (:mod:`encmatch.journal`).
+        Returns the last batch's summary with ``added``, ``seconds`` and
+        ``bytes`` summed over all batches and ``skipped``, the vectors not
+        added again.
         """
         index_dir = Path(index_dir)
         manifest = index_info(index_dir)
@@ -450,34 +455,50 @@ class Enroller:
                 labels_mod.ensure_keys(self.owner_key_dir)
             seal_key, key_meta = labels_mod.load_public(self.server_key_dir)
             labels_mod.remove_stale(index_dir, manifest_total(manifest))
-        group = int(batch_size or _manifest_params(manifest).get("group_size") or self.DEFAULT_BATCH)
+        group_size = int(_manifest_params(manifest).get("group_size") or 0)
+        group = int(batch_size or group_size or self.DEFAULT_BATCH)
         if group <= 0:
             raise InvalidArgument(f"batch_size must be positive, got {group}")
-        # The core packs every call into new groups of group_size vectors, so
-        # batches of exactly one group each lose nothing.
+        if group_size > 0:
+            # One group per core call: the core commits a group whole, so the
+            # journal can tell after a crash whether a batch is in.
+            group = min(group, group_size)
+        journal = Journal.open(index_dir, manifest_total(manifest))
         bounds = list(range(0, n, group)) + [n]
         show = progress if progress is not None else len(bounds) > 2
-        summary: dict = {"added": 0}
-        added = 0
+        summary: dict = {"added": 0, "total": manifest_total(manifest)}
+        added = skipped = 0
         seconds = 0.0
         stored = 0
         with tqdm(total=n, unit="vec", desc="enroll", disable=None if show else True, leave=False) as bar:
             for lo, hi in zip(bounds[:-1], bounds[1:]):
+                batch_labels = None if labels_list is None else labels_list[lo:hi]
+                digest = batch_digest(vecs[lo:hi], batch_labels)
+                kept = journal.done(digest)
+                if kept is not None:  # enrolled by an earlier (interrupted) run of the same input
+                    skipped += hi - lo
+                    if seal_key is not None and not labels_mod.has_sealed(index_dir, kept.start, kept.count):
+                        labels_mod.seal_batches(index_dir, seal_key, key_meta, str(manifest.get("uid", "")),
+                                                [(kept.start, batch_labels)])
+                    bar.update(hi - lo)
+                    continue
                 args: dict = {"index_dir": index_dir, "n": hi - lo, "dim": dim}
                 if self.owner_key_dir is not None:
                     args["client_key_dir"] = self.owner_key_dir
                 else:
                     args["server_key_dir"] = self.server_key_dir
+                batch = journal.begin(digest, int(summary["total"]), hi - lo)
                 summary, _ = _core.call("enroll", args, vecs[lo:hi])
+                start = int(summary["total"]) - int(summary["added"])
+                journal.finish(batch, start)
                 if seal_key is not None:  # after the groups are in: a crash leaves entries unlabelled, never mislabelled
-                    start = int(summary["total"]) - int(summary["added"])
                     labels_mod.seal_batches(index_dir, seal_key, key_meta, str(manifest.get("uid", "")),
-                                            [(start, labels_list[lo:hi])])
+                                            [(start, batch_labels)])
                 added += int(summary.get("added", hi - lo))
                 seconds += float(summary.get("seconds", 0.0))
                 stored += int(summary.get("bytes", 0))
                 bar.update(hi - lo)
-        summary = dict(summary, added=added, seconds=seconds, bytes=stored)
+        summary = dict(summary, added=added, skipped=skipped, seconds=seconds, bytes=stored)
         return summary
 
 

@@ -286,6 +286,11 @@ def write_sealed(index_dir: Path, name: str, data: bytes) -> Path:
     return path
 
 
+def has_sealed(index_dir: Path, start: int, count: int) -> bool:
+    """True when ``index_dir/labels/`` holds the sealed file of positions ``[start, start + count)``."""
+    return (Path(index_dir) / LABELS_DIR / sealed_name(start, start + count)).is_file()
+
+
 def local_files(index_dir: Path) -> dict[str, Callable[[], bytes]]:
     """The sealed label files of a local index, by name, each with a reader."""
     d = Path(index_dir) / LABELS_DIR

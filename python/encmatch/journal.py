@@ -1,0 +1,117 @@
+"""The enrollment journal: a rerun of an interrupted enrollment adds nothing twice.
+
+The core appends one group per call and rewrites the index's manifest
+atomically after the group file is in, so a killed or Ctrl-C'd
+``encmatch enroll`` leaves every group written so far and none in part.
+Rerunning the same command used to append those groups again (12,048
+entries for 10,000 vectors: one face matching at two positions).
+
+The journal (``index_dir/enrollments.json``, written atomically) records,
+per batch of at most one group, the SHA-256 of its content (dimension,
+vectors as float64 and labels) and the positions it took. Each batch is
+written as *pending* before the core call and *done* after it; a pending
+record found by the next enrollment is settled against the manifest (the
+group is in if the entry count reached its end, absent if the count is
+still at its start). A batch whose content is already done is skipped and
+reported, so a rerun adds only what the interrupted run did not.
+
+The content hash identifies a batch, not a person: the same vectors in
+batches cut differently (another ``batch_size``) hash differently.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from .atomic import write_atomic
+from .errors import Corrupt
+
+#: The journal's file name inside an index directory.
+JOURNAL_FILE = "enrollments.json"
+_VERSION = 1
+
+
+def batch_digest(vectors: np.ndarray, labels: Sequence[str] | None) -> str:
+    """SHA-256 (hex) of a batch: its shape, its vectors as little-endian float64 and its labels."""
+    v = np.ascontiguousarray(vectors, dtype="<f8")
+    h = hashlib.sha256()
+    h.update(f"encmatch-batch/v1 {v.shape[0]}x{v.shape[1]}\n".encode())
+    h.update(v.tobytes())
+    h.update(json.dumps(None if labels is None else list(labels)).encode())
+    return h.hexdigest()
+
+
+@dataclass
+class Batch:
+    """One journal record: a batch's digest and the positions ``[start, start + count)`` it took."""
+
+    digest: str
+    start: int
+    count: int
+    done: bool = False
+
+
+@dataclass
+class Journal:
+    """The enrollment journal of one index directory (see the module doc)."""
+
+    path: Path
+    batches: list[Batch] = field(default_factory=list)
+
+    @classmethod
+    def open(cls, index_dir: Path, entries: int) -> "Journal":
+        """Read the journal of ``index_dir`` and settle a pending batch against the manifest's ``entries``."""
+        path = Path(index_dir) / JOURNAL_FILE
+        journal = cls(path)
+        if path.exists():
+            try:
+                doc = json.loads(path.read_text())
+                if doc.get("version") != _VERSION:
+                    raise ValueError(f"version {doc.get('version')!r}")
+                journal.batches = [Batch(str(b["digest"]), int(b["start"]), int(b["count"]), bool(b["done"]))
+                                   for b in doc["batches"]]
+            except (ValueError, KeyError, TypeError) as exc:
+                raise Corrupt(f"enrollment journal {path} is unreadable ({exc}); it is only needed to resume an "
+                              "interrupted enrollment: remove it if no enrollment was interrupted") from None
+        journal._settle(entries)
+        return journal
+
+    def _settle(self, entries: int) -> None:
+        pending = [b for b in self.batches if not b.done]
+        if not pending:
+            return
+        for b in pending:
+            if entries >= b.start + b.count:
+                b.done = True
+            elif entries <= b.start:
+                self.batches.remove(b)
+            else:
+                raise Corrupt(f"enrollment journal {self.path}: an interrupted batch took positions "
+                              f"[{b.start}, {b.start + b.count}) but the index holds {entries} entries")
+        self._write()
+
+    def done(self, digest: str) -> Batch | None:
+        """The completed batch with this digest, if any."""
+        return next((b for b in self.batches if b.done and b.digest == digest), None)
+
+    def begin(self, digest: str, start: int, count: int) -> Batch:
+        """Record a batch as pending before the core appends it."""
+        b = Batch(digest, start, count)
+        self.batches.append(b)
+        self._write()
+        return b
+
+    def finish(self, batch: Batch, start: int) -> None:
+        """Record a pending batch as done at ``start`` (the position the core gave it)."""
+        batch.start, batch.done = start, True
+        self._write()
+
+    def _write(self) -> None:
+        doc = {"version": _VERSION, "batches": [b.__dict__ for b in self.batches]}
+        write_atomic(self.path, json.dumps(doc, separators=(",", ":")).encode())
