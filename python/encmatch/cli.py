@@ -15,12 +15,13 @@ Subcommands (``encmatch <command> --help`` for details)::
     calibrate genuine/impostor score distributions, a suggested delta, the guard band checked against them
     accuracy  encrypted vs plaintext identification on a labelled set: TP/FP/TN/FN, EER, TAR@FAR, ROC/DET plot
     serve     the HTTP service (encrypted galleries and queries; docs/SERVICE.md)
-    tenant    add, list or revoke the service's tenants and their tokens
+    tenant    add, rotate, revoke or list the service's tenants and their tokens
     plan      capacity plan: workers, shards per worker, memory, latency (papers/003's scaling law)
 
-``enroll``, ``query`` and ``decrypt`` take ``--server URL`` (and ``--token`` or
-``$ENCMATCH_TOKEN``) to work against a service: ``--index`` is then the
-remote index id.
+``enroll``, ``query`` and ``decrypt`` take ``--server URL`` (the token from
+``$ENCMATCH_TOKEN`` or ``--token-file``, ``--ca-file`` for a self-signed
+https service) to work against a service: ``--index`` is then the remote
+index id.
 
 Memory budgets (``--memory-budget``) are in GB (10^9 bytes, a float); 0
 means unlimited.

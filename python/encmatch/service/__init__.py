@@ -9,6 +9,7 @@ network between them:
 - :mod:`~encmatch.service.tenancy` - tenants and their (hashed) bearer tokens;
 - :mod:`~encmatch.service.scheduler` - loaded indexes and the bounded search queue;
 - :mod:`~encmatch.service.remote` - :class:`RemoteIndex` and :class:`ServiceClient`;
+- :mod:`~encmatch.service.transport` - TLS and token hygiene: the listen check, URL tokens refused, log redaction;
 - :mod:`~encmatch.service.frames` - the core's frame header, read in Python;
 - :mod:`~encmatch.service.errors` - the service's error kinds and HTTP statuses;
 - :mod:`~encmatch.service.commands` - the command-line subcommands;
@@ -21,10 +22,12 @@ Importing this package does not import the web framework (only
 
 from .errors import Busy, Conflict, Forbidden, ServiceError, ShuttingDown, Timeout, TooLarge, Unauthorized
 from .remote import RemoteIndex, ServiceClient
+from .transport import PlaintextTokenWarning
 
 __all__ = [
     "RemoteIndex",
     "ServiceClient",
+    "PlaintextTokenWarning",
     "ServiceError",
     "Unauthorized",
     "Forbidden",
