@@ -13,19 +13,24 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shutil
+import socket
 import struct
 import threading
+import time
 
 import httpx
 import numpy as np
 import pytest
 
 import encmatch
+from encmatch import threshold as th
 from encmatch.service import Forbidden, RemoteIndex, ServiceClient, Unauthorized
 from encmatch.service.measure import (
     ServerProcess,
     add_tenant,
     expected_results,
+    rss_bytes,
     run_load,
     same_answer,
     separated_gallery,
@@ -50,6 +55,15 @@ def seal(kind: str, fingerprint: str, key_id: str, payload: bytes) -> bytes:
         out += struct.pack("<H", len(raw)) + raw
     out += struct.pack("<Q", len(payload)) + payload
     return out + hashlib.sha256(out).digest()
+
+
+def reframe(frame: bytes, offset: int, value: int) -> bytes:
+    """``frame`` with the 8-byte little-endian field at ``offset`` of its payload set to ``value``,
+    its own checksum recomputed (a well-formed frame whose content lies)."""
+    h = parse_header(frame)
+    body = bytearray(frame[:-32])
+    body[h.payload_offset + offset:h.payload_offset + offset + 8] = struct.pack("<Q", value)
+    return bytes(body) + hashlib.sha256(bytes(body)).digest()
 
 
 def check_answers(index, gallery, queries, modes=MODES):
@@ -390,6 +404,10 @@ def test_bad_uploads(server, keys, data, ready, tmp_path):
         fake_manifest["groups"][-1]["bytes"] = len(fake)
         r = c.post(f"/v1/indexes/{ready.id}/commit", json={"manifest": fake_manifest})
         assert (r.status_code, r.json()["kind"]) == (422, "corrupt"), r.text
+        assert "generation 2 is still served" in r.json()["error"] and f"deleted {name}" in r.json()["error"]
+        assert c.get(f"{base}/{name}").status_code == 404  # the refused file is not kept
+        assert not (ready_dir(server, ready.id) / "files" / name).exists()
+        assert not (ready_dir(server, ready.id) / "uploads" / f"{name}.part").exists()
         # commits that rewrite history or are not manifests
         changed = json.loads(json.dumps(manifest))
         changed["groups"][0]["count"] -= 1
@@ -461,3 +479,240 @@ def test_one_service_per_data_directory(server):
         second.start(timeout=60)
     assert second.proc.returncode == 2
     assert httpx.get(server.url + "/v1/health").json()["status"] == "ok"
+
+
+# ---- hardening (issue 14) --------------------------------------------------------------------------
+
+
+def upload_raw(c, index_id, name, content):
+    """Declare ``content`` as ``name`` and send it in one chunk; the chunk's answer."""
+    r = c.put(f"/v1/indexes/{index_id}/files/{name}",
+              json={"size": len(content), "sha256": hashlib.sha256(content).hexdigest()})
+    assert r.status_code == 200, r.text
+    return c.patch(f"/v1/indexes/{index_id}/files/{name}", params={"offset": 0}, content=content,
+                   headers={"X-Chunk-SHA256": hashlib.sha256(content).hexdigest()})
+
+
+@pytest.fixture(scope="module")
+def threshold_setup(tmp_path_factory):
+    """A finished 2-out-of-2 threshold setup (toy) and a receiver: real shares and receiver keys."""
+    root = tmp_path_factory.mktemp("svc-threshold")
+    setup = root / "setup.json"
+    th.init_setup(setup, parties=2, threshold=2, dim=4, preset="toy", kappa=7, strategy="dg")
+    for i in (1, 2):
+        th.round1(setup, i, root / f"party-{i}", root / "board")
+    for i in (1, 2):
+        for j in (1, 2):
+            (root / f"inbox-{j}").mkdir(exist_ok=True)
+            shutil.move(root / f"party-{i}" / th.shamir_file(i, j), root / f"inbox-{j}" / th.shamir_file(i, j))
+    for i in (1, 2):
+        th.round2(setup, i, root / f"party-{i}", root / "board", root / f"inbox-{i}")
+    th.finalize(setup, root / "board", root / "server")
+    th.Receiver.generate(setup, root / "receiver")
+    return root
+
+
+def test_secret_material_refused_by_content(server, keys, threshold_setup):
+    """Threshold shares, a receiver's secret key, a label secret key and unknown kinds are refused
+    (403) under any name, at the first chunk, and nothing of them stays on disk."""
+    root = threshold_setup
+    meta = json.loads((root / "server" / "keys.json").read_text())
+    secrets_ = {
+        "threshold share": (root / "party-1" / th.share_file(1)).read_bytes(),
+        "receiver secret key": (root / "receiver" / "receiver.key").read_bytes(),
+        "unknown kind": seal("mystery-kind", meta["fingerprint"], meta["key_id"], b"s" * 4096),
+        "round-1 state": seal("threshold-round1-state", meta["fingerprint"], meta["key_id"], b"t" * 4096),
+    }
+    assert parse_header(secrets_["threshold share"]).kind == "threshold-share"
+    assert parse_header(secrets_["receiver secret key"]).kind == "threshold-receiver-secret"
+    with http(server) as c:
+        # an index of the threshold key set itself: fingerprint and key id of the shares match
+        index_id = c.post("/v1/indexes", json={"keys": meta}).json()["id"]
+        names = ("group-000000.ct", "relin.key", f"gal-{meta['galois_elements'][0]}.key", "0-9.sealed")
+        for what, blob in secrets_.items():
+            for name in names:
+                r = upload_raw(c, index_id, name, blob)
+                assert (r.status_code, r.json()["kind"]) == (403, "forbidden"), (what, name, r.text)
+                assert c.get(f"/v1/indexes/{index_id}/files/{name}").status_code == 404  # dropped
+        # the label secret key of a key set, under the index of that key set
+        label_key = (keys["a"] / "labels.key").read_bytes()
+        a_meta = json.loads((keys["a"] / "server" / "keys.json").read_text())
+        a_id = c.post("/v1/indexes", json={"keys": a_meta}).json()["id"]
+        r = upload_raw(c, a_id, "group-000000.ct", label_key)
+        assert (r.status_code, r.json()["kind"]) == (403, "forbidden") and "secret" in r.json()["error"]
+        # a public kind in the wrong place is a mismatch, not stored either
+        r = upload_raw(c, index_id, "group-000000.ct", (root / "receiver" / "receiver.pub").read_bytes())
+        assert (r.status_code, r.json()["kind"]) == (422, "mismatch")
+        # the real key files are still accepted under their names
+        r = upload_raw(c, index_id, "relin.key", (root / "server" / "relin.key").read_bytes())
+        assert r.status_code == 200 and r.json()["complete"], r.text
+    on_disk = [p.read_bytes() for p in server.data_dir.rglob("*") if p.is_file()]
+    for what, blob in list(secrets_.items()) + [("label key", label_key)]:
+        assert not any(blob[100:4000] in b for b in on_disk), what
+
+
+def test_bad_key_commit_refused_and_replaceable(server, keys, data, ready, tmp_path):
+    """A Galois key whose inner length field says 2^36 (its frame checksum recomputed): the first
+    non-empty commit is refused with a JSON error (the core loads it in a child process first),
+    the service goes on serving, the bad key is deleted and a corrected one completes the index."""
+    bad = tmp_path / "bad-keys"
+    shutil.copytree(keys["a"], bad, symlinks=True)
+    meta = json.loads((bad / "server" / "keys.json").read_text())
+    gal = bad / "server" / f"gal-{meta['galois_elements'][0]}.key"
+    forged = reframe(gal.read_bytes(), 24, 1 << 36)
+    gal.unlink()
+    gal.write_bytes(forged)
+    token = server.tokens["bob"]
+    index = RemoteIndex.create(server.url, token, bad, DELTA, chunk_size=CHUNK, retries=0)  # empty: keys not loaded yet
+    with pytest.raises(encmatch.Corrupt, match="commit refused, generation 1 is still served") as err:
+        index.add(data["gallery"][:100])
+    assert gal.name in str(err.value)
+    with http(server, token="") as c:
+        assert c.get("/v1/health").json()["status"] == "ok"
+    check_answers(ready, data["gallery"], data["queries"][:2])  # another tenant's index: unharmed
+    info = index.info()
+    assert info["count"] == 0 and gal.name in info["missing_key_files"] and info["uploads"] == []
+    d = server.data_dir / "tenants" / "bob" / index.id
+    assert not any(p.is_file() and forged[200:4000] in p.read_bytes() for p in d.rglob("*"))
+    with ServiceClient(server.url, token) as c:
+        for name in info["missing_key_files"]:
+            c.upload_file(index.id, keys["a"] / "server" / name)
+    index.add(data["gallery"][:100])
+    assert index.info()["count"] == 100 and index.info()["missing_key_files"] == []
+    check_answers(index, data["gallery"][:100], data["queries"][:3])
+    index.delete()
+
+
+def test_lock_map_bounded(server):
+    """DELETEs of 3,000 unknown 14 KB ids (and of unknown well-formed ids) leave no lock behind."""
+    pid = server.proc.pid
+    long_id = "a" * 14000
+    with http(server) as c:
+        before = rss_bytes(pid)[0]
+        for i in range(3000):
+            r = c.delete(f"/v1/indexes/{long_id}{i}")
+            assert (r.status_code, r.json()["kind"]) == (404, "not_found")
+        for i in range(300):
+            assert c.delete(f"/v1/indexes/{i:016x}").status_code == 404
+        grown = rss_bytes(pid)[0] - before
+        assert c.get("/v1/health").json()["load"]["index_locks"] == 0
+    assert grown < 16 << 20, f"the server grew by {grown / 2**20:.1f} MiB"
+
+
+def test_chunked_json_over_limit_is_413(server, keys, ready):
+    """A JSON body over --max-body-mb without a Content-Length is 413 like one with it (not 400)."""
+    meta = json.loads((keys["a"] / "server" / "keys.json").read_text())
+    with http(server) as c:
+        for method, path in (("POST", "/v1/indexes"), ("POST", f"/v1/indexes/{ready.id}/commit"),
+                             ("PUT", f"/v1/indexes/{ready.id}/files/group-000042.ct")):
+            body = iter([b'{"keys": "'] + [b"x" * (1 << 20)] * 5 + [b'"}'])
+            r = c.request(method, path, content=body, headers={"Content-Type": "application/json"})
+            assert (r.status_code, r.json()["kind"]) == (413, "too_large"), (path, r.text)
+        r = c.post("/v1/indexes", content=iter([json.dumps({"keys": meta}).encode()]),
+                   headers={"Content-Type": "application/json"})  # chunked, under the limit: read and served
+        assert r.status_code == 201, r.text
+
+
+def raw_request(server, head: str, body: bytes = b"") -> socket.socket:
+    """A connection that sent ``head`` (request line and headers) and ``body`` (perhaps not all of the body)."""
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+    sock.sendall(head.replace("\n", "\r\n").encode() + b"\r\n" + body)
+    return sock
+
+
+def raw_answer(sock: socket.socket) -> tuple[int, dict, dict]:
+    """Status, headers and JSON body of the answer on ``sock``."""
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        part = sock.recv(65536)
+        assert part, "connection closed without an answer"
+        buf += part
+    head, _, rest = buf.partition(b"\r\n\r\n")
+    lines = head.decode().split("\r\n")
+    headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+    while len(rest) < int(headers.get("content-length", 0)):
+        rest += sock.recv(65536)
+    return int(lines[0].split()[1]), headers, json.loads(rest)
+
+
+def test_bodies_checked_before_they_are_read(server, ready, data):
+    """Token, index, upload, offset and a query's size are checked on the headers: the answer
+    comes without the body having been sent."""
+    alice = server.tokens["alice"]
+    good = ready.client.encrypt_query(data["queries"][0])
+    query_len = len(good)
+    cases = [
+        (f"POST /v1/indexes/0123456789abcdef/search HTTP/1.1\nHost: x\nAuthorization: Bearer {alice}\n"
+         f"Content-Length: {query_len}\n", b"", 404),
+        (f"POST /v1/indexes/{ready.id}/search HTTP/1.1\nHost: x\nContent-Length: {query_len}\n", b"", 401),
+        (f"POST /v1/indexes/{ready.id}/search HTTP/1.1\nHost: x\nAuthorization: Bearer {alice}\n"
+         f"Content-Length: 3000000\n", b"\0" * 1024, 422),  # not the size of a query: 1 KiB read, no more
+        (f"POST /v1/indexes/{ready.id}/search HTTP/1.1\nHost: x\nAuthorization: Bearer {alice}\n"
+         f"Content-Length: {4 << 20}\n", good[:1024], 413),  # a query's header, not a query's size
+        (f"PATCH /v1/indexes/{ready.id}/files/nothing.ct?offset=0 HTTP/1.1\nHost: x\nAuthorization: Bearer {alice}\n"
+         f"Content-Length: 1000000\nX-Chunk-SHA256: {'0' * 64}\n", b"", 404),
+        ("POST /v1/indexes HTTP/1.1\nHost: x\nContent-Type: application/json\nContent-Length: 1000\n", b"", 401),
+        (f"POST /v1/indexes HTTP/1.1\nHost: x\nAuthorization: Bearer {alice}\nContent-Length: {5 << 20}\n", b"", 413),
+    ]
+    for head, body, status in cases:
+        with raw_request(server, head, body) as sock:
+            t0 = time.monotonic()
+            got, headers, answer = raw_answer(sock)
+            assert got == status and "kind" in answer and time.monotonic() - t0 < 5, (head, got, answer)
+    # bodies sent whole to an index that does not exist are not kept: 60 at once add little memory
+    # (beyond the tenant's share of body bytes in flight they are refused busy at once)
+    pid = server.proc.pid
+    before = rss_bytes(pid)[0]
+    blob = b"\0" * (4 << 20)
+    answers: list[tuple[int, str]] = []
+
+    def send() -> None:
+        with http(server) as c:
+            r = c.post("/v1/indexes/0123456789abcdef/search", content=blob)
+            answers.append((r.status_code, r.json()["kind"]))
+
+    threads = [threading.Thread(target=send) for _ in range(60)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(answers) == 60 and set(answers) <= {(404, "not_found"), (503, "busy")}, answers
+    assert (404, "not_found") in answers
+    assert rss_bytes(pid)[0] - before < 64 << 20
+    check_answers(ready, data["gallery"], data["queries"][:2])
+
+
+def test_body_bytes_in_flight_bounded_per_tenant(server, keys):
+    """Request bodies in flight are reserved by Content-Length: a tenant past its share is answered
+    503 busy (JSON, Retry-After) at once; other tenants and the health check are not affected;
+    a client that hangs up frees its share."""
+    meta = json.loads((keys["a"] / "server" / "keys.json").read_text())
+    alice = server.tokens["alice"]
+    with http(server) as c:
+        limits = c.get("/v1/health").json()["limits"]
+        index_id = c.post("/v1/indexes", json={"keys": meta}).json()["id"]
+        assert c.put(f"/v1/indexes/{index_id}/files/group-000000.ct",
+                     json={"size": 8 << 20, "sha256": "0" * 64}).status_code == 200
+    share = limits["max_tenant_body_inflight"]
+    chunk = 3 << 20
+    assert 2 * chunk <= share < 3 * chunk <= limits["max_body_inflight"]
+    head = (f"PATCH /v1/indexes/{index_id}/files/group-000000.ct?offset=0 HTTP/1.1\nHost: x\n"
+            f"Authorization: Bearer {alice}\nContent-Length: {chunk}\nX-Chunk-SHA256: {'0' * 64}\n")
+    held = [raw_request(server, head, b"ENCMATCH") for _ in range(2)]  # admitted; their bodies never come
+    time.sleep(0.5)
+    with http(server, token="") as h:
+        assert h.get("/v1/health").json()["load"]["body_bytes"] >= 2 * chunk
+    with raw_request(server, head) as third:
+        status, headers, answer = raw_answer(third)
+    assert (status, answer["kind"]) == (503, "busy") and int(headers["retry-after"]) >= 1, answer
+    with http(server, server.tokens["bob"]) as c:
+        assert c.get("/v1/indexes").status_code == 200
+    for sock in held:
+        sock.close()
+    deadline = time.monotonic() + 10
+    with http(server, token="") as h:
+        while h.get("/v1/health").json()["load"]["body_bytes"]:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    with http(server) as c:
+        c.delete(f"/v1/indexes/{index_id}")

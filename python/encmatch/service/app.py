@@ -38,9 +38,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from .. import __version__
 from ..client import version as core_version
@@ -93,8 +95,9 @@ class ServiceConfig:
     max_body_inflight: int = 0
     #: Request-body bytes in flight at once for one tenant (0: 2 x max_body_bytes).
     max_tenant_body_inflight: int = 0
-    #: Seconds a client may take to send each piece of a request body (else 408).
-    body_timeout: float = 60.0
+    #: Seconds a client may take to send each piece of a request body (else 408); the environment
+    #: variable ENCMATCH_BODY_TIMEOUT sets another default (the tests use a short one).
+    body_timeout: float = field(default_factory=lambda: float(os.environ.get("ENCMATCH_BODY_TIMEOUT", "60")))
     #: TCP connections uvicorn accepts at once (0: no limit of its own); beyond them it answers a
     #: plain-text 503, so it is far above max_requests, which answers in JSON.
     max_connections: int = 4096
@@ -295,6 +298,16 @@ class _Admission:
         await self.app(scope, replay, send)
 
 
+class _Refused(Exception):
+    """A commit the core refused: its error, and what it blames (``uploads``: the new uploads; ``all``: those and the key files)."""
+
+    def __init__(self, error: EncmatchError, blame: str):
+        """``error`` from the core; ``blame`` what is deleted."""
+        super().__init__(str(error))
+        self.error = error
+        self.blame = blame
+
+
 async def _read_body(request: Request, cap: int) -> bytes:
     """The request body, read as it streams in, refused (413) as soon as it passes ``cap`` bytes."""
     parts: list[bytes] = []
@@ -395,6 +408,11 @@ def create_app(config: ServiceConfig) -> FastAPI:
         """Unknown routes and methods in the same JSON shape."""
         kind = {404: "not_found", 405: "invalid_argument"}.get(exc.status_code, "invalid_argument")
         return JSONResponse({"error": str(exc.detail), "kind": kind}, status_code=exc.status_code)
+
+    @app.exception_handler(ClientDisconnect)
+    async def on_disconnect(_request: Request, _exc: ClientDisconnect) -> JSONResponse:
+        """The client went away while sending its body: nothing to answer, nothing to log."""
+        return JSONResponse({"error": "the client disconnected", "kind": "invalid_argument"}, status_code=400)
 
     @app.exception_handler(Exception)
     async def on_crash(_request: Request, exc: Exception) -> JSONResponse:
@@ -503,15 +521,24 @@ def create_app(config: ServiceConfig) -> FastAPI:
                                        request.headers.get("x-chunk-sha256"))
 
     def _load_commit(gen: Any, manifest: dict) -> Loaded:
-        """Load a prepared generation: its new files first in a child process (when
-        ``isolate_commit_check``), then the whole generation here. Raises the core's error."""
+        """Load a prepared generation; raise :class:`_Refused` with the core's error and what it blames.
+
+        With ``isolate_commit_check`` a child process first loads the
+        new groups with the index's key files; only then does this process
+        load the whole generation. A refusal blames the new uploads, and
+        the key files too while no generation with entries has proven them
+        (the core loads keys only with at least one group).
+        """
         groups = manifest.get("groups") or []
         new = set(gen.new_uploads)
         picked = [i for i, g in enumerate(groups) if g.get("file") in new]
-        keys_new = gen.previous is None
-        if config.isolate_commit_check and config.backend is None and (picked or keys_new) and groups:
-            check_in_subprocess(gen.path, gen.keys_dir, config.memory_budget, None if keys_new else picked)
-        return open_generation(gen.path, gen.keys_dir, config.memory_budget, config.backend)
+        blame = "uploads" if storage.keys_proven(gen.tenant, gen.index_id) else "all"
+        try:
+            if config.isolate_commit_check and config.backend is None and picked:
+                check_in_subprocess(gen.path, gen.keys_dir, config.memory_budget, picked)
+            return open_generation(gen.path, gen.keys_dir, config.memory_budget, config.backend)
+        except EncmatchError as exc:
+            raise _Refused(exc, blame) from None
 
     @app.post("/v1/indexes/{index_id}/commit", summary="Make the uploaded groups the index's next generation")
     def commit(index_id: str, body: Commit, tenant: str = Depends(tenant_of)) -> dict:
@@ -524,16 +551,19 @@ def create_app(config: ServiceConfig) -> FastAPI:
             gen = storage.prepare_commit(tenant, index_id, body.manifest, body.sealed)
             try:
                 entry = _load_commit(gen, body.manifest)
-            except EncmatchError as exc:
-                data_error = exc.kind in ("corrupt", "mismatch", "invalid_argument")
-                dropped = storage.discard(gen, drop_uploads=data_error)
+            except _Refused as refused:
+                exc = refused.error
+                bad_data = exc.kind in ("corrupt", "mismatch", "invalid_argument")
+                dropped = storage.discard(gen, drop_uploads=bad_data)
+                if bad_data and refused.blame == "all":
+                    dropped += [n for n in storage.drop_keys(tenant, index_id) if n not in dropped]
                 served = (f"generation {gen.previous} is still served" if gen.previous is not None
                           else "the index stays pending")
                 log.warning("commit of %s/%s refused: %s", tenant, index_id, exc)
-                raise type(exc)(f"commit refused, {served}: {exc.message}"
-                                + (f"; the uploads it named were deleted ({', '.join(dropped[:5])}"
+                raise type(exc)(f"commit refused, {served}: the core refused the files: {exc.message}"
+                                + (f"; deleted {', '.join(dropped[:5])}"
                                    + (f" and {len(dropped) - 5} more" if len(dropped) > 5 else "")
-                                   + "): upload corrected files" if dropped else ""), kind=exc.kind) from None
+                                   + ": upload them again, corrected" if dropped else ""), kind=exc.kind) from None
             except BaseException:
                 storage.discard(gen)
                 raise

@@ -10,12 +10,16 @@ module's measurements use it (no mocks: a real process, real HTTP).
 the same searches in process and through a service process, interleaved
 (round trip, the service's own search time, bytes on the wire), and a load
 test of several concurrent clients, every answer checked against the
-plaintext brute force. It prints JSON.
+plaintext brute force. It prints JSON. With ``--overload-clients N`` it
+also runs :func:`run_overload`: N concurrent connections (far more than
+the service admits) for ``--overload-seconds``, every answer checked, the
+health endpoint polled all along, the server's memory sampled.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import signal
@@ -39,7 +43,7 @@ from .remote import RemoteIndex, ServiceClient, create_index, enroll
 from .tenancy import TokenStore
 
 __all__ = ["ServerProcess", "free_port", "add_tenant", "separated_gallery", "expected_results", "run_load",
-           "percentiles", "main"]
+           "run_overload", "rss_bytes", "percentiles", "main"]
 
 
 def free_port() -> int:
@@ -223,6 +227,145 @@ def run_load(url: str, token: str, index_id: str, keys: str | os.PathLike, queri
     }
 
 
+def rss_bytes(pid: int) -> tuple[int, int]:
+    """``(resident, peak resident)`` bytes of process ``pid`` now (``/proc/<pid>/status`` VmRSS, VmHWM)."""
+    fields = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        name, _, value = line.partition(":")
+        if name in ("VmRSS", "VmHWM"):
+            fields[name] = int(value.split()[0]) * 1024
+    return fields.get("VmRSS", 0), fields.get("VmHWM", 0)
+
+
+def run_overload(url: str, token: str, index_id: str, keys: str | os.PathLike, queries: np.ndarray,
+                 expected: dict[str, list[Result]], *, clients: int = 200, seconds: float = 10.0,
+                 pid: int | None = None, timeout: float = 120.0) -> dict:
+    """``clients`` concurrent connections (asyncio) hammer the service for ``seconds``; every answer is checked.
+
+    Three quarters of the clients search the index (queries encrypted
+    beforehand, cycling through ``queries`` and both modes; every result
+    decrypted and compared with ``expected``), one in eight asks the
+    index's status, one in eight sends a whole query to an index that does
+    not exist (404 before the body is read). An answer is *clean* when it
+    is that, or a JSON ``503 busy`` with ``Retry-After`` (the client then
+    waits that long, +-50 %, as a well-behaved client does); anything else
+    (another status, a wrong result, a transport error, no answer within
+    ``timeout`` seconds) is counted in ``errors``/``wrong``. Meanwhile a
+    thread of its own polls ``/v1/health`` every 50 ms on one more
+    connection (each answer must be a JSON 200) and, with ``pid``, samples
+    the server's resident memory.
+
+    Returns counts, latency percentiles (all answers, searches answered
+    200, health), the 503 count and the memory figures.
+    """
+    client = Client(keys)
+    modes = sorted(expected)
+    blobs = [(k, m, client.encrypt_query(queries[k])) for k in range(len(queries)) for m in modes]
+    out: dict[str, Any] = {"clients": clients, "seconds": seconds, "requests": 0, "ok": 0, "busy": 0,
+                           "not_found": 0, "wrong": [], "errors": [], "health": 0, "health_errors": []}
+    latencies: list[float] = []
+    search_latencies: list[float] = []
+    health_latencies: list[float] = []
+    rss = {"start": rss_bytes(pid)[0] if pid else 0, "peak": 0}
+    auth = {"Authorization": f"Bearer {token}"}
+
+    def note_error(what: str) -> None:
+        """Keep the first few errors verbatim, count them all."""
+        if len(out["errors"]) < 20:
+            out["errors"].append(what)
+        out["error_count"] = out.get("error_count", 0) + 1
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        stop = loop.time() + seconds
+        limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+        async with httpx.AsyncClient(base_url=url, headers=auth, timeout=timeout, limits=limits) as c, \
+                httpx.AsyncClient(base_url=url, timeout=timeout) as hc:
+
+            async def worker(i: int) -> None:
+                n = 0
+                while loop.time() < stop:
+                    role = "status" if i % 8 == 0 else "unknown" if i % 8 == 4 else "search"
+                    k, mode, blob = blobs[(i * 7 + n) % len(blobs)]
+                    n += 1
+                    t0 = time.perf_counter()
+                    try:
+                        if role == "status":
+                            r = await c.get(f"/v1/indexes/{index_id}")
+                        else:
+                            target = index_id if role == "search" else "0123456789abcdef"
+                            r = await c.post(f"/v1/indexes/{target}/search", params={"mode": mode}, content=blob)
+                    except httpx.HTTPError as exc:
+                        note_error(f"{role}: {type(exc).__name__}: {exc}")
+                        continue
+                    finally:
+                        out["requests"] += 1
+                    dt = time.perf_counter() - t0
+                    latencies.append(dt)
+                    try:
+                        body = r.json() if r.headers.get("content-type", "").startswith("application/json") else None
+                    except ValueError:
+                        body = None
+                    if r.status_code == 503 and isinstance(body, dict) and body.get("kind") == "busy" \
+                            and r.headers.get("retry-after"):
+                        out["busy"] += 1
+                        await asyncio.sleep(float(r.headers["retry-after"]) * (0.5 + (i * 37 + n) % 100 / 100))
+                    elif role == "unknown" and r.status_code == 404 and isinstance(body, dict):
+                        out["not_found"] += 1
+                    elif role == "status" and r.status_code == 200 and isinstance(body, dict):
+                        out["ok"] += 1
+                    elif role == "search" and r.status_code == 200:
+                        got = make_result(mode, **_decrypted_fields(client.decrypt(r.content)))
+                        search_latencies.append(dt)
+                        if same_answer(got, expected[mode][k]):
+                            out["ok"] += 1
+                        elif len(out["wrong"]) < 20:
+                            out["wrong"].append(f"query {k} {mode}: {got} != {expected[mode][k]}")
+                    else:
+                        note_error(f"{role}: HTTP {r.status_code}: {r.text[:200]}")
+
+            await asyncio.gather(*(worker(i) for i in range(clients)))
+
+    done = threading.Event()
+
+    def health() -> None:
+        """Poll /v1/health on a connection of its own, and sample the server's memory."""
+        with httpx.Client(base_url=url, timeout=timeout) as hc:
+            while not done.is_set():
+                t0 = time.perf_counter()
+                try:
+                    r = hc.get("/v1/health")
+                    ok = r.status_code == 200 and r.json().get("status") == "ok"
+                except (httpx.HTTPError, ValueError) as exc:
+                    ok, r = False, exc
+                health_latencies.append(time.perf_counter() - t0)
+                out["health"] += 1
+                if not ok and len(out["health_errors"]) < 20:
+                    out["health_errors"].append(str(getattr(r, "text", r))[:200])
+                if pid:
+                    rss["peak"] = max(rss["peak"], rss_bytes(pid)[0])
+                done.wait(0.05)
+
+    poller = threading.Thread(target=health)
+    poller.start()
+    t0 = time.perf_counter()
+    try:
+        asyncio.run(main())
+    finally:
+        done.set()
+        poller.join()
+    out["wall_seconds"] = time.perf_counter() - t0
+    client.close()
+    out["error_count"] = out.get("error_count", 0)
+    out["latency"] = percentiles(latencies) if latencies else None
+    out["search_latency"] = percentiles(search_latencies) if search_latencies else None
+    out["health_latency"] = percentiles(health_latencies) if health_latencies else None
+    if pid:
+        out["rss_start"], out["rss_peak"] = rss["start"], max(rss["peak"], rss_bytes(pid)[0])
+        out["rss_hwm"] = rss_bytes(pid)[1]
+    return out
+
+
 def _decrypted_fields(decrypted: dict) -> dict:
     """The :func:`make_result` arguments of a decrypted answer."""
     if decrypted.get("mode") == "membership":
@@ -236,7 +379,8 @@ def _dir_bytes(path: Path) -> int:
 
 
 def measure(work: Path, *, preset: str, kappa: int, dim: int, size: int, queries: int, clients: int,
-            per_client: int, encryption: str = "secret-key", log: Any = print) -> dict:
+            per_client: int, encryption: str = "secret-key", log: Any = print, overload_clients: int = 0,
+            overload_seconds: float = 20.0, serve_args: Sequence[str] = (), skip_overhead: bool = False) -> dict:
     """Everything ``docs/SERVICE.md`` reports, at one parameter set (see the module docstring)."""
     rng = np.random.default_rng(7)
     delta = 0.5
@@ -258,7 +402,7 @@ def measure(work: Path, *, preset: str, kappa: int, dim: int, size: int, queries
     data = work / "service"
     token = add_tenant(data, "measure")
     args = [] if not params["insecure"] else ["--allow-insecure"]
-    with ServerProcess(data, *args, "--no-access-log") as proc, \
+    with ServerProcess(data, *args, "--no-access-log", *serve_args) as proc, \
             Server(work / "local", client.server_key_dir) as local, ServiceClient(proc.url, token) as service:
         log("remote: create, upload keys")
         t0 = time.perf_counter()
@@ -272,6 +416,15 @@ def measure(work: Path, *, preset: str, kappa: int, dim: int, size: int, queries
         out["enroll_and_upload_seconds"] = time.perf_counter() - t0
         out["bytes_gallery_files"] = summary["uploaded_bytes"]
         out["bytes_gallery_wire"] = service.bytes_sent - sent0
+        if overload_clients:
+            log(f"overload: {overload_clients} concurrent clients for {overload_seconds:g} s")
+            out["overload"] = run_overload(proc.url, token, index_id, work / "keys", probes, expected,
+                                           clients=overload_clients, seconds=overload_seconds, pid=proc.proc.pid)
+            out["serve_args"] = [*args, *serve_args]
+        if skip_overhead:
+            out["server_exit_code"] = proc.stop()
+            client.close()
+            return out
         log(f"{queries} membership searches, in process and through the service, interleaved")
         local.search(blobs[0], "membership")  # warm-ups
         service.search(index_id, blobs[0], "membership")
@@ -325,6 +478,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--encryption", choices=("secret-key", "public-key"), default="secret-key",
                    help="the service's gallery: the key owner's seeded encryption or any enroller's")
     p.add_argument("--work", type=Path, default=None, help="work directory (default: a temporary one)")
+    p.add_argument("--overload-clients", type=int, default=0,
+                   help="also run the overload test with this many concurrent connections (e.g. 200)")
+    p.add_argument("--overload-seconds", type=float, default=20.0, help="duration of the overload test")
+    p.add_argument("--overload-only", action="store_true",
+                   help="run only the overload test (no in-process comparison, no load test)")
+    p.add_argument("--serve-arg", action="append", default=[], metavar="ARG",
+                   help="extra argument for encmatch serve (repeatable), e.g. --serve-arg=--max-queue=16")
     args = p.parse_args(argv)
     log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
     with tempfile.TemporaryDirectory(prefix="encmatch-measure-") as tmp:
@@ -332,9 +492,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         work.mkdir(parents=True, exist_ok=True)
         res = measure(work, preset=args.preset, kappa=args.kappa, dim=args.dim, size=args.size,
                       queries=args.queries, clients=args.clients, per_client=args.per_client,
-                      encryption=args.encryption, log=log)
+                      encryption=args.encryption, log=log, overload_clients=args.overload_clients,
+                      overload_seconds=args.overload_seconds, serve_args=args.serve_arg,
+                      skip_overhead=args.overload_only)
     print(json.dumps(res, indent=1))
-    return 0 if not res["load"]["wrong"] and not res["load"]["errors"] else 1
+    failed = [r for r in (res.get("load"), res.get("overload")) if r and (r["wrong"] or r["errors"])]
+    failed += [res["overload"]] if res.get("overload") and res["overload"]["health_errors"] else []
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
