@@ -142,7 +142,7 @@ func TestTinyGroupsDecode(t *testing.T) {
 }
 
 // FuzzGroupRecords patches a valid group payload of tinySet (whole or
-// seeded, about 2.5 KB or 1.3 KB) at an offset the fuzzer chooses and
+// seeded, 1,642 or 1,166 bytes) at an offset the fuzzer chooses and
 // decodes it: records, CRCs, packed ciphertexts, seeds.
 func FuzzGroupRecords(f *testing.F) {
 	groups := [2][]byte{tinyGroup(f, false), tinyGroup(f, true)}
