@@ -176,9 +176,9 @@ type Answer struct {
 // of the size of q0 / scale (about 2^15) in every slot.
 const SlotTolerance = 0.5
 
-// ErrForeignKey is the message of a result whose decrypted values no
+// ForeignKeyMessage is the message of a result whose decrypted values no
 // honest result under this key set can have.
-const ErrForeignKey = "result does not decrypt under this key set (a query made under another key?)"
+const ForeignKeyMessage = "result does not decrypt under this key set (a query made under another key?)"
 
 // countTolerance is how far outside [0, total] an honest membership count
 // may lie: half a match, plus 2^-12 per entry (each slot's output is within
@@ -202,7 +202,7 @@ func (r *Result) Read(values [][]float64) (*Answer, error) {
 	}
 	out := &Answer{Mode: r.Mode, Delta: r.Delta, Total: r.Total, Matches: []int{}}
 	foreign := func(what string, v float64) error {
-		return fmt.Errorf("%w: %s (%s decrypts to %v)", errs.ErrMismatch, ErrForeignKey, what, v)
+		return fmt.Errorf("%w: %s (%s decrypts to %v)", errs.ErrMismatch, ForeignKeyMessage, what, v)
 	}
 	if r.Mode == Membership {
 		if len(values[0]) == 0 {

@@ -259,7 +259,7 @@ func TestForeignKeyResultIsRefused(t *testing.T) {
 			t.Fatalf("%s: %+v", r.Mode, ans)
 		}
 		_, err = r.Read(decrypt(mine, r.Ciphertexts))
-		if !errors.Is(err, errs.ErrMismatch) || !strings.Contains(err.Error(), ErrForeignKey) {
+		if !errors.Is(err, errs.ErrMismatch) || !strings.Contains(err.Error(), ForeignKeyMessage) {
 			t.Fatalf("%s: foreign result read: %v", r.Mode, err)
 		}
 	}
