@@ -3,32 +3,81 @@ package threshold
 import (
 	"encoding/binary"
 	"encoding/json"
-	"fmt"
-	"os"
-	"path/filepath"
+	"strings"
 	"testing"
 
 	"encmatch/core/envelope"
+	"encmatch/core/params"
 	"encmatch/core/result"
+	"encmatch/core/strategy"
 
+	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 	"github.com/tuneinsight/lattigo/v6/multiparty"
+	"github.com/tuneinsight/lattigo/v6/ring"
+	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
 )
 
 // Fuzz targets for every threshold message decoder. Each decoder reads a
 // sealed envelope; the fuzzers feed their input both as is and sealed as
 // the payload of an envelope of the expected header (framings), so that
 // mutations reach the decoder behind the envelope's checksum. The seeds are
-// small (a few hundred bytes): the payload of a real message with every
-// polynomial chunk cut to a few coefficients, the same with a chunk length
-// of 2^36, the header alone and the empty input; the coefficient reader
-// itself has its own target with one 32 KB polynomial. Run each for 10^6
-// executions with
+// small (at most a few hundred bytes): the payload of a message of the
+// right shapes with every polynomial chunk cut to 64 bytes, the same with a
+// chunk length of 2^36, the header alone, a damaged header and the empty
+// input; the coefficient reader itself has its own target. Run each for
+// 10^6 executions, one at a time, with
 //
 //	cd core && go test -run '^$' -fuzz '^FuzzShare$' -fuzztime 1000000x -parallel 1 ./threshold/
 
-// fuzzFixture is the setup whose artefacts seed the fuzzers.
-func fuzzFixture(f *testing.F) *fixture {
-	return sharedFixture(f)
+// fuzzKit is what the fuzzers decode against: a 2-out-of-3 toy Config and
+// receiver keys of the right shapes. No protocol is run (under the
+// fuzzer's coverage instrumentation a whole setup takes minutes, and a
+// worker runs it again at every restart): the seeds are messages of the
+// right shapes with zero polynomials, which the decoders check the same
+// way.
+type fuzzKit struct {
+	cfg      *Config
+	set      *params.Set
+	p        rlwe.Parameters
+	recvPub  *ReceiverPublic
+	receiver *Receiver
+}
+
+// fuzzFixture builds the fuzzKit.
+func fuzzFixture(f *testing.F) *fuzzKit {
+	set, err := params.New(params.Toy, params.MinKappa, 4)
+	if err != nil {
+		f.Fatal(err)
+	}
+	strat, err := strategy.New(strategy.DG, 0, set.L())
+	if err != nil {
+		f.Fatal(err)
+	}
+	cfg, err := NewConfig(set, &strat, nil, 3, 2)
+	if err != nil {
+		f.Fatal(err)
+	}
+	p := *set.CKKS.GetRLWEParameters()
+	pk := rlwe.NewPublicKey(p)
+	pub, err := seal(cfg.header(KindReceiverPublic), shareHead{Config: cfg}, qpRefs(p, &pk.Value[0], &pk.Value[1]))
+	if err != nil {
+		f.Fatal(err)
+	}
+	recvPub, err := DecodeReceiverPublic(pub)
+	if err != nil {
+		f.Fatal(err)
+	}
+	return &fuzzKit{cfg: cfg, set: set, p: p, recvPub: recvPub,
+		receiver: &Receiver{ReceiverPublic: *recvPub, Set: set, Secret: rlwe.NewSecretKey(p)}}
+}
+
+// message seals a message of the kit's setup.
+func (k *fuzzKit) message(f *testing.F, kind string, head any, refs []polyRef) []byte {
+	b, err := seal(k.cfg.header(kind), head, refs)
+	if err != nil {
+		f.Fatal(err)
+	}
+	return b
 }
 
 // shrink cuts every chunk of a message payload longer than 4 KB (the
@@ -83,20 +132,19 @@ func framings(data []byte, h envelope.Header) [][]byte {
 	return [][]byte{data, envelope.Seal(h, data)}
 }
 
-func readFixtureFile(f *testing.F, path string) []byte {
-	b, err := os.ReadFile(path)
+func FuzzDecryptionShare(f *testing.F) {
+	fx := fuzzFixture(f)
+	ct := ckks.NewCiphertext(fx.set.CKKS, 1, 0)
+	in := &Input{Kind: KindSearch, Ciphertexts: []*rlwe.Ciphertext{ct}, Digest: strings.Repeat("ab", 32)}
+	pcks, err := multiparty.NewPublicKeySwitchProtocol(fx.p, fx.p.Xe())
 	if err != nil {
 		f.Fatal(err)
 	}
-	return b
-}
-
-func FuzzDecryptionShare(f *testing.F) {
-	fx := fuzzFixture(f)
-	in := fx.search(f, randomRows(1, 4, 1))
+	sh := pcks.AllocateShare(0)
 	h := fx.cfg.header(KindDecryptionShare)
-	addSeeds(f, h, fx.rawShares(f, in, []int{1, 2})[0])
-	levels := []int{in.Ciphertexts[0].Level()}
+	addSeeds(f, h, fx.message(f, KindDecryptionShare, decHead{Party: 1, Parties: []int{1, 2}, Ciphertext: in.Digest,
+		Receiver: fx.recvPub.Digest, Levels: []int{0}, Transcript: in.Digest}, qRefs(fx.p, &sh.Value[0], &sh.Value[1])))
+	levels := []int{0}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, b := range framings(data, h) {
 			_, _, _ = fx.receiver.decodeShare(b, in, levels)
@@ -109,10 +157,22 @@ func FuzzDecryptionShare(f *testing.F) {
 func FuzzInput(f *testing.F) {
 	fx := fuzzFixture(f)
 	h := fx.cfg.header("")
-	addSeeds(f, fx.cfg.header(KindCiphertext), fx.encryptBytes(f))
-	res := fx.resultOf(f, fx.encrypt(f, randomRows(1, 4, 2)).Ciphertexts...)
+	p := fx.set.CKKS
+	ct, err := EncodeCiphertexts(&fx.cfg.Meta, []*rlwe.Ciphertext{ckks.NewCiphertext(p, 1, 0)})
+	if err != nil {
+		f.Fatal(err)
+	}
+	addSeeds(f, fx.cfg.header(KindCiphertext), ct)
+	res, err := result.Marshal(h, &result.Result{Header: result.Header{Mode: result.Identification, Total: 4,
+		Spans: []result.Span{{Start: 0, Count: 4}}}, Ciphertexts: []*rlwe.Ciphertext{ckks.NewCiphertext(p, 1, 0)}})
+	if err != nil {
+		f.Fatal(err)
+	}
 	addSeeds(f, fx.cfg.header(result.KindResult), res)
-	_, query := fx.query(f, randomRows(1, 4, 3)[0])
+	query, err := result.MarshalQuery(h, ckks.NewCiphertext(p, 1, p.MaxLevel()))
+	if err != nil {
+		f.Fatal(err)
+	}
 	// A bound search of cut ciphertexts whose digests and transcript match.
 	for _, keep := range []int{0, 64} {
 		q, r := query, res
@@ -137,7 +197,8 @@ func FuzzInput(f *testing.F) {
 func FuzzShare(f *testing.F) {
 	fx := fuzzFixture(f)
 	h := fx.cfg.header(KindShare)
-	addSeeds(f, h, readFixtureFile(f, filepath.Join(fx.dir, "party-1", ShareFile(1))))
+	sh := multiparty.NewThresholdizer(fx.p).AllocateThresholdSecretShare()
+	addSeeds(f, h, fx.message(f, KindShare, shareHead{Config: fx.cfg, Party: 1}, qpRefs(fx.p, &sh.Poly)))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, b := range framings(data, h) {
 			_, _ = DecodeShare(b)
@@ -148,7 +209,8 @@ func FuzzShare(f *testing.F) {
 func FuzzReceiverPublic(f *testing.F) {
 	fx := fuzzFixture(f)
 	h := fx.cfg.header(KindReceiverPublic)
-	addSeeds(f, h, readFixtureFile(f, ReceiverPublicFile(filepath.Join(fx.dir, "receiver"))))
+	pk := rlwe.NewPublicKey(fx.p)
+	addSeeds(f, h, fx.message(f, KindReceiverPublic, shareHead{Config: fx.cfg}, qpRefs(fx.p, &pk.Value[0], &pk.Value[1])))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, b := range framings(data, h) {
 			_, _ = DecodeReceiverPublic(b)
@@ -159,7 +221,8 @@ func FuzzReceiverPublic(f *testing.F) {
 func FuzzReceiverSecret(f *testing.F) {
 	fx := fuzzFixture(f)
 	h := fx.cfg.header(KindReceiverSecret)
-	addSeeds(f, h, readFixtureFile(f, ReceiverSecretFile(filepath.Join(fx.dir, "receiver"))))
+	sk := rlwe.NewSecretKey(fx.p)
+	addSeeds(f, h, fx.message(f, KindReceiverSecret, shareHead{Config: fx.cfg}, qpRefs(fx.p, &sk.Value)))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, b := range framings(data, h) {
 			_, _ = decodeReceiverSecret(b, fx.recvPub)
@@ -169,10 +232,9 @@ func FuzzReceiverSecret(f *testing.F) {
 
 // fuzzMessage fuzzes decodeMessage for one kind of setup message, with the
 // polynomials of refs allocated once.
-func fuzzMessage(f *testing.F, kind, file string, want partyHead, refs []polyRef) {
-	fx := fuzzFixture(f)
+func fuzzMessage(f *testing.F, fx *fuzzKit, kind string, want partyHead, refs []polyRef) {
 	h := fx.cfg.header(kind)
-	addSeeds(f, h, readFixtureFile(f, file))
+	addSeeds(f, h, fx.message(f, kind, want, refs))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, b := range framings(data, h) {
 			w := want
@@ -183,54 +245,34 @@ func fuzzMessage(f *testing.F, kind, file string, want partyHead, refs []polyRef
 
 func FuzzRound1Message(f *testing.F) {
 	fx := fuzzFixture(f)
-	p := *fx.set.CKKS.GetRLWEParameters()
-	c := multiparty.NewPublicKeyGenProtocol(p).AllocateShare()
-	_, r, _ := multiparty.NewRelinearizationKeyGenProtocol(p).AllocateShare()
-	refs := append(qpRefs(p, &c.Value), gadgetRefs(p, &r.GadgetCiphertext)...)
-	fuzzMessage(f, KindRound1, filepath.Join(fx.dir, "bulletin", fmt.Sprintf(round1Pattern, 1)), partyHead{Party: 1}, refs)
+	c := multiparty.NewPublicKeyGenProtocol(fx.p).AllocateShare()
+	_, r, _ := multiparty.NewRelinearizationKeyGenProtocol(fx.p).AllocateShare()
+	fuzzMessage(f, fx, KindRound1, partyHead{Party: 1}, append(qpRefs(fx.p, &c.Value), gadgetRefs(fx.p, &r.GadgetCiphertext)...))
 }
 
 func FuzzRound2Message(f *testing.F) {
 	fx := fuzzFixture(f)
-	p := *fx.set.CKKS.GetRLWEParameters()
-	_, _, r := multiparty.NewRelinearizationKeyGenProtocol(p).AllocateShare()
-	fuzzMessage(f, KindRound2, filepath.Join(fx.dir, "bulletin", fmt.Sprintf(round2Pattern, 1)), partyHead{Party: 1}, gadgetRefs(p, &r.GadgetCiphertext))
+	_, _, r := multiparty.NewRelinearizationKeyGenProtocol(fx.p).AllocateShare()
+	fuzzMessage(f, fx, KindRound2, partyHead{Party: 1}, gadgetRefs(fx.p, &r.GadgetCiphertext))
 }
 
 func FuzzGaloisShare(f *testing.F) {
 	fx := fuzzFixture(f)
-	p := *fx.set.CKKS.GetRLWEParameters()
-	g := fx.cfg.GaloisElements[0]
-	s := multiparty.NewGaloisKeyGenProtocol(p).AllocateShare()
-	fuzzMessage(f, KindGalois, filepath.Join(fx.dir, "bulletin", fmt.Sprintf(galoisPattern, 1, g)),
-		partyHead{Party: 1, GaloisElement: g}, gadgetRefs(p, &s.GadgetCiphertext))
+	s := multiparty.NewGaloisKeyGenProtocol(fx.p).AllocateShare()
+	fuzzMessage(f, fx, KindGalois, partyHead{Party: 1, GaloisElement: fx.cfg.GaloisElements[0]}, gadgetRefs(fx.p, &s.GadgetCiphertext))
 }
 
 func FuzzShamirShare(f *testing.F) {
 	fx := fuzzFixture(f)
-	p := *fx.set.CKKS.GetRLWEParameters()
-	s := multiparty.NewThresholdizer(p).AllocateThresholdSecretShare()
-	fuzzMessage(f, KindShamir, filepath.Join(fx.dir, "mail", ShamirFile(1, 2)), partyHead{Party: 1, To: 2}, qpRefs(p, &s.Poly))
+	s := multiparty.NewThresholdizer(fx.p).AllocateThresholdSecretShare()
+	fuzzMessage(f, fx, KindShamir, partyHead{Party: 1, To: 2}, qpRefs(fx.p, &s.Poly))
 }
 
-// FuzzRound1State decodes a round-one private state (Round2 reads it); the
-// fixture deleted its own, so the seed is made here.
+// FuzzRound1State decodes a round-one private state (what Round2 reads).
 func FuzzRound1State(f *testing.F) {
 	fx := fuzzFixture(f)
-	p := *fx.set.CKKS.GetRLWEParameters()
-	sk, eph := fx.shares[0].Value.Poly.CopyNew(), fx.shares[1].Value.Poly.CopyNew()
-	h := fx.cfg.header(KindRound1State)
-	valid, err := seal(h, partyHead{Party: 1}, qpRefs(p, sk, eph))
-	if err != nil {
-		f.Fatal(err)
-	}
-	addSeeds(f, h, valid)
-	refs := qpRefs(p, sk, eph)
-	f.Fuzz(func(t *testing.T, data []byte) {
-		for _, b := range framings(data, h) {
-			_ = decodeMessage(b, h, &partyHead{Party: 1}, refs)
-		}
-	})
+	sk, eph := rlwe.NewSecretKey(fx.p), rlwe.NewSecretKey(fx.p)
+	fuzzMessage(f, fx, KindRound1State, partyHead{Party: 1}, qpRefs(fx.p, &sk.Value, &eph.Value))
 }
 
 // FuzzJournal decodes a decryptor's journal.
@@ -253,16 +295,17 @@ func FuzzJournal(f *testing.F) {
 	})
 }
 
-// FuzzReadPolys reads the coefficients of one level-0 polynomial (32 KB at
-// the toy preset), the reader behind every message above.
+// FuzzReadPolys reads the coefficients of a 16-coefficient polynomial
+// modulo the toy preset's first prime (the reader behind every message
+// above; the shape does not change its code path).
 func FuzzReadPolys(f *testing.F) {
 	fx := fuzzFixture(f)
-	p := *fx.set.CKKS.GetRLWEParameters()
-	a := p.RingQ().AtLevel(0).NewPoly()
+	q := fx.p.Q()[0]
+	a := ring.NewPoly(16, 0)
 	for i := range a.Coeffs[0] {
-		a.Coeffs[0][i] = uint64(i) * 0x9e3779b97f4a7c15 % p.Q()[0]
+		a.Coeffs[0][i] = uint64(i) * 0x9e3779b97f4a7c15 % q
 	}
-	refs := qRefs(p, &a)
+	refs := []polyRef{{&a, []uint64{q}}}
 	valid := appendPolys(nil, refs)
 	f.Add(valid)
 	f.Add(valid[:len(valid)-8])
