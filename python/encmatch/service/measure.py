@@ -43,7 +43,7 @@ from .remote import RemoteIndex, ServiceClient, create_index, enroll
 from .tenancy import TokenStore
 
 __all__ = ["ServerProcess", "free_port", "add_tenant", "separated_gallery", "expected_results", "run_load",
-           "run_overload", "rss_bytes", "percentiles", "main"]
+           "run_overload", "rss_bytes", "percentiles", "measure_commit_check", "main"]
 
 
 def free_port() -> int:
@@ -465,6 +465,30 @@ def measure(work: Path, *, preset: str, kappa: int, dim: int, size: int, queries
     return out
 
 
+def measure_commit_check(work: Path, *, preset: str, kappa: int, dim: int, size: int, repeats: int = 3) -> dict:
+    """What the commit's check in a child process costs: the core's load of an index (keys and
+    groups) in this process against :func:`~encmatch.service.scheduler.check_in_subprocess` of its
+    last group, ``repeats`` times each (seconds)."""
+    from .scheduler import check_in_subprocess
+
+    client = Client.generate(work / "keys", preset=preset, kappa=kappa, dim=dim)
+    enroller = Enroller(client.server_key_dir)
+    enroller.create_index(work / "index", 0.5)
+    enroller.enroll(work / "index", np.random.default_rng(0).standard_normal((size, dim)).astype(np.float32))
+    groups = len(json.loads((work / "index" / "manifest.json").read_text())["groups"])
+    in_process, child = [], []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        Server(work / "index", client.server_key_dir).close()
+        in_process.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        check_in_subprocess(work / "index", client.server_key_dir, 0, [groups - 1])
+        child.append(time.perf_counter() - t0)
+    client.close()
+    return {"preset": preset, "kappa": kappa, "dim": dim, "size": size, "groups": groups, "cores": os.cpu_count(),
+            "in_process_load_seconds": in_process, "child_check_seconds": child}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m encmatch.service.measure``: print the measurements as JSON."""
     p = argparse.ArgumentParser(prog="python -m encmatch.service.measure", description=__doc__.splitlines()[0])
@@ -483,6 +507,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--overload-seconds", type=float, default=20.0, help="duration of the overload test")
     p.add_argument("--overload-only", action="store_true",
                    help="run only the overload test (no in-process comparison, no load test)")
+    p.add_argument("--commit-check-only", action="store_true",
+                   help="measure only what the commit's check in a child process costs")
     p.add_argument("--serve-arg", action="append", default=[], metavar="ARG",
                    help="extra argument for encmatch serve (repeatable), e.g. --serve-arg=--max-queue=16")
     args = p.parse_args(argv)
@@ -490,6 +516,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="encmatch-measure-") as tmp:
         work = args.work or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
+        if args.commit_check_only:
+            print(json.dumps(measure_commit_check(work, preset=args.preset, kappa=args.kappa, dim=args.dim,
+                                                  size=args.size), indent=1))
+            return 0
         res = measure(work, preset=args.preset, kappa=args.kappa, dim=args.dim, size=args.size,
                       queries=args.queries, clients=args.clients, per_client=args.per_client,
                       encryption=args.encryption, log=log, overload_clients=args.overload_clients,

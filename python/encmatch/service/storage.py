@@ -699,9 +699,9 @@ class Storage:
                     f"(uid {old_manifest.get('uid')}); a commit cannot change it (got {manifest.get('delta')})")
         old_sealed = _read_json(old_dir / "sealed.json") if old_dir and (old_dir / "sealed.json").is_file() else []
         files = dict(cur["files"]) if cur else {}
-        if not cur:
-            for n in key_files(meta):
-                files[n] = _read_json(d / "uploads" / f"{n}.json")["sha256"]
+        new_keys = [n for n in key_files(meta) if n not in files]  # all at the first commit; again after drop_keys
+        for n in new_keys:
+            files[n] = _read_json(d / "uploads" / f"{n}.json")["sha256"]
         sources: list[tuple[str, Path]] = []
         for g in groups:
             name = _check_name(g["file"])
@@ -757,11 +757,36 @@ class Storage:
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
-        new = [n for n, src in sources if src.parent == d / "files"]
-        if not cur:
-            new += key_files(meta)
+        new = [n for n, src in sources if src.parent == d / "files"] + new_keys
         return Generation(tenant, index_id, number, final, d / "keys", files, cur["generation"] if cur else None,
                           tuple(new))
+
+    def keys_proven(self, tenant: str, index_id: str) -> bool:
+        """Whether the core has loaded the index's key files: its current generation has entries
+        (such a generation was loaded with them at its commit and is at every start)."""
+        d = self._dir(tenant, index_id)
+        cur = self._current(d)
+        if not cur:
+            return False
+        return int(_read_json(d / f"gen-{cur['generation']:06d}" / "manifest.json").get("count", 0)) > 0
+
+    def drop_keys(self, tenant: str, index_id: str) -> list[str]:
+        """Delete an index's key files that the core refused before any entry was served with them
+        (committed with an empty generation, or uploaded for the first commit); the index is then
+        missing them again and takes corrected uploads. Returns the names deleted.
+
+        Call with :meth:`lock` held; never for keys that are :meth:`keys_proven`.
+        """
+        d = self._dir(tenant, index_id)
+        names = key_files(_read_json(d / "keys" / "keys.json"))
+        cur = self._current(d)
+        if cur and any(n in cur["files"] for n in names):
+            _write_json(d / "current.json", dict(cur, files={k: v for k, v in cur["files"].items() if k not in names}))
+        present = [n for n in names if (d / "keys" / n).is_file() or (d / "uploads" / f"{n}.json").is_file()]
+        for n in present:
+            self._drop_upload(d, n)
+        fsync_dir(d / "keys")
+        return present
 
     def publish(self, gen: Generation) -> None:
         """Make a prepared generation current (one atomic write), then remove what it superseded."""
