@@ -1,0 +1,283 @@
+package ccmm
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+	"sync"
+
+	"encmatch/core/errs"
+)
+
+// IntMat is a plaintext integer matrix, row-major.
+type IntMat struct {
+	Rows, Cols int
+	Data       []int64
+}
+
+// NewIntMat allocates a zero rows x cols matrix.
+func NewIntMat(rows, cols int) IntMat {
+	return IntMat{Rows: rows, Cols: cols, Data: make([]int64, rows*cols)}
+}
+
+// At returns entry (i, j).
+func (m IntMat) At(i, j int) int64 { return m.Data[i*m.Cols+j] }
+
+// MaxAbs is the largest absolute entry.
+func (m IntMat) MaxAbs() int64 {
+	var x int64
+	for _, v := range m.Data {
+		x = max(x, v, -v)
+	}
+	return x
+}
+
+// MulInt is the plaintext model: the exact integer product x*y.
+func MulInt(x, y IntMat) (IntMat, error) {
+	if x.Cols != y.Rows {
+		return IntMat{}, fmt.Errorf("%w: product of %dx%d by %dx%d", errs.ErrInvalid, x.Rows, x.Cols, y.Rows, y.Cols)
+	}
+	out := NewIntMat(x.Rows, y.Cols)
+	for i := 0; i < x.Rows; i++ {
+		row := out.Data[i*y.Cols : (i+1)*y.Cols]
+		for l := 0; l < x.Cols; l++ {
+			v := x.Data[i*x.Cols+l]
+			if v == 0 {
+				continue
+			}
+			yr := y.Data[l*y.Cols : (l+1)*y.Cols]
+			for j := range row {
+				row[j] += v * yr[j]
+			}
+		}
+	}
+	return out, nil
+}
+
+// Mat is a matrix of residues modulo one prime, centered in
+// (-q/2, q/2], row-major: the operand of the GEMMs.
+type Mat struct {
+	Rows, Cols int
+	Data       []int32
+}
+
+// NewMat allocates a zero rows x cols residue matrix.
+func NewMat(rows, cols int) Mat { return Mat{Rows: rows, Cols: cols, Data: make([]int32, rows*cols)} }
+
+// Transpose returns the transposed matrix.
+func (m Mat) Transpose() Mat {
+	t := NewMat(m.Cols, m.Rows)
+	for i := 0; i < m.Rows; i++ {
+		for j := 0; j < m.Cols; j++ {
+			t.Data[j*m.Rows+i] = m.Data[i*m.Cols+j]
+		}
+	}
+	return t
+}
+
+// center maps a residue in [0, q) to (-q/2, q/2].
+func center(v, q uint64) int32 {
+	if v > q/2 {
+		return int32(int64(v) - int64(q))
+	}
+	return int32(v)
+}
+
+// uncenter maps a centered residue back to [0, q).
+func uncenter(v int32, q uint64) uint64 {
+	if v < 0 {
+		return uint64(int64(v) + int64(q))
+	}
+	return uint64(v)
+}
+
+// modInt maps an integer to [0, q).
+func modInt(v int64, q uint64) uint64 {
+	r := v % int64(q)
+	if r < 0 {
+		r += int64(q)
+	}
+	return uint64(r)
+}
+
+// GEMM returns x * yt^T modulo q (yt is the right operand transposed, so
+// that both operands are read along rows), centered. Exact when
+// x.Cols * (q/2)^2 < 2^63 (checked by NewParams for its primes). It
+// parallelises over rows of x with GOMAXPROCS goroutines.
+func GEMM(x, yt Mat, q uint64) Mat {
+	if x.Cols != yt.Cols {
+		panic(fmt.Sprintf("ccmm: GEMM inner dimensions %d and %d", x.Cols, yt.Cols))
+	}
+	c := NewMat(x.Rows, yt.Rows)
+	parallelRows(x.Rows, func(i0, i1 int) { gemmInt(x, yt, q, c, i0, i1) })
+	return c
+}
+
+// parallelRows splits [0, rows) into even chunks, one per goroutine.
+func parallelRows(rows int, f func(i0, i1 int)) {
+	w := max(1, min(runtime.GOMAXPROCS(0), rows/2))
+	chunk := (rows/w + 1) &^ 1
+	var wg sync.WaitGroup
+	for i0 := 0; i0 < rows; i0 += chunk {
+		wg.Add(1)
+		go func(i0, i1 int) { defer wg.Done(); f(i0, i1) }(i0, min(rows, i0+chunk))
+	}
+	wg.Wait()
+}
+
+func reduce(v int64, q int64) int32 {
+	r := v % q
+	if r > q/2 {
+		r -= q
+	} else if r < -q/2 {
+		r += q
+	}
+	// (-q/2, q/2] for odd q
+	if r <= -(q+1)/2 {
+		r += q
+	}
+	return int32(r)
+}
+
+// gemmInt is the int64 kernel: 2 rows x 4 columns of register blocking.
+func gemmInt(x, yt Mat, q uint64, c Mat, i0, i1 int) {
+	k, n := x.Cols, yt.Rows
+	qi := int64(q)
+	i := i0
+	for ; i+1 < i1; i += 2 {
+		x0 := x.Data[i*k : (i+1)*k]
+		x1 := x.Data[(i+1)*k : (i+2)*k]
+		j := 0
+		for ; j+3 < n; j += 4 {
+			y0 := yt.Data[j*k : (j+1)*k]
+			y1 := yt.Data[(j+1)*k : (j+2)*k]
+			y2 := yt.Data[(j+2)*k : (j+3)*k]
+			y3 := yt.Data[(j+3)*k : (j+4)*k]
+			var c00, c01, c02, c03, c10, c11, c12, c13 int64
+			for l := range x0 {
+				a0, a1 := int64(x0[l]), int64(x1[l])
+				b0, b1, b2, b3 := int64(y0[l]), int64(y1[l]), int64(y2[l]), int64(y3[l])
+				c00 += a0 * b0
+				c01 += a0 * b1
+				c02 += a0 * b2
+				c03 += a0 * b3
+				c10 += a1 * b0
+				c11 += a1 * b1
+				c12 += a1 * b2
+				c13 += a1 * b3
+			}
+			r0 := c.Data[i*n+j : i*n+j+4]
+			r1 := c.Data[(i+1)*n+j : (i+1)*n+j+4]
+			r0[0], r0[1], r0[2], r0[3] = reduce(c00, qi), reduce(c01, qi), reduce(c02, qi), reduce(c03, qi)
+			r1[0], r1[1], r1[2], r1[3] = reduce(c10, qi), reduce(c11, qi), reduce(c12, qi), reduce(c13, qi)
+		}
+		for ; j < n; j++ {
+			c.Data[i*n+j] = reduce(dotInt(x0, yt.Data[j*k:(j+1)*k]), qi)
+			c.Data[(i+1)*n+j] = reduce(dotInt(x1, yt.Data[j*k:(j+1)*k]), qi)
+		}
+	}
+	for ; i < i1; i++ {
+		for j := 0; j < n; j++ {
+			c.Data[i*n+j] = reduce(dotInt(x.Data[i*k:(i+1)*k], yt.Data[j*k:(j+1)*k]), qi)
+		}
+	}
+}
+
+func dotInt(a, b []int32) int64 {
+	var s int64
+	b = b[:len(a)]
+	for l, v := range a {
+		s += int64(v) * int64(b[l])
+	}
+	return s
+}
+
+// FloatMat is a residue matrix held in float64 for the float64 GEMM.
+type FloatMat struct {
+	Rows, Cols int
+	Data       []float64
+}
+
+// ToFloat converts a residue matrix to float64.
+func (m Mat) ToFloat() FloatMat {
+	f := FloatMat{Rows: m.Rows, Cols: m.Cols, Data: make([]float64, len(m.Data))}
+	for i, v := range m.Data {
+		f.Data[i] = float64(v)
+	}
+	return f
+}
+
+// GEMMFloat is GEMM with float64 arithmetic: exact when x.Cols * (q/2)^2 <
+// 2^53 (q up to 2^20 at inner dimension 2^14); it refuses larger products.
+func GEMMFloat(x, yt FloatMat, q uint64) (Mat, error) {
+	if x.Cols != yt.Cols {
+		return Mat{}, fmt.Errorf("%w: GEMM inner dimensions %d and %d", errs.ErrInvalid, x.Cols, yt.Cols)
+	}
+	if h := float64(q / 2); float64(x.Cols)*h*h >= math.Ldexp(1, 53) {
+		return Mat{}, fmt.Errorf("%w: float64 GEMM of inner dimension %d is not exact modulo %d", ErrModulus, x.Cols, q)
+	}
+	c := NewMat(x.Rows, yt.Rows)
+	parallelRows(x.Rows, func(i0, i1 int) { gemmFloat(x, yt, q, c, i0, i1) })
+	return c, nil
+}
+
+func gemmFloat(x, yt FloatMat, q uint64, c Mat, i0, i1 int) {
+	k, n := x.Cols, yt.Rows
+	qi := int64(q)
+	red := func(v float64) int32 { return reduce(int64(v), qi) }
+	i := i0
+	for ; i+1 < i1; i += 2 {
+		x0 := x.Data[i*k : (i+1)*k]
+		x1 := x.Data[(i+1)*k : (i+2)*k]
+		j := 0
+		for ; j+3 < n; j += 4 {
+			y0 := yt.Data[j*k : (j+1)*k]
+			y1 := yt.Data[(j+1)*k : (j+2)*k]
+			y2 := yt.Data[(j+2)*k : (j+3)*k]
+			y3 := yt.Data[(j+3)*k : (j+4)*k]
+			var c00, c01, c02, c03, c10, c11, c12, c13 float64
+			for l := range x0 {
+				a0, a1 := x0[l], x1[l]
+				b0, b1, b2, b3 := y0[l], y1[l], y2[l], y3[l]
+				c00 += a0 * b0
+				c01 += a0 * b1
+				c02 += a0 * b2
+				c03 += a0 * b3
+				c10 += a1 * b0
+				c11 += a1 * b1
+				c12 += a1 * b2
+				c13 += a1 * b3
+			}
+			r0 := c.Data[i*n+j : i*n+j+4]
+			r1 := c.Data[(i+1)*n+j : (i+1)*n+j+4]
+			r0[0], r0[1], r0[2], r0[3] = red(c00), red(c01), red(c02), red(c03)
+			r1[0], r1[1], r1[2], r1[3] = red(c10), red(c11), red(c12), red(c13)
+		}
+		for ; j < n; j++ {
+			c.Data[i*n+j] = red(dotFloat(x0, yt.Data[j*k:(j+1)*k]))
+			c.Data[(i+1)*n+j] = red(dotFloat(x1, yt.Data[j*k:(j+1)*k]))
+		}
+	}
+	for ; i < i1; i++ {
+		for j := 0; j < n; j++ {
+			c.Data[i*n+j] = red(dotFloat(x.Data[i*k:(i+1)*k], yt.Data[j*k:(j+1)*k]))
+		}
+	}
+}
+
+func dotFloat(a, b []float64) float64 {
+	var s float64
+	b = b[:len(a)]
+	for l, v := range a {
+		s += v * b[l]
+	}
+	return s
+}
+
+// addMod returns a + b modulo q, centered, in place in a.
+func addMod(a, b Mat, q uint64) {
+	qi := int64(q)
+	for i, v := range b.Data {
+		a.Data[i] = reduce(int64(a.Data[i])+int64(v), qi)
+	}
+}
