@@ -214,3 +214,39 @@ def test_query_timeout(tmp_path, keys, data):
                 assert time.monotonic() < deadline
                 time.sleep(0.05)
             assert index.info()["count"] == 100
+
+
+def test_streamed_index_commit_decodes_new_groups(tmp_path, keys, data):
+    """With --memory-budget the core does not decode streamed groups when it loads an index; the
+    commit's check in a child process does, so a well-framed group of garbage is refused at commit
+    (not at the first search), deleted, and the previous generation answers."""
+    import struct
+
+    from encmatch.service.frames import parse_header
+
+    gallery, queries = data
+    data_dir = tmp_path / "data"
+    token = add_tenant(data_dir, "alice")
+    with ServerProcess(data_dir, "--allow-insecure", "--memory-budget", "0.000001", "--no-access-log") as server:
+        with RemoteIndex.create(server.url, token, keys, DELTA, retries=0) as index:
+            index.add(gallery[:100])
+            stage = tmp_path / "stage"
+            stage.mkdir()
+            (stage / "manifest.json").write_text(json.dumps(index.manifest))
+            encmatch.Enroller(keys / "server").enroll(stage, gallery[100:200])
+            manifest = json.loads((stage / "manifest.json").read_text())
+            name = manifest["groups"][-1]["file"]
+            h = parse_header((stage / name).read_bytes())
+            payload = np.random.default_rng(2).bytes(h.payload_length)
+            head = b"ENCMATCH" + struct.pack("<H", 1)
+            for field in (h.kind, h.fingerprint, h.key_id):
+                head += struct.pack("<H", len(field)) + field.encode()
+            head += struct.pack("<Q", len(payload)) + payload
+            (stage / name).write_bytes(head + hashlib.sha256(head).digest())
+            with ServiceClient(server.url, token, retries=0) as c:
+                assert c.upload_file(index.id, stage / name)["complete"]
+                with pytest.raises(encmatch.Corrupt, match="generation 2 is still served"):
+                    c.commit(index.id, manifest)
+                assert c.index(index.id)["count"] == 100 and c.index(index.id)["uploads"] == []
+            assert not (data_dir / "tenants" / "alice" / index.id / "files" / name).exists()
+            assert_exact(index, gallery[:100], queries[:3])

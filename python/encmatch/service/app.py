@@ -524,8 +524,9 @@ def create_app(config: ServiceConfig) -> FastAPI:
         """Load a prepared generation; raise :class:`_Refused` with the core's error and what it blames.
 
         With ``isolate_commit_check`` a child process first loads the
-        new groups with the index's key files; only then does this process
-        load the whole generation. A refusal blames the new uploads, and
+        new groups with the index's key files, decoding every group record
+        (also when ``memory_budget`` would stream them); only then does
+        this process load the whole generation. A refusal blames the new uploads, and
         the key files too while no generation with entries has proven them
         (the core loads keys only with at least one group).
         """
@@ -535,7 +536,8 @@ def create_app(config: ServiceConfig) -> FastAPI:
         blame = "uploads" if storage.keys_proven(gen.tenant, gen.index_id) else "all"
         try:
             if config.isolate_commit_check and config.backend is None and picked:
-                check_in_subprocess(gen.path, gen.keys_dir, config.memory_budget, picked)
+                # no memory budget: a streamed index would not decode its groups at load, the child must
+                check_in_subprocess(gen.path, gen.keys_dir, 0, picked)
             return open_generation(gen.path, gen.keys_dir, config.memory_budget, config.backend)
         except EncmatchError as exc:
             raise _Refused(exc, blame) from None
