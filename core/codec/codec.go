@@ -1,4 +1,5 @@
-// Package codec decodes Lattigo ciphertexts from untrusted bytes.
+// Package codec decodes Lattigo ciphertexts and keys from untrusted bytes
+// (keys: keys.go).
 //
 // Lattigo's decoders allocate whatever the length fields inside the bytes
 // ask for, so a crafted query could make a server allocate terabytes and die.

@@ -16,9 +16,10 @@ import (
 // fields inside the bytes (structs.Vector and structs.Matrix allocate
 // make([]T, n) for whatever n they read), so one field set to 2^36 makes a
 // process die with "fatal error: runtime: out of memory", which no recover
-// catches. Each decoder below therefore allocates the key of the expected
-// shape for the parameters, checks that the bytes have exactly its size and
-// that every length and shape field equals the key's, and only then decodes
+// catches. Each decoder below therefore checks that the bytes have exactly
+// the size of a key of the parameters (computed, before anything is
+// allocated), allocates the key of that shape, checks that every length and
+// shape field of the bytes equals the key's, and only then decodes
 // into the preallocated key (every slice already has the capacity Lattigo
 // asks for, so decoding allocates nothing sized by the data), and finally
 // checks that every coefficient is reduced modulo its prime.
