@@ -540,6 +540,15 @@ def test_secret_material_refused_by_content(server, keys, threshold_setup):
         a_id = c.post("/v1/indexes", json={"keys": a_meta}).json()["id"]
         r = upload_raw(c, a_id, "group-000000.ct", label_key)
         assert (r.status_code, r.json()["kind"]) == (403, "forbidden") and "secret" in r.json()["error"]
+        # a header too long to be read within the first 64 KiB: refused before anything past it is stored
+        giant = seal("k" * 65535, meta["fingerprint"], meta["key_id"], b"g" * 200000)
+        r = c.put(f"/v1/indexes/{index_id}/files/group-000000.ct",
+                  json={"size": len(giant), "sha256": hashlib.sha256(giant).hexdigest()})
+        assert r.status_code == 200
+        r = c.patch(f"/v1/indexes/{index_id}/files/group-000000.ct", params={"offset": 0}, content=giant[:70000],
+                    headers={"X-Chunk-SHA256": hashlib.sha256(giant[:70000]).hexdigest()})
+        assert (r.status_code, r.json()["kind"]) == (422, "corrupt"), r.text
+        assert c.get(f"/v1/indexes/{index_id}/files/group-000000.ct").status_code == 404
         # a public kind in the wrong place is a mismatch, not stored either
         r = upload_raw(c, index_id, "group-000000.ct", (root / "receiver" / "receiver.pub").read_bytes())
         assert (r.status_code, r.json()["kind"]) == (422, "mismatch")

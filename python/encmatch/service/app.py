@@ -222,7 +222,8 @@ class _Admission:
         elif reserve and self.body_bytes + reserve > cfg.max_body_inflight:
             problem = f"{self.body_bytes} bytes of request bodies in flight (limit {cfg.max_body_inflight})"
         elif reserve and mine[1] + reserve > cfg.max_tenant_body_inflight:
-            problem = f"{mine[1]} bytes of this tenant's request bodies in flight (limit {cfg.max_tenant_body_inflight})"
+            problem = (f"{mine[1]} bytes of this tenant's request bodies in flight "
+                       f"(limit {cfg.max_tenant_body_inflight})")
         if problem is not None:
             self.refused += 1
             await _error_response(Busy(f"busy: {problem}; retry later"))(scope, receive, send)
@@ -299,7 +300,8 @@ class _Admission:
 
 
 class _Refused(Exception):
-    """A commit the core refused: its error, and what it blames (``uploads``: the new uploads; ``all``: those and the key files)."""
+    """A commit the core refused: its error, and what it blames (``uploads``: the new uploads;
+    ``all``: those and the key files)."""
 
     def __init__(self, error: EncmatchError, blame: str):
         """``error`` from the core; ``blame`` what is deleted."""

@@ -279,8 +279,7 @@ def run_overload(url: str, token: str, index_id: str, keys: str | os.PathLike, q
         loop = asyncio.get_running_loop()
         stop = loop.time() + seconds
         limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-        async with httpx.AsyncClient(base_url=url, headers=auth, timeout=timeout, limits=limits) as c, \
-                httpx.AsyncClient(base_url=url, timeout=timeout) as hc:
+        async with httpx.AsyncClient(base_url=url, headers=auth, timeout=timeout, limits=limits) as c:
 
             async def worker(i: int) -> None:
                 n = 0

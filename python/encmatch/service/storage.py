@@ -610,8 +610,9 @@ class Storage:
         try:
             h = parse_header(head)
         except FrameError as exc:
-            if exc.truncated and len(head) < size:
+            if exc.truncated and len(head) < min(size, _HEAD):
                 return  # the header is not complete yet; checked again with the next chunk
+            # (a header longer than _HEAD is refused: no byte past it is stored before the kind is known)
             self._drop_upload(d, name)
             raise Corrupt(f"{name}: {exc}") from None
         meta = _read_json(d / "keys" / "keys.json")
