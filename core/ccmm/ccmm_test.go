@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"testing"
+	"time"
 )
 
 // irisLike returns rows x cols entries m*(1-2c) in {-1,0,1}: codes c
@@ -93,7 +94,13 @@ func runCCMM(t *testing.T, p *Params, d1, d3 int, seed uint64) {
 	mq := queryFrom(rng, mdb, d3)
 	want, _ := MulInt(mdb, mq)
 
+	tm := time.Now()
+	lap := func(what string) {
+		t.Logf("%-28s %8.2f s", what, time.Since(tm).Seconds())
+		tm = time.Now()
+	}
 	qct, err := p.EncryptQuery(sk, mq)
+	lap("encrypt query")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,10 +110,12 @@ func runCCMM(t *testing.T, p *Params, d1, d3 int, seed uint64) {
 	}
 	checkNoise(t, "query (fresh, mod Q)", e, p.FreshBound())
 
+	tm = time.Now()
 	db, err := p.EncryptDB(sk, mdb)
 	if err != nil {
 		t.Fatal(err)
 	}
+	lap("encrypt database")
 	e, _ = Noise(p.DB, sk.DB, db.Enc, mdb)
 	checkNoise(t, "database K*M (mod QK)", e, p.FreshBound())
 	msRes := p.MulSecret(sk.Query, mdb)
@@ -117,17 +126,21 @@ func runCCMM(t *testing.T, p *Params, d1, d3 int, seed uint64) {
 	e, _ = Noise(p.DB, sk.DB, db.EncS, ms)
 	checkNoise(t, "database K*M*S_q (mod QK)", e, p.FreshBound())
 
+	tm = time.Now()
 	raw, err := p.MultiplyRaw(db, qct)
 	if err != nil {
 		t.Fatal(err)
 	}
+	lap("extend query + GEMMs")
 	e, _ = Noise(p.DB, sk.DB, raw, want)
 	checkNoise(t, "GEMMs (mod QK, scale K*D)", e, p.RawBound())
 
+	tm = time.Now()
 	res, err := p.Rescale(raw)
 	if err != nil {
 		t.Fatal(err)
 	}
+	lap("rescale by K")
 	e, _ = Noise(p.DB, sk.DB, res, want)
 	checkNoise(t, "rescaled (mod Q, scale D)", e, p.ResultBound())
 	if e >= float64(p.Delta)/2 {

@@ -125,15 +125,12 @@ func parallelRows(rows int, f func(i0, i1 int)) {
 	wg.Wait()
 }
 
+// reduce maps v to its centered residue modulo odd q, in [-(q-1)/2, (q-1)/2].
 func reduce(v int64, q int64) int32 {
 	r := v % q
 	if r > q/2 {
 		r -= q
 	} else if r < -q/2 {
-		r += q
-	}
-	// (-q/2, q/2] for odd q
-	if r <= -(q+1)/2 {
 		r += q
 	}
 	return int32(r)

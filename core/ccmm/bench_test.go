@@ -1,0 +1,61 @@
+package ccmm
+
+import (
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"testing"
+)
+
+// benchDims returns the GEMM size of the benchmark: m database rows (a
+// slice of the 2^14 of one group; ENCMATCH_CCMM_BENCH_ROWS, default 256),
+// inner dimension 16,384 (the iris code length) and 992 query columns (32
+// eyes x 31 rotations): one of the four GEMMs of the CCMM for one prime.
+func benchDims() (m, k, n int) {
+	m = 256
+	if v, err := strconv.Atoi(os.Getenv("ENCMATCH_CCMM_BENCH_ROWS")); err == nil && v > 0 {
+		m = v &^ 1
+	}
+	return m, 1 << 14, 992
+}
+
+func benchOperands(m, k, n int, q uint64) (Mat, Mat) {
+	rng := rand.New(rand.NewPCG(9, 1))
+	x, yt := NewMat(m, k), NewMat(n, k)
+	for i := range x.Data {
+		x.Data[i] = int32(rng.Int64N(int64(q))) - int32(q/2)
+	}
+	for i := range yt.Data {
+		yt.Data[i] = int32(rng.Int64N(int64(q))) - int32(q/2)
+	}
+	return x, yt
+}
+
+// BenchmarkGEMMInt64 measures the int64 GEMM modulo a 20-bit prime
+// (int32 residues, int64 accumulators), in GMAC/s.
+func BenchmarkGEMMInt64(b *testing.B) {
+	m, k, n := benchDims()
+	q := uint64(1048193)
+	x, yt := benchOperands(m, k, n, q)
+	b.ResetTimer()
+	for range b.N {
+		GEMM(x, yt, q)
+	}
+	b.ReportMetric(float64(m)*float64(k)*float64(n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GMAC/s")
+}
+
+// BenchmarkGEMMFloat64 is the same product with float64 arithmetic
+// (exact: 2^14 * (2^19)^2 < 2^53).
+func BenchmarkGEMMFloat64(b *testing.B) {
+	m, k, n := benchDims()
+	q := uint64(1048193)
+	x, yt := benchOperands(m, k, n, q)
+	xf, ytf := x.ToFloat(), yt.ToFloat()
+	b.ResetTimer()
+	for range b.N {
+		if _, err := GEMMFloat(xf, ytf, q); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(m)*float64(k)*float64(n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GMAC/s")
+}
