@@ -146,10 +146,13 @@ func gemmInt(x, yt Mat, q uint64, c Mat, i0, i1 int) {
 		x1 := x.Data[(i+1)*k : (i+2)*k]
 		j := 0
 		for ; j+3 < n; j += 4 {
-			y0 := yt.Data[j*k : (j+1)*k]
-			y1 := yt.Data[(j+1)*k : (j+2)*k]
-			y2 := yt.Data[(j+2)*k : (j+3)*k]
-			y3 := yt.Data[(j+3)*k : (j+4)*k]
+			// Reslicing to len(x0) lets the compiler drop the bounds checks
+			// of the inner loop.
+			x1 := x1[:len(x0)]
+			y0 := yt.Data[j*k : (j+1)*k][:len(x0)]
+			y1 := yt.Data[(j+1)*k : (j+2)*k][:len(x0)]
+			y2 := yt.Data[(j+2)*k : (j+3)*k][:len(x0)]
+			y3 := yt.Data[(j+3)*k : (j+4)*k][:len(x0)]
 			var c00, c01, c02, c03, c10, c11, c12, c13 int64
 			for l := range x0 {
 				a0, a1 := int64(x0[l]), int64(x1[l])
@@ -228,10 +231,11 @@ func gemmFloat(x, yt FloatMat, q uint64, c Mat, i0, i1 int) {
 		x1 := x.Data[(i+1)*k : (i+2)*k]
 		j := 0
 		for ; j+3 < n; j += 4 {
-			y0 := yt.Data[j*k : (j+1)*k]
-			y1 := yt.Data[(j+1)*k : (j+2)*k]
-			y2 := yt.Data[(j+2)*k : (j+3)*k]
-			y3 := yt.Data[(j+3)*k : (j+4)*k]
+			x1 := x1[:len(x0)]
+			y0 := yt.Data[j*k : (j+1)*k][:len(x0)]
+			y1 := yt.Data[(j+1)*k : (j+2)*k][:len(x0)]
+			y2 := yt.Data[(j+2)*k : (j+3)*k][:len(x0)]
+			y3 := yt.Data[(j+3)*k : (j+4)*k][:len(x0)]
 			var c00, c01, c02, c03, c10, c11, c12, c13 float64
 			for l := range x0 {
 				a0, a1 := x0[l], x1[l]
