@@ -97,23 +97,25 @@ func (p *Params) MulSecret(qkeys Keys, m IntMat) []Mat {
 	for i := range out {
 		out[i] = NewMat(m.Rows, n)
 	}
-	row, acc, tmp := r.NewPoly(), r.NewPoly(), r.NewPoly()
-	for i := 0; i < m.Rows; i++ {
-		acc.Zero()
-		for t := range qkeys {
-			for pi, q := range r.ModuliChain() {
-				for k := 0; k < n; k++ {
-					row.Coeffs[pi][k] = modInt(m.Data[i*m.Cols+t*n+k], q)
+	parallelRows(m.Rows, func(i0, i1 int) {
+		row, acc, tmp := r.NewPoly(), r.NewPoly(), r.NewPoly()
+		for i := i0; i < i1; i++ {
+			acc.Zero()
+			for t := range qkeys {
+				for pi, q := range r.ModuliChain() {
+					for k := 0; k < n; k++ {
+						row.Coeffs[pi][k] = modInt(m.Data[i*m.Cols+t*n+k], q)
+					}
 				}
+				r.NTT(row, tmp)
+				r.MulCoeffsMontgomeryThenAdd(tmp, sInv[t], acc)
 			}
-			r.NTT(row, tmp)
-			r.MulCoeffsMontgomeryThenAdd(tmp, sInv[t], acc)
+			r.INTT(acc, tmp)
+			for pi := range out {
+				copy32(out[pi].Data[i*n:(i+1)*n], tmp.Coeffs[pi])
+			}
 		}
-		r.INTT(acc, tmp)
-		for pi := range out {
-			copy32(out[pi].Data[i*n:(i+1)*n], tmp.Coeffs[pi])
-		}
-	}
+	})
 	return out
 }
 
@@ -257,13 +259,16 @@ func (p *Params) extend(ms []Mat) []Mat {
 	for range p.K {
 		out = append(out, NewMat(rows, cols))
 	}
-	pq, pk := rQ.NewPoly(), rK.NewPoly()
-	for j := 0; j < cols; j++ {
+	pq, pk := newPolys(rQ, tile), newPolys(rK, tile)
+	for j0 := 0; j0 < cols; j0 += tile {
+		nc := min(tile, cols-j0)
 		for r0 := 0; r0 < rows; r0 += n {
-			getCol(ms, p.Q, pq, r0, j)
-			be.ModUpQtoP(rQ.Level(), rK.Level(), pq, pk)
-			rK.Reduce(pk, pk)
-			putCol(out[len(p.Q):], p.K, pk, r0, j)
+			getCols(ms, p.Q, pq[:nc], r0, j0)
+			for c := 0; c < nc; c++ {
+				be.ModUpQtoP(rQ.Level(), rK.Level(), pq[c], pk[c])
+				rK.Reduce(pk[c], pk[c])
+			}
+			putCols(out[len(p.Q):], p.K, pk[:nc], r0, j0)
 		}
 	}
 	return out
@@ -286,16 +291,19 @@ func (p *Params) Rescale(raw *SharedA) (*SharedA, error) {
 		out.B = append(out.B, NewMat(raw.Rows, raw.Cols))
 	}
 	rOut := r.AtLevel(len(p.Q) - 1)
-	pin, buf, pout := r.NewPoly(), r.NewPoly(), rOut.NewPoly()
-	do := func(src []Mat, dst []Mat, r0, j int) {
-		getCol(src, all, pin, r0, j)
-		r.DivRoundByLastModulusMany(len(p.K), pin, buf, pout)
-		putCol(dst, p.Q, pout, r0, j)
+	pin, buf, pout := newPolys(r, tile), r.NewPoly(), newPolys(rOut, tile)
+	do := func(src []Mat, dst []Mat, r0, j0, nc int) {
+		getCols(src, all, pin[:nc], r0, j0)
+		for c := 0; c < nc; c++ {
+			r.DivRoundByLastModulusMany(len(p.K), pin[c], buf, pout[c])
+		}
+		putCols(dst, p.Q, pout[:nc], r0, j0)
 	}
-	for j := 0; j < raw.Cols; j++ {
-		do(raw.A, out.A, 0, j)
+	for j0 := 0; j0 < raw.Cols; j0 += tile {
+		nc := min(tile, raw.Cols-j0)
+		do(raw.A, out.A, 0, j0, nc)
 		for r0 := 0; r0 < raw.Rows; r0 += n {
-			do(raw.B, out.B, r0, j)
+			do(raw.B, out.B, r0, j0, nc)
 		}
 	}
 	return out, nil

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"runtime"
+	"sync"
 
 	"encmatch/core/errs"
 
@@ -66,52 +68,134 @@ func encryptSharedA(par rlwe.Parameters, keys Keys, level int, rows, cols int, p
 	if rows%n != 0 || rows/n != len(keys) {
 		return nil, fmt.Errorf("%w: %d rows need %d secrets of ring degree %d, have %d", errs.ErrInvalid, rows, (rows+n-1)/n, n, len(keys))
 	}
-	// Two keyed PRNGs (Lattigo's BLAKE2b XOF) with fresh 256-bit keys from
-	// crypto/rand: one for the a's (a later version may publish its key as
-	// the seed that replaces A), one for the errors (secret).
-	prngA, err := newKeyedPRNG()
-	if err != nil {
-		return nil, err
-	}
-	prngE, err := newKeyedPRNG()
-	if err != nil {
-		return nil, err
-	}
-	uni, err := ring.NewSampler(prngA, r, ring.Uniform{}, false)
-	if err != nil {
-		return nil, err
-	}
-	gauss, err := ring.NewSampler(prngE, r, par.Xe(), false)
-	if err != nil {
-		return nil, err
-	}
 	moduli := append([]uint64(nil), r.ModuliChain()[:level+1]...)
 	ct := &SharedA{LogN: r.LogN(), Rows: rows, Cols: cols, Moduli: moduli, Scale: new(big.Int).Set(scale)}
 	for range moduli {
 		ct.A = append(ct.A, NewMat(n, cols))
 		ct.B = append(ct.B, NewMat(rows, cols))
 	}
-	a, aNTT, b, m := r.NewPoly(), r.NewPoly(), r.NewPoly(), r.NewPoly()
-	for j := 0; j < cols; j++ {
-		uni.Read(a)
-		putCol(ct.A, moduli, a, 0, j)
-		r.NTT(a, aNTT)
-		for t := range keys {
-			r.MulCoeffsMontgomery(aNTT, keys[t].Value.Q, b)
-			r.INTT(b, b)
-			r.Neg(b, b)
-			gauss.ReadAndAdd(b)
-			for i := range moduli {
-				for k := 0; k < n; k++ {
-					m.Coeffs[i][k] = plain(i, t*n+k, j)
-				}
+	// Columns are independent: GOMAXPROCS workers, each with its own
+	// samplers and buffers (Lattigo's samplers are not safe for concurrent
+	// use). Each worker draws from two keyed PRNGs (Lattigo's BLAKE2b XOF)
+	// with fresh 256-bit keys from crypto/rand: one for the a's (a later
+	// version may publish such a key as the seed that replaces A), one for
+	// the errors (secret).
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstErr error
+	workers := max(1, min(runtime.GOMAXPROCS(0), (cols+tile-1)/tile))
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			if err := encryptColumns(par, r, keys, ct, plain, scale, w, workers); err != nil {
+				mu.Lock()
+				firstErr = err
+				mu.Unlock()
 			}
-			r.MulScalarBigint(m, scale, m)
-			r.Add(b, m, b)
-			putCol(ct.B, moduli, b, t*n, j)
-		}
+		}(w)
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return nil, firstErr
 	}
 	return ct, nil
+}
+
+// encryptColumns encrypts the tiles of columns w, w+step, w+2*step, ...
+// of ct.
+func encryptColumns(par rlwe.Parameters, r *ring.Ring, keys Keys, ct *SharedA, plain plainFunc, scale *big.Int, w, step int) error {
+	prngA, err := newKeyedPRNG()
+	if err != nil {
+		return err
+	}
+	prngE, err := newKeyedPRNG()
+	if err != nil {
+		return err
+	}
+	uni, err := ring.NewSampler(prngA, r, ring.Uniform{}, false)
+	if err != nil {
+		return err
+	}
+	gauss, err := ring.NewSampler(prngE, r, par.Xe(), false)
+	if err != nil {
+		return err
+	}
+	n, moduli := r.N(), ct.Moduli
+	aNTT, m := r.NewPoly(), r.NewPoly()
+	as := newPolys(r, tile)
+	bs := make([][]ring.Poly, len(keys))
+	for t := range bs {
+		bs[t] = newPolys(r, tile)
+	}
+	for j0 := w * tile; j0 < ct.Cols; j0 += step * tile {
+		nc := min(tile, ct.Cols-j0)
+		for c := 0; c < nc; c++ {
+			j := j0 + c
+			a := as[c]
+			uni.Read(a)
+			r.NTT(a, aNTT)
+			for t := range keys {
+				b := bs[t][c]
+				r.MulCoeffsMontgomery(aNTT, keys[t].Value.Q, b)
+				r.INTT(b, b)
+				r.Neg(b, b)
+				gauss.ReadAndAdd(b)
+				for i := range moduli {
+					for k := 0; k < n; k++ {
+						m.Coeffs[i][k] = plain(i, t*n+k, j)
+					}
+				}
+				r.MulScalarBigint(m, scale, m)
+				r.Add(b, m, b)
+			}
+		}
+		putCols(ct.A, moduli, as[:nc], 0, j0)
+		for t := range keys {
+			putCols(ct.B, moduli, bs[t][:nc], t*n, j0)
+		}
+	}
+	return nil
+}
+
+// tile is the number of columns read or written together: 16 int32
+// residues fill one 64-byte cache line of a row-major matrix.
+const tile = 16
+
+func newPolys(r *ring.Ring, k int) []ring.Poly {
+	ps := make([]ring.Poly, k)
+	for i := range ps {
+		ps[i] = r.NewPoly()
+	}
+	return ps
+}
+
+// putCols writes polys (coefficient domain) into columns j0, j0+1, ...,
+// rows [row0, row0+N) of the residue matrices, row by row.
+func putCols(ms []Mat, moduli []uint64, ps []ring.Poly, row0, j0 int) {
+	for i, q := range moduli {
+		m := ms[i]
+		for k := 0; k < ps[0].N(); k++ {
+			row := m.Data[(row0+k)*m.Cols+j0 : (row0+k)*m.Cols+j0+len(ps)]
+			for c := range row {
+				row[c] = center(ps[c].Coeffs[i][k], q)
+			}
+		}
+	}
+}
+
+// getCols reads columns j0, j0+1, ..., rows [row0, row0+N) of the residue
+// matrices into polys, row by row.
+func getCols(ms []Mat, moduli []uint64, ps []ring.Poly, row0, j0 int) {
+	for i, q := range moduli {
+		m := ms[i]
+		for k := 0; k < ps[0].N(); k++ {
+			row := m.Data[(row0+k)*m.Cols+j0 : (row0+k)*m.Cols+j0+len(ps)]
+			for c, v := range row {
+				ps[c].Coeffs[i][k] = uncenter(v, q)
+			}
+		}
+	}
 }
 
 func newKeyedPRNG() (sampling.PRNG, error) {
@@ -120,28 +204,6 @@ func newKeyedPRNG() (sampling.PRNG, error) {
 		return nil, err
 	}
 	return sampling.NewKeyedPRNG(key)
-}
-
-// putCol writes poly p (coefficient domain) into column col, rows
-// [row0, row0+N) of the residue matrices.
-func putCol(ms []Mat, moduli []uint64, p ring.Poly, row0, col int) {
-	for i, q := range moduli {
-		m := ms[i]
-		for k, v := range p.Coeffs[i][:p.N()] {
-			m.Data[(row0+k)*m.Cols+col] = center(v, q)
-		}
-	}
-}
-
-// getCol reads column col, rows [row0, row0+N) of the residue matrices
-// into p.
-func getCol(ms []Mat, moduli []uint64, p ring.Poly, row0, col int) {
-	for i, q := range moduli {
-		m := ms[i]
-		for k := range p.Coeffs[i][:p.N()] {
-			p.Coeffs[i][k] = uncenter(m.Data[(row0+k)*m.Cols+col], q)
-		}
-	}
 }
 
 // forPhase calls f with B + S*A (the scaled plaintext plus noise) of
@@ -161,16 +223,21 @@ func forPhase(par rlwe.Parameters, keys Keys, ct *SharedA, f func(r *ring.Ring, 
 	if ct.Rows != n*len(keys) {
 		return fmt.Errorf("%w: %d rows, %d secrets of degree %d", errs.ErrMismatch, ct.Rows, len(keys), n)
 	}
-	a, b, tmp := r.NewPoly(), r.NewPoly(), r.NewPoly()
-	for j := 0; j < ct.Cols; j++ {
-		getCol(ct.A, ct.Moduli, a, 0, j)
-		r.NTT(a, a)
+	as, bs, tmp := newPolys(r, tile), newPolys(r, tile), r.NewPoly()
+	for j0 := 0; j0 < ct.Cols; j0 += tile {
+		nc := min(tile, ct.Cols-j0)
+		getCols(ct.A, ct.Moduli, as[:nc], 0, j0)
+		for c := 0; c < nc; c++ {
+			r.NTT(as[c], as[c])
+		}
 		for t := range keys {
-			r.MulCoeffsMontgomery(a, keys[t].Value.Q, tmp)
-			r.INTT(tmp, tmp)
-			getCol(ct.B, ct.Moduli, b, t*n, j)
-			r.Add(tmp, b, tmp)
-			f(r, tmp, t, j)
+			getCols(ct.B, ct.Moduli, bs[:nc], t*n, j0)
+			for c := 0; c < nc; c++ {
+				r.MulCoeffsMontgomery(as[c], keys[t].Value.Q, tmp)
+				r.INTT(tmp, tmp)
+				r.Add(tmp, bs[c], tmp)
+				f(r, tmp, t, j0+c)
+			}
 		}
 	}
 	return nil
