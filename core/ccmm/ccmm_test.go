@@ -84,7 +84,8 @@ var midIris = Literal{LogNDB: 7, LogNQ: 6, LogQ: []int{20, 20}, LogK: []int{20, 
 // runCCMM encrypts a database of d1 rows and a query of d3 columns, runs
 // the CCMM stage by stage, checks every stage's noise against its
 // predicted bound and the decrypted scores against the plaintext model.
-func runCCMM(t *testing.T, p *Params, d1, d3 int, seed uint64) {
+// With publicKey, the query is encrypted with the public key only.
+func runCCMM(t *testing.T, p *Params, d1, d3 int, seed uint64, publicKey bool) {
 	rng := rand.New(rand.NewPCG(seed, 1))
 	sk, err := p.GenSecrets(d1)
 	if err != nil {
@@ -99,8 +100,22 @@ func runCCMM(t *testing.T, p *Params, d1, d3 int, seed uint64) {
 		t.Logf("%-28s %8.2f s", what, time.Since(tm).Seconds())
 		tm = time.Now()
 	}
-	qct, err := p.EncryptQuery(sk, mq)
-	lap("encrypt query")
+	var qct *SharedA
+	if publicKey {
+		pk, err := p.GenQueryPublicKey(sk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tm = time.Now()
+		qct, err = p.EncryptQueryPK(pk, mq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lap("encrypt query (public key)")
+	} else {
+		qct, err = p.EncryptQuery(sk, mq)
+		lap("encrypt query (secret key)")
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +123,7 @@ func runCCMM(t *testing.T, p *Params, d1, d3 int, seed uint64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkNoise(t, "query (fresh, mod Q)", e, p.FreshBound())
+	checkNoise(t, "query (fresh, mod Q)", e, p.QueryFreshBound(publicKey))
 
 	tm = time.Now()
 	db, err := p.EncryptDB(sk, mdb)
@@ -133,7 +148,7 @@ func runCCMM(t *testing.T, p *Params, d1, d3 int, seed uint64) {
 	}
 	lap("extend query + GEMMs")
 	e, _ = Noise(p.DB, sk.DB, raw, want)
-	checkNoise(t, "GEMMs (mod QK, scale K*D)", e, p.RawBound())
+	checkNoise(t, "GEMMs (mod QK, scale K*D)", e, p.RawBoundFor(publicKey))
 
 	tm = time.Now()
 	res, err := p.Rescale(raw)
@@ -142,7 +157,7 @@ func runCCMM(t *testing.T, p *Params, d1, d3 int, seed uint64) {
 	}
 	lap("rescale by K")
 	e, _ = Noise(p.DB, sk.DB, res, want)
-	checkNoise(t, "rescaled (mod Q, scale D)", e, p.ResultBound())
+	checkNoise(t, "rescaled (mod Q, scale D)", e, p.ResultBoundFor(publicKey))
 	if e >= float64(p.Delta)/2 {
 		t.Fatalf("noise %.0f reaches Delta/2", e)
 	}
@@ -156,12 +171,13 @@ func runCCMM(t *testing.T, p *Params, d1, d3 int, seed uint64) {
 
 func TestCCMMToy(t *testing.T) {
 	p := mustParams(t, Toy)
-	runCCMM(t, p, 2*p.NDB, 7, 1)
+	t.Run("secret-key query", func(t *testing.T) { runCCMM(t, p, 2*p.NDB, 7, 1, false) })
+	t.Run("public-key query", func(t *testing.T) { runCCMM(t, p, 2*p.NDB, 7, 11, true) })
 }
 
 func TestCCMMIrisLength(t *testing.T) {
 	p := mustParams(t, midIris)
-	runCCMM(t, p, p.NDB, 5, 2)
+	runCCMM(t, p, p.NDB, 5, 2, true)
 }
 
 // TestCCMMIrisPreset runs the secure iris parameters (N_db = 2^14, N_q =
@@ -175,7 +191,7 @@ func TestCCMMIrisPreset(t *testing.T) {
 	if err := p.Secure(); err != nil {
 		t.Fatal(err)
 	}
-	runCCMM(t, p, p.NDB, 2, 3)
+	runCCMM(t, p, p.NDB, 2, 3, true)
 }
 
 // TestMulSecret checks the ring computation of M*S_q against the explicit

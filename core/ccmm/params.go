@@ -73,8 +73,10 @@ type Literal struct {
 
 // Iris is the parameter set for papers/004's iris matching: codes of 16,384
 // positions in {-1,0,1}, database ring 2^14, query ring 2^13 (as in §6.1.1),
-// Q and K of two 20-bit primes each, Delta = 2^18.
-var Iris = Literal{LogNDB: 14, LogNQ: 13, LogQ: []int{20, 20}, LogK: []int{20, 20}, LogScale: 18, Inner: 1 << 14}
+// Q and K of two 20-bit primes each, Delta = 2^22 (room for the noise of
+// a public-key query: 2^18.4 predicted; Q/Delta = 2^18.3 holds the scores,
+// |score| <= 2^14).
+var Iris = Literal{LogNDB: 14, LogNQ: 13, LogQ: []int{20, 20}, LogK: []int{20, 20}, LogScale: 22, Inner: 1 << 14}
 
 // Toy is a small, INSECURE parameter set for fast tests only.
 var Toy = Literal{LogNDB: 6, LogNQ: 5, LogQ: []int{20, 20}, LogK: []int{20, 20}, LogScale: 12, Inner: 128}
@@ -240,23 +242,32 @@ func (p *Params) ratioQK() float64 {
 }
 
 // RawBound predicts the noise of the CCMM result before the rescale (modulo
-// Q*K, scale K*Delta): K*M_db*E_q + E1*B_q + E2*A_q with B_q, A_q uniform
-// modulo Q.
-func (p *Params) RawBound() float64 {
+// Q*K, scale K*Delta) for a public-key query (the larger noise):
+// K*M_db*E_q + E1*B_q + E2*A_q with B_q, A_q uniform modulo Q.
+func (p *Params) RawBound() float64 { return p.RawBoundFor(true) }
+
+// RawBoundFor is RawBound for a query encrypted with the public key or
+// with the secrets.
+func (p *Params) RawBoundFor(publicKey bool) float64 {
 	k, _ := new(big.Float).SetInt(p.ModulusK()).Float64()
 	q, _ := new(big.Float).SetInt(p.ModulusQ()).Float64()
 	w := float64(p.Lit.MaxAbsDB)
-	v := k*k*float64(p.Lit.Inner)*w*w*p.sigma*p.sigma + float64(p.Lit.Inner+p.NQ)*p.sigma*p.sigma*q*q/12
+	v := k*k*float64(p.Lit.Inner)*w*w*p.queryNoiseVar(publicKey) + float64(p.Lit.Inner+p.NQ)*p.sigma*p.sigma*q*q/12
 	return Tail * math.Sqrt(v)
 }
 
 // ResultBound predicts the noise of the CCMM result after the rescale by K
-// (modulo Q, scale Delta): M_db*E_q + (E1*B_q + E2*A_q)/K plus the rounding
-// of a and b (at most 1/2 per division, times the ternary secret for a).
-func (p *Params) ResultBound() float64 {
+// (modulo Q, scale Delta) for a public-key query: M_db*E_q + (E1*B_q +
+// E2*A_q)/K plus the rounding of a and b (at most 1/2 per division, times
+// the ternary secret for a). NewParams requires it below Delta/2.
+func (p *Params) ResultBound() float64 { return p.ResultBoundFor(true) }
+
+// ResultBoundFor is ResultBound for a query encrypted with the public key
+// or with the secrets.
+func (p *Params) ResultBoundFor(publicKey bool) float64 {
 	w := float64(p.Lit.MaxAbsDB)
 	r := p.ratioQK()
-	v := float64(p.Lit.Inner)*w*w*p.sigma*p.sigma +
+	v := float64(p.Lit.Inner)*w*w*p.queryNoiseVar(publicKey) +
 		float64(p.Lit.Inner+p.NQ)*p.sigma*p.sigma*r*r/12 +
 		2.0/12*(1+float64(p.NDB)*2/3)
 	return Tail * math.Sqrt(v)
