@@ -559,9 +559,12 @@ class Storage:
         received already is checked against the stored bytes and only its
         new part is written (a retried chunk is harmless); an offset beyond
         what was received is a Conflict naming the offset to resume at.
-        Before the first byte is stored the frame header is checked: a
-        secret key is Forbidden, another key set or parameter set is a
-        Mismatch. When the last byte arrives the whole file is verified and
+        Before the first byte is stored the frame header is checked
+        against :func:`allowed_kinds`: a kind outside it that is not a known
+        public one (secret keys, threshold shares, receiver secret keys,
+        unknown kinds) is Forbidden, a public kind in the wrong place,
+        another key set or parameter set a Mismatch, a header that does not
+        fit the first 64 KiB Corrupt; each drops the upload. When the last byte arrives the whole file is verified and
         moved into place (a failed verification drops the upload).
         """
         if chunk_sha256 is None or hashlib.sha256(data).hexdigest() != chunk_sha256.lower():
