@@ -133,13 +133,15 @@ func runCCMM(t *testing.T, p *Params, d1, d3 int, seed uint64, publicKey bool) {
 	lap("encrypt database")
 	e, _ = Noise(p.DB, sk.DB, db.Enc, mdb)
 	checkNoise(t, "database K*M (mod QK)", e, p.FreshBound())
-	msRes := p.MulSecret(sk.Query, mdb)
-	ms := NewIntMat(d1, p.NQ)
-	for i, v := range msRes[0].Data {
-		ms.Data[i] = int64(center(uint64(v), p.Q[0]))
+	if d1*p.NQ <= 1<<22 { // the model of M*S_q costs memory: small sizes only
+		msRes := p.MulSecret(sk.Query, mdb)
+		ms := NewIntMat(d1, p.NQ)
+		for i, v := range msRes[0].Data {
+			ms.Data[i] = int64(center(uint64(v), p.Q[0]))
+		}
+		e, _ = Noise(p.DB, sk.DB, db.EncS, ms)
+		checkNoise(t, "database K*M*S_q (mod QK)", e, p.FreshBound())
 	}
-	e, _ = Noise(p.DB, sk.DB, db.EncS, ms)
-	checkNoise(t, "database K*M*S_q (mod QK)", e, p.FreshBound())
 
 	tm = time.Now()
 	raw, err := p.MultiplyRaw(db, qct)
@@ -192,6 +194,23 @@ func TestCCMMIrisPreset(t *testing.T) {
 		t.Fatal(err)
 	}
 	runCCMM(t, p, p.NDB, 2, 3, true)
+}
+
+// TestCCMMSecureRings runs the secure iris rings and moduli (N_db = 2^14,
+// N_q = 2^13, Q and K of 2 x 20 bits, Delta = 2^22) with half the code
+// length (8,192 positions) on 2^14 database rows: about 10 GB, minutes.
+// Only with ENCMATCH_CCMM_SLOW=1.
+func TestCCMMSecureRings(t *testing.T) {
+	if testing.Short() || os.Getenv("ENCMATCH_CCMM_SLOW") != "1" {
+		t.Skip("slow test at the secure iris rings: set ENCMATCH_CCMM_SLOW=1 to run it")
+	}
+	lit := Iris
+	lit.Inner = 1 << 13
+	p := mustParams(t, lit)
+	if err := p.Secure(); err != nil {
+		t.Fatal(err)
+	}
+	runCCMM(t, p, p.NDB, 2, 12, true)
 }
 
 // TestMulSecret checks the ring computation of M*S_q against the explicit
