@@ -47,19 +47,22 @@ def keys(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def service(tmp_path_factory, keys):
-    """A service (4 MiB bodies, 8 searches queued, body deadline 1.5 s) with one index of 600 entries."""
+    """A service (4 MiB bodies, 8 searches queued, body deadline 1.5 s, header deadline 3 s) with
+    one index of 600 entries."""
     data_dir = tmp_path_factory.mktemp("load") / "data"
     token = add_tenant(data_dir, "alice")
-    old = os.environ.get("ENCMATCH_BODY_TIMEOUT")
-    os.environ["ENCMATCH_BODY_TIMEOUT"] = "1.5"
+    deadlines = {"ENCMATCH_BODY_TIMEOUT": "1.5", "ENCMATCH_HEADER_TIMEOUT": "3"}
+    old = {k: os.environ.get(k) for k in deadlines}
+    os.environ.update(deadlines)
     try:
         proc = ServerProcess(data_dir, "--allow-insecure", "--max-body-mb", "4", "--max-queue", "8",
                              "--no-access-log").start()
     finally:
-        if old is None:
-            os.environ.pop("ENCMATCH_BODY_TIMEOUT")
-        else:
-            os.environ["ENCMATCH_BODY_TIMEOUT"] = old
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k)
+            else:
+                os.environ[k] = v
     gallery, _, queries = separated_gallery(np.random.default_rng(5), DIM, 600, 16)
     index = RemoteIndex.create(proc.url, token, keys, DELTA)
     index.add(gallery)
@@ -127,3 +130,27 @@ def test_stalled_body_is_408(service):
         assert (status, answer["kind"]) == (408, "request_timeout"), buf[:300]
         assert 1.0 < waited < 15.0, waited
     assert rss_bytes(proc.proc.pid)[0] > 0
+
+
+def test_unfinished_headers_closed(service):
+    """Connections that never finish a request's headers (or never send one) are closed after the
+    header deadline, so they cannot pile up to the connection limit; the service answers meanwhile."""
+    proc = service["proc"]
+    socks = [socket.create_connection(("127.0.0.1", proc.port), timeout=30) for _ in range(100)]
+    try:
+        for i, sock in enumerate(socks):
+            if i % 2:
+                sock.sendall(b"GET /v1/health HTTP/1.1\r\nHost: x\r\nX-Slow: ")  # never finished
+        t0 = time.monotonic()
+        assert httpx.get(proc.url + "/v1/health", timeout=5).status_code == 200
+        for sock in socks:
+            assert sock.recv(65536) == b""  # closed by the server, without an answer
+        waited = time.monotonic() - t0
+        assert 1.5 < waited < 20, waited
+    finally:
+        for sock in socks:
+            sock.close()
+    with httpx.Client(base_url=proc.url, timeout=10) as c:  # a keep-alive client is served as before
+        assert c.get("/v1/health").status_code == 200
+        time.sleep(1)
+        assert c.get("/v1/health").status_code == 200
