@@ -98,6 +98,9 @@ class ServiceConfig:
     #: Seconds a client may take to send each piece of a request body (else 408); the environment
     #: variable ENCMATCH_BODY_TIMEOUT sets another default (the tests use a short one).
     body_timeout: float = field(default_factory=lambda: float(os.environ.get("ENCMATCH_BODY_TIMEOUT", "60")))
+    #: Seconds a connection may stay without a request in progress (a request's headers must be
+    #: whole by then; ENCMATCH_HEADER_TIMEOUT sets another default); see :func:`header_deadline_protocol`.
+    header_timeout: float = field(default_factory=lambda: float(os.environ.get("ENCMATCH_HEADER_TIMEOUT", "30")))
     #: TCP connections uvicorn accepts at once (0: no limit of its own); beyond them it answers a
     #: plain-text 503, so it is far above max_requests, which answers in JSON.
     max_connections: int = 4096
@@ -297,6 +300,56 @@ class _Admission:
             return await receive()
 
         await self.app(scope, replay, send)
+
+
+def header_deadline_protocol(seconds: float) -> type:
+    """uvicorn's h11 protocol with a deadline for headers: a connection on which no request is in
+    progress ``seconds`` after it opened, or after its last answer, is closed.
+
+    uvicorn has no such timeout of its own: a client that opens connections
+    and never finishes a request's headers would hold them for good, up to
+    the connection limit, and then nobody (``/v1/health`` included) would be
+    answered. A request in progress is not affected (its body has
+    ``body_timeout``, a search ``query_timeout``).
+    """
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class HeaderDeadlineProtocol(H11Protocol):
+        """H11Protocol that closes a connection idle without a complete request for ``seconds``."""
+
+        _deadline: asyncio.TimerHandle | None = None
+
+        def _arm(self) -> None:
+            """(Re)start the deadline."""
+            if self._deadline is not None:
+                self._deadline.cancel()
+            self._deadline = self.loop.call_later(seconds, self._expire)
+
+        def _expire(self) -> None:
+            """Close the connection unless a request is in progress on it."""
+            self._deadline = None
+            if (self.cycle is None or self.cycle.response_complete) and not self.transport.is_closing():
+                self.transport.close()
+
+        def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+            """Open, and start the deadline for the first request."""
+            super().connection_made(transport)
+            self._arm()
+
+        def on_response_complete(self) -> None:
+            """An answer is sent: the next request has ``seconds`` again."""
+            super().on_response_complete()
+            if not self.transport.is_closing():
+                self._arm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            """Closed: no deadline left behind."""
+            if self._deadline is not None:
+                self._deadline.cancel()
+                self._deadline = None
+            super().connection_lost(exc)
+
+    return HeaderDeadlineProtocol
 
 
 class _Refused(Exception):
@@ -711,6 +764,7 @@ def serve(config: ServiceConfig, host: str = "127.0.0.1", port: int = 8470, *, a
         refuse_url_tokens(app), host=host, port=port, access_log=access_log, log_level="info",
         timeout_graceful_shutdown=int(max(1, config.shutdown_grace)),
         limit_concurrency=config.max_connections or None,  # far above the JSON limits of _Admission
+        http=header_deadline_protocol(config.header_timeout),
         ssl_certfile=None if tls_cert is None else str(tls_cert),
         ssl_keyfile=None if tls_key is None else str(tls_key),
     )
