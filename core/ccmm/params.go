@@ -83,7 +83,7 @@ var Toy = Literal{LogNDB: 6, LogNQ: 5, LogQ: []int{20, 20}, LogK: []int{20, 20},
 
 // Params is a validated CCMM parameter set.
 type Params struct {
-	Lit   Literal
+	Lit   Literal  // the literal it was built from, defaults filled in
 	NDB   int      // database ring degree
 	NQ    int      // query ring degree
 	Q     []uint64 // query/result primes
@@ -285,12 +285,12 @@ func (p *Params) PlainProductBound(inner int, maxAbs int64) float64 {
 // SecurityCheck is one (ring degree, modulus, secret distribution) checked
 // against the HE standard's 128-bit table.
 type SecurityCheck struct {
-	What    string  `json:"what"`
-	LogN    int     `json:"log_n"`
-	LogQ    float64 `json:"log_q"`
-	MaxLogQ int     `json:"max_log_q"`
-	Secret  string  `json:"secret"`
-	OK      bool    `json:"ok"`
+	What    string  `json:"what"`      // which secrets
+	LogN    int     `json:"log_n"`     // log2 ring degree
+	LogQ    float64 `json:"log_q"`     // log2 of the largest modulus they are used at
+	MaxLogQ int     `json:"max_log_q"` // the HE standard's bound for LogN (0: not in the table)
+	Secret  string  `json:"secret"`    // the secret distribution
+	OK      bool    `json:"ok"`        // 128-bit secure by the table
 }
 
 // Security lists the checks of every key this package uses: the database
