@@ -8,6 +8,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"encmatch/core/errs"
 )
 
 // irisLike returns rows x cols entries m*(1-2c) in {-1,0,1}: codes c
@@ -379,6 +381,12 @@ func TestNegative(t *testing.T) {
 	bad.Enc = &enc
 	if _, err := good.Multiply(&bad, q); !errors.Is(err, ErrModulus) {
 		t.Fatalf("database without the factor K: %v, want ErrModulus", err)
+	}
+	// A public key with the wrong number of query secrets is refused.
+	pk, _ := good.GenQueryPublicKey(sk)
+	pk.B = pk.B[:len(pk.B)-1]
+	if _, err := good.EncryptQueryPK(pk, mq); !errors.Is(err, errs.ErrMismatch) {
+		t.Fatalf("public key missing a block: %v, want ErrMismatch", err)
 	}
 	// Entries outside the declared bound are refused.
 	mq.Data[0] = 2
