@@ -122,8 +122,7 @@ func encryptColumns(par rlwe.Parameters, r *ring.Ring, keys Keys, ct *SharedA, p
 		return err
 	}
 	n, moduli := r.N(), ct.Moduli
-	aNTT, m := r.NewPoly(), r.NewPoly()
-	as := newPolys(r, tile)
+	as, aNTT, ms := newPolys(r, tile), newPolys(r, tile), newPolys(r, tile)
 	bs := make([][]ring.Poly, len(keys))
 	for t := range bs {
 		bs[t] = newPolys(r, tile)
@@ -131,23 +130,27 @@ func encryptColumns(par rlwe.Parameters, r *ring.Ring, keys Keys, ct *SharedA, p
 	for j0 := w * tile; j0 < ct.Cols; j0 += step * tile {
 		nc := min(tile, ct.Cols-j0)
 		for c := 0; c < nc; c++ {
-			j := j0 + c
-			a := as[c]
-			uni.Read(a)
-			r.NTT(a, aNTT)
-			for t := range keys {
+			uni.Read(as[c])
+			r.NTT(as[c], aNTT[c])
+		}
+		for t := range keys {
+			// The plaintext is read row by row across the tile's columns
+			// (row-major sources stay in cache).
+			for i := range moduli {
+				for k := 0; k < n; k++ {
+					for c := 0; c < nc; c++ {
+						ms[c].Coeffs[i][k] = plain(i, t*n+k, j0+c)
+					}
+				}
+			}
+			for c := 0; c < nc; c++ {
 				b := bs[t][c]
-				r.MulCoeffsMontgomery(aNTT, keys[t].Value.Q, b)
+				r.MulCoeffsMontgomery(aNTT[c], keys[t].Value.Q, b)
 				r.INTT(b, b)
 				r.Neg(b, b)
 				gauss.ReadAndAdd(b)
-				for i := range moduli {
-					for k := 0; k < n; k++ {
-						m.Coeffs[i][k] = plain(i, t*n+k, j)
-					}
-				}
-				r.MulScalarBigint(m, scale, m)
-				r.Add(b, m, b)
+				r.MulScalarBigint(ms[c], scale, ms[c])
+				r.Add(b, ms[c], b)
 			}
 		}
 		putCols(ct.A, moduli, as[:nc], 0, j0)
