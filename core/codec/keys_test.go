@@ -1,6 +1,7 @@
 package codec
 
 import (
+	"encmatch/core/internal/fuzzpatch"
 	"encoding/binary"
 	"errors"
 	"runtime"
@@ -207,7 +208,7 @@ func fuzzPatched(f *testing.F, valid []byte, decode func([]byte) error) {
 	f.Add(uint16(len(valid)-8), []byte{1})
 	f.Add(uint16(100), []byte{0xA5, 1, 2, 3})
 	f.Fuzz(func(t *testing.T, at uint16, patch []byte) {
-		b := patched(valid, int(at), patch)
+		b := fuzzpatch.Patched(valid, int(at), patch)
 		if err := decode(b); err != nil && !errors.Is(err, errs.ErrCorrupt) {
 			t.Fatalf("error of another kind: %v", err)
 		}
@@ -234,19 +235,4 @@ func FuzzDecodeRelinearizationKey(f *testing.F) {
 func FuzzDecodeGaloisKey(f *testing.F) {
 	p := tinyParams()
 	fuzzKey(f, tinyKeySet().gk, func(b []byte) error { _, err := DecodeGaloisKey(b, p, "fuzz"); return err })
-}
-
-// patched returns a copy of valid with patch written at offset at (modulo
-// its length), or, when patch starts with 0xA5, valid cut at that offset
-// followed by the rest of patch.
-func patched(valid []byte, at int, patch []byte) []byte {
-	if len(patch) > 0 && patch[0] == 0xA5 {
-		cut := at % (len(valid) + 1)
-		return append(append(make([]byte, 0, cut+len(patch)), valid[:cut]...), patch[1:]...)
-	}
-	b := append([]byte(nil), valid...)
-	if len(b) > 0 {
-		copy(b[at%len(b):], patch)
-	}
-	return b
 }

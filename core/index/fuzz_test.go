@@ -2,6 +2,7 @@ package index
 
 import (
 	"bytes"
+	"encmatch/core/internal/fuzzpatch"
 	"encoding/json"
 	"errors"
 	"sync"
@@ -155,24 +156,9 @@ func FuzzGroupRecords(f *testing.F) {
 		if seededGroup {
 			valid = groups[1]
 		}
-		err := decodeGroup(patched(valid, int(at), patch), seededGroup)
+		err := decodeGroup(fuzzpatch.Patched(valid, int(at), patch), seededGroup)
 		if err != nil && !errors.Is(err, errs.ErrCorrupt) {
 			t.Fatalf("error of another kind: %v", err)
 		}
 	})
-}
-
-// patched returns a copy of valid with patch written at offset at (modulo
-// its length), or, when patch starts with 0xA5, valid cut at that offset
-// followed by the rest of patch.
-func patched(valid []byte, at int, patch []byte) []byte {
-	if len(patch) > 0 && patch[0] == 0xA5 {
-		cut := at % (len(valid) + 1)
-		return append(append(make([]byte, 0, cut+len(patch)), valid[:cut]...), patch[1:]...)
-	}
-	b := append([]byte(nil), valid...)
-	if len(b) > 0 {
-		copy(b[at%len(b):], patch)
-	}
-	return b
 }

@@ -1,6 +1,7 @@
 package result
 
 import (
+	"encmatch/core/internal/fuzzpatch"
 	"errors"
 	"math"
 	"reflect"
@@ -83,21 +84,6 @@ var tinyParams = sync.OnceValue(func() ckks.Parameters {
 	return p
 })
 
-// patched returns a copy of valid with patch written at offset at (modulo
-// its length), or, when patch starts with 0xA5, valid cut at that offset
-// followed by the rest of patch.
-func patched(valid []byte, at int, patch []byte) []byte {
-	if len(patch) > 0 && patch[0] == 0xA5 {
-		cut := at % (len(valid) + 1)
-		return append(append(make([]byte, 0, cut+len(patch)), valid[:cut]...), patch[1:]...)
-	}
-	b := append([]byte(nil), valid...)
-	if len(b) > 0 {
-		copy(b[at%len(b):], patch)
-	}
-	return b
-}
-
 // fuzzFrame fuzzes decode with the payload of a valid frame patched at an
 // offset the fuzzer chooses, then sealed again (checksum recomputed), so
 // that the decoders behind the frame check are exercised.
@@ -108,7 +94,7 @@ func fuzzFrame(f *testing.F, h envelope.Header, payload []byte, decode func([]by
 	f.Add(uint16(len(payload)-8), []byte{1})
 	f.Add(uint16(100), []byte{0xA5, 1, 2, 3})
 	f.Fuzz(func(t *testing.T, at uint16, patch []byte) {
-		err := decode(envelope.Seal(h, patched(payload, int(at), patch)))
+		err := decode(envelope.Seal(h, fuzzpatch.Patched(payload, int(at), patch)))
 		if err != nil && !errors.Is(err, errs.ErrCorrupt) && !errors.Is(err, errs.ErrMismatch) {
 			t.Fatalf("error of another kind: %v", err)
 		}

@@ -133,20 +133,10 @@ type boundSearch struct {
 // set named by want (Fingerprint, KeyID).
 func decodeSearch(data []byte, want envelope.Header, set *params.Set) (*boundSearch, error) {
 	want.Kind = KindSearch
-	payload, err := envelope.OpenExpect(data, want)
-	if err != nil {
-		return nil, err
-	}
-	js, rest, err := envelope.NextChunk(payload)
-	if err != nil {
-		return nil, err
-	}
-	if len(js) > maxHeader {
-		return nil, fmt.Errorf("%w: %s header of %d bytes", errs.ErrCorrupt, KindSearch, len(js))
-	}
 	head := new(SearchHead)
-	if err := json.Unmarshal(js, head); err != nil {
-		return nil, fmt.Errorf("%w: %s header: %v", errs.ErrCorrupt, KindSearch, err)
+	rest, err := openJSONHead(data, want, head)
+	if err != nil {
+		return nil, err
 	}
 	qb, rest, err := envelope.NextChunk(rest)
 	if err != nil {

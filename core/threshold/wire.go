@@ -129,6 +129,23 @@ const maxHeader = 1 << 20
 // openHead checks a frame against want, decodes its JSON header into head
 // and returns the polynomial bytes, still to be read with readPolys.
 func openHead(data []byte, want envelope.Header, head any) ([]byte, error) {
+	rest, err := openJSONHead(data, want, head)
+	if err != nil {
+		return nil, err
+	}
+	polys, rest, err := envelope.NextChunk(rest)
+	if err != nil {
+		return nil, err
+	}
+	if len(rest) != 0 {
+		return nil, fmt.Errorf("%w: %s: %d trailing bytes", errs.ErrCorrupt, want.Kind, len(rest))
+	}
+	return polys, nil
+}
+
+// openJSONHead opens a frame of kind want.Kind, decodes its first chunk (a
+// bounded JSON header) into head and returns the chunks after it.
+func openJSONHead(data []byte, want envelope.Header, head any) ([]byte, error) {
 	payload, err := envelope.OpenExpect(data, want)
 	if err != nil {
 		return nil, err
@@ -143,12 +160,5 @@ func openHead(data []byte, want envelope.Header, head any) ([]byte, error) {
 	if err := json.Unmarshal(js, head); err != nil {
 		return nil, fmt.Errorf("%w: %s header: %v", errs.ErrCorrupt, want.Kind, err)
 	}
-	polys, rest, err := envelope.NextChunk(rest)
-	if err != nil {
-		return nil, err
-	}
-	if len(rest) != 0 {
-		return nil, fmt.Errorf("%w: %s: %d trailing bytes", errs.ErrCorrupt, want.Kind, len(rest))
-	}
-	return polys, nil
+	return rest, nil
 }

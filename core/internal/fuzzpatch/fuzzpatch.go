@@ -1,0 +1,23 @@
+// Package fuzzpatch mutates valid encodings for the core's fuzz targets.
+//
+// A decoder that checks an encoding's exact size first refuses almost every
+// raw byte string at once, so a fuzzer fed raw bytes never gets past that
+// check. The targets instead take (at, patch) and decode a valid encoding
+// patched at an offset: the size is kept, so the fuzzer reaches the length
+// fields, the metadata and the coefficients (docs/FUZZ.md).
+package fuzzpatch
+
+// Patched returns valid with patch written at offset at (modulo its
+// length), or, when patch starts with 0xA5, valid cut at that offset
+// followed by the rest of patch (to try other sizes).
+func Patched(valid []byte, at int, patch []byte) []byte {
+	if len(patch) > 0 && patch[0] == 0xA5 {
+		cut := at % (len(valid) + 1)
+		return append(append(make([]byte, 0, cut+len(patch)), valid[:cut]...), patch[1:]...)
+	}
+	b := append([]byte(nil), valid...)
+	if len(b) > 0 {
+		copy(b[at%len(b):], patch)
+	}
+	return b
+}
