@@ -1,6 +1,7 @@
 package codec
 
 import (
+	"encmatch/core/internal/fuzzpatch"
 	"encoding/binary"
 	"errors"
 	"testing"
@@ -52,10 +53,10 @@ func TestDecodeChecksShapeAndContent(t *testing.T) {
 	}
 }
 
-// tinyCiphertext is a fresh ciphertext at the top level of tinyParams, in
+// tinyCiphertext is a fresh ciphertext at the top level of fuzzpatch.TinyParams, in
 // Lattigo's encoding (about 1 KB).
 func tinyCiphertext() []byte {
-	p := tinyParams()
+	p := fuzzpatch.TinyParams()
 	sk := rlwe.NewKeyGenerator(p).GenSecretKeyNew()
 	ct, err := rlwe.NewEncryptor(p, sk).EncryptNew(ckks.NewPlaintext(p, p.MaxLevel()))
 	if err != nil {
@@ -65,10 +66,10 @@ func tinyCiphertext() []byte {
 	return b
 }
 
-// FuzzDecodeCiphertext patches a valid ciphertext of tinyParams (about
+// FuzzDecodeCiphertext patches a valid ciphertext of fuzzpatch.TinyParams (about
 // 1 KB) and decodes it.
 func FuzzDecodeCiphertext(f *testing.F) {
-	p := tinyParams()
+	p := fuzzpatch.TinyParams()
 	fuzzPatched(f, tinyCiphertext(), func(b []byte) error {
 		_, err := DecodeCiphertext(b, p, 1, p.MaxLevel(), "fuzz")
 		return err
@@ -130,10 +131,10 @@ func TestPackedCiphertext(t *testing.T) {
 	}
 }
 
-// FuzzUnpackCiphertext patches a valid packed ciphertext of tinyParams and
+// FuzzUnpackCiphertext patches a valid packed ciphertext of fuzzpatch.TinyParams and
 // decodes it.
 func FuzzUnpackCiphertext(f *testing.F) {
-	p := tinyParams()
+	p := fuzzpatch.TinyParams()
 	ct, err := DecodeCiphertext(tinyCiphertext(), p, 1, p.MaxLevel(), "x")
 	if err != nil {
 		f.Fatal(err)

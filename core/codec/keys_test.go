@@ -15,20 +15,6 @@ import (
 	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
 )
 
-// tinyParams is a CKKS parameter set far too small to be secure (N = 16),
-// with the structure of encmatch's (several Q primes, two P primes, two
-// key-switching digits): decoders behave the same on it as at N = 2^15,
-// but a key is a few kilobytes, so fuzzing makes progress.
-var tinyParams = sync.OnceValue(func() ckks.Parameters {
-	p, err := ckks.NewParametersFromLiteral(ckks.ParametersLiteral{
-		LogN: 4, LogQ: []int{50, 40, 40}, LogP: []int{50, 50}, LogDefaultScale: 40,
-	})
-	if err != nil {
-		panic(err)
-	}
-	return p
-})
-
 type tinyKeys struct {
 	sk     []byte
 	pk     []byte
@@ -38,7 +24,7 @@ type tinyKeys struct {
 }
 
 var tinyKeySet = sync.OnceValue(func() tinyKeys {
-	p := tinyParams()
+	p := fuzzpatch.TinyParams()
 	kgen := rlwe.NewKeyGenerator(p)
 	sk, pk := kgen.GenKeyPairNew()
 	g := p.GaloisElement(1)
@@ -56,7 +42,7 @@ func TestKeySizesMatchLattigo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []ckks.Parameters{tinyParams(), toy.CKKS} {
+	for _, p := range []ckks.Parameters{fuzzpatch.TinyParams(), toy.CKKS} {
 		if got, want := SecretKeySize(p), rlwe.NewSecretKey(p).BinarySize(); got != want {
 			t.Errorf("secret key: %d, Lattigo %d", got, want)
 		}
@@ -80,7 +66,7 @@ func TestKeySizesMatchLattigo(t *testing.T) {
 }
 
 func TestKeyDecodersRoundTrip(t *testing.T) {
-	p, k := tinyParams(), tinyKeySet()
+	p, k := fuzzpatch.TinyParams(), tinyKeySet()
 	if _, err := DecodeSecretKey(k.sk, p, "sk"); err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +100,7 @@ func TestKeyDecodersRoundTrip(t *testing.T) {
 // field of every key kind, set to 2^36, must be refused with ErrCorrupt
 // while allocating little.
 func TestHugeLengthFieldIsRefusedWithoutAllocating(t *testing.T) {
-	p, k := tinyParams(), tinyKeySet()
+	p, k := fuzzpatch.TinyParams(), tinyKeySet()
 	type kind struct {
 		name   string
 		b      []byte
@@ -169,7 +155,7 @@ func allocated(f func()) uint64 {
 }
 
 func TestKeyContentIsChecked(t *testing.T) {
-	p, k := tinyParams(), tinyKeySet()
+	p, k := fuzzpatch.TinyParams(), tinyKeySet()
 	bad := append([]byte(nil), k.gk...)
 	binary.LittleEndian.PutUint64(bad, 2) // even: not a Galois element
 	if _, err := DecodeGaloisKey(bad, p, "gk"); !errors.Is(err, errs.ErrCorrupt) {
@@ -218,21 +204,21 @@ func fuzzPatched(f *testing.F, valid []byte, decode func([]byte) error) {
 func fuzzKey(f *testing.F, valid []byte, decode func([]byte) error) { fuzzPatched(f, valid, decode) }
 
 func FuzzDecodeSecretKey(f *testing.F) {
-	p := tinyParams()
+	p := fuzzpatch.TinyParams()
 	fuzzKey(f, tinyKeySet().sk, func(b []byte) error { _, err := DecodeSecretKey(b, p, "fuzz"); return err })
 }
 
 func FuzzDecodePublicKey(f *testing.F) {
-	p := tinyParams()
+	p := fuzzpatch.TinyParams()
 	fuzzKey(f, tinyKeySet().pk, func(b []byte) error { _, err := DecodePublicKey(b, p, "fuzz"); return err })
 }
 
 func FuzzDecodeRelinearizationKey(f *testing.F) {
-	p := tinyParams()
+	p := fuzzpatch.TinyParams()
 	fuzzKey(f, tinyKeySet().rlk, func(b []byte) error { _, err := DecodeRelinearizationKey(b, p, "fuzz"); return err })
 }
 
 func FuzzDecodeGaloisKey(f *testing.F) {
-	p := tinyParams()
+	p := fuzzpatch.TinyParams()
 	fuzzKey(f, tinyKeySet().gk, func(b []byte) error { _, err := DecodeGaloisKey(b, p, "fuzz"); return err })
 }

@@ -69,12 +69,7 @@ func TestManifestBounds(t *testing.T) {
 // block size 2) with encmatch's structure: a group of it is two
 // ciphertexts of about 1 KB, so fuzzing the group decoder makes progress.
 var tinySet = sync.OnceValue(func() *params.Set {
-	p, err := ckks.NewParametersFromLiteral(ckks.ParametersLiteral{
-		LogN: 4, LogQ: []int{50, 40, 40}, LogP: []int{50, 50}, LogDefaultScale: 40,
-	})
-	if err != nil {
-		panic(err)
-	}
+	p := fuzzpatch.TinyParams()
 	return &params.Set{Preset: "tiny", Kappa: params.MinKappa, Dim: 2, CKKS: p, Insecure: true}
 })
 

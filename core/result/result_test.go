@@ -6,7 +6,6 @@ import (
 	"math"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 
 	"encmatch/core/comparator"
@@ -71,19 +70,6 @@ func TestRoundTrips(t *testing.T) {
 	}
 }
 
-// tinyParams is a CKKS parameter set far too small to be secure (N = 16):
-// the decoders behave as at N = 2^15, but a ciphertext is about 1 KB, so
-// fuzzing makes progress.
-var tinyParams = sync.OnceValue(func() ckks.Parameters {
-	p, err := ckks.NewParametersFromLiteral(ckks.ParametersLiteral{
-		LogN: 4, LogQ: []int{50, 40, 40}, LogP: []int{50, 50}, LogDefaultScale: 40,
-	})
-	if err != nil {
-		panic(err)
-	}
-	return p
-})
-
 // fuzzFrame fuzzes decode with the payload of a valid frame patched at an
 // offset the fuzzer chooses, then sealed again (checksum recomputed), so
 // that the decoders behind the frame check are exercised.
@@ -102,9 +88,9 @@ func fuzzFrame(f *testing.F, h envelope.Header, payload []byte, decode func([]by
 }
 
 // FuzzUnmarshal fuzzes the result decoder (header JSON, chunks,
-// ciphertexts) with a valid two-group identification result of tinyParams.
+// ciphertexts) with a valid two-group identification result of fuzzpatch.TinyParams.
 func FuzzUnmarshal(f *testing.F) {
-	p := tinyParams()
+	p := fuzzpatch.TinyParams()
 	h := hdr
 	h.Kind = KindResult
 	r, err := Marshal(hdr, &Result{Header: Header{Mode: Identification, Delta: 0.5, Total: 3, Spans: []Span{{0, 2}, {2, 1}}},
@@ -117,9 +103,9 @@ func FuzzUnmarshal(f *testing.F) {
 }
 
 // FuzzUnmarshalQuery fuzzes the query decoder with a valid query of
-// tinyParams.
+// fuzzpatch.TinyParams.
 func FuzzUnmarshalQuery(f *testing.F) {
-	p := tinyParams()
+	p := fuzzpatch.TinyParams()
 	h := hdr
 	h.Kind = KindQuery
 	q, err := MarshalQuery(hdr, sample(f, p, p.MaxLevel()))
@@ -132,7 +118,7 @@ func FuzzUnmarshalQuery(f *testing.F) {
 
 // TestUnmarshalRefusesImpossibleHeaders: header values no result has.
 func TestUnmarshalRefusesImpossibleHeaders(t *testing.T) {
-	p := tinyParams()
+	p := fuzzpatch.TinyParams()
 	for _, h := range []Header{
 		{Mode: Membership, Delta: 2, Total: 1},
 		{Mode: Membership, Delta: math.NaN(), Total: 1},
