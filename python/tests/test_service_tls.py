@@ -23,8 +23,6 @@ import logging
 import re
 import socket
 import ssl
-import subprocess
-import sys
 import time
 import warnings
 
@@ -96,25 +94,8 @@ class TLSServer(ServerProcess):
         super().__init__(data_dir, "--tls-cert", cert, "--tls-key", key, *args)
         self.url = f"https://127.0.0.1:{self.port}"
         self.ca = cert
+        self.verify = ca_context(cert)
 
-    def start(self, timeout: float = 120.0) -> "TLSServer":
-        log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "encmatch", "serve", "--data", str(self.data_dir), "--port", str(self.port),
-             *self.args], stdout=log, stderr=subprocess.STDOUT)
-        log.close()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"the server exited with code {self.proc.returncode}:\n{self.log()[-3000:]}")
-            try:
-                if httpx.get(self.url + "/v1/health", timeout=1.0, verify=ca_context(self.ca)).status_code == 200:
-                    return self
-            except httpx.TransportError:
-                pass
-            time.sleep(0.05)
-        self.kill()
-        raise RuntimeError(f"the server did not answer within {timeout} s:\n{self.log()[-3000:]}")
 
 
 def listening(port: int) -> bool:

@@ -74,6 +74,8 @@ class ServerProcess:
         self.args = [str(a) for a in args]
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        #: httpx's ``verify=`` for the health poll (an SSL context for a server with a test certificate).
+        self.verify: Any = True
         self.log_path = self.data_dir.with_name(self.data_dir.name + ".log")
         self.proc: subprocess.Popen | None = None
 
@@ -91,7 +93,7 @@ class ServerProcess:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"the server exited with code {self.proc.returncode}:\n{self.log()[-3000:]}")
             try:
-                if httpx.get(self.url + "/v1/health", timeout=1.0).status_code == 200:
+                if httpx.get(self.url + "/v1/health", timeout=1.0, verify=self.verify).status_code == 200:
                     return self
             except httpx.TransportError:
                 pass

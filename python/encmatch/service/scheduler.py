@@ -122,11 +122,15 @@ class Scheduler:
         """Raise Busy (or ShuttingDown) now if a new search would be refused: checked before a
         query's body is read, so a full queue costs no body."""
         with self._guard:
-            if self._closing:
-                raise ShuttingDown("the service is shutting down")
-            if self._pending >= self.max_pending:
-                self._refused += 1
-                raise Busy(f"busy: {self._pending} searches queued or running (limit {self.max_pending}); retry later")
+            self._admit_locked()
+
+    def _admit_locked(self) -> None:
+        """Raise ShuttingDown or Busy (counted) if a search cannot be queued now; the caller holds the guard."""
+        if self._closing:
+            raise ShuttingDown("the service is shutting down")
+        if self._pending >= self.max_pending:
+            self._refused += 1
+            raise Busy(f"busy: {self._pending} searches queued or running (limit {self.max_pending}); retry later")
 
     def stats(self) -> dict:
         """Queue and pool state: pending (queued + running), running, capacity, served, refused as busy."""
@@ -144,11 +148,7 @@ class Scheduler:
         """
         check_mode(mode)
         with self._guard:
-            if self._closing:
-                raise ShuttingDown("the service is shutting down")
-            if self._pending >= self.max_pending:
-                self._refused += 1
-                raise Busy(f"busy: {self._pending} searches queued or running (limit {self.max_pending}); retry later")
+            self._admit_locked()
             self._pending += 1
         enqueued = time.monotonic()
         try:
