@@ -464,6 +464,11 @@ class Enroller:
             # journal can tell after a crash whether a batch is in.
             group = min(group, group_size)
         journal = Journal.open(index_dir, manifest_total(manifest))
+
+        def seal(start: int, batch_labels: list[str]) -> None:
+            labels_mod.seal_batches(index_dir, seal_key, key_meta, str(manifest.get("uid", "")),
+                                    [(start, batch_labels)])
+
         bounds = list(range(0, n, group)) + [n]
         show = progress if progress is not None else len(bounds) > 2
         summary: dict = {"added": 0, "total": manifest_total(manifest)}
@@ -478,8 +483,7 @@ class Enroller:
                 if kept is not None:  # enrolled by an earlier (interrupted) run of the same input
                     skipped += hi - lo
                     if seal_key is not None and not labels_mod.has_sealed(index_dir, kept.start, kept.count):
-                        labels_mod.seal_batches(index_dir, seal_key, key_meta, str(manifest.get("uid", "")),
-                                                [(kept.start, batch_labels)])
+                        seal(kept.start, batch_labels)
                     bar.update(hi - lo)
                     continue
                 args: dict = {"index_dir": index_dir, "n": hi - lo, "dim": dim}
@@ -492,8 +496,7 @@ class Enroller:
                 start = int(summary["total"]) - int(summary["added"])
                 journal.finish(batch, start)
                 if seal_key is not None:  # after the groups are in: a crash leaves entries unlabelled, never mislabelled
-                    labels_mod.seal_batches(index_dir, seal_key, key_meta, str(manifest.get("uid", "")),
-                                            [(start, batch_labels)])
+                    seal(start, batch_labels)
                 added += int(summary.get("added", hi - lo))
                 seconds += float(summary.get("seconds", 0.0))
                 stored += int(summary.get("bytes", 0))
