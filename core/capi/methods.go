@@ -20,6 +20,7 @@ import (
 	"encmatch/core/params"
 	"encmatch/core/result"
 	"encmatch/core/strategy"
+	"encmatch/core/threshold"
 
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
@@ -510,6 +511,14 @@ func search(args, in []byte) (any, []byte, error) {
 		handleArgs
 		Mode  string   `json:"mode"`
 		Delta *float64 `json:"delta"`
+		// SigningKey, when set, makes this the search of a threshold key
+		// set: the result comes back bound to its query and signed with
+		// this server key (threshold.BindSearch), as the decryptors need
+		// it. Index names the index (default: the manifest's uid) and
+		// Generation its version.
+		SigningKey string `json:"signing_key"`
+		Index      string `json:"index"`
+		Generation int64  `json:"generation"`
 	}
 	if err := parse(args, &a); err != nil {
 		return nil, nil, err
@@ -524,8 +533,29 @@ func search(args, in []byte) (any, []byte, error) {
 		return nil, nil, fmt.Errorf("%w: the threshold belongs to the index (delta %v, fixed at its creation); a search cannot use delta %v",
 			errs.ErrInvalid, s.Manifest.Delta, *a.Delta)
 	}
+	var key *threshold.SigningKey
+	if a.SigningKey != "" { // loaded before the search: a bad key costs no search
+		if key, err = threshold.LoadSigningKey(a.SigningKey); err != nil {
+			return nil, nil, err
+		}
+	}
 	out, st, err := s.Search(in, a.Mode)
-	return st, out, err
+	if err != nil || key == nil {
+		return st, out, err
+	}
+	id := a.Index
+	if id == "" {
+		id = s.Manifest.UID
+	}
+	meta := &keys.Meta{KeyID: s.Manifest.KeyID, Fingerprint: s.Manifest.Fingerprint}
+	bound, head, err := threshold.BindSearch(key, meta, s.Params, in, out, id, a.Generation)
+	if err != nil {
+		return nil, nil, err
+	}
+	return struct {
+		*engine.Stats
+		Signed map[string]any `json:"signed"`
+	}{st, searchInfo(head, len(bound))}, bound, nil
 }
 
 func comparatorModel(args, in []byte) (any, []byte, error) {

@@ -24,6 +24,8 @@ func init() {
 		"threshold_finalize":        thresholdFinalize,
 		"threshold_receiver_keygen": thresholdReceiverKeygen,
 		"threshold_encrypt":         thresholdEncrypt,
+		"threshold_signing_keygen":  thresholdSigningKeygen,
+		"threshold_signing_public":  thresholdSigningPublic,
 		"threshold_bind":            thresholdBind,
 		"threshold_decrypt_share":   thresholdDecryptShare,
 		"threshold_combine":         thresholdCombine,
@@ -223,17 +225,55 @@ func thresholdEncrypt(args, in []byte) (any, []byte, error) {
 	return map[string]any{"bytes": len(out), "seconds": time.Since(start).Seconds()}, out, nil
 }
 
+func thresholdSigningKeygen(args, _ []byte) (any, []byte, error) {
+	var a struct {
+		Dir string `json:"dir"`
+	}
+	if err := parse(args, &a); err != nil {
+		return nil, nil, err
+	}
+	if err := required("dir", a.Dir); err != nil {
+		return nil, nil, err
+	}
+	pub, err := threshold.GenerateSigningKey(a.Dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	return map[string]any{"key": filepath.Join(a.Dir, threshold.SigningKeyFile),
+		"public": filepath.Join(a.Dir, threshold.SigningPublicFile), "public_hex": pub.Hex()}, nil, nil
+}
+
+func thresholdSigningPublic(args, _ []byte) (any, []byte, error) {
+	var a struct {
+		SigningKey string `json:"signing_key"`
+	}
+	if err := parse(args, &a); err != nil {
+		return nil, nil, err
+	}
+	if err := required("signing_key", a.SigningKey); err != nil {
+		return nil, nil, err
+	}
+	key, err := threshold.LoadSigningKey(a.SigningKey)
+	if err != nil {
+		return nil, nil, err
+	}
+	return map[string]any{"public_hex": key.Public().Hex()}, nil, nil
+}
+
 func thresholdBind(args, in []byte) (any, []byte, error) {
 	var a struct {
 		KeyDir     string `json:"key_dir"`
+		SigningKey string `json:"signing_key"`
 		Index      string `json:"index"`
 		Generation int64  `json:"generation"`
 	}
 	if err := parse(args, &a); err != nil {
 		return nil, nil, err
 	}
-	if err := required("key_dir", a.KeyDir); err != nil {
-		return nil, nil, err
+	for name, v := range map[string]string{"key_dir": a.KeyDir, "signing_key": a.SigningKey} {
+		if err := required(name, v); err != nil {
+			return nil, nil, err
+		}
 	}
 	query, rest, err := envelope.NextChunk(in)
 	if err != nil {
@@ -243,33 +283,39 @@ func thresholdBind(args, in []byte) (any, []byte, error) {
 	if err != nil || len(rest) != 0 {
 		return nil, nil, fmt.Errorf("%w: input must be the query then the result, each as u64 length | bytes", errs.ErrInvalid)
 	}
-	meta, err := keys.ReadMeta(filepath.Join(a.KeyDir, "keys.json"))
+	meta, set, err := keys.LoadServerMeta(a.KeyDir)
 	if err != nil {
 		return nil, nil, err
 	}
-	set, err := meta.Params()
+	key, err := threshold.LoadSigningKey(a.SigningKey)
 	if err != nil {
 		return nil, nil, err
 	}
-	out, head, err := threshold.BindSearch(meta, set, query, res, a.Index, a.Generation)
+	out, head, err := threshold.BindSearch(key, meta, set, query, res, a.Index, a.Generation)
 	if err != nil {
 		return nil, nil, err
 	}
+	return searchInfo(head, len(out)), out, nil
+}
+
+// searchInfo describes a signed search.
+func searchInfo(head *threshold.SearchHead, size int) map[string]any {
 	return map[string]any{"transcript": head.Transcript, "mode": head.Mode, "index": head.Index,
-		"generation": head.Generation, "bytes": len(out)}, out, nil
+		"generation": head.Generation, "signer": head.Signer, "bytes": size}
 }
 
 func thresholdDecryptShare(args, in []byte) (any, []byte, error) {
 	var a struct {
 		Share          string `json:"share"`
 		ReceiverPublic string `json:"receiver_public"`
+		ServerPublic   string `json:"server_public"`
 		Parties        []int  `json:"parties"`
 		threshold.FloodOptions
 	}
 	if err := parse(args, &a); err != nil {
 		return nil, nil, err
 	}
-	for name, v := range map[string]string{"share": a.Share, "receiver_public": a.ReceiverPublic} {
+	for name, v := range map[string]string{"share": a.Share, "receiver_public": a.ReceiverPublic, "server_public": a.ServerPublic} {
 		if err := required(name, v); err != nil {
 			return nil, nil, err
 		}
@@ -282,12 +328,16 @@ func thresholdDecryptShare(args, in []byte) (any, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	server, err := threshold.LoadSigningPublic(a.ServerPublic)
+	if err != nil {
+		return nil, nil, err
+	}
 	start := time.Now()
 	input, err := threshold.DecodeInput(in, share.Config, share.Set)
 	if err != nil {
 		return nil, nil, fmt.Errorf("ciphertext: %w", err)
 	}
-	out, info, err := share.Decrypt(input, a.Parties, recv, a.FloodOptions)
+	out, info, err := share.Decrypt(input, a.Parties, recv, server, a.FloodOptions)
 	if err != nil {
 		return nil, nil, err
 	}

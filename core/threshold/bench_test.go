@@ -72,7 +72,7 @@ func BenchmarkJournaledShare(b *testing.B) {
 	b.Run("journaled", func(b *testing.B) {
 		ins := inputs(b)
 		for i := range b.N {
-			if _, _, err := f.shares[0].Decrypt(ins[i], parties, f.recvPub, FloodOptions{}); err != nil {
+			if _, _, err := f.shares[0].Decrypt(ins[i], parties, f.recvPub, f.server, FloodOptions{}); err != nil {
 				b.Fatal(err)
 			}
 		}

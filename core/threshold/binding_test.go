@@ -2,6 +2,7 @@ package threshold
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io/fs"
 	"math"
@@ -65,7 +66,7 @@ func TestRewrappedProbeRefused(t *testing.T) {
 		t.Fatalf("unchecked decryption of the re-wrapped probe: correlation %.3f, expected the probe", c)
 	}
 	for _, id := range parties {
-		if _, _, err := f.shares[id-1].Decrypt(in, parties, f.recvPub, FloodOptions{}); !errors.Is(err, errs.ErrInvalid) || !strings.Contains(err.Error(), "only a search result bound") {
+		if _, _, err := f.shares[id-1].Decrypt(in, parties, f.recvPub, f.server, FloodOptions{}); !errors.Is(err, errs.ErrInvalid) || !strings.Contains(err.Error(), "only a search result bound") {
 			t.Fatalf("re-wrapped probe: party %d gave %v, want a refusal", id, err)
 		}
 	}
@@ -74,16 +75,16 @@ func TestRewrappedProbeRefused(t *testing.T) {
 	_, payload, _ := envelope.Open(query)
 	asResult := envelope.Seal(envelope.Header{Kind: result.KindResult, Fingerprint: f.cfg.Fingerprint, KeyID: f.cfg.KeyID},
 		envelope.AppendChunk(envelope.AppendChunk(nil, []byte(`{"mode":"membership","total":1,"groups":[{"start":0,"count":1}]}`)), payload))
-	if _, _, err := BindSearch(&f.cfg.Meta, f.set, query, asResult, "ix", 1); !errors.Is(err, errs.ErrCorrupt) {
+	if _, _, err := BindSearch(f.signer, &f.cfg.Meta, f.set, query, asResult, "ix", 1); !errors.Is(err, errs.ErrCorrupt) {
 		t.Fatalf("query relabelled as a result: got %v, want a corrupt-data error (not at level 0)", err)
 	}
 	// The query dropped to level 0 as the result of its own search.
-	if _, _, err := BindSearch(&f.cfg.Meta, f.set, query, f.resultOf(t, qct), "ix", 1); !errors.Is(err, errs.ErrInvalid) || !strings.Contains(err.Error(), "query's own ciphertext") {
+	if _, _, err := BindSearch(f.signer, &f.cfg.Meta, f.set, query, f.resultOf(t, qct), "ix", 1); !errors.Is(err, errs.ErrInvalid) || !strings.Contains(err.Error(), "query's own ciphertext") {
 		t.Fatalf("query as its own result: got %v, want a refusal", err)
 	}
 	// A result given as the query.
 	res := f.resultOf(t, f.encrypt(t, randomRows(1, 8, 22)).Ciphertexts...)
-	if _, _, err := BindSearch(&f.cfg.Meta, f.set, res, res, "ix", 1); err == nil {
+	if _, _, err := BindSearch(f.signer, &f.cfg.Meta, f.set, res, res, "ix", 1); err == nil {
 		t.Fatal("a result bound as a query was accepted")
 	}
 
@@ -93,8 +94,131 @@ func TestRewrappedProbeRefused(t *testing.T) {
 	f.decryptShares(t, honest, parties)
 	_, other := f.query(t, probe)
 	replay, _ := f.bind(t, other, f.resultOf(t, qct))
-	if _, _, err := f.shares[0].Decrypt(replay, parties, f.recvPub, FloodOptions{}); !errors.Is(err, fs.ErrExist) {
+	if _, _, err := f.shares[0].Decrypt(replay, parties, f.recvPub, f.server, FloodOptions{}); !errors.Is(err, fs.ErrExist) {
 		t.Fatalf("shared query replayed as a result: got %v, want an already-shared error", err)
+	}
+}
+
+// TestRewrittenProbeNeedsServerSignature is the attack the binding alone
+// does not stop (issue 14): a querier drops its probe to level 0 (a public
+// operation), re-randomises it with an encryption of zero under the public
+// key and frames it as the result of a fresh query. Its level-0 digest is
+// new and every structural check passes; what it cannot make is the
+// server's signature, so the decryptors refuse it whether it is bound
+// under the querier's own signing key or carries a forged signer or
+// signature, and accept the same search only when the server signed it.
+func TestRewrittenProbeNeedsServerSignature(t *testing.T) {
+	f := sharedFixture(t)
+	probe := randomRows(1, 64, 41)[0]
+	qct, _ := f.query(t, probe)
+	zero := f.encrypt(t, [][]float64{make([]float64, 8)}).Ciphertexts[0]
+	eval := ckks.NewEvaluator(f.set.CKKS, nil)
+	rewritten, err := eval.AddNew(qct, zero)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := f.resultOf(t, rewritten)
+	_, fresh := f.query(t, randomRows(1, 4, 42)[0])
+	parties := []int{1, 2}
+
+	// The querier's own key pair: a valid signature, not the server's.
+	malloryDir := filepath.Join(t.TempDir(), "mallory")
+	if _, err := GenerateSigningKey(malloryDir); err != nil {
+		t.Fatal(err)
+	}
+	mallory, err := LoadSigningKey(filepath.Join(malloryDir, SigningKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged, _, err := BindSearch(mallory, &f.cfg.Meta, f.set, fresh, res, "ix", 1)
+	if err != nil {
+		t.Fatalf("the rewritten probe should pass every structural check: %v", err)
+	}
+	in, err := DecodeInput(forged, f.cfg, f.set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := f.receiver.Combine(in, f.rawShares(t, in, parties)) // what unchecked decryptors gave
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := correlation(got[0][:len(probe)], probe); c < 0.99 {
+		t.Fatalf("unchecked decryption of the rewritten probe: correlation %.3f, expected the probe", c)
+	}
+	for _, id := range parties {
+		if _, _, err := f.shares[id-1].Decrypt(in, parties, f.recvPub, f.server, FloodOptions{}); !errors.Is(err, errs.ErrMismatch) || !strings.Contains(err.Error(), "trusted server key") {
+			t.Fatalf("search signed by the querier: party %d gave %v, want a refusal", id, err)
+		}
+	}
+	if _, _, err := f.shares[0].Decrypt(in, parties, f.recvPub, nil, FloodOptions{}); !errors.Is(err, errs.ErrInvalid) {
+		t.Fatalf("decryptor with no trusted server key: got %v, want a refusal", err)
+	}
+
+	// The server's signer named, the querier's signature kept, or the
+	// signature cut: the signature does not verify.
+	_, payload, _ := envelope.Open(forged)
+	js, rest, _ := envelope.NextChunk(payload)
+	var head SearchHead
+	if err := json.Unmarshal(js, &head); err != nil {
+		t.Fatal(err)
+	}
+	for name, edit := range map[string]func(h *SearchHead){
+		"server named as signer": func(h *SearchHead) { h.Signer = f.server.Hex() },
+		"signature cut":          func(h *SearchHead) { h.Signature = h.Signature[:64] },
+		"no signature":           func(h *SearchHead) { h.Signer, h.Signature = "", "" },
+	} {
+		h := head
+		edit(&h)
+		hj, _ := json.Marshal(h)
+		msg := envelope.Seal(envelope.Header{Kind: KindSearch, Fingerprint: f.cfg.Fingerprint, KeyID: f.cfg.KeyID},
+			append(envelope.AppendChunk(nil, hj), rest...))
+		if _, err := DecodeInput(msg, f.cfg, f.set); !errors.Is(err, errs.ErrCorrupt) {
+			t.Errorf("%s: got %v, want a corrupt-data error", name, err)
+		}
+	}
+
+	// Control: had the server signed this search, the decryptors would
+	// share it; the signature is what stops the attack.
+	signed, _, err := BindSearch(f.signer, &f.cfg.Meta, f.set, fresh, res, "ix", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err = DecodeInput(signed, f.cfg, f.set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := in.CheckSigner(f.server); err != nil {
+		t.Fatalf("the server's own signature: %v", err)
+	}
+}
+
+// TestSigningKeyFiles: a key pair is never overwritten, and key files of
+// the wrong kind or size are refused.
+func TestSigningKeyFiles(t *testing.T) {
+	dir := t.TempDir()
+	pub, err := GenerateSigningKey(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := GenerateSigningKey(dir); !errors.Is(err, fs.ErrExist) {
+		t.Fatalf("second key pair in one directory: got %v, want an exists error", err)
+	}
+	key, err := LoadSigningKey(filepath.Join(dir, SigningKeyFile))
+	if err != nil || key.Public().Hex() != pub.Hex() {
+		t.Fatalf("key pair does not round-trip (%v)", err)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, SigningKeyFile)); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("private signing key mode: %v (%v), want 0600", fi.Mode(), err)
+	}
+	if _, err := LoadSigningKey(filepath.Join(dir, SigningPublicFile)); !errors.Is(err, errs.ErrMismatch) {
+		t.Errorf("public key loaded as the private key: got %v, want a mismatch", err)
+	}
+	short := filepath.Join(dir, "short.pub")
+	if err := envelope.WriteFile(short, envelope.Header{Kind: KindSigningPublic}, make([]byte, 31), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadSigningPublic(short); !errors.Is(err, errs.ErrCorrupt) {
+		t.Errorf("31-byte public key: got %v, want a corrupt-data error", err)
 	}
 }
 
@@ -104,11 +228,11 @@ func TestTranscriptChecked(t *testing.T) {
 	f := sharedFixture(t)
 	_, q := f.query(t, randomRows(1, 4, 23)[0])
 	res := f.resultOf(t, f.encrypt(t, randomRows(1, 8, 24)).Ciphertexts...)
-	data, head, err := BindSearch(&f.cfg.Meta, f.set, q, res, "faces", 7)
+	data, head, err := BindSearch(f.signer, &f.cfg.Meta, f.set, q, res, "faces", 7)
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, _, err := BindSearch(&f.cfg.Meta, f.set, q, res, "faces", 8)
+	other, _, err := BindSearch(f.signer, &f.cfg.Meta, f.set, q, res, "faces", 8)
 	if err != nil || bytes.Equal(data, other) {
 		t.Fatalf("another generation gave the same binding (%v)", err)
 	}
@@ -127,7 +251,7 @@ func TestTranscriptChecked(t *testing.T) {
 			t.Errorf("%s -> %s: got %v, want a corrupt-data error", edit.from, edit.to, err)
 		}
 	}
-	if _, _, err := BindSearch(&f.cfg.Meta, f.set, q, res, "", 1); !errors.Is(err, errs.ErrInvalid) {
+	if _, _, err := BindSearch(f.signer, &f.cfg.Meta, f.set, q, res, "", 1); !errors.Is(err, errs.ErrInvalid) {
 		t.Errorf("empty index id: got %v", err)
 	}
 }
@@ -141,7 +265,7 @@ func TestSecondShareRefused(t *testing.T) {
 	res := f.resultOf(t, f.encrypt(t, rows).Ciphertexts...)
 	_, q := f.query(t, randomRows(1, 4, 26)[0])
 	in, _ := f.bind(t, q, res)
-	s1, info, err := f.shares[0].Decrypt(in, []int{1, 2}, f.recvPub, FloodOptions{})
+	s1, info, err := f.shares[0].Decrypt(in, []int{1, 2}, f.recvPub, f.server, FloodOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +274,7 @@ func TestSecondShareRefused(t *testing.T) {
 	}
 	refused := func(what string, s *Share, in *Input, parties []int) {
 		t.Helper()
-		_, _, err := s.Decrypt(in, parties, f.recvPub, FloodOptions{})
+		_, _, err := s.Decrypt(in, parties, f.recvPub, f.server, FloodOptions{})
 		if !errors.Is(err, fs.ErrExist) || !strings.Contains(err.Error(), "already made a decryption share") {
 			t.Fatalf("%s: got %v, want an already-shared error", what, err)
 		}
@@ -168,7 +292,7 @@ func TestSecondShareRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	refused("after a restart", restarted, in, []int{1, 2})
-	s2, _, err := f.shares[1].Decrypt(in, []int{1, 2}, f.recvPub, FloodOptions{})
+	s2, _, err := f.shares[1].Decrypt(in, []int{1, 2}, f.recvPub, f.server, FloodOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +321,7 @@ func TestJournalConcurrentAndCorrupt(t *testing.T) {
 			defer wg.Done()
 			s, err := LoadShare(path)
 			if err == nil {
-				_, _, err = s.Decrypt(in, []int{1, 2}, f.recvPub, FloodOptions{})
+				_, _, err = s.Decrypt(in, []int{1, 2}, f.recvPub, f.server, FloodOptions{})
 			}
 			errsOut[i] = err
 		}()
@@ -215,12 +339,12 @@ func TestJournalConcurrentAndCorrupt(t *testing.T) {
 	if err := os.WriteFile(journal, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := f.shares[0].Decrypt(f.search(t, randomRows(1, 8, 29)), []int{1, 2}, f.recvPub, FloodOptions{}); !errors.Is(err, errs.ErrCorrupt) {
+	if _, _, err := f.shares[0].Decrypt(f.search(t, randomRows(1, 8, 29)), []int{1, 2}, f.recvPub, f.server, FloodOptions{}); !errors.Is(err, errs.ErrCorrupt) {
 		t.Fatalf("damaged journal: got %v, want a corrupt-data error", err)
 	}
 	noJournal := *f.shares[1]
 	noJournal.Journal = ""
-	if _, _, err := noJournal.Decrypt(f.search(t, randomRows(1, 8, 30)), []int{1, 2}, f.recvPub, FloodOptions{}); !errors.Is(err, errs.ErrInvalid) {
+	if _, _, err := noJournal.Decrypt(f.search(t, randomRows(1, 8, 30)), []int{1, 2}, f.recvPub, f.server, FloodOptions{}); !errors.Is(err, errs.ErrInvalid) {
 		t.Fatalf("share without a journal: got %v, want an invalid-argument error", err)
 	}
 }
@@ -232,7 +356,7 @@ func TestDuplicateResultCiphertextRefused(t *testing.T) {
 	ct := f.encrypt(t, randomRows(1, 8, 31)).Ciphertexts[0]
 	ckks.NewEvaluator(f.set.CKKS, nil).DropLevel(ct, ct.Level())
 	_, q := f.query(t, randomRows(1, 4, 32)[0])
-	if _, _, err := BindSearch(&f.cfg.Meta, f.set, q, f.resultOf(t, ct, ct), "ix", 0); !errors.Is(err, errs.ErrInvalid) || !strings.Contains(err.Error(), "appears twice") {
+	if _, _, err := BindSearch(f.signer, &f.cfg.Meta, f.set, q, f.resultOf(t, ct, ct), "ix", 0); !errors.Is(err, errs.ErrInvalid) || !strings.Contains(err.Error(), "appears twice") {
 		t.Fatalf("duplicate ciphertext: got %v", err)
 	}
 }

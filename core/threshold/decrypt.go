@@ -134,14 +134,18 @@ func (c *Config) checkParties(parties []int) ([]int, error) {
 // PlanFlooding from the smallest ciphertext scale.
 //
 // in must be a search result bound to its search (kind "threshold-search",
-// BindSearch): any other ciphertext, a probe among them, is refused. The
+// BindSearch) and signed by server, the server key this decryptor trusts:
+// any other ciphertext, a probe among them, is refused. The
 // share is recorded in s's journal, durably and before it is returned;
 // a search that repeats a ciphertext (query or result) of a search shared
 // before is refused with an fs.ErrExist error.
-func (s *Share) Decrypt(in *Input, parties []int, recv *ReceiverPublic, opt FloodOptions) ([]byte, *DecryptionInfo, error) {
+func (s *Share) Decrypt(in *Input, parties []int, recv *ReceiverPublic, server *SigningPublic, opt FloodOptions) ([]byte, *DecryptionInfo, error) {
 	if in.Kind != KindSearch || in.Search == nil {
-		return nil, nil, fmt.Errorf("%w: a decryptor shares only a search result bound to its search (a %s, made by `encmatch threshold bind`), not a %s: "+
+		return nil, nil, fmt.Errorf("%w: a decryptor shares only a search result bound to its search and signed by the server (a %s), not a %s: "+
 			"any other ciphertext, an encrypted probe among them, could be decrypted for the receiver (docs/THRESHOLD.md)", errs.ErrInvalid, KindSearch, in.Kind)
+	}
+	if err := in.CheckSigner(server); err != nil {
+		return nil, nil, err
 	}
 	sorted, err := s.checkRequest(parties, recv)
 	if err != nil {

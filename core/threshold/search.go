@@ -28,14 +28,12 @@ import (
 // hash; its journal then refuses any ciphertext it has already shared
 // (journal.go).
 //
-// What this does not do: nothing in the message proves that a server
-// computed the result from the query. Anyone holding the public key can
-// drop a ciphertext to level 0, re-randomise it and frame it as a result;
-// the checks stop a probe handed over as is (a threshold-ciphertext, a
-// query relabelled as a result, the query's own ciphertext as the result)
-// and a ciphertext shared before, not a determined querier who rewrites a
-// probe. That needs the server to authenticate its results to the
-// decryptors (a signature over the transcript) and to be trusted.
+// The server signs the transcript (signing.go) and a decryptor shares
+// only a search signed by the server key it trusts (Share.Decrypt): the
+// checks above stop a probe handed over as is, the signature a probe that
+// a querier rewrote with public operations (dropped to level 0,
+// re-randomised) and framed as a result, since the querier cannot sign it.
+// The server is trusted to sign only results it computed for the query.
 
 // KindSearch is the envelope kind of a search result bound to its search.
 const KindSearch = "threshold-search"
@@ -56,6 +54,10 @@ type SearchHead struct {
 	Query      string `json:"query"`
 	Result     string `json:"result"`
 	Transcript string `json:"transcript"`
+	// Signer is the server's public signing key (hex) and Signature its
+	// Ed25519 signature over the transcript (signing.go).
+	Signer    string `json:"signer"`
+	Signature string `json:"signature"`
 }
 
 // transcript is the hash that binds a result to its search: SHA-256 over a
@@ -84,8 +86,9 @@ func hexSHA256(b []byte) string {
 // BindSearch binds a search result to its search for the decryptors: it
 // checks the query (kind "query") and the result (kind "result") against
 // the key set of meta and set, and frames both with the transcript hash
-// over them, the index id and its generation.
-func BindSearch(meta *keys.Meta, set *params.Set, query, res []byte, index string, generation int64) ([]byte, *SearchHead, error) {
+// over them, the index id and its generation, signed with the server's
+// key. Only the server that computed res from query may call it.
+func BindSearch(key *SigningKey, meta *keys.Meta, set *params.Set, query, res []byte, index string, generation int64) ([]byte, *SearchHead, error) {
 	h := envelope.Header{Fingerprint: meta.Fingerprint, KeyID: meta.KeyID}
 	if index == "" || len(index) > maxIndexID {
 		return nil, nil, fmt.Errorf("%w: the index id must be 1 to %d bytes", errs.ErrInvalid, maxIndexID)
@@ -97,7 +100,10 @@ func BindSearch(meta *keys.Meta, set *params.Set, query, res []byte, index strin
 	if err != nil {
 		return nil, nil, err
 	}
-	out, head, err := sealSearch(h, index, generation, r.Mode, query, res)
+	if key == nil {
+		return nil, nil, fmt.Errorf("%w: binding a search needs the server's signing key", errs.ErrInvalid)
+	}
+	out, head, err := sealSearch(key, h, index, generation, r.Mode, query, res)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -107,10 +113,12 @@ func BindSearch(meta *keys.Meta, set *params.Set, query, res []byte, index strin
 	return out, head, nil
 }
 
-// sealSearch frames a query and a result with their transcript, unchecked.
-func sealSearch(h envelope.Header, index string, generation int64, mode string, query, res []byte) ([]byte, *SearchHead, error) {
+// sealSearch frames a query and a result with their signed transcript,
+// unchecked.
+func sealSearch(key *SigningKey, h envelope.Header, index string, generation int64, mode string, query, res []byte) ([]byte, *SearchHead, error) {
 	head := &SearchHead{Index: index, Generation: generation, Mode: mode, Query: hexSHA256(query), Result: hexSHA256(res)}
 	head.Transcript = transcript(h, head)
+	key.sign(head)
 	js, err := json.Marshal(head)
 	if err != nil {
 		return nil, nil, err
@@ -157,6 +165,9 @@ func decodeSearch(data []byte, want envelope.Header, set *params.Set) (*boundSea
 	}
 	if head.Transcript != transcript(want, head) {
 		return nil, fmt.Errorf("%w: %s: transcript hash does not match its contents", errs.ErrCorrupt, KindSearch)
+	}
+	if err := verifySignature(head); err != nil {
+		return nil, err
 	}
 	q, err := result.UnmarshalQuery(qb, want, set.CKKS)
 	if err != nil {

@@ -33,6 +33,8 @@ type fixture struct {
 	shares    []*Share // shares[i] is party i+1's
 	receiver  *Receiver
 	recvPub   *ReceiverPublic
+	signer    *SigningKey    // the server's signing key
+	server    *SigningPublic // its public key, which the decryptors trust
 }
 
 // newFixture runs every round of a t-out-of-n setup with the dg strategy of
@@ -136,6 +138,13 @@ func newFixtureIn(tb testing.TB, dir, preset string, kappa, dim, n, t int) *fixt
 	if f.recvPub, err = LoadReceiverPublic(ReceiverPublicFile(recvDir)); err != nil {
 		tb.Fatal(err)
 	}
+	signDir := filepath.Join(f.dir, "signing")
+	if f.server, err = GenerateSigningKey(signDir); err != nil {
+		tb.Fatal(err)
+	}
+	if f.signer, err = LoadSigningKey(filepath.Join(signDir, SigningKeyFile)); err != nil {
+		tb.Fatal(err)
+	}
 	return f
 }
 
@@ -206,7 +215,7 @@ func (f *fixture) resultOf(tb testing.TB, cts ...*rlwe.Ciphertext) []byte {
 // bind binds a result to its query and decodes the bound search.
 func (f *fixture) bind(tb testing.TB, query, res []byte) (*Input, []byte) {
 	tb.Helper()
-	data, _, err := BindSearch(&f.cfg.Meta, f.set, query, res, "test-index", 3)
+	data, _, err := BindSearch(f.signer, &f.cfg.Meta, f.set, query, res, "test-index", 3)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -246,7 +255,7 @@ func (f *fixture) decryptShares(tb testing.TB, in *Input, parties []int) [][]byt
 	tb.Helper()
 	var out [][]byte
 	for _, id := range parties {
-		b, _, err := f.shares[id-1].Decrypt(in, parties, f.recvPub, FloodOptions{})
+		b, _, err := f.shares[id-1].Decrypt(in, parties, f.recvPub, f.server, FloodOptions{})
 		if err != nil {
 			tb.Fatalf("decryption share of party %d: %v", id, err)
 		}
@@ -381,13 +390,13 @@ func TestThresholdFloodingAndRefusals(t *testing.T) {
 			t.Errorf("%s: got %v, want %v mentioning %q", c.name, err, c.kind, c.text)
 		}
 	}
-	if _, _, err := f.shares[0].Decrypt(in, []int{1}, f.recvPub, FloodOptions{}); !errors.Is(err, errs.ErrInvalid) {
+	if _, _, err := f.shares[0].Decrypt(in, []int{1}, f.recvPub, f.server, FloodOptions{}); !errors.Is(err, errs.ErrInvalid) {
 		t.Errorf("t-1 participants: got %v, want an invalid-argument error", err)
 	}
-	if _, _, err := f.shares[0].Decrypt(in, []int{2, 3}, f.recvPub, FloodOptions{}); !errors.Is(err, errs.ErrInvalid) {
+	if _, _, err := f.shares[0].Decrypt(in, []int{2, 3}, f.recvPub, f.server, FloodOptions{}); !errors.Is(err, errs.ErrInvalid) {
 		t.Errorf("decryptor not among the participants: got %v, want an invalid-argument error", err)
 	}
-	if _, _, err := f.shares[0].Decrypt(in, []int{1, 2}, f.recvPub, FloodOptions{Bits: 60}); !errors.Is(err, errs.ErrInvalid) {
+	if _, _, err := f.shares[0].Decrypt(in, []int{1, 2}, f.recvPub, f.server, FloodOptions{Bits: 60}); !errors.Is(err, errs.ErrInvalid) {
 		t.Errorf("flooding larger than the scale: got %v, want an invalid-argument error", err)
 	}
 }
@@ -399,11 +408,11 @@ func TestThresholdOtherKeySetRefused(t *testing.T) {
 	if _, err := DecodeInput(g.encryptBytes(t), f.cfg, f.set); !errors.Is(err, errs.ErrMismatch) {
 		t.Errorf("ciphertext of another key set: got %v, want a mismatch", err)
 	}
-	if _, _, err := f.shares[0].Decrypt(in, []int{1, 2}, g.recvPub, FloodOptions{}); !errors.Is(err, errs.ErrMismatch) {
+	if _, _, err := f.shares[0].Decrypt(in, []int{1, 2}, g.recvPub, f.server, FloodOptions{}); !errors.Is(err, errs.ErrMismatch) {
 		t.Errorf("receiver of another key set: got %v, want a mismatch", err)
 	}
 	gIn := g.search(t, randomRows(1, 8, 6))
-	share, _, err := g.shares[0].Decrypt(gIn, []int{1, 2}, g.recvPub, FloodOptions{})
+	share, _, err := g.shares[0].Decrypt(gIn, []int{1, 2}, g.recvPub, g.server, FloodOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -585,7 +594,7 @@ func TestThresholdDecryptResult(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := f.shares[1].Decrypt(plain, []int{2, 3}, f.recvPub, FloodOptions{}); !errors.Is(err, errs.ErrInvalid) || !strings.Contains(err.Error(), KindSearch) {
+	if _, _, err := f.shares[1].Decrypt(plain, []int{2, 3}, f.recvPub, f.server, FloodOptions{}); !errors.Is(err, errs.ErrInvalid) || !strings.Contains(err.Error(), KindSearch) {
 		t.Fatalf("unbound result: got %v, want an invalid-argument error asking for a %s", err, KindSearch)
 	}
 	_, q := f.query(t, bits[:4])

@@ -551,15 +551,27 @@ class Server:
         #: Core summary of the last :meth:`search` (``mode, seconds, groups, streamed``...).
         self.last_search: dict = {}
 
-    def search(self, query: bytes, mode: str = "identification") -> bytes:
+    def search(self, query: bytes, mode: str = "identification", *, signing_key: PathLike | None = None,
+               index: str | None = None, generation: int = 0) -> bytes:
         """Run an encrypted search at the index's threshold (there is no other); returns the encrypted result bytes.
 
-        ``mode`` is ``membership`` or ``identification``.
+        ``mode`` is ``membership`` or ``identification``. With
+        ``signing_key`` (the server's ``server-signing.key``, from
+        :func:`encmatch.threshold.generate_signing_key`) the search is one
+        of a threshold key set: the result comes back bound to its query
+        and signed, the input the decryptors share
+        (:meth:`encmatch.threshold.Decryptor.decrypt_share`); ``index``
+        names the index in the transcript (default: the manifest's uid) and
+        ``generation`` its version.
         """
         check_mode(mode)
         if not isinstance(query, (bytes, bytearray, memoryview)):
             raise InvalidArgument(f"query must be bytes, not {type(query).__name__}")
         args: dict = {"handle": self._handle.get(), "mode": mode}
+        if signing_key is not None:
+            args.update(signing_key=signing_key, index=index or "", generation=int(generation))
+        elif index is not None or generation:
+            raise InvalidArgument("index and generation name a signed search: give signing_key too")
         res, out = _core.call("search", args, query)
         self.last_search = res
         if out is None:

@@ -18,11 +18,15 @@ nothing (``docs/THRESHOLD.md``). The roles:
   shares into plaintext (:meth:`Receiver.combine`).
 
 Decryptors decrypt search results only: a result goes to them bound to
-its search (:func:`bind_search`: the query, the result, the index id and
-generation under a transcript hash they recompute), and each keeps a
-journal beside its share file and refuses to share any ciphertext twice
-(:class:`~encmatch.errors.Exists`). A probe or any other ciphertext handed
-to them is refused.
+its search and signed by the server that computed it
+(:meth:`encmatch.Server.search` with ``signing_key``, or
+:func:`bind_search`: the query, the result, the index id and generation
+under a transcript hash they recompute, signed with the server's key from
+:func:`generate_signing_key`). Each decryptor trusts one server key
+(``server-signing.pub``), keeps a journal beside its share file and refuses
+to share any ciphertext twice (:class:`~encmatch.errors.Exists`). A probe
+or any other ciphertext handed to them, and any search not signed by the
+trusted server, is refused.
 
 Every decryption share adds noise flooding sized as papers/004 §5 derives,
 capped so that the values still decode (the share's ``flooding`` info says
@@ -49,6 +53,8 @@ __all__ = [
     "round2",
     "finalize",
     "encrypt",
+    "generate_signing_key",
+    "signing_key_public",
     "bind_search",
     "Decryptor",
     "Receiver",
@@ -153,26 +159,57 @@ def encrypt(key_dir: PathLike, values: np.ndarray | Sequence[float]) -> bytes:
     return out or b""
 
 
-def bind_search(key_dir: PathLike, query: bytes, result: bytes, *, index: str, generation: int = 0) -> tuple[bytes, dict]:
-    """Bind a search ``result`` to its ``query`` for the decryptors: the only input they share.
+def generate_signing_key(directory: PathLike) -> dict:
+    """Make the server's signing key pair in ``directory``: ``server-signing.key`` (the server's only) and ``server-signing.pub``.
 
-    ``key_dir`` is the server key directory (from :func:`finalize`);
-    ``query`` the bytes the querier sent (:meth:`encmatch.Querier.encrypt_query`),
-    ``result`` what the server returned for it (:meth:`encmatch.Server.search`,
-    a complete result, merged if sharded); ``index`` and ``generation`` name
-    the index searched. The core checks that the query is a query and the
-    result a complete result of the key set at the result level, and frames
-    both with a transcript hash over them, the index, generation, mode and
-    key set. Returns ``(bound bytes, info)``, info ``{"transcript", "mode",
-    "index", "generation", "bytes"}``.
+    Give ``server-signing.pub`` to every decryptor (:class:`Decryptor`):
+    they share only searches signed with this key. An existing key pair is
+    never overwritten (:class:`~encmatch.errors.Exists`). Returns
+    ``{"key", "public", "public_hex"}``.
     """
-    for name, v in (("query", query), ("result", result)):
+    info, _ = _core.call("threshold_signing_keygen", {"dir": directory})
+    return info
+
+
+def signing_key_public(signing_key: PathLike) -> str:
+    """The public key (hex) of the server signing key ``signing_key``, loaded and checked."""
+    info, _ = _core.call("threshold_signing_public", {"signing_key": signing_key})
+    return str(info["public_hex"])
+
+
+def _check_bytes(**values: object) -> None:
+    """InvalidArgument unless every value is bytes-like."""
+    for name, v in values.items():
         if not isinstance(v, (bytes, bytearray, memoryview)):
             raise InvalidArgument(f"{name} must be bytes, not {type(v).__name__}")
+
+
+def bind_search(key_dir: PathLike, query: bytes, result: bytes, *, signing_key: PathLike, index: str,
+                generation: int = 0) -> tuple[bytes, dict]:
+    """Bind a search ``result`` to its ``query`` and sign it for the decryptors: the only input they share.
+
+    The server's step, for a result it computed itself (a sharded search's
+    merged result; a single server signs in :meth:`encmatch.Server.search`
+    directly). Never sign bytes someone else hands you: a querier can make
+    a "result" from its own probe with public operations, and the
+    signature is all that tells the decryptors it is not one.
+
+    ``key_dir`` is the server key directory (from :func:`finalize`);
+    ``query`` the bytes the querier sent, ``result`` the complete result
+    computed for it; ``signing_key`` the server's ``server-signing.key``;
+    ``index`` and ``generation`` name the index searched. The core checks
+    that the query is a query and the result a complete result of the key
+    set at the result level, frames both with a transcript hash over them,
+    the index, generation, mode and key set, and signs the transcript.
+    Returns ``(bound bytes, info)``, info ``{"transcript", "mode", "index",
+    "generation", "signer", "bytes"}``.
+    """
+    _check_bytes(query=query, result=result)
     if not isinstance(index, str) or not index:
         raise InvalidArgument("index: a non-empty index id is required")
     buf = struct.pack("<Q", len(query)) + bytes(query) + struct.pack("<Q", len(result)) + bytes(result)
-    info, out = _core.call("threshold_bind", {"key_dir": key_dir, "index": index, "generation": int(generation)}, buf)
+    info, out = _core.call("threshold_bind", {"key_dir": key_dir, "signing_key": signing_key, "index": index,
+                                              "generation": int(generation)}, buf)
     return out or b"", info
 
 
@@ -195,11 +232,19 @@ class Decryptor:
     returned; keep it with the share file.
     """
 
-    def __init__(self, share_path: PathLike):
-        """Use the threshold secret share file ``share_path`` (``threshold-share-<i>.key``)."""
+    def __init__(self, share_path: PathLike, server_public: PathLike):
+        """Use the threshold secret share file ``share_path`` (``threshold-share-<i>.key``).
+
+        ``server_public`` is the public signing key (``server-signing.pub``)
+        of the server this decryptor trusts: it shares only searches that
+        server signed.
+        """
         self.share_path = Path(share_path)
         if not self.share_path.is_file():
             raise NotFound(f"threshold secret share {self.share_path} not found")
+        self.server_public = Path(server_public)
+        if not self.server_public.is_file():
+            raise NotFound(f"the trusted server's public signing key {self.server_public} not found")
 
     def decrypt_share(
         self,
@@ -211,11 +256,12 @@ class Decryptor:
         noise_bits: float | None = None,
         precision_bits: float | None = None,
     ) -> tuple[bytes, dict]:
-        """This decryptor's share of ``ciphertext``, a search result bound to its search (:func:`bind_search`).
+        """This decryptor's share of ``ciphertext``, a search result bound to its search and signed by the trusted server.
 
         Anything else (a threshold ciphertext, an unbound result, an encrypted
         probe however framed) is refused with
-        :class:`~encmatch.errors.InvalidArgument`; a bound search that repeats
+        :class:`~encmatch.errors.InvalidArgument`; a search signed by another
+        key with :class:`~encmatch.errors.Mismatch`; a bound search that repeats
         a ciphertext (query or result) this decryptor has shared before, in
         this process or any earlier one, with
         :class:`~encmatch.errors.Exists`. ``parties`` are the ids of exactly ``t`` participants, this one among
@@ -227,7 +273,7 @@ class Decryptor:
         ``{"party", "parties", "flooding", "transcript", "journal", "index",
         "generation", "mode", "ciphertexts", "bytes", "seconds"}``.
         """
-        args = {"share": self.share_path, "receiver_public": receiver_public,
+        args = {"share": self.share_path, "receiver_public": receiver_public, "server_public": self.server_public,
                 "parties": [int(p) for p in parties], **_flooding_args(flooding_bits, noise_bits, precision_bits)}
         info, out = _core.call("threshold_decrypt_share", args, bytes(ciphertext))
         return out or b"", info

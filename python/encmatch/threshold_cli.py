@@ -8,15 +8,18 @@
     encmatch threshold round2 --setup setup.json --party 1 --private p1/ --bulletin board/ --shares inbox1/
     encmatch threshold finalize --setup setup.json --bulletin board/ --keys server-keys/
     encmatch threshold receiver-keygen --setup setup.json --out receiver/
-    #   a querier encrypts a query under server-keys/ (encmatch.Querier), a server searches an index
-    encmatch threshold bind --keys server-keys/ --index faces --generation 3 --query query.bin \\
-        --result result.bin --out search.bin
-    encmatch threshold decrypt-share --share p1/threshold-share-1.key --receiver-public receiver/receiver.pub \\
-        --parties 1,3 --out share-1.bin search.bin
+    encmatch threshold signing-keygen --out signing/        # the server; give signing/server-signing.pub to the decryptors
+    #   a querier encrypts a query under server-keys/ (encmatch.Querier); the server searches and signs
+    encmatch threshold search --keys server-keys/ --index faces/ --signing-key signing/server-signing.key \\
+        --query query.bin --mode membership --out search.bin
+    encmatch threshold decrypt-share --share p1/threshold-share-1.key --server-public signing/server-signing.pub \\
+        --receiver-public receiver/receiver.pub --parties 1,3 --out share-1.bin search.bin
     encmatch threshold combine --receiver receiver/ search.bin share-1.bin share-3.bin
 
-Decryptors share only bound search results, each ciphertext once (a
-journal beside the share file records them).
+Decryptors share only search results bound to their query and signed by
+the server they trust, each ciphertext once (a journal beside the share
+file records them). ``threshold bind`` signs a result the server computed
+elsewhere (a sharded search's merged result).
 
 See ``docs/THRESHOLD.md``.
 """
@@ -103,17 +106,35 @@ def add_commands(sub: Any) -> None:
     s.add_argument("values", type=Path, metavar="VALUES.npy")
     s.set_defaults(func=cmd_encrypt)
 
-    s = act.add_parser("bind", help="bind a search result to its query, index and generation (what decryptors share)")
+    s = act.add_parser("signing-keygen", help="the server: make its signing key pair (decryptors trust the .pub)")
+    s.add_argument("--out", type=Path, required=True, help="directory for server-signing.key and server-signing.pub")
+    s.set_defaults(func=cmd_signing_keygen)
+
+    s = act.add_parser("search", help="the server: search an index and sign the result bound to its query")
     s.add_argument("--keys", type=Path, required=True, help="server key directory (from finalize)")
+    s.add_argument("--index", type=Path, required=True, help="index directory")
+    s.add_argument("--signing-key", type=Path, required=True, help="the server's server-signing.key")
+    s.add_argument("--query", type=Path, required=True, help="the querier's query")
+    s.add_argument("--mode", choices=("membership", "identification"), default="membership",
+                   help="what the search answers (default: %(default)s)")
+    s.add_argument("--generation", type=int, default=0, help="version of the index, named in the transcript (default: %(default)s)")
+    s.add_argument("--out", type=Path, required=True, help="signed search file to write (give it to the decryptors)")
+    s.set_defaults(func=cmd_search)
+
+    s = act.add_parser("bind", help="the server: sign a result it computed elsewhere (a merged sharded result), bound to its query")
+    s.add_argument("--keys", type=Path, required=True, help="server key directory (from finalize)")
+    s.add_argument("--signing-key", type=Path, required=True, help="the server's server-signing.key")
     s.add_argument("--index", required=True, help="id of the index searched")
     s.add_argument("--generation", type=int, default=0, help="generation of the index searched (default: %(default)s)")
     s.add_argument("--query", type=Path, required=True, help="the query the search answered")
-    s.add_argument("--result", type=Path, required=True, help="the server's (complete) result for it")
-    s.add_argument("--out", type=Path, required=True, help="bound search file to write (give it to the decryptors)")
+    s.add_argument("--result", type=Path, required=True, help="the (complete) result this server computed for it")
+    s.add_argument("--out", type=Path, required=True, help="signed search file to write (give it to the decryptors)")
     s.set_defaults(func=cmd_bind)
 
     s = act.add_parser("decrypt-share", help="a decryptor's decryption share of a bound search result (each once)")
     s.add_argument("--share", type=Path, required=True, help="this decryptor's threshold-share-<i>.key")
+    s.add_argument("--server-public", type=Path, required=True,
+                   help="server-signing.pub of the server this decryptor trusts (it shares only searches that server signed)")
     s.add_argument("--receiver-public", type=Path, required=True, help="the receiver's receiver.pub")
     s.add_argument("--parties", type=_ids, required=True, metavar="I,J", help="the t participating party ids")
     s.add_argument("--out", type=Path, required=True, help="decryption share file to write")
@@ -122,7 +143,7 @@ def add_commands(sub: Any) -> None:
     s.add_argument("--noise-bits", type=float, default=None, help="stated log2 bound on the ciphertext noise (default: 12)")
     s.add_argument("--precision-bits", type=float, default=None, help="decode within 2^-bits (default: 4)")
     s.add_argument("--json", action="store_true", help="print the share's description as JSON")
-    s.add_argument("ciphertext", type=Path, metavar="SEARCH", help="bound search result (from threshold bind)")
+    s.add_argument("ciphertext", type=Path, metavar="SEARCH", help="signed search (from threshold search or bind)")
     s.set_defaults(func=cmd_decrypt_share)
 
     s = act.add_parser("combine", help="the receiver: decrypt from t decryption shares")
@@ -182,19 +203,44 @@ def cmd_encrypt(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_signing_keygen(args: argparse.Namespace) -> int:
+    """``threshold signing-keygen``."""
+    info = th.generate_signing_key(args.out)
+    print(f"server signing key {info['key']} (keep it on the server); give {info['public']} to the decryptors "
+          f"(key {info['public_hex'][:16]})")
+    return 0
+
+
+def _print_signed(out: Path, info: dict, size: int) -> None:
+    """One line about a signed search written to ``out``."""
+    print(f"{out}: {info['mode']} result of index {info['index']} generation {info['generation']} bound to its query "
+          f"and signed (transcript {info['transcript'][:16]}, signer {info['signer'][:16]}, {size} bytes)")
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    """``threshold search``."""
+    from .client import Server
+
+    with Server(args.index, args.keys) as server:
+        data = server.search(args.query.read_bytes(), args.mode, signing_key=args.signing_key, generation=args.generation)
+        info = server.last_search["signed"]
+    args.out.write_bytes(data)
+    _print_signed(args.out, info, len(data))
+    return 0
+
+
 def cmd_bind(args: argparse.Namespace) -> int:
     """``threshold bind``."""
     data, info = th.bind_search(args.keys, args.query.read_bytes(), args.result.read_bytes(),
-                                index=args.index, generation=args.generation)
+                                signing_key=args.signing_key, index=args.index, generation=args.generation)
     args.out.write_bytes(data)
-    print(f"{args.out}: {info['mode']} result of index {info['index']} generation {info['generation']} bound to its query "
-          f"(transcript {info['transcript'][:16]}, {len(data)} bytes)")
+    _print_signed(args.out, info, len(data))
     return 0
 
 
 def cmd_decrypt_share(args: argparse.Namespace) -> int:
     """``threshold decrypt-share``."""
-    share, info = th.Decryptor(args.share).decrypt_share(
+    share, info = th.Decryptor(args.share, args.server_public).decrypt_share(
         args.ciphertext.read_bytes(), args.parties, args.receiver_public, flooding_bits=args.flooding_bits,
         noise_bits=args.noise_bits, precision_bits=args.precision_bits)
     args.out.write_bytes(share)

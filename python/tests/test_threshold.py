@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from encmatch import threshold as th
-from encmatch.errors import Corrupt, Exists, InvalidArgument, Mismatch
+from encmatch.errors import Corrupt, Exists, InvalidArgument, Mismatch, NotFound
 
 from conftest import run_cli
 
@@ -40,8 +40,10 @@ def run_setup(root: Path, n: int, t: int, preset: str = "toy") -> dict:
         th.round2(setup, i, root / f"party-{i}", board, root / f"inbox-{i}")
     th.finalize(setup, board, root / "server")
     receiver = th.Receiver.generate(setup, root / "receiver")
-    decryptors = {i: th.Decryptor(root / f"party-{i}" / th.share_file(i)) for i in range(1, n + 1)}
-    return {"setup": setup, "server": root / "server", "receiver": receiver, "decryptors": decryptors}
+    signing = th.generate_signing_key(root / "signing")  # the server's; the decryptors trust its .pub
+    decryptors = {i: th.Decryptor(root / f"party-{i}" / th.share_file(i), signing["public"]) for i in range(1, n + 1)}
+    return {"setup": setup, "server": root / "server", "receiver": receiver, "decryptors": decryptors,
+            "signing_key": Path(signing["key"])}
 
 
 @pytest.fixture(scope="module")
@@ -74,10 +76,10 @@ class Searcher:
         return query, self.server.search(query, mode)
 
     def bound(self, q: int = 0, mode: str = "membership") -> bytes:
-        """A search bound to its query, index and generation."""
-        query, result = self.search(q, mode)
+        """A fresh query for probe ``q``, searched by the server and signed, bound to its index and generation."""
         self.generation += 1
-        return th.bind_search(self.s["server"], query, result, index="faces", generation=self.generation)[0]
+        query = self.querier.encrypt_query(self.queries[q])
+        return self.server.search(query, mode, signing_key=self.s["signing_key"], index="faces", generation=self.generation)
 
     def expected(self, q: int, mode: str):
         """The plaintext answer of probe ``q``."""
@@ -155,7 +157,7 @@ def test_flooding_reported_and_second_share_refused(two_of_three, searcher):
             d.decrypt_share(bound, parties, s["receiver"].public_key)
     # A new Decryptor object (as after a restart) reads the same journal.
     with pytest.raises(Exists, match="already made a decryption share"):
-        th.Decryptor(d.share_path).decrypt_share(bound, (1, 2), s["receiver"].public_key)
+        th.Decryptor(d.share_path, d.server_public).decrypt_share(bound, (1, 2), s["receiver"].public_key)
     b, _ = s["decryptors"][2].decrypt_share(bound, (1, 2), s["receiver"].public_key)
     _, info = s["receiver"].combine(bound, [a, b])
     check_answer(searcher, info, 0, "membership")
@@ -188,19 +190,40 @@ def test_rewrapped_probe_refused(two_of_three, searcher):
             s["decryptors"][d].decrypt_share(as_ciphertext, (1, 2), s["receiver"].public_key)
     with pytest.raises(InvalidArgument, match="only a search result bound"):
         s["decryptors"][1].decrypt_share(result, (1, 2), s["receiver"].public_key)  # a result, unbound
+    key = s["signing_key"]
     with pytest.raises(Mismatch, match="expected a result, got a query"):
-        th.bind_search(s["server"], query, query, index="faces")
+        th.bind_search(s["server"], query, query, signing_key=key, index="faces")
     with pytest.raises(Mismatch):
-        th.bind_search(s["server"], result, result, index="faces")
+        th.bind_search(s["server"], result, result, signing_key=key, index="faces")
     head = b'{"mode":"membership","total":60,"groups":[{"start":0,"count":60}]}'
     as_result = rewrap(query, "result", lambda p: struct.pack("<Q", len(head)) + head + struct.pack("<Q", len(p)) + p)
     with pytest.raises(Corrupt):
-        th.bind_search(s["server"], query, as_result, index="faces")
-    bound = th.bind_search(s["server"], query, result, index="faces")[0]
+        th.bind_search(s["server"], query, as_result, signing_key=key, index="faces")
+    bound = th.bind_search(s["server"], query, result, signing_key=key, index="faces")[0]
     forged = bytearray(bound)
     forged[200] ^= 1  # inside the transcript header; checksum recomputed below
     with pytest.raises(Corrupt):
         s["decryptors"][1].decrypt_share(rewrap(bytes(forged), "threshold-search"), (1, 2), s["receiver"].public_key)
+
+
+def test_search_signed_by_another_key_refused(two_of_three, searcher, tmp_path):
+    """A querier can bind a result itself (anything it made with public operations, in the Go
+    test TestRewrittenProbeNeedsServerSignature its own re-randomised probe), but not with the
+    server's key: decryptors share only searches signed by the server key they trust."""
+    s = two_of_three
+    query, result = searcher.search(3)
+    own = th.generate_signing_key(tmp_path / "querier")
+    forged, info = th.bind_search(s["server"], query, result, signing_key=own["key"], index="faces")
+    assert info["signer"] == own["public_hex"]
+    for d in (1, 2):
+        with pytest.raises(Mismatch, match="not by the trusted server key"):
+            s["decryptors"][d].decrypt_share(forged, (1, 2), s["receiver"].public_key)
+    with pytest.raises(Exists):
+        th.generate_signing_key(tmp_path / "querier")  # a key decryptors may trust is never overwritten
+    with pytest.raises(NotFound, match="public signing key"):
+        th.Decryptor(s["decryptors"][1].share_path, tmp_path / "nothing.pub")
+    with pytest.raises(InvalidArgument, match="give signing_key too"):
+        searcher.server.search(query, "membership", index="faces")
 
 
 def test_bad_shares_refused(two_of_three, searcher):
@@ -262,12 +285,18 @@ def test_cli_roles_end_to_end(tmp_path):
                    "--bulletin", tmp_path / "board", "--shares", tmp_path / f"in{i}"))
     ok(run_cli("threshold", "finalize", "--setup", setup, "--bulletin", tmp_path / "board", "--keys", tmp_path / "server"))
     ok(run_cli("threshold", "receiver-keygen", "--setup", setup, "--out", tmp_path / "recv"))
+    out = ok(run_cli("threshold", "signing-keygen", "--out", tmp_path / "signing"))
+    assert "give" in out.stdout and (tmp_path / "signing" / "server-signing.pub").is_file()
+    again = ok(run_cli("threshold", "signing-keygen", "--out", tmp_path / "signing"), code=2)
+    assert "never overwritten" in again.stderr
+    ok(run_cli("threshold", "signing-keygen", "--out", tmp_path / "querier-signing"))  # a querier's own key
     s = {"server": tmp_path / "server"}
     sr = Searcher(s, tmp_path, seed=5, n=20)
     try:
         query, result = sr.search(2, "identification")
         (tmp_path / "q.bin").write_bytes(query)
         (tmp_path / "r.bin").write_bytes(result)
+        (tmp_path / "q2.bin").write_bytes(sr.querier.encrypt_query(sr.queries[1]))
         # The attack of issue 14: the probe re-wrapped as a threshold input.
         (tmp_path / "probe.bin").write_bytes(rewrap(query, "threshold-ciphertext", lambda p: struct.pack("<Q", len(p)) + p))
     finally:
@@ -276,13 +305,30 @@ def test_cli_roles_end_to_end(tmp_path):
 
     def share(i, src, out, parties="1,3"):
         return run_cli("threshold", "decrypt-share", "--share", tmp_path / f"p{i}" / th.share_file(i),
+                       "--server-public", tmp_path / "signing" / "server-signing.pub",
                        "--receiver-public", pub, "--parties", parties, "--out", out, src)
 
     probe = ok(share(1, tmp_path / "probe.bin", tmp_path / "x.bin"), code=2)
     assert "only a search result bound to its search" in probe.stderr and not (tmp_path / "x.bin").exists()
-    out = ok(run_cli("threshold", "bind", "--keys", tmp_path / "server", "--index", "faces", "--generation", 4,
+    ok(run_cli("threshold", "bind", "--keys", tmp_path / "server", "--signing-key",
+               tmp_path / "querier-signing" / "server-signing.key", "--index", "faces", "--query", tmp_path / "q.bin",
+               "--result", tmp_path / "r.bin", "--out", tmp_path / "forged.bin"))
+    forged = ok(share(1, tmp_path / "forged.bin", tmp_path / "x.bin"), code=2)
+    assert "not by the trusted server key" in forged.stderr and not (tmp_path / "x.bin").exists()
+    out = ok(run_cli("threshold", "bind", "--keys", tmp_path / "server", "--signing-key",
+                     tmp_path / "signing" / "server-signing.key", "--index", "faces", "--generation", 4,
                      "--query", tmp_path / "q.bin", "--result", tmp_path / "r.bin", "--out", tmp_path / "ct.bin"))
-    assert "identification result of index faces generation 4" in out.stdout
+    assert "identification result of index faces generation 4 bound to its query and signed" in out.stdout
+    # The server's own step: search and sign in one command.
+    out = ok(run_cli("threshold", "search", "--keys", tmp_path / "server", "--index", tmp_path / "index",
+                     "--signing-key", tmp_path / "signing" / "server-signing.key", "--query", tmp_path / "q2.bin",
+                     "--mode", "membership", "--out", tmp_path / "m.bin"))
+    assert "membership result of index" in out.stdout and "signed" in out.stdout
+    for i in (1, 2):
+        ok(share(i, tmp_path / "m.bin", tmp_path / f"m{i}.bin", parties="1,2"))
+    out = ok(run_cli("threshold", "combine", "--receiver", tmp_path / "recv", tmp_path / "m.bin",
+                     tmp_path / "m1.bin", tmp_path / "m2.bin"))
+    assert f"membership: {int(sr.expected(1, 'membership').count)} match(es)" in out.stdout
     for i in (1, 3):
         ok(share(i, tmp_path / "ct.bin", tmp_path / f"s{i}.bin"))
     again = ok(share(1, tmp_path / "ct.bin", tmp_path / "again.bin", parties="1,2"), code=2)
@@ -333,3 +379,40 @@ def test_threshold_face_search(two_of_three, searcher):
             check_answer(searcher, info, q, mode)
     with pytest.raises(InvalidArgument):
         searcher.querier.encrypt_query(np.zeros(DIM))
+
+
+def test_service_signs_threshold_searches(two_of_three, searcher, tmp_path):
+    """The service searches an index of a threshold key set and signs the result bound to its query
+    (``signed=true``, ``serve --signing-key``); t decryptors share it and the receiver reads the
+    brute-force answer. A service without a signing key refuses to sign, and the signature names
+    the index and generation the service searched."""
+    from encmatch.service import ServiceClient
+    from encmatch.service.measure import ServerProcess, add_tenant
+    from encmatch.service.remote import create_index, enroll
+
+    s = two_of_three
+    data_dir = tmp_path / "data"
+    token = add_tenant(data_dir, "alice")
+    with ServerProcess(data_dir, "--allow-insecure", "--signing-key", s["signing_key"]) as proc, \
+            ServiceClient(proc.url, token) as service:
+        import encmatch
+
+        index_id = create_index(service, s["server"], DELTA)
+        enroll(service, index_id, encmatch.Enroller(s["server"]), searcher.gallery)
+        for q, mode in ((0, "membership"), (1, "identification")):
+            query = searcher.querier.encrypt_query(searcher.queries[q])
+            signed, _ = service.search(index_id, query, mode, signed=True)
+            shares = [s["decryptors"][i].decrypt_share(signed, (1, 2), s["receiver"].public_key) for i in (1, 2)]
+            assert shares[0][1]["index"] == index_id and shares[0][1]["generation"] == 2  # create, then enroll
+            _, info = s["receiver"].combine(signed, [sh for sh, _ in shares])
+            check_answer(searcher, info, q, mode)
+        plain, _ = service.search(index_id, searcher.querier.encrypt_query(searcher.queries[2]), "membership")
+        with pytest.raises(InvalidArgument, match="only a search result bound"):
+            s["decryptors"][1].decrypt_share(plain, (1, 2), s["receiver"].public_key)  # unsigned: refused
+    assert "signing searches" in proc.log() and "Traceback" not in proc.log()
+    with ServerProcess(tmp_path / "data", "--allow-insecure") as proc, ServiceClient(proc.url, token) as service:
+        with pytest.raises(InvalidArgument, match="signs no searches"):
+            service.search(index_id, searcher.querier.encrypt_query(searcher.queries[0]), "membership", signed=True)
+    bad = ServerProcess(tmp_path / "data", "--allow-insecure", "--signing-key", s["receiver"].public_key)
+    with pytest.raises(RuntimeError, match="expected a server-signing-key"):
+        bad.start(timeout=60)

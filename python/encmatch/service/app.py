@@ -106,6 +106,9 @@ class ServiceConfig:
     max_connections: int = 4096
     #: Load a commit's new files in a child process first (a core abort then cannot end the service).
     isolate_commit_check: bool = True
+    #: The service's ``server-signing.key`` (``threshold signing-keygen``): with it, a search asked
+    #: for ``signed=true`` comes back bound to its query and signed for threshold decryptors.
+    signing_key: Path | None = None
 
     def resolved(self) -> "ServiceConfig":
         """A copy with every 0 ("derived") limit replaced by its value."""
@@ -639,10 +642,14 @@ def create_app(config: ServiceConfig) -> FastAPI:
                      mode: str = Query("identification", description=" or ".join(MODES)),
                      delta: str | None = Query(None, description="refused unless it is the index's own threshold: "
                                                "a search cannot choose one (docs/LEAKAGE.md)"),
+                     signed: bool = Query(False, description="answer with the result bound to its query and signed "
+                                          "with the service's key, for threshold decryptors (docs/THRESHOLD.md)"),
                      tenant: str = Depends(tenant_of)) -> Response:
         """Run an encrypted search behind the bounded queue; the body is the query, the answer the result."""
         if mode not in MODES:
             raise InvalidArgument(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
+        if signed and config.signing_key is None:
+            raise InvalidArgument("this service signs no searches: start it with --signing-key (docs/THRESHOLD.md)")
         key = (tenant, index_id)
         entry = scheduler.loaded(key)
         if entry is None:
@@ -666,7 +673,7 @@ def create_app(config: ServiceConfig) -> FastAPI:
         scheduler.refuse_if_full()
         query = await _read_body(request, cap)
         _check_query(query, entry)
-        result, info = await scheduler.search(key, query, mode)
+        result, info = await scheduler.search(key, query, mode, config.signing_key if signed else None)
         headers = {"X-Queue-Seconds": f"{info['queue_seconds']:.6f}",
                    "X-Search-Seconds": f"{info['search_seconds']:.6f}",
                    "X-Generation": str(info["generation"])}

@@ -100,6 +100,9 @@ def add_commands(sub: Any) -> None:
                    help="allow plain HTTP on a non-loopback --host (only behind a TLS-terminating proxy)")
     s.add_argument("--allow-insecure", action="store_true",
                    help="accept key sets of INSECURE presets (toy): for tests only")
+    s.add_argument("--signing-key", type=Path, default=None, metavar="FILE",
+                   help="server-signing.key (threshold signing-keygen): sign searches asked for with signed=true, "
+                        "for threshold decryptors")
     s.add_argument("--max-body-mb", type=float, default=64.0,
                    help="largest request body in MiB (default: %(default)s); upload chunks must fit")
     s.add_argument("--max-file-gb", type=float, default=16.0, help="largest uploaded file in GiB (default: %(default)s)")
@@ -144,13 +147,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
     check_listen(args.host, args.tls_cert, args.tls_key, args.allow_plaintext)  # before anything is opened
     if args.max_queue < 1 or args.workers < 1 or args.query_timeout <= 0 or args.max_body_mb <= 0:
         raise InvalidArgument("--max-queue and --workers must be >= 1; --query-timeout and --max-body-mb > 0")
+    if args.signing_key is not None:
+        from ..threshold import signing_key_public
+
+        signer = signing_key_public(args.signing_key)  # a bad key fails now, not at the first signed search
+        print(f"signing searches asked for with signed=true as server key {signer[:16]}", file=sys.stderr)
     if args.allow_insecure:
         print("warning: --allow-insecure: key sets of INSECURE presets are accepted (tests only)", file=sys.stderr)
     config = ServiceConfig(
         data_dir=args.data, allow_insecure=args.allow_insecure, max_body_bytes=int(args.max_body_mb * (1 << 20)),
         max_file_bytes=int(args.max_file_gb * (1 << 30)), max_pending=args.max_queue, workers=args.workers,
         query_timeout=args.query_timeout, shutdown_grace=args.shutdown_grace, memory_budget=args.memory_budget,
-        backend=backend_from_args(args),
+        backend=backend_from_args(args), signing_key=args.signing_key,
     )
     return serve(config, args.host, args.port, access_log=not args.no_access_log, tls_cert=args.tls_cert,
                  tls_key=args.tls_key, allow_plaintext=args.allow_plaintext)

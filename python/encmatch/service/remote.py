@@ -230,12 +230,17 @@ class ServiceClient:
             raise Corrupt(f"sealed file {name}: the bytes received differ from the service's checksum")
         return data
 
-    def search(self, index_id: str, query: bytes, mode: str) -> tuple[bytes, dict]:
+    def search(self, index_id: str, query: bytes, mode: str, *, signed: bool = False) -> tuple[bytes, dict]:
         """``POST /v1/indexes/{id}/search``: result bytes and the service's timings (seconds).
 
         The search runs at the index's own threshold; there is no other.
+        ``signed``: the result comes back bound to its query and signed by
+        the service, the input threshold decryptors share (the service must
+        run with ``--signing-key``).
         """
         params: dict[str, Any] = {"mode": mode}
+        if signed:
+            params["signed"] = "true"
         resp = self.request("POST", f"/v1/indexes/{index_id}/search", content=bytes(query), params=params,
                             headers={"Content-Type": "application/octet-stream"})
         timings = {k: float(resp.headers.get(h, "nan")) for k, h in

@@ -40,6 +40,7 @@ from typing import Any
 from ..client import Server, index_info
 from ..errors import Corrupt, EncmatchError, InvalidArgument, NotFound, error_for
 from ..results import check_mode
+from ..threshold import bind_search
 from .errors import Busy, Conflict, ShuttingDown, Timeout
 
 __all__ = ["Scheduler", "Loaded", "open_generation", "check_in_subprocess", "query_size_bounds"]
@@ -60,6 +61,8 @@ class Loaded:
     delta: float = float("nan")
     #: Smallest and largest byte length of a query for the index's parameters (0, 0: unknown).
     query_bytes: tuple[int, int] = (0, 0)
+    #: The generation's server key directory (a signed search names its key set from it).
+    keys_dir: Path | None = None
 
 
 class Scheduler:
@@ -139,8 +142,14 @@ class Scheduler:
                     "workers": self.workers, "served": self._served, "refused_busy": self._refused,
                     "indexes_loaded": len(self._loaded), "closing": self._closing}
 
-    async def search(self, key: tuple[str, str], query: bytes, mode: str) -> tuple[bytes, dict]:
+    async def search(self, key: tuple[str, str], query: bytes, mode: str,
+                     signing_key: Path | None = None) -> tuple[bytes, dict]:
         """Run one search of index ``key``; returns the result bytes and timings.
+
+        With ``signing_key`` (the service's ``server-signing.key``) the result
+        comes back bound to its query and signed, as threshold decryptors
+        need it (:func:`encmatch.threshold.bind_search`; ``index`` the
+        index id, ``generation`` the generation searched).
 
         Raises Busy when the queue is full, ShuttingDown while stopping,
         Timeout past ``query_timeout``, NotFound if the index is not loaded
@@ -152,7 +161,7 @@ class Scheduler:
             self._pending += 1
         enqueued = time.monotonic()
         try:
-            fut = self._pool.submit(self._run, key, query, mode, enqueued)
+            fut = self._pool.submit(self._run, key, query, mode, enqueued, signing_key)
         except RuntimeError:  # the pool is shut down
             self._done(None)
             raise ShuttingDown("the service is shutting down") from None
@@ -167,8 +176,10 @@ class Scheduler:
         with self._guard:
             self._pending -= 1
 
-    def _run(self, key: tuple[str, str], query: bytes, mode: str, enqueued: float) -> tuple[bytes, dict]:
-        """Worker thread: run one search under the index's lock, unless it is too late."""
+    def _run(self, key: tuple[str, str], query: bytes, mode: str, enqueued: float,
+             signing_key: Path | None) -> tuple[bytes, dict]:
+        """Worker thread: run one search under the index's lock, unless it is too late; sign it with
+        ``signing_key`` when given."""
         waited = time.monotonic() - enqueued
         if self._stopped:
             raise ShuttingDown("the service stopped before this search started")
@@ -195,6 +206,9 @@ class Scheduler:
                         self._served += 1
                 core = dict(entry.server.last_search)
                 break
+        if signing_key is not None:  # this service computed out for query: only then may it sign
+            out, _ = bind_search(entry.keys_dir, query, out, signing_key=signing_key, index=key[1],
+                                 generation=entry.generation)
         return out, {"queue_seconds": waited, "search_seconds": seconds, "generation": entry.generation,
                      "core_seconds": core.get("seconds"), "groups": core.get("groups")}
 
@@ -231,7 +245,8 @@ def open_generation(gen_dir: Path, keys_dir: Path, memory_budget: int, backend: 
     opener = Server if backend is None else backend.open
     server = opener(gen_dir, keys_dir, memory_budget) if count else None
     return Loaded(0, count, str(manifest["key_id"]), str(manifest["fingerprint"]), server,
-                  delta=float(manifest["delta"]), query_bytes=query_size_bounds(manifest.get("params") or {}))
+                  delta=float(manifest["delta"]), query_bytes=query_size_bounds(manifest.get("params") or {}),
+                  keys_dir=keys_dir)
 
 
 #: Bytes a query frame adds to its ciphertext's coefficients: the frame header (kind, fingerprint and
