@@ -20,6 +20,7 @@ import socket
 import struct
 import threading
 import time
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -515,7 +516,7 @@ def threshold_setup(tmp_path_factory):
 
 
 def test_secret_material_refused_by_content(server, keys, threshold_setup):
-    """Threshold shares, a receiver's secret key, a label secret key and unknown kinds are refused
+    """Threshold shares, a receiver's secret key, a server signing key, a label secret key and unknown kinds are refused
     (403) under any name, at the first chunk, and nothing of them stays on disk."""
     root = threshold_setup
     meta = json.loads((root / "server" / "keys.json").read_text())
@@ -524,6 +525,7 @@ def test_secret_material_refused_by_content(server, keys, threshold_setup):
         "receiver secret key": (root / "receiver" / "receiver.key").read_bytes(),
         "unknown kind": seal("mystery-kind", meta["fingerprint"], meta["key_id"], b"s" * 4096),
         "round-1 state": seal("threshold-round1-state", meta["fingerprint"], meta["key_id"], b"t" * 4096),
+        "server signing key": Path(th.generate_signing_key(root / "signing")["key"]).read_bytes(),
     }
     assert parse_header(secrets_["threshold share"]).kind == "threshold-share"
     assert parse_header(secrets_["receiver secret key"]).kind == "threshold-receiver-secret"
