@@ -134,8 +134,12 @@ func New(preset string, kappa, dim int) (*Set, error) {
 }
 
 // PaddedDim is the block size l used for packing: dim rounded up to a power
-// of two, so that l divides the number of slots.
+// of two, so that l divides the number of slots. A dim above 2^62 (no
+// parameter set holds one) gives 2^62 rather than overflowing.
 func PaddedDim(dim int) int {
+	if dim > 1<<62 {
+		return 1 << 62
+	}
 	l := 1
 	for l < dim {
 		l <<= 1

@@ -1,6 +1,9 @@
 package params
 
-import "testing"
+import (
+	"math"
+	"testing"
+)
 
 func TestDefaultIsSecureForEverySupportedKappa(t *testing.T) {
 	for k := MinKappa; k <= MaxKappa; k++ {
@@ -50,8 +53,10 @@ func TestFingerprintSeparatesSets(t *testing.T) {
 	if a.Fingerprint() == b.Fingerprint() || a.Fingerprint() == c.Fingerprint() || a.Fingerprint() != d.Fingerprint() {
 		t.Fatal("fingerprints do not identify parameter sets")
 	}
-	if PaddedDim(192) != 256 || PaddedDim(512) != 512 || PaddedDim(1) != 1 {
-		t.Fatal("PaddedDim")
+	for _, c := range []struct{ dim, want int }{{1, 1}, {192, 256}, {512, 512}, {1<<62 + 1, 1 << 62}, {math.MaxInt, 1 << 62}} {
+		if got := PaddedDim(c.dim); got != c.want {
+			t.Fatalf("PaddedDim(%d) = %d, want %d (no endless loop near 2^63)", c.dim, got, c.want)
+		}
 	}
 }
 

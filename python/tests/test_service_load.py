@@ -11,7 +11,6 @@ measurement of docs/SERVICE.md.)
 from __future__ import annotations
 
 import json
-import os
 import socket
 import time
 
@@ -51,18 +50,8 @@ def service(tmp_path_factory, keys):
     one index of 600 entries."""
     data_dir = tmp_path_factory.mktemp("load") / "data"
     token = add_tenant(data_dir, "alice")
-    deadlines = {"ENCMATCH_BODY_TIMEOUT": "1.5", "ENCMATCH_HEADER_TIMEOUT": "3"}
-    old = {k: os.environ.get(k) for k in deadlines}
-    os.environ.update(deadlines)
-    try:
-        proc = ServerProcess(data_dir, "--allow-insecure", "--max-body-mb", "4", "--max-queue", "8",
-                             "--no-access-log").start()
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k)
-            else:
-                os.environ[k] = v
+    proc = ServerProcess(data_dir, "--allow-insecure", "--max-body-mb", "4", "--max-queue", "8",
+                         "--body-timeout", "1.5", "--header-timeout", "3", "--no-access-log").start()
     gallery, _, queries = separated_gallery(np.random.default_rng(5), DIM, 600, 16)
     index = RemoteIndex.create(proc.url, token, keys, DELTA)
     index.add(gallery)

@@ -114,6 +114,12 @@ def add_commands(sub: Any) -> None:
                    help="seconds a search may wait and run before it is answered 504 (default: %(default)s)")
     s.add_argument("--shutdown-grace", type=float, default=30.0,
                    help="seconds in-flight requests get to finish on SIGTERM/SIGINT (default: %(default)s)")
+    s.add_argument("--body-timeout", type=float, default=None, metavar="SECONDS",
+                   help="seconds a client may take to send each piece of a request body, else 408 "
+                        "(default: $ENCMATCH_BODY_TIMEOUT, else 60)")
+    s.add_argument("--header-timeout", type=float, default=None, metavar="SECONDS",
+                   help="seconds a connection may stay without a whole request header, else it is closed "
+                        "(default: $ENCMATCH_HEADER_TIMEOUT, else 30)")
     s.add_argument("--no-access-log", action="store_true", help="do not log every request")
     add_memory_budget_argument(s, "memory for each loaded index; a larger one is streamed from disk per query")
     add_backend_arguments(s)
@@ -160,6 +166,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         query_timeout=args.query_timeout, shutdown_grace=args.shutdown_grace, memory_budget=args.memory_budget,
         backend=backend_from_args(args), signing_key=args.signing_key,
     )
+    for name in ("body_timeout", "header_timeout"):
+        value = getattr(args, name)
+        if value is not None:
+            if not value > 0:
+                raise InvalidArgument(f"--{name.replace('_', '-')} must be > 0, got {value:g}")
+            setattr(config, name, value)
     return serve(config, args.host, args.port, access_log=not args.no_access_log, tls_cert=args.tls_cert,
                  tls_key=args.tls_key, allow_plaintext=args.allow_plaintext)
 
