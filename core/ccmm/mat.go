@@ -2,7 +2,6 @@ package ccmm
 
 import (
 	"fmt"
-	"math"
 	"runtime"
 	"sync"
 
@@ -101,13 +100,27 @@ func modInt(v int64, q uint64) uint64 {
 }
 
 // GEMM returns x * yt^T modulo q (yt is the right operand transposed, so
-// that both operands are read along rows), centered. Exact when
-// x.Cols * (q/2)^2 < 2^63 (checked by NewParams for its primes). It
+// that both operands are read along rows), centered; the operands are
+// centered residues. It runs on the AVX-512 VNNI engine (gemm_vnni.go)
+// where the CPU has it and q < 2^20, else on the int64 Go kernel, exact
+// when x.Cols * (q/2)^2 < 2^63 (checked by NewParams for its primes). It
 // parallelises over rows of x with GOMAXPROCS goroutines.
 func GEMM(x, yt Mat, q uint64) Mat {
 	if x.Cols != yt.Cols {
 		panic(fmt.Sprintf("ccmm: GEMM inner dimensions %d and %d", x.Cols, yt.Cols))
 	}
+	if hasVNNI && q < 1<<20 && x.Cols <= maxVNNIInner {
+		c, err := gemmVNNI(x, yt, q)
+		if err != nil {
+			panic(err) // unreachable: the conditions above are gemmVNNI's
+		}
+		return c
+	}
+	return gemmGo(x, yt, q)
+}
+
+// gemmGo is GEMM on the int64 Go kernel.
+func gemmGo(x, yt Mat, q uint64) Mat {
 	c := NewMat(x.Rows, yt.Rows)
 	parallelRows(x.Rows, func(i0, i1 int) { gemmInt(x, yt, q, c, i0, i1) })
 	return c
@@ -188,89 +201,6 @@ func dotInt(a, b []int32) int64 {
 	b = b[:len(a)]
 	for l, v := range a {
 		s += int64(v) * int64(b[l])
-	}
-	return s
-}
-
-// FloatMat is a residue matrix held in float64 for the float64 GEMM.
-type FloatMat struct {
-	Rows, Cols int
-	Data       []float64
-}
-
-// ToFloat converts a residue matrix to float64.
-func (m Mat) ToFloat() FloatMat {
-	f := FloatMat{Rows: m.Rows, Cols: m.Cols, Data: make([]float64, len(m.Data))}
-	for i, v := range m.Data {
-		f.Data[i] = float64(v)
-	}
-	return f
-}
-
-// GEMMFloat is GEMM with float64 arithmetic: exact when x.Cols * (q/2)^2 <
-// 2^53 (q up to 2^20 at inner dimension 2^14); it refuses larger products.
-func GEMMFloat(x, yt FloatMat, q uint64) (Mat, error) {
-	if x.Cols != yt.Cols {
-		return Mat{}, fmt.Errorf("%w: GEMM inner dimensions %d and %d", errs.ErrInvalid, x.Cols, yt.Cols)
-	}
-	if h := float64(q / 2); float64(x.Cols)*h*h >= math.Ldexp(1, 53) {
-		return Mat{}, fmt.Errorf("%w: float64 GEMM of inner dimension %d is not exact modulo %d", ErrModulus, x.Cols, q)
-	}
-	c := NewMat(x.Rows, yt.Rows)
-	parallelRows(x.Rows, func(i0, i1 int) { gemmFloat(x, yt, q, c, i0, i1) })
-	return c, nil
-}
-
-func gemmFloat(x, yt FloatMat, q uint64, c Mat, i0, i1 int) {
-	k, n := x.Cols, yt.Rows
-	qi := int64(q)
-	red := func(v float64) int32 { return reduce(int64(v), qi) }
-	i := i0
-	for ; i+1 < i1; i += 2 {
-		x0 := x.Data[i*k : (i+1)*k]
-		x1 := x.Data[(i+1)*k : (i+2)*k]
-		j := 0
-		for ; j+3 < n; j += 4 {
-			x1 := x1[:len(x0)]
-			y0 := yt.Data[j*k : (j+1)*k][:len(x0)]
-			y1 := yt.Data[(j+1)*k : (j+2)*k][:len(x0)]
-			y2 := yt.Data[(j+2)*k : (j+3)*k][:len(x0)]
-			y3 := yt.Data[(j+3)*k : (j+4)*k][:len(x0)]
-			var c00, c01, c02, c03, c10, c11, c12, c13 float64
-			for l := range x0 {
-				a0, a1 := x0[l], x1[l]
-				b0, b1, b2, b3 := y0[l], y1[l], y2[l], y3[l]
-				c00 += a0 * b0
-				c01 += a0 * b1
-				c02 += a0 * b2
-				c03 += a0 * b3
-				c10 += a1 * b0
-				c11 += a1 * b1
-				c12 += a1 * b2
-				c13 += a1 * b3
-			}
-			r0 := c.Data[i*n+j : i*n+j+4]
-			r1 := c.Data[(i+1)*n+j : (i+1)*n+j+4]
-			r0[0], r0[1], r0[2], r0[3] = red(c00), red(c01), red(c02), red(c03)
-			r1[0], r1[1], r1[2], r1[3] = red(c10), red(c11), red(c12), red(c13)
-		}
-		for ; j < n; j++ {
-			c.Data[i*n+j] = red(dotFloat(x0, yt.Data[j*k:(j+1)*k]))
-			c.Data[(i+1)*n+j] = red(dotFloat(x1, yt.Data[j*k:(j+1)*k]))
-		}
-	}
-	for ; i < i1; i++ {
-		for j := 0; j < n; j++ {
-			c.Data[i*n+j] = red(dotFloat(x.Data[i*k:(i+1)*k], yt.Data[j*k:(j+1)*k]))
-		}
-	}
-}
-
-func dotFloat(a, b []float64) float64 {
-	var s float64
-	b = b[:len(a)]
-	for l, v := range a {
-		s += v * b[l]
 	}
 	return s
 }

@@ -1,0 +1,70 @@
+package ccmm
+
+import (
+	"errors"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestGEMMVNNIMatchesGo: the VNNI engine equals the int64 Go kernel on
+// shapes that cross every blocking boundary (rows around the 8-row tile
+// and the 128-row block, inner dimensions around the 4-byte groups and the
+// 1,024 block, columns around the 48-column panel), on random residues
+// and on the extreme residues +-(q-1)/2 and 0, for primes near 2^20 and
+// small ones.
+func TestGEMMVNNIMatchesGo(t *testing.T) {
+	if !hasVNNI {
+		t.Skip("this CPU or build has no AVX-512 VNNI engine")
+	}
+	rng := rand.New(rand.NewPCG(3, 5))
+	primes := []uint64{1048193, 1032193, 786433, 12289, 3}
+	shapes := []struct{ m, k, n int }{
+		{1, 1, 1}, {7, 3, 5}, {9, 5, 47}, {8, 4, 48}, {17, 1023, 49}, {129, 1025, 97}, {130, 2051, 3}, {3, 4100, 50},
+	}
+	for _, q := range primes {
+		h := int32(q / 2)
+		for _, sh := range shapes {
+			for _, fill := range []string{"random", "extreme"} {
+				x, yt := NewMat(sh.m, sh.k), NewMat(sh.n, sh.k)
+				for _, m := range []Mat{x, yt} {
+					for i := range m.Data {
+						if fill == "random" {
+							m.Data[i] = int32(rng.Int64N(int64(q))) - h
+						} else {
+							m.Data[i] = []int32{-h, h, 0, h, -h}[rng.IntN(5)]
+						}
+					}
+				}
+				got, err := gemmVNNI(x, yt, q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := gemmGo(x, yt, q)
+				for i := range want.Data {
+					if got.Data[i] != want.Data[i] {
+						t.Fatalf("q=%d %dx%dx%d %s: entry %d is %d, want %d", q, sh.m, sh.k, sh.n, fill, i, got.Data[i], want.Data[i])
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestGEMMVNNIRefusesWideModuli: a modulus of 2^20 or more does not fit
+// the three digits, and the dispatcher sends it to the Go kernel instead.
+func TestGEMMVNNIRefusesWideModuli(t *testing.T) {
+	if !hasVNNI {
+		t.Skip("this CPU or build has no AVX-512 VNNI engine")
+	}
+	x := NewMat(2, 4)
+	if _, err := gemmVNNI(x, x, 1<<20+7); !errors.Is(err, ErrModulus) {
+		t.Fatalf("modulus above 2^20: got %v, want ErrModulus", err)
+	}
+	q := uint64(1<<21 - 9) // still exact in the Go kernel
+	x.Data = []int32{1 << 20, -(1 << 20), 5, 7, 3, 1, -1, 2}
+	yt := NewMat(1, 4)
+	yt.Data = []int32{1 << 20, 1 << 20, 1, 1}
+	if got, want := GEMM(x, yt, q), gemmGo(x, yt, q); got.Data[0] != want.Data[0] || got.Data[1] != want.Data[1] {
+		t.Fatalf("GEMM with a 21-bit modulus: %v, want %v", got.Data, want.Data)
+	}
+}
