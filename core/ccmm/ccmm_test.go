@@ -6,6 +6,7 @@ import (
 	"math/big"
 	"math/rand/v2"
 	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -185,8 +186,10 @@ func TestCCMMIrisLength(t *testing.T) {
 }
 
 // TestCCMMIrisPreset runs the secure iris parameters (N_db = 2^14, N_q =
-// 2^13, 16,384 positions) on 2^14 database rows and 2 query columns. Slow
-// (minutes): it runs only with ENCMATCH_CCMM_SLOW=1, and never with -short.
+// 2^13, 16,384 positions) on 2^14 database rows and 2 query columns
+// (ENCMATCH_CCMM_COLUMNS sets another number: 992 is papers/004's 32 eyes
+// x 31 rotations). Slow (minutes, ~20 GB): it runs only with
+// ENCMATCH_CCMM_SLOW=1, and never with -short.
 func TestCCMMIrisPreset(t *testing.T) {
 	if testing.Short() || os.Getenv("ENCMATCH_CCMM_SLOW") != "1" {
 		t.Skip("slow test at the secure iris parameters: set ENCMATCH_CCMM_SLOW=1 to run it")
@@ -195,7 +198,11 @@ func TestCCMMIrisPreset(t *testing.T) {
 	if err := p.Secure(); err != nil {
 		t.Fatal(err)
 	}
-	runCCMM(t, p, p.NDB, 2, 3, true)
+	columns := 2
+	if v, err := strconv.Atoi(os.Getenv("ENCMATCH_CCMM_COLUMNS")); err == nil && v > 0 {
+		columns = v
+	}
+	runCCMM(t, p, p.NDB, columns, 3, true)
 }
 
 // TestCCMMSecureRings runs the secure iris rings and moduli (N_db = 2^14,
