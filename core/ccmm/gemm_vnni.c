@@ -1,7 +1,7 @@
 //go:build cgo && amd64
 
 // The int8 GEMM engine of package ccmm (gemm_vnni.go): residues modulo a
-// prime below 2^20 are split into three base-256 digits, and the nine
+// prime below 2^23 are split into three base-256 digits, and the nine
 // digit products are u8 x s8 -> s32 matrix products on AVX-512 VNNI
 // (VPDPBUSD), recombined exactly modulo the prime in int64.
 #include "gemm_vnni.h"
@@ -12,7 +12,7 @@
 #define MR 8              /* rows of a register tile */
 #define NRV 3             /* 16-lane vectors of a register tile */
 #define KC 1024           /* inner positions per cache block (multiple of 4) */
-#define OFFSET (1 << 19)  /* left digits: x + OFFSET in [0, 2^20) */
+#define OFFSET (1 << 22)  /* left digits: x + OFFSET in [0, 2^23) for |x| < 2^22 */
 
 void encmatch_vnni_pack_right(const int32_t *yt, int n, int k, int npad, int kpad, int8_t *planes, int64_t *colsum) {
 	size_t plane = (size_t)npad * kpad;
@@ -143,9 +143,9 @@ void encmatch_vnni_gemm(const int32_t *x, int rows, int k, const int8_t *right, 
 					}
 				}
 			}
-			/* A block adds at most 9 * KC * 255 * 128 * q < 2^48.2 to an
-			 * accumulator (q < 2^20): reduce every 4,096 blocks, far below 2^63. */
-			if (++blocks % 4096 == 0)
+			/* A block adds at most 9 * KC * 255 * 128 * q < 2^51.2 to an
+			 * accumulator (q < 2^23): reduce every 2,048 blocks, below 2^63. */
+			if (++blocks % 2048 == 0)
 				for (size_t e = 0; e < (size_t)mcpad * npad; e++)
 					acc[e] %= q;
 		}

@@ -15,16 +15,21 @@ import (
 	"golang.org/x/sys/cpu"
 )
 
-// The AVX-512 VNNI GEMM engine: each residue modulo a prime q < 2^20 is
+// The AVX-512 VNNI GEMM engine: each residue modulo a prime q < 2^23 is
 // split into three base-256 digits (the left operand's as unsigned digits
-// of x + 2^19, the right operand's as balanced signed digits), the nine
+// of x + 2^22, the right operand's as balanced signed digits, the top one
+// at most 65 in absolute value), the nine
 // digit products run as u8 x s8 -> s32 matrix products on VPDPBUSD
 // (gemm_vnni.c), and they are recombined exactly modulo q in int64,
-// removing the 2^19 offset with the right operand's column sums. Exact
+// removing the 2^22 offset with the right operand's column sums. Exact
 // for inner dimensions up to maxVNNIInner, whatever the values.
 
 // hasVNNI reports whether this CPU runs the VNNI engine.
 var hasVNNI = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VNNI
+
+// maxVNNIModulus bounds the moduli: centered residues below 2^22 in
+// absolute value have three digits that fit u8 and s8.
+const maxVNNIModulus = 1 << 23
 
 // maxVNNIInner bounds the inner dimension: a digit product's int32 sum over
 // one cache block stays far below 2^31 for any inner dimension (the blocks
@@ -33,8 +38,8 @@ const maxVNNIInner = 1 << 26
 
 // gemmVNNI is GEMM on the VNNI engine (callers check hasVNNI).
 func gemmVNNI(x, yt Mat, q uint64) (Mat, error) {
-	if q >= 1<<20 || q < 3 {
-		return Mat{}, fmt.Errorf("%w: the VNNI GEMM needs an odd modulus below 2^20, got %d", ErrModulus, q)
+	if q >= maxVNNIModulus || q < 3 {
+		return Mat{}, fmt.Errorf("%w: the VNNI GEMM needs an odd modulus below 2^23, got %d", ErrModulus, q)
 	}
 	if x.Cols != yt.Cols || x.Cols > maxVNNIInner {
 		return Mat{}, fmt.Errorf("%w: VNNI GEMM of inner dimensions %d and %d", ErrModulus, x.Cols, yt.Cols)

@@ -7,13 +7,13 @@
 #define ENCMATCH_VNNI_MC 128
 
 // encmatch_vnni_pack_right packs the balanced base-256 digits of yt (n rows
-// of k centered residues, |v| < 2^19) into three planes of npad x kpad
+// of k centered residues, |v| < 2^22) into three planes of npad x kpad
 // bytes, each npad/48 panels of [kpad/4][48][4], zero padded, and sets
 // colsum[j] to the sum of row j.
 void encmatch_vnni_pack_right(const int32_t *yt, int n, int k, int npad, int kpad, int8_t *planes, int64_t *colsum);
 
-// encmatch_vnni_gemm computes c = x * yt^T modulo q (centered) for rows
-// rows of x (k columns, |x| < 2^19), from the right operand packed by
+// encmatch_vnni_gemm computes c = x * yt^T modulo q < 2^23 (centered) for
+// rows rows of x (k columns, |x| < 2^22), from the right operand packed by
 // encmatch_vnni_pack_right. xbuf holds 3 * 128 * kpad bytes and acc
 // 128 * npad int64 (scratch of the calling thread).
 void encmatch_vnni_gemm(const int32_t *x, int rows, int k, const int8_t *right, const int64_t *colsum, int n, int npad,

@@ -17,7 +17,7 @@ func TestGEMMVNNIMatchesGo(t *testing.T) {
 		t.Skip("this CPU or build has no AVX-512 VNNI engine")
 	}
 	rng := rand.New(rand.NewPCG(3, 5))
-	primes := []uint64{1048193, 1032193, 786433, 12289, 3}
+	primes := []uint64{8380417, 1073153, 1048193, 1032193, 786433, 12289, 3} // 2^23 - 2^13 + 1, primes above and below 2^20
 	shapes := []struct{ m, k, n int }{
 		{1, 1, 1}, {7, 3, 5}, {9, 5, 47}, {8, 4, 48}, {17, 1023, 49}, {129, 1025, 97}, {130, 2051, 3}, {3, 4100, 50},
 	}
@@ -50,21 +50,35 @@ func TestGEMMVNNIMatchesGo(t *testing.T) {
 	}
 }
 
-// TestGEMMVNNIRefusesWideModuli: a modulus of 2^20 or more does not fit
+// TestGEMMVNNIRefusesWideModuli: a modulus of 2^23 or more does not fit
 // the three digits, and the dispatcher sends it to the Go kernel instead.
 func TestGEMMVNNIRefusesWideModuli(t *testing.T) {
 	if !hasVNNI {
 		t.Skip("this CPU or build has no AVX-512 VNNI engine")
 	}
 	x := NewMat(2, 4)
-	if _, err := gemmVNNI(x, x, 1<<20+7); !errors.Is(err, ErrModulus) {
-		t.Fatalf("modulus above 2^20: got %v, want ErrModulus", err)
+	if _, err := gemmVNNI(x, x, 1<<23+9); !errors.Is(err, ErrModulus) {
+		t.Fatalf("modulus above 2^23: got %v, want ErrModulus", err)
 	}
-	q := uint64(1<<21 - 9) // still exact in the Go kernel
-	x.Data = []int32{1 << 20, -(1 << 20), 5, 7, 3, 1, -1, 2}
+	q := uint64(1<<25 - 39) // still exact in the Go kernel
+	x.Data = []int32{1 << 24, -(1 << 24), 5, 7, 3, 1, -1, 2}
 	yt := NewMat(1, 4)
-	yt.Data = []int32{1 << 20, 1 << 20, 1, 1}
+	yt.Data = []int32{1 << 24, 1 << 24, 1, 1}
 	if got, want := GEMM(x, yt, q), gemmGo(x, yt, q); got.Data[0] != want.Data[0] || got.Data[1] != want.Data[1] {
 		t.Fatalf("GEMM with a 21-bit modulus: %v, want %v", got.Data, want.Data)
+	}
+}
+
+// TestParameterSetsUseVNNI: every prime of the iris and toy sets is one the
+// VNNI engine takes (their "20-bit" primes are NTT-friendly primes just
+// above 2^20), so GEMM does not fall back to the Go kernel on them.
+func TestParameterSetsUseVNNI(t *testing.T) {
+	for name, lit := range map[string]Literal{"Iris": Iris, "Toy": Toy} {
+		p := mustParams(t, lit)
+		for _, q := range append(append([]uint64(nil), p.Q...), p.K...) {
+			if q >= maxVNNIModulus {
+				t.Errorf("%s: prime %d is outside the VNNI engine's moduli (< 2^23)", name, q)
+			}
+		}
 	}
 }

@@ -102,14 +102,14 @@ func modInt(v int64, q uint64) uint64 {
 // GEMM returns x * yt^T modulo q (yt is the right operand transposed, so
 // that both operands are read along rows), centered; the operands are
 // centered residues. It runs on the AVX-512 VNNI engine (gemm_vnni.go)
-// where the CPU has it and q < 2^20, else on the int64 Go kernel, exact
+// where the CPU has it and q < 2^23, else on the int64 Go kernel, exact
 // when x.Cols * (q/2)^2 < 2^63 (checked by NewParams for its primes). It
 // parallelises over rows of x with GOMAXPROCS goroutines.
 func GEMM(x, yt Mat, q uint64) Mat {
 	if x.Cols != yt.Cols {
 		panic(fmt.Sprintf("ccmm: GEMM inner dimensions %d and %d", x.Cols, yt.Cols))
 	}
-	if hasVNNI && q < 1<<20 && x.Cols <= maxVNNIInner {
+	if hasVNNI && q < maxVNNIModulus && x.Cols <= maxVNNIInner {
 		c, err := gemmVNNI(x, yt, q)
 		if err != nil {
 			panic(err) // unreachable: the conditions above are gemmVNNI's

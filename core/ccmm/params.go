@@ -299,27 +299,30 @@ type SecurityCheck struct {
 // their Lattigo parameters). The bound is params.MaxLogQPFor128 (HE
 // standard, uniform ternary secret, sigma 3.2).
 func (p *Params) Security() []SecurityCheck {
-	var out []SecurityCheck
-	for _, c := range []struct {
-		what string
-		par  rlwe.Parameters
-	}{{"database secret", p.DB}, {"query secret", p.Query}} {
-		bound, known := params.MaxLogQPFor128[c.par.LogN()]
-		xs, tern := c.par.Xs().(ring.Ternary)
-		uniformTernary := tern && xs.H == 0 && math.Abs(xs.P-2.0/3) < 1e-12
-		xe, gauss := c.par.Xe().(ring.DiscreteGaussian)
-		ok := known && c.par.LogQP() <= float64(bound) && uniformTernary && gauss && xe.Sigma >= 3.19
-		out = append(out, SecurityCheck{What: c.what, LogN: c.par.LogN(), LogQ: c.par.LogQP(), MaxLogQ: bound,
-			Secret: fmt.Sprintf("%v", c.par.Xs()), OK: ok})
-	}
-	return out
+	return []SecurityCheck{CheckRLWE("database secret", p.DB), CheckRLWE("query secret", p.Query)}
+}
+
+// CheckRLWE checks the keys of Lattigo parameters par against the HE
+// standard's 128-bit table (params.MaxLogQPFor128: uniform ternary secret,
+// Gaussian error of sigma >= 3.19) at their largest modulus QP.
+func CheckRLWE(what string, par rlwe.Parameters) SecurityCheck {
+	bound, known := params.MaxLogQPFor128[par.LogN()]
+	xs, tern := par.Xs().(ring.Ternary)
+	uniformTernary := tern && xs.H == 0 && math.Abs(xs.P-2.0/3) < 1e-12
+	xe, gauss := par.Xe().(ring.DiscreteGaussian)
+	ok := known && par.LogQP() <= float64(bound) && uniformTernary && gauss && xe.Sigma >= 3.19
+	return SecurityCheck{What: what, LogN: par.LogN(), LogQ: par.LogQP(), MaxLogQ: bound, Secret: fmt.Sprintf("%v", par.Xs()), OK: ok}
 }
 
 // Secure returns nil when every check of Security passes, else an
 // ErrInsecure error naming the failing ones.
-func (p *Params) Secure() error {
+func (p *Params) Secure() error { return FailedChecks(p.Security()) }
+
+// FailedChecks returns nil when every check passes, else an ErrInsecure
+// error naming the failing ones.
+func FailedChecks(checks []SecurityCheck) error {
 	var bad []string
-	for _, c := range p.Security() {
+	for _, c := range checks {
 		if !c.OK {
 			bad = append(bad, fmt.Sprintf("%s: N=2^%d, log Q=%.1f, max %d, secret %s", c.What, c.LogN, c.LogQ, c.MaxLogQ, c.Secret))
 		}

@@ -1,0 +1,354 @@
+// Package scoreslots moves the scores of an encrypted matrix product
+// (package ccmm) from the coefficients of RLWE ciphertexts into the slots of
+// CKKS ciphertexts, where the normalisation and the comparator of
+// papers/004's iris matching run (docs/IRIS.md, "From the CCMM's output to
+// slots").
+//
+// A CCMM result holds, for database block t and query column j, an RLWE
+// ciphertext (a_j, b_{t,j}) in ring N_db modulo Q under the database secret
+// s_t with the scores of block t in its coefficients at scale Delta. This
+// package switches its modulus from Q to the bootstrapping's first prime
+// q0, frames it as a CKKS ciphertext of residual parameters in ring N_db
+// whose secret is s_t, and half-bootstraps it with Lattigo
+// (circuits/ckks/bootstrapping): ring packing and the N_db -> N2 key switch
+// (PackAndSwitchN1ToN2), ModUp, CoeffsToSlots and EvalMod, without
+// SlotsToCoeffs (papers/004's Half-BTS). Everything but the modulus switch
+// and the framing is Lattigo's.
+package scoreslots
+
+import (
+	"fmt"
+	"math"
+	"math/big"
+	"math/bits"
+
+	"encmatch/core/ccmm"
+	"encmatch/core/errs"
+
+	"github.com/tuneinsight/lattigo/v6/circuits/ckks/bootstrapping"
+	"github.com/tuneinsight/lattigo/v6/core/rlwe"
+	"github.com/tuneinsight/lattigo/v6/ring"
+	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
+	"github.com/tuneinsight/lattigo/v6/utils"
+)
+
+// Literal describes the bootstrapping that follows a CCMM parameter set.
+type Literal struct {
+	// LogN2 is log2 of the bootstrapping ring degree (>= the CCMM's LogNDB);
+	// 2^(LogN2 - LogNDB) result ciphertexts are packed into one.
+	LogN2 int
+	// LogQ0 is the size of the first prime q0, the modulus the scores are
+	// switched to before the bootstrap; LogP the key-switching primes of
+	// the residual parameters.
+	LogQ0 int
+	LogP  []int
+	// ScoreBits bounds the scores: |score| <= 2^ScoreBits. The slots hold
+	// score / 2^ScoreBits.
+	ScoreBits int
+	// Bootstrapping is Lattigo's bootstrapping literal (LogN is set from
+	// LogN2); the zero value takes Lattigo's defaults.
+	Bootstrapping bootstrapping.ParametersLiteral
+}
+
+// Params is a validated score-to-slots parameter set.
+type Params struct {
+	CCMM      *ccmm.Params
+	Lit       Literal
+	Residual  ckks.Parameters          // ring N_db, modulus q0: the ciphertexts after the modulus switch
+	Bootstrap bootstrapping.Parameters // residual -> ring N2
+}
+
+// NewParams builds the residual and bootstrapping parameters after the
+// CCMM parameters cp and checks that the scores fit the bootstrapping's
+// message ratio: Q / (Delta 2^ScoreBits) must be at least the ratio
+// Lattigo's modular reduction is built for (2^LogMessageRatio), else the
+// sine approximation loses the scores (ErrRatio).
+func NewParams(cp *ccmm.Params, lit Literal) (*Params, error) {
+	if lit.LogN2 < cp.Lit.LogNDB {
+		return nil, fmt.Errorf("%w: bootstrapping ring 2^%d below the database ring 2^%d", errs.ErrInvalid, lit.LogN2, cp.Lit.LogNDB)
+	}
+	if lit.ScoreBits < 0 || lit.ScoreBits > 40 {
+		return nil, fmt.Errorf("%w: score bound 2^%d", errs.ErrInvalid, lit.ScoreBits)
+	}
+	res, err := ckks.NewParametersFromLiteral(ckks.ParametersLiteral{
+		LogN:            cp.Lit.LogNDB,
+		LogNthRoot:      lit.LogN2 + 1,
+		LogQ:            []int{lit.LogQ0},
+		LogP:            lit.LogP,
+		Xs:              ring.Ternary{P: 2.0 / 3},
+		LogDefaultScale: lit.LogQ0 - 10,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: residual parameters: %v", errs.ErrInvalid, err)
+	}
+	btLit := lit.Bootstrapping
+	btLit.LogN = utils.Pointy(lit.LogN2)
+	if btLit.Xs == nil { // uniform ternary, as the HE standard's table assumes (Lattigo's default is sparse, H = 192)
+		btLit.Xs = ring.Ternary{P: 2.0 / 3}
+	}
+	bt, err := bootstrapping.NewParametersFromLiteral(res, btLit)
+	if err != nil {
+		return nil, fmt.Errorf("%w: bootstrapping parameters: %v", errs.ErrInvalid, err)
+	}
+	p := &Params{CCMM: cp, Lit: lit, Residual: res, Bootstrap: bt}
+	if have, need := p.LogRatio(), float64(bt.Mod1ParametersLiteral.LogMessageRatio); have < need {
+		return nil, fmt.Errorf("%w: Q / (Delta 2^%d) = 2^%.1f, the bootstrapping needs 2^%.0f: add a prime to Q or lower the score bound",
+			ErrRatio, lit.ScoreBits, have, need)
+	}
+	return p, nil
+}
+
+// Security lists the keys this package adds: the residual secret (the
+// database secret s_t, ring N_db, at modulus q0 P), the bootstrapping
+// ring's secret (ring N2 at the bootstrapping modulus) and, with
+// Lattigo's sparse-secret encapsulation, the ephemeral sparse secret
+// (Hamming weight h', used at modulus q0 only during ModUp, [BTPH22]):
+// the HE standard's table does not cover sparse secrets, so that check
+// never passes here; its security is papers/004's assumption (Table 1, h').
+func (p *Params) Security() []ccmm.SecurityCheck {
+	out := []ccmm.SecurityCheck{
+		ccmm.CheckRLWE("residual (database) secret", p.Residual.Parameters),
+		ccmm.CheckRLWE("bootstrapping secret", p.Bootstrap.BootstrappingParameters.Parameters),
+	}
+	if h := p.Bootstrap.EphemeralSecretWeight; h > 0 {
+		bt := p.Bootstrap.BootstrappingParameters
+		out = append(out, ccmm.SecurityCheck{What: "ephemeral sparse secret (encapsulation)", LogN: bt.LogN(),
+			LogQ: math.Log2(float64(bt.Q()[0])) + math.Log2(float64(bt.P()[0])), Secret: fmt.Sprintf("ternary, Hamming weight %d", h)})
+	}
+	return out
+}
+
+// Secure returns nil when every check of Security passes, else an
+// ccmm.ErrInsecure error naming the failing ones.
+func (p *Params) Secure() error { return ccmm.FailedChecks(p.Security()) }
+
+// ErrRatio marks scores too large for the bootstrapping's message ratio.
+var ErrRatio = fmt.Errorf("%w: scores too large for the bootstrapping", errs.ErrInvalid)
+
+// LogRatio is log2(Q / (Delta 2^ScoreBits)): how far below the modulus the
+// largest score sits (the modulus switch to q0 keeps the ratio).
+func (p *Params) LogRatio() float64 {
+	q := bitLen(p.CCMM.ModulusQ())
+	return q - float64(p.CCMM.Lit.LogScale) - float64(p.Lit.ScoreBits)
+}
+
+func bitLen(x *big.Int) float64 {
+	f, _ := new(big.Float).SetInt(x).Float64()
+	return math.Log2(f)
+}
+
+// Keys are the key holder's bootstrapping keys for one database block.
+type Keys struct {
+	Eval   *bootstrapping.EvaluationKeys
+	Secret *rlwe.SecretKey // the bootstrapping ring's secret, to decrypt the slots (tests, the receiver)
+}
+
+// GenKeys makes the bootstrapping keys for the database secret dbSecret
+// (a ccmm database key, ring N_db): the residual secret has the same
+// ternary coefficients, the bootstrapping ring's secret is fresh, and the
+// N_db -> N2 key switches from the first to the second (Lattigo's
+// GenEvaluationKeys).
+func (p *Params) GenKeys(dbSecret *rlwe.SecretKey) (*Keys, error) {
+	sk, err := p.residualSecret(dbSecret)
+	if err != nil {
+		return nil, err
+	}
+	evk, skN2, err := p.Bootstrap.GenEvaluationKeys(sk)
+	if err != nil {
+		return nil, err
+	}
+	return &Keys{Eval: evk, Secret: skN2}, nil
+}
+
+// ResidualSecret is the database secret as a secret of the residual
+// parameters (tests decrypt the modulus-switched ciphertexts with it).
+func (p *Params) residualSecret(dbSecret *rlwe.SecretKey) (*rlwe.SecretKey, error) {
+	db := p.CCMM.DB
+	if dbSecret.Value.Q.N() != db.N() {
+		return nil, fmt.Errorf("%w: a secret of ring degree %d, the database ring is %d", errs.ErrMismatch, dbSecret.Value.Q.N(), db.N())
+	}
+	r := db.RingQ().AtLevel(0)
+	c := r.NewPoly()
+	r.IMForm(dbSecret.Value.Q, c)
+	r.INTT(c, c)
+	q := r.ModuliChain()[0]
+	sk := rlwe.NewSecretKey(p.Residual)
+	rq, rp := p.Residual.RingQ(), p.Residual.RingP()
+	for k, v := range c.Coeffs[0] {
+		var s int64
+		switch v {
+		case 0:
+		case 1:
+			s = 1
+		case q - 1:
+			s = -1
+		default:
+			return nil, fmt.Errorf("%w: the database secret is not ternary (coefficient %d)", errs.ErrInvalid, k)
+		}
+		for i, m := range rq.ModuliChain() {
+			sk.Value.Q.Coeffs[i][k] = uint64((s + int64(m)) % int64(m))
+		}
+		if rp != nil {
+			for i, m := range rp.ModuliChain() {
+				sk.Value.P.Coeffs[i][k] = uint64((s + int64(m)) % int64(m))
+			}
+		}
+	}
+	rq.NTT(sk.Value.Q, sk.Value.Q)
+	rq.MForm(sk.Value.Q, sk.Value.Q)
+	if rp != nil {
+		rp.NTT(sk.Value.P, sk.Value.P)
+		rp.MForm(sk.Value.P, sk.Value.P)
+	}
+	return sk, nil
+}
+
+// Lift turns column j of database block t of a CCMM result (modulo Q,
+// scale Delta) into a ciphertext of the residual parameters: every
+// coefficient of (b_{t,j}, a_j) is switched from Q to q0 by rounding
+// x q0 / Q, and the scale is labelled Delta q0 / Q 2^ScoreBits, so that the
+// message is score / 2^ScoreBits.
+func (p *Params) Lift(res *ccmm.SharedA, t, j int) (*rlwe.Ciphertext, error) {
+	n := p.Residual.N()
+	if res.LogN != p.Residual.LogN() || res.Rows%n != 0 || t < 0 || t >= res.Rows/n || j < 0 || j >= res.Cols {
+		return nil, fmt.Errorf("%w: block %d column %d of a %dx%d result in ring 2^%d", errs.ErrInvalid, t, j, res.Rows, res.Cols, res.LogN)
+	}
+	if len(res.Moduli) != len(p.CCMM.Q) {
+		return nil, fmt.Errorf("%w: the result has %d primes, Q has %d (rescale the CCMM first)", errs.ErrMismatch, len(res.Moduli), len(p.CCMM.Q))
+	}
+	sw, err := newSwitcher(res.Moduli, p.Residual.Q()[0])
+	if err != nil {
+		return nil, err
+	}
+	ct := ckks.NewCiphertext(p.Residual, 1, 0)
+	ct.IsNTT = false
+	for k := 0; k < n; k++ {
+		ct.Value[0].Coeffs[0][k] = sw.apply(res.B, (t*n+k)*res.Cols+j)
+		ct.Value[1].Coeffs[0][k] = sw.apply(res.A, k*res.Cols+j)
+	}
+	r := p.Residual.RingQ().AtLevel(0)
+	r.NTT(ct.Value[0], ct.Value[0])
+	r.NTT(ct.Value[1], ct.Value[1])
+	ct.IsNTT = true
+	scale := new(big.Float).SetInt(res.Scale)
+	scale.Mul(scale, new(big.Float).SetUint64(p.Residual.Q()[0]))
+	scale.Quo(scale, new(big.Float).SetInt(p.CCMM.ModulusQ()))
+	scale.Mul(scale, new(big.Float).SetFloat64(math.Ldexp(1, p.Lit.ScoreBits)))
+	ct.Scale = rlwe.NewScale(scale)
+	return ct, nil
+}
+
+// SlotOf says what slot i of ToSlots' output ciphertext s holds: the
+// score of database row (coefficient) row of input ciphertext input. The
+// packed ciphertext m = s/2 holds input m*P + u (P = 2^(LogN2 - LogNDB))
+// in its coefficients u + P*row; output 2m holds its first N2/2
+// coefficients and 2m+1 the others, in bit-reversed order (CoeffsToSlots
+// without the bit reversal SlotsToCoeffs would undo).
+func (p *Params) SlotOf(s, i int) (input, row int) {
+	logHalf := p.Lit.LogN2 - 1
+	pack := 1 << (p.Lit.LogN2 - p.CCMM.Lit.LogNDB)
+	c := (s%2)<<logHalf + int(bits.Reverse64(uint64(i))>>(64-logHalf))
+	return (s/2)*pack + c%pack, c / pack
+}
+
+// switcher rounds residues modulo Q = prod moduli (< 2^63) to q0: it
+// recombines them by CRT into the centered x in (-Q/2, Q/2] and returns
+// round(x q0 / Q) mod q0.
+type switcher struct {
+	moduli []uint64
+	crt    []uint64 // (Q/q_i) * ((Q/q_i)^-1 mod q_i) mod Q
+	Q, q0  uint64
+}
+
+func newSwitcher(moduli []uint64, q0 uint64) (*switcher, error) {
+	Q := new(big.Int).SetUint64(1)
+	for _, m := range moduli {
+		Q.Mul(Q, new(big.Int).SetUint64(m))
+	}
+	if Q.BitLen() > 62 {
+		return nil, fmt.Errorf("%w: the result modulus has %d bits, the switch supports up to 62", errs.ErrInvalid, Q.BitLen())
+	}
+	s := &switcher{moduli: moduli, Q: Q.Uint64(), q0: q0}
+	for _, m := range moduli {
+		mi := new(big.Int).SetUint64(m)
+		hat := new(big.Int).Div(Q, mi)
+		inv := new(big.Int).ModInverse(new(big.Int).Mod(hat, mi), mi)
+		s.crt = append(s.crt, new(big.Int).Mod(new(big.Int).Mul(hat, inv), Q).Uint64())
+	}
+	return s, nil
+}
+
+// apply switches entry e of the residue matrices ms (one per prime).
+func (s *switcher) apply(ms []ccmm.Mat, e int) uint64 {
+	var x uint64
+	for i, m := range s.moduli {
+		r := uint64((int64(ms[i].Data[e]) + int64(m)) % int64(m))
+		hi, lo := bits.Mul64(r, s.crt[i])
+		_, v := bits.Div64(hi, lo, s.Q)
+		x += v
+		if x >= s.Q {
+			x -= s.Q
+		}
+	}
+	neg := x > s.Q/2
+	if neg {
+		x = s.Q - x
+	}
+	// round(x q0 / Q) for 0 <= x <= Q/2
+	hi, lo := bits.Mul64(x, s.q0)
+	lo, c := bits.Add64(lo, s.Q/2, 0)
+	hi += c
+	y, _ := bits.Div64(hi, lo, s.Q)
+	if neg && y != 0 {
+		y = s.q0 - y
+	}
+	return y
+}
+
+// ToSlots half-bootstraps lifted ciphertexts (Lift) with the evaluator of
+// a key holder's Keys: Lattigo packs 2^(LogN2 - LogNDB) of them into one
+// ciphertext of ring N2 and switches the key, then ModUp, CoeffsToSlots
+// and EvalMod put the coefficients in the slots, two output ciphertexts
+// per packed one, each slot holding a score / 2^ScoreBits (SlotOf says
+// which).
+func (p *Params) ToSlots(eval *bootstrapping.Evaluator, cts []*rlwe.Ciphertext) ([]*rlwe.Ciphertext, error) {
+	if len(cts) == 0 {
+		return nil, nil
+	}
+	in := make([]rlwe.Ciphertext, len(cts))
+	for i, ct := range cts {
+		in[i] = *ct.CopyNew()
+	}
+	packed, _, _, err := eval.PackAndSwitchN1ToN2(in)
+	if err != nil {
+		return nil, err
+	}
+	var out []*rlwe.Ciphertext
+	for i := range packed {
+		ct, _, err := eval.ScaleDown(&packed[i])
+		if err != nil {
+			return nil, err
+		}
+		if ct, err = eval.ModUp(ct); err != nil {
+			return nil, err
+		}
+		re, im, err := eval.CoeffsToSlots(ct)
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range []*rlwe.Ciphertext{re, im} {
+			if c == nil {
+				return nil, fmt.Errorf("%w: CoeffsToSlots gave one ciphertext: the bootstrapping must use all N2/2 slots", errs.ErrInvalid)
+			}
+			if c, err = eval.EvalMod(c); err != nil {
+				return nil, err
+			}
+			// EvalMod leaves the slots at Mod1's scaling / message ratio of
+			// the message (SlotsToCoeffs, skipped here, would undo it):
+			// relabel the scale so that they decode to the message.
+			c.Scale = rlwe.NewScale(eval.Mod1Parameters.ScalingFactor().Float64() / eval.Mod1Parameters.MessageRatio())
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
