@@ -42,6 +42,10 @@ type Literal struct {
 	// the residual parameters.
 	LogQ0 int
 	LogP  []int
+	// Levels primes of LogLevel bits follow q0 in the residual chain: the
+	// levels left after the half-bootstrap (with SlotsToCoeffs' levels,
+	// unused here) for the normalisation and the comparator.
+	Levels, LogLevel int
 	// ScoreBits bounds the scores: |score| <= 2^ScoreBits. The slots hold
 	// score / 2^ScoreBits.
 	ScoreBits int
@@ -70,13 +74,24 @@ func NewParams(cp *ccmm.Params, lit Literal) (*Params, error) {
 	if lit.ScoreBits < 0 || lit.ScoreBits > 40 {
 		return nil, fmt.Errorf("%w: score bound 2^%d", errs.ErrInvalid, lit.ScoreBits)
 	}
+	if lit.Levels < 0 || lit.Levels > 0 && (lit.LogLevel < 20 || lit.LogLevel > 60) {
+		return nil, fmt.Errorf("%w: %d residual levels of %d bits", errs.ErrInvalid, lit.Levels, lit.LogLevel)
+	}
+	logQ := []int{lit.LogQ0}
+	for range lit.Levels {
+		logQ = append(logQ, lit.LogLevel)
+	}
+	logScale := lit.LogQ0 - 10
+	if lit.Levels > 0 {
+		logScale = lit.LogLevel
+	}
 	res, err := ckks.NewParametersFromLiteral(ckks.ParametersLiteral{
 		LogN:            cp.Lit.LogNDB,
 		LogNthRoot:      lit.LogN2 + 1,
-		LogQ:            []int{lit.LogQ0},
+		LogQ:            logQ,
 		LogP:            lit.LogP,
 		Xs:              ring.Ternary{P: 2.0 / 3},
-		LogDefaultScale: lit.LogQ0 - 10,
+		LogDefaultScale: logScale,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: residual parameters: %v", errs.ErrInvalid, err)
