@@ -24,6 +24,7 @@ import (
 
 	"encmatch/core/ccmm"
 	"encmatch/core/errs"
+	"encmatch/core/params"
 
 	"github.com/tuneinsight/lattigo/v6/circuits/ckks/bootstrapping"
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
@@ -114,15 +115,19 @@ func NewParams(cp *ccmm.Params, lit Literal) (*Params, error) {
 }
 
 // Security lists the keys this package adds: the residual secret (the
-// database secret s_t, ring N_db, at modulus q0 P), the bootstrapping
+// database secret s_t, ring N_db; its only new samples are the lifted
+// ciphertexts at modulus q0, GenKeys drops the key back from N2), the bootstrapping
 // ring's secret (ring N2 at the bootstrapping modulus) and, with
 // Lattigo's sparse-secret encapsulation, the ephemeral sparse secret
 // (Hamming weight h', used at modulus q0 only during ModUp, [BTPH22]):
 // the HE standard's table does not cover sparse secrets, so that check
 // never passes here; its security is papers/004's assumption (Table 1, h').
 func (p *Params) Security() []ccmm.SecurityCheck {
+	q0 := math.Log2(float64(p.Residual.Q()[0]))
+	bound, known := params.MaxLogQPFor128[p.Residual.LogN()]
 	out := []ccmm.SecurityCheck{
-		ccmm.CheckRLWE("residual (database) secret", p.Residual.Parameters),
+		{What: "residual (database) secret, lifted scores", LogN: p.Residual.LogN(), LogQ: q0, MaxLogQ: bound,
+			Secret: fmt.Sprintf("%v", p.Residual.Xs()), OK: known && q0 <= float64(bound)},
 		ccmm.CheckRLWE("bootstrapping secret", p.Bootstrap.BootstrappingParameters.Parameters),
 	}
 	if h := p.Bootstrap.EphemeralSecretWeight; h > 0 {
@@ -172,6 +177,14 @@ func (p *Params) GenKeys(dbSecret *rlwe.SecretKey) (*Keys, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The key back from N2 to N_db encrypts under s_t at the residual
+	// chain's whole modulus (556 bits for the iris rings, above the 438 the
+	// table allows at N = 2^14). A half-bootstrap never switches back, but
+	// Lattigo's evaluator insists on the key: it is replaced by one between
+	// two throwaway secrets, which carries nothing of s_t or of the N2
+	// secret.
+	kgN2 := rlwe.NewKeyGenerator(p.Bootstrap.BootstrappingParameters)
+	evk.EvkN2ToN1 = kgN2.GenEvaluationKeyNew(kgN2.GenSecretKeyNew(), rlwe.NewKeyGenerator(p.Residual).GenSecretKeyNew())
 	return &Keys{Eval: evk, Secret: skN2}, nil
 }
 
@@ -255,15 +268,25 @@ func (p *Params) Lift(res *ccmm.SharedA, t, j int) (*rlwe.Ciphertext, error) {
 
 // SlotOf says what slot i of ToSlots' output ciphertext s holds: the
 // score of database row (coefficient) row of input ciphertext input. The
-// packed ciphertext m = s/2 holds input m*P + u (P = 2^(LogN2 - LogNDB))
-// in its coefficients u + P*row; output 2m holds its first N2/2
-// coefficients and 2m+1 the others, in bit-reversed order (CoeffsToSlots
-// without the bit reversal SlotsToCoeffs would undo).
+// packed ciphertext m = s/2 holds inputs m*P .. m*P + P-1 (P =
+// 2^(LogN2 - LogNDB)), input m*P + u in its coefficients rev(u) + P*row
+// (Lattigo packs pairs, then pairs of pairs, with shifts X^(P/2), ...,
+// X^1: rev reverses the log2(P) bits of u); output 2m holds the first
+// N2/2 coefficients and 2m+1 the others, in bit-reversed order
+// (CoeffsToSlots without the bit reversal SlotsToCoeffs would undo).
 func (p *Params) SlotOf(s, i int) (input, row int) {
 	logHalf := p.Lit.LogN2 - 1
-	pack := 1 << (p.Lit.LogN2 - p.CCMM.Lit.LogNDB)
-	c := (s%2)<<logHalf + int(bits.Reverse64(uint64(i))>>(64-logHalf))
-	return (s/2)*pack + c%pack, c / pack
+	logPack := p.Lit.LogN2 - p.CCMM.Lit.LogNDB
+	c := (s%2)<<logHalf + reverse(i, logHalf)
+	return (s/2)<<logPack + reverse(c&(1<<logPack-1), logPack), c >> logPack
+}
+
+// reverse reverses the low n bits of v.
+func reverse(v, n int) int {
+	if n == 0 {
+		return 0
+	}
+	return int(bits.Reverse64(uint64(v)) >> (64 - n))
 }
 
 // switcher rounds residues modulo Q = prod moduli (< 2^63) to q0: it

@@ -18,9 +18,9 @@ import (
 // test: database ring 2^10, query ring 2^9, 1,024 positions.
 var toyCCMM = ccmm.Literal{LogNDB: 10, LogNQ: 9, LogQ: []int{20, 20, 20}, LogK: []int{20, 20, 20}, LogScale: 18, Inner: 1024}
 
-// toyLiteral bootstraps it in ring 2^11 (two result ciphertexts per
-// bootstrap), scores up to 2^10.
-var toyLiteral = Literal{LogN2: 11, LogQ0: 55, LogP: []int{61}, ScoreBits: 10}
+// toyLiteral bootstraps it in ring 2^12 (four result ciphertexts per
+// bootstrap, as the iris rings 2^14 -> 2^16), scores up to 2^10.
+var toyLiteral = Literal{LogN2: 12, LogQ0: 55, LogP: []int{61}, ScoreBits: 10}
 
 // codes draws rows x cols entries in {-1, 0, 1} (80 % nonzero).
 func codes(rng *rand.Rand, rows, cols int) ccmm.IntMat {
@@ -47,7 +47,7 @@ func TestScoresToSlots(t *testing.T) {
 		t.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(7, 7))
-	d1, d3 := cp.NDB, 4
+	d1, d3 := cp.NDB, 8
 	sk, err := cp.GenSecrets(d1)
 	if err != nil {
 		t.Fatal(err)
@@ -107,6 +107,28 @@ func TestScoresToSlots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The key back from N2 to the database ring would be samples under s_t
+	// at the whole residual modulus: GenKeys keeps only a throwaway one,
+	// which does not switch a ciphertext under the N2 secret to s_t.
+	{
+		bp := p.Bootstrap.BootstrappingParameters
+		pt := ckks.NewPlaintext(bp, 0)
+		if err := ckks.NewEncoder(bp).Encode([]float64{0.5, 0.25}, pt); err != nil {
+			t.Fatal(err)
+		}
+		ct, _ := rlwe.NewEncryptor(bp, keys.Secret).EncryptNew(pt)
+		back := ckks.NewCiphertext(p.Residual, 1, 0)
+		if err := ckks.NewEvaluator(bp, nil).ApplyEvaluationKey(ct, keys.Eval.EvkN2ToN1, back); err != nil {
+			t.Fatal(err)
+		}
+		largest := 0.0 // a real switch gives the encoding's coefficients, all below 1
+		for _, v := range decryptCoeffs(p.Residual, resSK, back) {
+			largest = math.Max(largest, math.Abs(v))
+		}
+		if largest < 100 {
+			t.Fatalf("the key back to the database ring switches to s_t (coefficients decrypt below %.3g)", largest)
+		}
+	}
 	eval, err := bootstrapping.NewEvaluator(p.Bootstrap, keys.Eval)
 	if err != nil {
 		t.Fatal(err)
@@ -153,7 +175,7 @@ func TestSecurity(t *testing.T) {
 		t.Fatalf("toy set: checks %+v, Secure %v", checks, p.Secure())
 	}
 	if c := checks[1]; c.LogN != toyLiteral.LogN2 || c.OK {
-		t.Fatalf("bootstrapping ring 2^11 at log QP %.0f passed the table: %+v", c.LogQ, c)
+		t.Fatalf("bootstrapping ring 2^12 at log QP %.0f passed the table: %+v", c.LogQ, c)
 	}
 	if c := checks[2]; c.OK || !strings.Contains(c.Secret, "Hamming weight 32") {
 		t.Fatalf("the sparse ephemeral secret is outside the table: %+v", c)
