@@ -37,6 +37,25 @@ func correlation(a, b []float64) float64 {
 	return sab / math.Sqrt(saa*sbb)
 }
 
+// uncheckedRevealsProbe decodes data and checks that decryptors with no
+// input checks (rawShares) would give the receiver the probe (correlation
+// > 0.99): the attack the checks must stop. It returns the decoded input.
+func (f *fixture) uncheckedRevealsProbe(t *testing.T, data []byte, probe []float64, parties []int) *Input {
+	t.Helper()
+	in, err := DecodeInput(data, f.cfg, f.set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := f.receiver.Combine(in, f.rawShares(t, in, parties))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := correlation(got[0][:len(probe)], probe); c < 0.99 {
+		t.Fatalf("unchecked decryption: correlation %.3f with the probe, expected the probe", c)
+	}
+	return in
+}
+
 // TestRewrappedProbeRefused reproduces issue 14 item 4: a querier's
 // encrypted probe, re-wrapped as a threshold input, is decrypted for the
 // receiver by decryptors that decrypt anything (the unchecked share
@@ -54,17 +73,7 @@ func TestRewrappedProbeRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, err := DecodeInput(rewrapped, f.cfg, f.set)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, _, err := f.receiver.Combine(in, f.rawShares(t, in, parties)) // what unchecked decryptors gave
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c := correlation(got[0][:len(probe)], probe); c < 0.99 {
-		t.Fatalf("unchecked decryption of the re-wrapped probe: correlation %.3f, expected the probe", c)
-	}
+	in := f.uncheckedRevealsProbe(t, rewrapped, probe, parties)
 	for _, id := range parties {
 		if _, _, err := f.shares[id-1].Decrypt(in, parties, f.recvPub, f.server, FloodOptions{}); !errors.Is(err, errs.ErrInvalid) || !strings.Contains(err.Error(), "only a search result bound") {
 			t.Fatalf("re-wrapped probe: party %d gave %v, want a refusal", id, err)
@@ -134,17 +143,7 @@ func TestRewrittenProbeNeedsServerSignature(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the rewritten probe should pass every structural check: %v", err)
 	}
-	in, err := DecodeInput(forged, f.cfg, f.set)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, _, err := f.receiver.Combine(in, f.rawShares(t, in, parties)) // what unchecked decryptors gave
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c := correlation(got[0][:len(probe)], probe); c < 0.99 {
-		t.Fatalf("unchecked decryption of the rewritten probe: correlation %.3f, expected the probe", c)
-	}
+	in := f.uncheckedRevealsProbe(t, forged, probe, parties)
 	for _, id := range parties {
 		if _, _, err := f.shares[id-1].Decrypt(in, parties, f.recvPub, f.server, FloodOptions{}); !errors.Is(err, errs.ErrMismatch) || !strings.Contains(err.Error(), "trusted server key") {
 			t.Fatalf("search signed by the querier: party %d gave %v, want a refusal", id, err)
