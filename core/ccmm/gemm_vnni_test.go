@@ -73,7 +73,7 @@ func TestGEMMVNNIRefusesWideModuli(t *testing.T) {
 // VNNI engine takes (their "20-bit" primes are NTT-friendly primes just
 // above 2^20), so GEMM does not fall back to the Go kernel on them.
 func TestParameterSetsUseVNNI(t *testing.T) {
-	for name, lit := range map[string]Literal{"Iris": Iris, "Toy": Toy} {
+	for name, lit := range map[string]Literal{"Iris": Iris, "IrisBootstrap": IrisBootstrap, "Toy": Toy} {
 		p := mustParams(t, lit)
 		for _, q := range append(append([]uint64(nil), p.Q...), p.K...) {
 			if q >= maxVNNIModulus {

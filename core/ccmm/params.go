@@ -78,6 +78,13 @@ type Literal struct {
 // |score| <= 2^14).
 var Iris = Literal{LogNDB: 14, LogNQ: 13, LogQ: []int{20, 20}, LogK: []int{20, 20}, LogScale: 22, Inner: 1 << 14}
 
+// IrisBootstrap is Iris with a third prime in Q (and in K, which must stay
+// about Q for the rescale's noise) so that the scores, up to 2^14 at
+// Delta = 2^22, leave the half-bootstrap's modular reduction its message
+// ratio (package scoreslots; docs/IRIS.md): log Q*K = 123.2. Only four
+// 20-bit primes = 1 mod 2^15 exist, so K's are 21-bit.
+var IrisBootstrap = Literal{LogNDB: 14, LogNQ: 13, LogQ: []int{20, 20, 20}, LogK: []int{21, 21, 21}, LogScale: 22, Inner: 1 << 14}
+
 // Toy is a small, INSECURE parameter set for fast tests only.
 var Toy = Literal{LogNDB: 6, LogNQ: 5, LogQ: []int{20, 20}, LogK: []int{20, 20}, LogScale: 12, Inner: 128}
 

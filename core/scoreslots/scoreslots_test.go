@@ -182,6 +182,33 @@ func TestSecurity(t *testing.T) {
 	}
 }
 
+// TestIrisSets: the Iris set's two-prime Q is refused by the bootstrap's
+// message ratio, IrisBootstrap is accepted, and both pass the CCMM's
+// 128-bit checks.
+func TestIrisSets(t *testing.T) {
+	lit := Literal{LogN2: 16, LogQ0: 55, LogP: []int{61}, ScoreBits: 14, Levels: 11, LogLevel: 40}
+	for _, c := range []struct {
+		name string
+		set  ccmm.Literal
+		ok   bool
+	}{{"Iris", ccmm.Iris, false}, {"IrisBootstrap", ccmm.IrisBootstrap, true}} {
+		cp, err := ccmm.NewParams(c.set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cp.Secure(); err != nil {
+			t.Errorf("%s: %v", c.name, err)
+		}
+		p, err := NewParams(cp, lit)
+		if c.ok && err != nil || !c.ok && !errors.Is(err, ErrRatio) {
+			t.Errorf("%s: NewParams gave %v", c.name, err)
+		}
+		if p != nil {
+			t.Logf("%s: Q / (Delta 2^14) = 2^%.1f", c.name, p.LogRatio())
+		}
+	}
+}
+
 // TestRatioRefused: scores that fill the modulus (the secure Iris set,
 // two 20-bit primes in Q against 2^14 scores at Delta = 2^22) are refused
 // before any key is made.

@@ -25,8 +25,7 @@ func TestHalfBootstrapSecureRings(t *testing.T) {
 	if testing.Short() || os.Getenv("ENCMATCH_CCMM_SLOW") != "1" {
 		t.Skip("slow test at the iris rings: set ENCMATCH_CCMM_SLOW=1 to run it")
 	}
-	lit := ccmm.Iris
-	lit.LogQ, lit.LogK = []int{20, 20, 20}, []int{21, 21, 21}
+	lit := ccmm.IrisBootstrap
 	cp, err := ccmm.NewParams(lit)
 	if err != nil {
 		t.Fatal(err)
