@@ -222,6 +222,9 @@ func bitLen(x *big.Int) float64 {
 	return math.Log2(f)
 }
 
+// LogQ is log2 of the query and result modulus Q.
+func (p *Params) LogQ() float64 { return bitLen(p.ModulusQ()) }
+
 // ModulusQ is the query and result modulus Q.
 func (p *Params) ModulusQ() *big.Int { return prod(p.Q) }
 

@@ -7,6 +7,7 @@ import (
 
 	"encmatch/core/ccmm"
 	"encmatch/core/comparator"
+	"encmatch/core/internal/ccmmtest"
 	"encmatch/core/scoreslots"
 
 	"github.com/tuneinsight/lattigo/v6/circuits/ckks/bootstrapping"
@@ -36,12 +37,7 @@ func TestClassifyMatchesModel(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(3, 9))
 	d1, d2, d3 := cp.NDB, cp.Lit.Inner, 16
-	db := ccmm.NewIntMat(d1, d2)
-	for i := range db.Data {
-		if rng.Float64() < 0.8 {
-			db.Data[i] = 1 - 2*int64(rng.IntN(2))
-		}
-	}
+	db := ccmmtest.Codes(rng, d1, d2)
 	// Query column j is database row 5j with a flip rate that walks across
 	// the threshold from column to column: normalised scores from about 0.9
 	// down to 0.1, several of them near delta.
@@ -72,27 +68,10 @@ func TestClassifyMatchesModel(t *testing.T) {
 	}
 	overlap := func(col, row int) int { return overlaps[row*d3+col] }
 
-	sk, _ := cp.GenSecrets(d1)
-	pk, _ := cp.GenQueryPublicKey(sk)
-	qct, err := cp.EncryptQueryPK(pk, q)
+	sk, res := ccmmtest.Product(t, cp, db, q)
+	lifted, err := p.Lift(res, 0)
 	if err != nil {
 		t.Fatal(err)
-	}
-	edb, err := cp.EncryptDB(sk, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := cp.Multiply(edb, qct)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var lifted []*rlwe.Ciphertext
-	for j := 0; j < d3; j++ {
-		ct, err := p.Lift(res, 0, j)
-		if err != nil {
-			t.Fatal(err)
-		}
-		lifted = append(lifted, ct)
 	}
 	keys, err := p.GenKeys(sk.DB[0])
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"math"
 	"math/big"
 	"math/bits"
+	"slices"
 
 	"encmatch/core/ccmm"
 	"encmatch/core/errs"
@@ -61,6 +62,7 @@ type Params struct {
 	Lit       Literal
 	Residual  ckks.Parameters          // ring N_db, modulus q0: the ciphertexts after the modulus switch
 	Bootstrap bootstrapping.Parameters // residual -> ring N2
+	switcher  *switcher                // Q -> q0, for Lift
 }
 
 // NewParams builds the residual and bootstrapping parameters after the
@@ -106,7 +108,11 @@ func NewParams(cp *ccmm.Params, lit Literal) (*Params, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: bootstrapping parameters: %v", errs.ErrInvalid, err)
 	}
-	p := &Params{CCMM: cp, Lit: lit, Residual: res, Bootstrap: bt}
+	sw, err := newSwitcher(cp.Q, res.Q()[0])
+	if err != nil {
+		return nil, err
+	}
+	p := &Params{CCMM: cp, Lit: lit, Residual: res, Bootstrap: bt, switcher: sw}
 	if have, need := p.LogRatio(), float64(bt.Mod1ParametersLiteral.LogMessageRatio); have < need {
 		return nil, fmt.Errorf("%w: Q / (Delta 2^%d) = 2^%.1f, the bootstrapping needs 2^%.0f: add a prime to Q or lower the score bound",
 			ErrRatio, lit.ScoreBits, have, need)
@@ -148,13 +154,7 @@ var ErrRatio = fmt.Errorf("%w: scores too large for the bootstrapping", errs.Err
 // LogRatio is log2(Q / (Delta 2^ScoreBits)): how far below the modulus the
 // largest score sits (the modulus switch to q0 keeps the ratio).
 func (p *Params) LogRatio() float64 {
-	q := bitLen(p.CCMM.ModulusQ())
-	return q - float64(p.CCMM.Lit.LogScale) - float64(p.Lit.ScoreBits)
-}
-
-func bitLen(x *big.Int) float64 {
-	f, _ := new(big.Float).SetInt(x).Float64()
-	return math.Log2(f)
+	return p.CCMM.LogQ() - float64(p.CCMM.Lit.LogScale) - float64(p.Lit.ScoreBits)
 }
 
 // Keys are the key holder's bootstrapping keys for one database block.
@@ -188,8 +188,10 @@ func (p *Params) GenKeys(dbSecret *rlwe.SecretKey) (*Keys, error) {
 	return &Keys{Eval: evk, Secret: skN2}, nil
 }
 
-// ResidualSecret is the database secret as a secret of the residual
-// parameters (tests decrypt the modulus-switched ciphertexts with it).
+// residualSecret is the database secret as a secret of the residual
+// parameters (the same ring, other moduli): its coefficients, checked to
+// be ternary, are extended from the database's first prime to the
+// residual's Q and P with Lattigo's small-norm basis extension.
 func (p *Params) residualSecret(dbSecret *rlwe.SecretKey) (*rlwe.SecretKey, error) {
 	db := p.CCMM.DB
 	if dbSecret.Value.Q.N() != db.N() {
@@ -200,70 +202,50 @@ func (p *Params) residualSecret(dbSecret *rlwe.SecretKey) (*rlwe.SecretKey, erro
 	r.IMForm(dbSecret.Value.Q, c)
 	r.INTT(c, c)
 	q := r.ModuliChain()[0]
-	sk := rlwe.NewSecretKey(p.Residual)
-	rq, rp := p.Residual.RingQ(), p.Residual.RingP()
 	for k, v := range c.Coeffs[0] {
-		var s int64
-		switch v {
-		case 0:
-		case 1:
-			s = 1
-		case q - 1:
-			s = -1
-		default:
+		if v > 1 && v != q-1 {
 			return nil, fmt.Errorf("%w: the database secret is not ternary (coefficient %d)", errs.ErrInvalid, k)
 		}
-		for i, m := range rq.ModuliChain() {
-			sk.Value.Q.Coeffs[i][k] = uint64((s + int64(m)) % int64(m))
-		}
-		if rp != nil {
-			for i, m := range rp.ModuliChain() {
-				sk.Value.P.Coeffs[i][k] = uint64((s + int64(m)) % int64(m))
-			}
-		}
 	}
-	rq.NTT(sk.Value.Q, sk.Value.Q)
-	rq.MForm(sk.Value.Q, sk.Value.Q)
-	if rp != nil {
-		rp.NTT(sk.Value.P, sk.Value.P)
-		rp.MForm(sk.Value.P, sk.Value.P)
+	sk := rlwe.NewSecretKey(p.Residual)
+	rlwe.ExtendBasisSmallNormAndCenterNTTMontgomery(r, p.Residual.RingQ(), dbSecret.Value.Q, c, sk.Value.Q)
+	if rp := p.Residual.RingP(); rp != nil {
+		rlwe.ExtendBasisSmallNormAndCenterNTTMontgomery(r, rp, dbSecret.Value.Q, c, sk.Value.P)
 	}
 	return sk, nil
 }
 
-// Lift turns column j of database block t of a CCMM result (modulo Q,
-// scale Delta) into a ciphertext of the residual parameters: every
+// Lift turns every column j of database block t of a CCMM result (modulo
+// Q, scale Delta) into a ciphertext of the residual parameters: every
 // coefficient of (b_{t,j}, a_j) is switched from Q to q0 by rounding
 // x q0 / Q, and the scale is labelled Delta q0 / Q 2^ScoreBits, so that the
-// message is score / 2^ScoreBits.
-func (p *Params) Lift(res *ccmm.SharedA, t, j int) (*rlwe.Ciphertext, error) {
+// message is score / 2^ScoreBits. Out[j] is column j.
+func (p *Params) Lift(res *ccmm.SharedA, t int) ([]*rlwe.Ciphertext, error) {
 	n := p.Residual.N()
-	if res.LogN != p.Residual.LogN() || res.Rows%n != 0 || t < 0 || t >= res.Rows/n || j < 0 || j >= res.Cols {
-		return nil, fmt.Errorf("%w: block %d column %d of a %dx%d result in ring 2^%d", errs.ErrInvalid, t, j, res.Rows, res.Cols, res.LogN)
+	if res.LogN != p.Residual.LogN() || res.Rows%n != 0 || t < 0 || t >= res.Rows/n {
+		return nil, fmt.Errorf("%w: block %d of a %dx%d result in ring 2^%d", errs.ErrInvalid, t, res.Rows, res.Cols, res.LogN)
 	}
-	if len(res.Moduli) != len(p.CCMM.Q) {
-		return nil, fmt.Errorf("%w: the result has %d primes, Q has %d (rescale the CCMM first)", errs.ErrMismatch, len(res.Moduli), len(p.CCMM.Q))
+	if !slices.Equal(res.Moduli, p.CCMM.Q) {
+		return nil, fmt.Errorf("%w: the result's primes %v are not Q's %v (rescale the CCMM first)", errs.ErrMismatch, res.Moduli, p.CCMM.Q)
 	}
-	sw, err := newSwitcher(res.Moduli, p.Residual.Q()[0])
-	if err != nil {
-		return nil, err
-	}
-	ct := ckks.NewCiphertext(p.Residual, 1, 0)
-	ct.IsNTT = false
-	for k := 0; k < n; k++ {
-		ct.Value[0].Coeffs[0][k] = sw.apply(res.B, (t*n+k)*res.Cols+j)
-		ct.Value[1].Coeffs[0][k] = sw.apply(res.A, k*res.Cols+j)
-	}
-	r := p.Residual.RingQ().AtLevel(0)
-	r.NTT(ct.Value[0], ct.Value[0])
-	r.NTT(ct.Value[1], ct.Value[1])
-	ct.IsNTT = true
 	scale := new(big.Float).SetInt(res.Scale)
 	scale.Mul(scale, new(big.Float).SetUint64(p.Residual.Q()[0]))
 	scale.Quo(scale, new(big.Float).SetInt(p.CCMM.ModulusQ()))
 	scale.Mul(scale, new(big.Float).SetFloat64(math.Ldexp(1, p.Lit.ScoreBits)))
-	ct.Scale = rlwe.NewScale(scale)
-	return ct, nil
+	r := p.Residual.RingQ().AtLevel(0)
+	out := make([]*rlwe.Ciphertext, res.Cols)
+	for j := range out {
+		ct := ckks.NewCiphertext(p.Residual, 1, 0)
+		for k := 0; k < n; k++ {
+			ct.Value[0].Coeffs[0][k] = p.switcher.apply(res.B, (t*n+k)*res.Cols+j)
+			ct.Value[1].Coeffs[0][k] = p.switcher.apply(res.A, k*res.Cols+j)
+		}
+		r.NTT(ct.Value[0], ct.Value[0])
+		r.NTT(ct.Value[1], ct.Value[1])
+		ct.Scale = rlwe.NewScale(scale)
+		out[j] = ct
+	}
+	return out, nil
 }
 
 // SlotOf says what slot i of ToSlots' output ciphertext s holds: the

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"encmatch/core/ccmm"
+	"encmatch/core/internal/ccmmtest"
 
 	"github.com/tuneinsight/lattigo/v6/circuits/ckks/bootstrapping"
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
@@ -22,22 +23,9 @@ var toyCCMM = ccmm.Literal{LogNDB: 10, LogNQ: 9, LogQ: []int{20, 20, 20}, LogK: 
 // bootstrap, as the iris rings 2^14 -> 2^16), scores up to 2^10.
 var toyLiteral = Literal{LogN2: 12, LogQ0: 55, LogP: []int{61}, ScoreBits: 10}
 
-// codes draws rows x cols entries in {-1, 0, 1} (80 % nonzero).
-func codes(rng *rand.Rand, rows, cols int) ccmm.IntMat {
-	m := ccmm.NewIntMat(rows, cols)
-	for i := range m.Data {
-		if rng.Float64() < 0.8 {
-			m.Data[i] = 1 - 2*int64(rng.IntN(2))
-		}
-	}
-	return m
-}
-
-// TestScoresToSlots runs a CCMM (public-key query, database under one
-// secret), lifts its result columns to the residual parameters, checks
-// them against the plaintext scores, half-bootstraps them and checks that
-// every slot holds its score / 2^ScoreBits at the documented position.
-func TestScoresToSlots(t *testing.T) {
+// toyParams builds the toy CCMM set and its bootstrapping.
+func toyParams(t *testing.T) (*ccmm.Params, *Params) {
+	t.Helper()
 	cp, err := ccmm.NewParams(toyCCMM)
 	if err != nil {
 		t.Fatal(err)
@@ -46,14 +34,19 @@ func TestScoresToSlots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return cp, p
+}
+
+// TestScoresToSlots runs a CCMM (public-key query, database under one
+// secret), lifts its result columns to the residual parameters, checks
+// them against the plaintext scores, half-bootstraps them and checks that
+// every slot holds its score / 2^ScoreBits at the documented position.
+func TestScoresToSlots(t *testing.T) {
+	cp, p := toyParams(t)
 	rng := rand.New(rand.NewPCG(7, 7))
 	d1, d3 := cp.NDB, 8
-	sk, err := cp.GenSecrets(d1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mdb := codes(rng, d1, cp.Lit.Inner)
-	mq := codes(rng, cp.Lit.Inner, d3)
+	mdb := ccmmtest.Codes(rng, d1, cp.Lit.Inner)
+	mq := ccmmtest.Codes(rng, cp.Lit.Inner, d3)
 	for l := 0; l < cp.Lit.Inner; l++ { // column 0 matches database row 5 (a genuine score near 2^10)
 		mq.Data[l*d3] = mdb.At(5, l)
 	}
@@ -61,22 +54,7 @@ func TestScoresToSlots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pk, err := cp.GenQueryPublicKey(sk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	qct, err := cp.EncryptQueryPK(pk, mq)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := cp.EncryptDB(sk, mdb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := cp.Multiply(db, qct)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sk, res := ccmmtest.Product(t, cp, mdb, mq)
 
 	// The lifted ciphertexts decrypt to score / 2^ScoreBits under the
 	// residual copy of the database secret.
@@ -85,16 +63,13 @@ func TestScoresToSlots(t *testing.T) {
 		t.Fatal(err)
 	}
 	unit := math.Ldexp(1, -p.Lit.ScoreBits)
-	var lifted []*rlwe.Ciphertext
+	lifted, err := p.Lift(res, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
 	worstLift := 0.0
-	for j := 0; j < d3; j++ {
-		ct, err := p.Lift(res, 0, j)
-		if err != nil {
-			t.Fatal(err)
-		}
-		lifted = append(lifted, ct)
-		got := decryptCoeffs(p.Residual, resSK, ct)
-		for k, v := range got {
+	for j, ct := range lifted {
+		for k, v := range decryptCoeffs(p.Residual, resSK, ct) {
 			worstLift = math.Max(worstLift, math.Abs(v-float64(want.At(k, j))*unit))
 		}
 	}
@@ -162,14 +137,7 @@ func TestScoresToSlots(t *testing.T) {
 // TestSecurity: the toy set fails the 128-bit table (small rings), and
 // Lattigo's sparse-secret encapsulation is reported as outside it.
 func TestSecurity(t *testing.T) {
-	cp, err := ccmm.NewParams(toyCCMM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := NewParams(cp, toyLiteral)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, p := toyParams(t)
 	checks := p.Security()
 	if len(checks) != 3 || p.Secure() == nil || !errors.Is(p.Secure(), ccmm.ErrInsecure) {
 		t.Fatalf("toy set: checks %+v, Secure %v", checks, p.Secure())
