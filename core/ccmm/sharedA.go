@@ -364,3 +364,25 @@ func Encrypt(par rlwe.Parameters, keys Keys, level int, m IntMat, scale *big.Int
 	}
 	return encryptSharedA(par, keys, level, m.Rows, m.Cols, intPlain(m, par.RingQ().ModuliChain()), scale)
 }
+
+// SubScaled subtracts f(row, col) from every entry of the message: the b
+// coefficient of entry (row, col) loses round(Scale * f(row, col)), so
+// that the ciphertext decrypts to M - f up to 1/(2 Scale). Scale * |f| must
+// stay below 2^62.
+func (c *SharedA) SubScaled(f func(row, col int) float64) error {
+	scale, _ := new(big.Float).SetInt(c.Scale).Float64()
+	for row := 0; row < c.Rows; row++ {
+		for col := 0; col < c.Cols; col++ {
+			v := math.Round(scale * f(row, col))
+			if math.IsNaN(v) || math.Abs(v) >= 1<<62 {
+				return fmt.Errorf("%w: offset %v at (%d, %d) out of range", errs.ErrInvalid, f(row, col), row, col)
+			}
+			x := int64(v)
+			for i, q := range c.Moduli {
+				e := &c.B[i].Data[row*c.Cols+col]
+				*e = center(modInt(int64(*e)-x, q), q)
+			}
+		}
+	}
+	return nil
+}

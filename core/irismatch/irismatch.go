@@ -1,78 +1,80 @@
 // Package irismatch composes papers/004's first algorithm for encrypted
-// iris matching on CPU (docs/IRIS.md): the scores of an encrypted matrix
-// product (package ccmm), moved to CKKS slots by a half-bootstrap (package
-// scoreslots), are normalised by the public mask overlaps and classified
-// against the threshold by the comparator (package comparator), giving one
-// match value in [0, 1] per (database code, query rotation).
+// iris matching on CPU (docs/IRIS.md): the inner products of an encrypted
+// matrix product (package ccmm) become margins by the subtraction of the
+// public offsets delta * |m_1 and m_2|, are moved to CKKS slots by a
+// half-bootstrap (package scoreslots), classified against 0 by the
+// comparator (package comparator), and reduced to one encrypted bit per
+// query eye by a product tree (OR = 1 - prod(1 - v)) across ciphertexts and
+// slots, bootstrapping whenever the levels run out.
 package irismatch
 
 import (
 	"fmt"
 	"math"
 
+	"encmatch/core/ccmm"
 	"encmatch/core/comparator"
 	"encmatch/core/errs"
-	"encmatch/core/scoreslots"
 
 	"github.com/tuneinsight/lattigo/v6/circuits/ckks/polynomial"
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
 )
 
-// Classifier normalises and classifies half-bootstrapped scores.
+// Margins turns the inner products of a CCMM result (modulo Q, scale
+// Delta; entry (row, col) = <c'_row, c'_col>) into margins
+// <c'_1, c'_2> - delta * |m_1 and m_2| by subtracting the public offsets in
+// the coefficients (papers/004 Eq. 2 without the division: the pair
+// matches iff its margin is positive). A pair whose masks share no bit
+// (overlap 0, padding rows included) never matches: its offset is
+// span / 2, a margin far below 0. overlap gives |m_row and m_col|.
+func Margins(res *ccmm.SharedA, delta float64, span float64, overlap func(row, col int) int) error {
+	if math.IsNaN(delta) || delta <= -1 || delta >= 1 {
+		return fmt.Errorf("%w: threshold %v on normalised scores must lie in (-1, 1)", errs.ErrInvalid, delta)
+	}
+	return res.SubScaled(func(row, col int) float64 {
+		if m := overlap(row, col); m > 0 {
+			return delta * float64(m)
+		}
+		return span / 2
+	})
+}
+
+// Span is the largest |margin| a pair of codes of length inner can have
+// at threshold delta: |<c'_1, c'_2> - delta M| <= (1 + |delta|) inner. The
+// slots hold margin / Span, in [-1, 1].
+func Span(inner int, delta float64) float64 { return (1 + math.Abs(delta)) * float64(inner) }
+
+// Classifier turns slots holding margin / span into match values
+// (sign(margin) + 1) / 2 with the comparator at threshold 0.
 type Classifier struct {
-	Slots      *scoreslots.Params
 	Comparator *comparator.Comparator
 	params     ckks.Parameters
-	eval       *ckks.Evaluator
 	poly       *polynomial.Evaluator
-	encoder    *ckks.Encoder
 }
 
-// NewClassifier makes a classifier at the bootstrapping ring of p with the
-// relinearisation key in evk (the bootstrapping keys' set).
-func NewClassifier(p *scoreslots.Params, evk rlwe.EvaluationKeySet, cmp *comparator.Comparator) *Classifier {
-	params := p.Bootstrap.BootstrappingParameters
-	eval := ckks.NewEvaluator(params, evk)
-	return &Classifier{Slots: p, Comparator: cmp, params: params, eval: eval,
-		poly: polynomial.NewEvaluator(params, eval), encoder: ckks.NewEncoder(params)}
-}
-
-// Classify turns output ciphertext s of scoreslots.ToSlots (slots holding
-// score / 2^ScoreBits) into match values: slot i, the score of database row
-// r against input column j (p.SlotOf(s, i)), is multiplied by the public
-// 2^ScoreBits * ScoreScale / overlap(j, r), the normalised score the
-// comparator reads, then the comparator gives (sign(score - delta) + 1) / 2.
-// A pair with no overlapping bits (overlap 0) is multiplied by 0: a
-// normalised score of 0, a non-match for every delta > 0. It consumes one
-// level for the normalisation and Comparator.Kappa for the comparator.
-func (c *Classifier) Classify(s int, ct *rlwe.Ciphertext, overlap func(column, row int) int) (*rlwe.Ciphertext, error) {
-	need := 1 + c.Comparator.Kappa
-	if ct.Level() < need {
-		return nil, fmt.Errorf("%w: the slots are at level %d, normalising and classifying need %d", errs.ErrInvalid, ct.Level(), need)
-	}
-	factors := make([]float64, ct.Slots())
-	unit := math.Ldexp(c.Comparator.ScoreScale, c.Slots.Lit.ScoreBits)
-	for i := range factors {
-		col, row := c.Slots.SlotOf(s, i)
-		if o := overlap(col, row); o > 0 {
-			factors[i] = unit / float64(o)
-		}
-	}
-	// The plaintext's scale brings the product, once rescaled by the top
-	// prime q_l, to the default scale the comparator's evaluator works at:
-	// ct.Scale * pt.Scale = DefaultScale * q_l.
-	pt := ckks.NewPlaintext(c.params, ct.Level())
-	pt.Scale = c.params.DefaultScale().Mul(rlwe.NewScale(c.params.Q()[ct.Level()])).Div(ct.Scale)
-	if err := c.encoder.Encode(factors, pt); err != nil {
-		return nil, err
-	}
-	norm, err := c.eval.MulNew(ct, pt)
+// NewClassifier makes a classifier for depth kappa in the ring of params
+// with the evaluation keys evk (relinearisation).
+func NewClassifier(params ckks.Parameters, evk rlwe.EvaluationKeySet, kappa int) (*Classifier, error) {
+	cmp, err := comparator.New(kappa, 0, 1)
 	if err != nil {
 		return nil, err
 	}
-	if err := c.eval.Rescale(norm, norm); err != nil {
-		return nil, err
-	}
-	return c.Comparator.Evaluate(c.poly, norm, c.params.DefaultScale())
+	eval := ckks.NewEvaluator(params, evk)
+	return &Classifier{Comparator: cmp, params: params, poly: polynomial.NewEvaluator(params, eval)}, nil
+}
+
+// MarginBand is the comparator's value band on the normalised margin
+// (<c'_1, c'_2> - delta M) / inner, the model's margin in
+// python/encmatch/iris, at threshold delta: a pair whose margin lies
+// farther than this from 0 is classified within comparator.ValueTolerance
+// of its exact bit.
+func (c *Classifier) MarginBand(delta float64) float64 {
+	return c.Comparator.ValueBand * (1 + math.Abs(delta))
+}
+
+// Classify evaluates the comparator on ct (slots holding margin / span):
+// Comparator.Kappa levels.
+func (c *Classifier) Classify(ct *rlwe.Ciphertext) (*rlwe.Ciphertext, error) {
+	return c.Comparator.Evaluate(c.poly, ct, c.params.DefaultScale())
 }

@@ -6,120 +6,182 @@ import (
 	"testing"
 
 	"encmatch/core/ccmm"
-	"encmatch/core/comparator"
 	"encmatch/core/internal/ccmmtest"
 	"encmatch/core/scoreslots"
 
-	"github.com/tuneinsight/lattigo/v6/circuits/ckks/bootstrapping"
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
 )
 
-// TestClassifyMatchesModel runs the toy chain end to end: masked codes in
-// {-1, 0, 1}, a public-key query of 16 columns with planted partial matches
-// whose normalised scores crowd the threshold, the CCMM, the half-bootstrap,
-// the normalisation by the public overlaps and the comparator. Every pair
-// whose normalised score lies outside the comparator's value band decrypts
-// within 10^-3 of its exact match bit.
-func TestClassifyMatchesModel(t *testing.T) {
+// toy is the INSECURE test chain: database ring 2^10 (two blocks of 1,024
+// codes), codes of 1,024 positions, bootstrapping ring 2^12 (four result
+// ciphertexts per half-bootstrap, 2,048 slots).
+type toy struct {
+	cp    *ccmm.Params
+	slots *scoreslots.Params
+	kappa int
+}
+
+func newToy(t *testing.T) toy {
+	t.Helper()
 	cp, err := ccmm.NewParams(ccmm.Literal{LogNDB: 10, LogNQ: 9, LogQ: []int{20, 20, 20}, LogK: []int{20, 20, 20}, LogScale: 18, Inner: 1024})
 	if err != nil {
 		t.Fatal(err)
 	}
-	const kappa, delta = 10, 0.3
-	p, err := scoreslots.NewParams(cp, scoreslots.Literal{LogN2: 11, LogQ0: 55, LogP: []int{61}, ScoreBits: 10, Levels: kappa + 1, LogLevel: 40})
+	const kappa = 10
+	p, err := scoreslots.NewParams(cp, scoreslots.Literal{LogN2: 12, LogQ0: 55, LogP: []int{61}, ScoreBits: 11, Levels: kappa + 1, LogLevel: 40})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmp, err := comparator.New(kappa, delta, comparator.DefaultScoreScale)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rng := rand.New(rand.NewPCG(3, 9))
-	d1, d2, d3 := cp.NDB, cp.Lit.Inner, 16
-	db := ccmmtest.Codes(rng, d1, d2)
-	// Query column j is database row 5j with a flip rate that walks across
-	// the threshold from column to column: normalised scores from about 0.9
-	// down to 0.1, several of them near delta.
-	q := ccmm.NewIntMat(d2, d3)
-	for l := 0; l < d2; l++ {
-		for j := 0; j < d3; j++ {
-			v := db.At(5*j, l)
-			flip := 0.05 + 0.4*float64(j)/float64(d3-1)
-			if rng.Float64() < flip {
-				v = -v
-			}
-			if rng.Float64() < 0.1 {
-				v = 0 // the query's own mask
-			}
-			q.Data[l*d3+j] = v
+	return toy{cp: cp, slots: p, kappa: kappa}
+}
+
+// flipTo returns code with exactly the number of its unmasked positions
+// flipped that makes its score against code equal to score (rounded).
+func flipTo(rng *rand.Rand, code []int64, score float64) []int64 {
+	var on []int
+	for i, v := range code {
+		if v != 0 {
+			on = append(on, i)
 		}
 	}
+	out := append([]int64(nil), code...)
+	flips := int(math.Round(float64(len(on)) * (1 - score) / 2))
+	for _, i := range rng.Perm(len(on))[:flips] {
+		out[on[i]] = -out[on[i]]
+	}
+	return out
+}
+
+// model is the plaintext model: per eye, the exact bit (some pair with
+// overlap > 0 has margin <c', c'> - delta M > 0) and whether some pair's
+// normalised margin lies within band of 0 (a guard-band eye).
+func model(db, q ccmm.IntMat, rotations int, delta, band float64) (bits []bool, guard []bool, overlap func(row, col int) int) {
 	num, _ := ccmm.MulInt(db, q)
-	overlaps := make([]int, d1*d3)
-	for r := 0; r < d1; r++ {
-		for j := 0; j < d3; j++ {
-			for l := 0; l < d2; l++ {
-				if db.At(r, l) != 0 && q.At(l, j) != 0 {
-					overlaps[r*d3+j]++
+	ov := make([]int, db.Rows*q.Cols)
+	for r := 0; r < db.Rows; r++ {
+		for l := 0; l < db.Cols; l++ {
+			if db.At(r, l) == 0 {
+				continue
+			}
+			for j := 0; j < q.Cols; j++ {
+				if q.At(l, j) != 0 {
+					ov[r*q.Cols+j]++
 				}
 			}
 		}
 	}
-	overlap := func(col, row int) int { return overlaps[row*d3+col] }
-
-	sk, res := ccmmtest.Product(t, cp, db, q)
-	lifted, err := p.Lift(res, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keys, err := p.GenKeys(sk.DB[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	eval, err := bootstrapping.NewEvaluator(p.Bootstrap, keys.Eval)
-	if err != nil {
-		t.Fatal(err)
-	}
-	slots, err := p.ToSlots(eval, lifted)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl := NewClassifier(p, keys.Eval.MemEvaluationKeySet, cmp)
-	params := p.Bootstrap.BootstrappingParameters
-	dec, enc := rlwe.NewDecryptor(params, keys.Secret), ckks.NewEncoder(params)
-	checked, near, ones, worst := 0, 0, 0, 0.0
-	for s, ct := range slots {
-		out, err := cl.Classify(s, ct, overlap)
-		if err != nil {
-			t.Fatal(err)
-		}
-		vals := make([]float64, out.Slots())
-		if err := enc.Decode(dec.DecryptNew(out), vals); err != nil {
-			t.Fatal(err)
-		}
-		for i, v := range vals {
-			col, row := p.SlotOf(s, i)
-			score := float64(num.At(row, col)) / float64(overlap(col, row))
-			if math.Abs(score-delta) <= cmp.ValueBand {
-				near++
+	eyes := q.Cols / rotations
+	bits, guard = make([]bool, eyes), make([]bool, eyes)
+	for r := 0; r < db.Rows; r++ {
+		for j := 0; j < q.Cols; j++ {
+			m := ov[r*q.Cols+j]
+			if m == 0 {
 				continue
 			}
-			bit := 0.0
-			if score >= delta {
-				bit = 1
-				ones++
-			}
-			worst = math.Max(worst, math.Abs(v-bit))
-			checked++
+			margin := (float64(num.At(r, j)) - delta*float64(m)) / float64(db.Cols)
+			e := j / rotations
+			bits[e] = bits[e] || margin > 0
+			guard[e] = guard[e] || math.Abs(margin) <= band
 		}
 	}
-	t.Logf("%d pairs checked, %d of them matches (%d inside the value band %.3f of delta %.1f), largest error %.2g",
-		checked, ones, near, cmp.ValueBand, delta, worst)
-	if worst > 1e-3 {
-		t.Fatalf("match values off by %.3g", worst)
+	return bits, guard, func(row, col int) int { return ov[row*q.Cols+col] }
+}
+
+// TestPipelineMatchesModel runs the toy chain end to end: two database
+// blocks of masked codes, a public-key query of 5 eyes x 5 rotations whose
+// crafted pairs crowd the threshold from both sides just outside the
+// comparator's band (and one pair inside it), the CCMM, the margins, the
+// half-bootstraps, the classification and the reduction. Every eye outside
+// the guard band decrypts within 10^-4 of the model's bit; the guard-band
+// eye decrypts to a value in [0, 1].
+func TestPipelineMatchesModel(t *testing.T) {
+	tc := newToy(t)
+	const delta, rotations, eyes = 0.3, 5, 5
+	rng := rand.New(rand.NewPCG(3, 9))
+	d1, d2 := 2*tc.cp.NDB, tc.cp.Lit.Inner
+	db := ccmmtest.Codes(rng, d1, d2)
+	for l := 0; l < d2; l++ { // a padding row: no bit in its mask
+		db.Data[(d1-1)*d2+l] = 0
 	}
-	if checked+near != d1*d3 || checked < d1*d3*9/10 || ones < 4 {
-		t.Fatalf("%d checked and %d near of %d pairs", checked, near, d1*d3)
+	q := ccmm.NewIntMat(d2, eyes*rotations)
+	row := func(r int) []int64 { return db.Data[r*d2 : (r+1)*d2] }
+	set := func(col int, code []int64) {
+		for l, v := range code {
+			q.Data[l*q.Cols+col] = v
+		}
 	}
+	for j := 0; j < q.Cols; j++ { // impostors: fresh random codes
+		set(j, ccmmtest.Codes(rng, 1, d2).Data)
+	}
+	// Scores are <c', c'> / M with M ~ 0.8 d2 here (the query columns are
+	// database rows, same mask): margin ~ 0.8 (score - delta).
+	set(0*rotations+2, flipTo(rng, row(7), 0.8))           // eye 0: a clear match (block 0)
+	set(1*rotations+4, flipTo(rng, row(1500), delta+0.07)) // eye 1: just above the band (block 1)
+	set(2*rotations+1, flipTo(rng, row(300), delta-0.07))  // eye 2: just below the band
+	set(2*rotations+3, flipTo(rng, row(1900), delta-0.08))
+	set(3*rotations+0, flipTo(rng, row(5), delta+0.005)) // eye 3: inside the band
+	// eye 4: impostors only
+
+	sk, res := ccmmtest.Product(t, tc.cp, db, q)
+	skeys, err := tc.slots.GenKeys(sk.DB, ReducerGaloisElements(tc.slots.Bootstrap.BootstrappingParameters))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, err := NewPipeline(tc.slots, skeys, tc.kappa, delta, rotations)
+	if err != nil {
+		t.Fatal(err)
+	}
+	band := pl.Classifier.MarginBand(delta)
+	bits, guard, overlap := model(db, q, rotations, delta, band)
+	if want := []bool{true, true, false, true, false}; !equalBools(bits, want) || !equalBools(guard, []bool{false, false, false, true, false}) {
+		t.Fatalf("the crafted data does not crowd the threshold as meant: bits %v, guard %v (band %.3f)", bits, guard, band)
+	}
+	out, st, err := pl.Match(res, overlap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d eyes: %d half-bootstraps, %d classified, %d bootstraps in the reduction; margin band %.3f", eyes, st.HalfBootstraps, st.Classified, st.Bootstraps, band)
+	got := decryptSlots(t, tc.slots, skeys.Secret, out)
+	for e := 0; e < eyes; e++ {
+		want := 0.0
+		if bits[e] {
+			want = 1
+		}
+		t.Logf("eye %d: %.6f (model %v, guard band %v)", e, got[e], bits[e], guard[e])
+		if guard[e] {
+			if got[e] < -0.01 || got[e] > 1.01 {
+				t.Errorf("guard-band eye %d decrypts to %v, outside [0, 1]", e, got[e])
+			}
+		} else if math.Abs(got[e]-want) > 1e-4 {
+			t.Errorf("eye %d decrypts to %v, the model says %v", e, got[e], bits[e])
+		}
+	}
+	for i := eyes; i < len(got); i++ {
+		if math.Abs(got[i]) > 1e-3 {
+			t.Fatalf("slot %d past the eyes holds %v, want 0", i, got[i])
+		}
+	}
+}
+
+func equalBools(a, b []bool) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func decryptSlots(t *testing.T, p *scoreslots.Params, sk *rlwe.SecretKey, ct *rlwe.Ciphertext) []float64 {
+	t.Helper()
+	params := p.Bootstrap.BootstrappingParameters
+	vals := make([]float64, ct.Slots())
+	if err := ckks.NewEncoder(params).Decode(rlwe.NewDecryptor(params, sk).DecryptNew(ct), vals); err != nil {
+		t.Fatal(err)
+	}
+	return vals
 }

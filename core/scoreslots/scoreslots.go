@@ -157,35 +157,87 @@ func (p *Params) LogRatio() float64 {
 	return p.CCMM.LogQ() - float64(p.CCMM.Lit.LogScale) - float64(p.Lit.ScoreBits)
 }
 
-// Keys are the key holder's bootstrapping keys for one database block.
+// Keys are the key holder's bootstrapping keys for a database of one or
+// more blocks: one secret of the bootstrapping ring, the keys of the
+// bootstrapping circuit under it (relinearisation, Galois, encapsulation),
+// shared by every block, and per block the key from its database secret to
+// the bootstrapping ring's secret.
 type Keys struct {
-	Eval   *bootstrapping.EvaluationKeys
-	Secret *rlwe.SecretKey // the bootstrapping ring's secret, to decrypt the slots (tests, the receiver)
+	Shared *bootstrapping.EvaluationKeys // EvkN1ToN2 unset: see Block
+	Blocks []*rlwe.EvaluationKey         // Blocks[t]: database secret s_t -> the bootstrapping secret
+	Secret *rlwe.SecretKey               // the bootstrapping ring's secret, to decrypt the slots (tests, the receiver)
 }
 
-// GenKeys makes the bootstrapping keys for the database secret dbSecret
-// (a ccmm database key, ring N_db): the residual secret has the same
-// ternary coefficients, the bootstrapping ring's secret is fresh, and the
-// N_db -> N2 key switches from the first to the second (Lattigo's
-// GenEvaluationKeys).
-func (p *Params) GenKeys(dbSecret *rlwe.SecretKey) (*Keys, error) {
-	sk, err := p.residualSecret(dbSecret)
+// Block returns the bootstrapping keys of database block t.
+func (k *Keys) Block(t int) *bootstrapping.EvaluationKeys {
+	evk := *k.Shared
+	evk.EvkN1ToN2 = k.Blocks[t]
+	return &evk
+}
+
+// GenKeys makes the bootstrapping keys for the database secrets dbSecrets
+// (ccmm database keys, ring N_db, one per block): each residual secret has
+// the same ternary coefficients as its database secret, the bootstrapping
+// ring's secret is fresh, and each block gets its N_db -> N2 key to it
+// (Lattigo's GenEvaluationKeys for block 0, its key generator for the
+// others). galois lists Galois elements of the bootstrapping ring to add to
+// the circuit's own (the rotations of a later computation).
+func (p *Params) GenKeys(dbSecrets []*rlwe.SecretKey, galois []uint64) (*Keys, error) {
+	if len(dbSecrets) == 0 {
+		return nil, fmt.Errorf("%w: no database secret", errs.ErrInvalid)
+	}
+	sk0, err := p.residualSecret(dbSecrets[0])
 	if err != nil {
 		return nil, err
 	}
-	evk, skN2, err := p.Bootstrap.GenEvaluationKeys(sk)
+	evk, skN2, err := p.Bootstrap.GenEvaluationKeys(sk0)
 	if err != nil {
 		return nil, err
 	}
+	kgN2 := rlwe.NewKeyGenerator(p.Bootstrap.BootstrappingParameters)
+	keys := &Keys{Shared: evk, Blocks: []*rlwe.EvaluationKey{evk.EvkN1ToN2}, Secret: skN2}
+	for _, s := range dbSecrets[1:] {
+		skt, err := p.residualSecret(s)
+		if err != nil {
+			return nil, err
+		}
+		keys.Blocks = append(keys.Blocks, kgN2.GenEvaluationKeyNew(skt, skN2))
+	}
+	evk.EvkN1ToN2 = nil
 	// The key back from N2 to N_db encrypts under s_t at the residual
 	// chain's whole modulus (556 bits for the iris rings, above the 438 the
 	// table allows at N = 2^14). A half-bootstrap never switches back, but
 	// Lattigo's evaluator insists on the key: it is replaced by one between
 	// two throwaway secrets, which carries nothing of s_t or of the N2
 	// secret.
-	kgN2 := rlwe.NewKeyGenerator(p.Bootstrap.BootstrappingParameters)
 	evk.EvkN2ToN1 = kgN2.GenEvaluationKeyNew(kgN2.GenSecretKeyNew(), rlwe.NewKeyGenerator(p.Residual).GenSecretKeyNew())
-	return &Keys{Eval: evk, Secret: skN2}, nil
+	var extra []uint64
+	for _, g := range galois {
+		if _, ok := evk.GaloisKeys[g]; !ok {
+			extra = append(extra, g)
+		}
+	}
+	for _, gk := range kgN2.GenGaloisKeysNew(extra, skN2) {
+		evk.GaloisKeys[gk.GaloisElement] = gk
+	}
+	return keys, nil
+}
+
+// NewEvaluators makes one bootstrapping evaluator per database block. They
+// share everything (Lattigo's precomputed DFT matrices, the circuit's
+// keys) but the N_db -> N2 key.
+func (p *Params) NewEvaluators(k *Keys) ([]*bootstrapping.Evaluator, error) {
+	first, err := bootstrapping.NewEvaluator(p.Bootstrap, k.Block(0))
+	if err != nil {
+		return nil, err
+	}
+	out := []*bootstrapping.Evaluator{first}
+	for t := 1; t < len(k.Blocks); t++ {
+		e := *first
+		e.EvaluationKeys = k.Block(t)
+		out = append(out, &e)
+	}
+	return out, nil
 }
 
 // residualSecret is the database secret as a secret of the residual
@@ -221,9 +273,21 @@ func (p *Params) residualSecret(dbSecret *rlwe.SecretKey) (*rlwe.SecretKey, erro
 // x q0 / Q, and the scale is labelled Delta q0 / Q 2^ScoreBits, so that the
 // message is score / 2^ScoreBits. Out[j] is column j.
 func (p *Params) Lift(res *ccmm.SharedA, t int) ([]*rlwe.Ciphertext, error) {
+	out := make([]*rlwe.Ciphertext, res.Cols)
+	for j := range out {
+		var err error
+		if out[j], err = p.LiftColumn(res, t, j); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// LiftColumn is Lift for column j of block t only.
+func (p *Params) LiftColumn(res *ccmm.SharedA, t, j int) (*rlwe.Ciphertext, error) {
 	n := p.Residual.N()
-	if res.LogN != p.Residual.LogN() || res.Rows%n != 0 || t < 0 || t >= res.Rows/n {
-		return nil, fmt.Errorf("%w: block %d of a %dx%d result in ring 2^%d", errs.ErrInvalid, t, res.Rows, res.Cols, res.LogN)
+	if res.LogN != p.Residual.LogN() || res.Rows%n != 0 || t < 0 || t >= res.Rows/n || j < 0 || j >= res.Cols {
+		return nil, fmt.Errorf("%w: block %d, column %d of a %dx%d result in ring 2^%d", errs.ErrInvalid, t, j, res.Rows, res.Cols, res.LogN)
 	}
 	if !slices.Equal(res.Moduli, p.CCMM.Q) {
 		return nil, fmt.Errorf("%w: the result's primes %v are not Q's %v (rescale the CCMM first)", errs.ErrMismatch, res.Moduli, p.CCMM.Q)
@@ -233,19 +297,15 @@ func (p *Params) Lift(res *ccmm.SharedA, t int) ([]*rlwe.Ciphertext, error) {
 	scale.Quo(scale, new(big.Float).SetInt(p.CCMM.ModulusQ()))
 	scale.Mul(scale, new(big.Float).SetFloat64(math.Ldexp(1, p.Lit.ScoreBits)))
 	r := p.Residual.RingQ().AtLevel(0)
-	out := make([]*rlwe.Ciphertext, res.Cols)
-	for j := range out {
-		ct := ckks.NewCiphertext(p.Residual, 1, 0)
-		for k := 0; k < n; k++ {
-			ct.Value[0].Coeffs[0][k] = p.switcher.apply(res.B, (t*n+k)*res.Cols+j)
-			ct.Value[1].Coeffs[0][k] = p.switcher.apply(res.A, k*res.Cols+j)
-		}
-		r.NTT(ct.Value[0], ct.Value[0])
-		r.NTT(ct.Value[1], ct.Value[1])
-		ct.Scale = rlwe.NewScale(scale)
-		out[j] = ct
+	ct := ckks.NewCiphertext(p.Residual, 1, 0)
+	for k := 0; k < n; k++ {
+		ct.Value[0].Coeffs[0][k] = p.switcher.apply(res.B, (t*n+k)*res.Cols+j)
+		ct.Value[1].Coeffs[0][k] = p.switcher.apply(res.A, k*res.Cols+j)
 	}
-	return out, nil
+	r.NTT(ct.Value[0], ct.Value[0])
+	r.NTT(ct.Value[1], ct.Value[1])
+	ct.Scale = rlwe.NewScale(scale)
+	return ct, nil
 }
 
 // SlotOf says what slot i of ToSlots' output ciphertext s holds: the
@@ -343,6 +403,7 @@ func (p *Params) ToSlots(eval *bootstrapping.Evaluator, cts []*rlwe.Ciphertext) 
 	if err != nil {
 		return nil, err
 	}
+	scaling := p.Bootstrap.BootstrappingParameters.DefaultScale().Float64() * eval.Mod1Parameters.MessageRatio() / eval.Mod1Parameters.ScalingFactor().Float64()
 	var out []*rlwe.Ciphertext
 	for i := range packed {
 		ct, _, err := eval.ScaleDown(&packed[i])
@@ -360,13 +421,13 @@ func (p *Params) ToSlots(eval *bootstrapping.Evaluator, cts []*rlwe.Ciphertext) 
 			if c == nil {
 				return nil, fmt.Errorf("%w: CoeffsToSlots gave one ciphertext: the bootstrapping must use all N2/2 slots", errs.ErrInvalid)
 			}
-			if c, err = eval.EvalMod(c); err != nil {
+			// EvalMod leaves the slots at Mod1's scaling / message ratio
+			// of the message (SlotsToCoeffs, skipped here, would undo it):
+			// the polynomial is scaled (no level) so that the slots hold
+			// the message at the default scale.
+			if c, err = eval.EvalModAndScale(c, complex(scaling, 0)); err != nil {
 				return nil, err
 			}
-			// EvalMod leaves the slots at Mod1's scaling / message ratio of
-			// the message (SlotsToCoeffs, skipped here, would undo it):
-			// relabel the scale so that they decode to the message.
-			c.Scale = rlwe.NewScale(eval.Mod1Parameters.ScalingFactor().Float64() / eval.Mod1Parameters.MessageRatio())
 			out = append(out, c)
 		}
 	}

@@ -78,7 +78,7 @@ func TestScoresToSlots(t *testing.T) {
 		t.Fatalf("lifted ciphertexts are off by %.3g score units", worstLift/unit)
 	}
 
-	keys, err := p.GenKeys(sk.DB[0])
+	keys, err := p.GenKeys(sk.DB[:1], nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func TestScoresToSlots(t *testing.T) {
 		}
 		ct, _ := rlwe.NewEncryptor(bp, keys.Secret).EncryptNew(pt)
 		back := ckks.NewCiphertext(p.Residual, 1, 0)
-		if err := ckks.NewEvaluator(bp, nil).ApplyEvaluationKey(ct, keys.Eval.EvkN2ToN1, back); err != nil {
+		if err := ckks.NewEvaluator(bp, nil).ApplyEvaluationKey(ct, keys.Shared.EvkN2ToN1, back); err != nil {
 			t.Fatal(err)
 		}
 		largest := 0.0 // a real switch gives the encoding's coefficients, all below 1
@@ -104,7 +104,7 @@ func TestScoresToSlots(t *testing.T) {
 			t.Fatalf("the key back to the database ring switches to s_t (coefficients decrypt below %.3g)", largest)
 		}
 	}
-	eval, err := bootstrapping.NewEvaluator(p.Bootstrap, keys.Eval)
+	eval, err := bootstrapping.NewEvaluator(p.Bootstrap, keys.Block(0))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,11 +39,11 @@ func TestHalfBootstrapSecureRings(t *testing.T) {
 		t.Logf("security: %-42s N=2^%d log QP=%7.1f max %4d secret %-32s ok=%v", c.What, c.LogN, c.LogQ, c.MaxLogQ, c.Secret, c.OK)
 	}
 	sk := ccmm.GenKeys(cp.DB, 1)[0]
-	keys, err := p.GenKeys(sk)
+	keys, err := p.GenKeys([]*rlwe.SecretKey{sk}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	eval, err := bootstrapping.NewEvaluator(p.Bootstrap, keys.Eval)
+	eval, err := bootstrapping.NewEvaluator(p.Bootstrap, keys.Block(0))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,163 @@
+package irismatch
+
+import (
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"encmatch/core/ccmm"
+	"encmatch/core/errs"
+	"encmatch/core/parallel"
+	"encmatch/core/scoreslots"
+
+	"github.com/tuneinsight/lattigo/v6/circuits/ckks/bootstrapping"
+	"github.com/tuneinsight/lattigo/v6/core/rlwe"
+)
+
+// Pipeline is the server's part of the iris matching after the encrypted
+// matrix product: margins, half-bootstraps, classification and the
+// reduction to one bit per query eye. The query's columns are Eyes x
+// Rotations, column e*Rotations + r holding eye e at its r-th rotation.
+type Pipeline struct {
+	Slots      *scoreslots.Params
+	Classifier *Classifier
+	Delta      float64 // the match threshold on normalised scores, 1 - 2t
+	Rotations  int     // rotations per eye (31 for open-iris's shift 15)
+	evals      []*bootstrapping.Evaluator
+}
+
+// NewPipeline makes the pipeline for threshold delta, comparator depth
+// kappa and rotations per eye, with the bootstrapping keys of every
+// database block (keys must hold ReducerGaloisElements).
+func NewPipeline(p *scoreslots.Params, keys *scoreslots.Keys, kappa int, delta float64, rotations int) (*Pipeline, error) {
+	if rotations < 1 {
+		return nil, fmt.Errorf("%w: %d rotations per eye", errs.ErrInvalid, rotations)
+	}
+	if s := Span(p.CCMM.Lit.Inner, delta); s > math.Ldexp(1, p.Lit.ScoreBits) {
+		return nil, fmt.Errorf("%w: margins up to %.0f need a score bound of 2^%d or more, the parameters have 2^%d",
+			errs.ErrInvalid, s, int(math.Ceil(math.Log2(s))), p.Lit.ScoreBits)
+	}
+	evals, err := p.NewEvaluators(keys)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := NewClassifier(p.Bootstrap.BootstrappingParameters, keys.Shared, kappa)
+	if err != nil {
+		return nil, err
+	}
+	return &Pipeline{Slots: p, Classifier: cl, Delta: delta, Rotations: rotations, evals: evals}, nil
+}
+
+// Stats reports what a Match did: the time spent in each stage summed
+// over the workers (core-seconds, not wall time), and the counts.
+type Stats struct {
+	Wall                                        time.Duration
+	Margins, Lift, HalfBootstrap, Classify      time.Duration
+	Reduce, Gather                              time.Duration
+	HalfBootstraps, Classified, Bootstraps, Eye int
+}
+
+// stage adds the time since start to *d under mu.
+func stage(mu *sync.Mutex, d *time.Duration, start time.Time) {
+	mu.Lock()
+	*d += time.Since(start)
+	mu.Unlock()
+}
+
+// Match runs the pipeline on a rescaled CCMM result (rows: database codes
+// in blocks of N_db, one database secret each; columns: Eyes x Rotations;
+// modified in place into margins) with the public overlaps
+// |m_row and m_col|. It returns one ciphertext of the bootstrapping ring
+// whose slot e holds eye e's bit (1: some code matches some rotation).
+func (pl *Pipeline) Match(res *ccmm.SharedA, overlap func(row, col int) int) (*rlwe.Ciphertext, *Stats, error) {
+	n := pl.Slots.Residual.N()
+	if res.Cols%pl.Rotations != 0 || res.Rows%n != 0 || res.Rows/n != len(pl.evals) {
+		return nil, nil, fmt.Errorf("%w: a %dx%d result for %d rotations per eye and %d database blocks of %d codes",
+			errs.ErrInvalid, res.Rows, res.Cols, pl.Rotations, len(pl.evals), n)
+	}
+	eyes, blocks := res.Cols/pl.Rotations, res.Rows/n
+	st := &Stats{Eye: eyes}
+	var mu sync.Mutex
+	begin := time.Now()
+	span := Span(pl.Slots.CCMM.Lit.Inner, pl.Delta)
+	if err := Margins(res, pl.Delta, span, overlap); err != nil {
+		return nil, nil, err
+	}
+	st.Margins = time.Since(begin)
+	relabel := rlwe.NewScale(span / math.Ldexp(1, pl.Slots.Lit.ScoreBits))
+	pack := 1 << (pl.Slots.Lit.LogN2 - pl.Slots.CCMM.Lit.LogNDB)
+	bits := make([]*rlwe.Ciphertext, eyes)
+	err := parallel.For(eyes, func(e int) error {
+		var values []*rlwe.Ciphertext
+		for t := 0; t < blocks; t++ {
+			// The eye's rotations, padded to a multiple of the packing with
+			// copies of rotation 0 (a repeated value leaves the OR as it is).
+			cols := make([]int, 0, pack*((pl.Rotations+pack-1)/pack))
+			for r := 0; r < cap(cols); r++ {
+				c := e * pl.Rotations
+				if r < pl.Rotations {
+					c += r
+				}
+				cols = append(cols, c)
+			}
+			for c0 := 0; c0 < len(cols); c0 += pack {
+				start := time.Now()
+				in := make([]*rlwe.Ciphertext, pack)
+				for i := range in {
+					ct, err := pl.Slots.LiftColumn(res, t, cols[c0+i])
+					if err != nil {
+						return err
+					}
+					ct.Scale = ct.Scale.Mul(relabel) // the message is margin / span
+					in[i] = ct
+				}
+				stage(&mu, &st.Lift, start)
+				start = time.Now()
+				slots, err := pl.Slots.ToSlots(pl.evals[t], in)
+				if err != nil {
+					return fmt.Errorf("half-bootstrap: %w", err)
+				}
+				stage(&mu, &st.HalfBootstrap, start)
+				start = time.Now()
+				for _, ct := range slots {
+					v, err := pl.Classifier.Classify(ct)
+					if err != nil {
+						return fmt.Errorf("classification: %w", err)
+					}
+					values = append(values, v)
+				}
+				stage(&mu, &st.Classify, start)
+				mu.Lock()
+				st.HalfBootstraps++
+				st.Classified += len(slots)
+				mu.Unlock()
+			}
+		}
+		start := time.Now()
+		red := NewReducer(pl.evals[0])
+		bit, err := red.AnyMatch(values)
+		if err != nil {
+			return err
+		}
+		bits[e] = bit
+		stage(&mu, &st.Reduce, start)
+		mu.Lock()
+		st.Bootstraps += red.Bootstraps
+		mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	start := time.Now()
+	red := NewReducer(pl.evals[0])
+	out, err := red.Gather(bits)
+	if err != nil {
+		return nil, nil, err
+	}
+	st.Gather = time.Since(start)
+	st.Bootstraps += red.Bootstraps
+	st.Wall = time.Since(begin)
+	return out, st, nil
+}

@@ -1,0 +1,219 @@
+package irismatch
+
+import (
+	"fmt"
+
+	"encmatch/core/errs"
+
+	"github.com/tuneinsight/lattigo/v6/circuits/ckks/bootstrapping"
+	"github.com/tuneinsight/lattigo/v6/core/rlwe"
+	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
+)
+
+// Reducer turns match values in [0, 1] into one bit per query eye:
+// OR(v) = 1 - prod(1 - v), the product taken pairwise across ciphertexts,
+// then across the slots of the last one by rotations of 1, 2, 4, ... The
+// products keep every value in [0, 1] whatever the inputs, so a match value
+// strictly between 0 and 1 (a pair inside the comparator's band) gives an
+// eye value in [0, 1], never an out-of-range one. A ciphertext with no
+// level left is bootstrapped (Lattigo's full bootstrap in the ring N2)
+// before its next product.
+type Reducer struct {
+	params ckks.Parameters
+	eval   *ckks.Evaluator
+	btp    *bootstrapping.Evaluator
+	// Bootstraps counts the bootstraps run (for the benchmark's report).
+	Bootstraps int
+}
+
+// ReducerGaloisElements are the Galois elements the reducer's rotations
+// need in the ring of params: rotations by 2^i for 2^i < slots.
+func ReducerGaloisElements(params ckks.Parameters) []uint64 {
+	var rots []int
+	for r := 1; r < params.MaxSlots(); r *= 2 {
+		rots = append(rots, r)
+	}
+	return params.GaloisElements(rots)
+}
+
+// NewReducer makes a reducer in the bootstrapping ring of btp with its
+// keys (relinearisation and the rotations of ReducerGaloisElements).
+func NewReducer(btp *bootstrapping.Evaluator) *Reducer {
+	params := btp.BootstrappingParameters
+	return &Reducer{params: params, eval: ckks.NewEvaluator(params, btp.EvaluationKeys), btp: btp}
+}
+
+// level1 returns ct if it has a level to spend, else its bootstrap,
+// cleaned.
+func (r *Reducer) level1(ct *rlwe.Ciphertext) (*rlwe.Ciphertext, error) {
+	if ct.Level() >= 1 {
+		return ct, nil
+	}
+	return r.bootstrap(ct)
+}
+
+// bootstrap returns ct bootstrapped and cleaned.
+func (r *Reducer) bootstrap(ct *rlwe.Ciphertext) (*rlwe.Ciphertext, error) {
+	r.Bootstraps++
+	out, err := r.btp.Evaluate(ct)
+	if err != nil {
+		return nil, fmt.Errorf("bootstrap in the reduction: %w", err)
+	}
+	return r.clean(out)
+}
+
+// clean applies h(x) = 3x^2 - 2x^3 (two levels), which maps [0, 1] onto
+// itself and an error e near 0 or 1 to 3e^2 - 2e^3: a bootstrap's error on
+// values near 0 or 1 (about 2^-15 at the toy ring), which the products over
+// hundreds of thousands of slots would add up, drops below 10^-8.
+func (r *Reducer) clean(x *rlwe.Ciphertext) (*rlwe.Ciphertext, error) {
+	if x.Level() < 2 {
+		return nil, fmt.Errorf("%w: cleaning needs 2 levels, the ciphertext has %d", errs.ErrInvalid, x.Level())
+	}
+	x2, err := r.eval.MulRelinNew(x, x)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.eval.Rescale(x2, x2); err != nil {
+		return nil, err
+	}
+	t, err := r.eval.MulNew(x, -2)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.eval.Add(t, 3, t); err != nil {
+		return nil, err
+	}
+	out, err := r.eval.MulRelinNew(x2, t)
+	if err != nil {
+		return nil, err
+	}
+	return out, r.eval.Rescale(out, out)
+}
+
+// mul returns a * b, relinearised and rescaled.
+func (r *Reducer) mul(a, b *rlwe.Ciphertext) (*rlwe.Ciphertext, error) {
+	var err error
+	if a, err = r.level1(a); err != nil {
+		return nil, err
+	}
+	if b, err = r.level1(b); err != nil {
+		return nil, err
+	}
+	out, err := r.eval.MulRelinNew(a, b)
+	if err != nil {
+		return nil, err
+	}
+	return out, r.eval.Rescale(out, out)
+}
+
+// complement returns 1 - v.
+func (r *Reducer) complement(v *rlwe.Ciphertext) (*rlwe.Ciphertext, error) {
+	w, err := r.eval.MulNew(v, -1)
+	if err != nil {
+		return nil, err
+	}
+	return w, r.eval.Add(w, 1, w)
+}
+
+// AnyMatch returns a ciphertext whose every slot holds
+// 1 - prod over the inputs and their slots of (1 - v): 1 if some value is 1,
+// 0 if every value is 0 (all the inputs hold values of one query eye).
+func (r *Reducer) AnyMatch(vs []*rlwe.Ciphertext) (*rlwe.Ciphertext, error) {
+	if len(vs) == 0 {
+		return nil, fmt.Errorf("%w: no match values to reduce", errs.ErrInvalid)
+	}
+	ws := make([]*rlwe.Ciphertext, len(vs))
+	for i, v := range vs {
+		var err error
+		if ws[i], err = r.complement(v); err != nil {
+			return nil, err
+		}
+	}
+	for len(ws) > 1 {
+		next := ws[:0:0]
+		for i := 0; i+1 < len(ws); i += 2 {
+			p, err := r.mul(ws[i], ws[i+1])
+			if err != nil {
+				return nil, err
+			}
+			next = append(next, p)
+		}
+		if len(ws)%2 == 1 {
+			next = append(next, ws[len(ws)-1])
+		}
+		ws = next
+	}
+	w := ws[0]
+	for step := 1; step < w.Slots(); step *= 2 {
+		var err error
+		if w, err = r.level1(w); err != nil {
+			return nil, err
+		}
+		rot, err := r.eval.RotateNew(w, step)
+		if err != nil {
+			return nil, err
+		}
+		if w, err = r.mul(w, rot); err != nil {
+			return nil, err
+		}
+	}
+	// A last cleaning takes the sum of the match values' small errors off
+	// the eye's value (a bootstrap cleans by itself).
+	var err error
+	if w.Level() < 2 {
+		w, err = r.bootstrap(w)
+	} else {
+		w, err = r.clean(w)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return r.complement(w)
+}
+
+// Gather packs one bit ciphertext per eye (every slot holding the eye's
+// bit, as AnyMatch leaves it) into one ciphertext whose slot e holds eye
+// e's bit and every other slot 0: a one-hot mask per eye (one level), each
+// product brought to the default scale so that they add exactly.
+func (r *Reducer) Gather(bits []*rlwe.Ciphertext) (*rlwe.Ciphertext, error) {
+	if len(bits) == 0 || len(bits) > r.params.MaxSlots() {
+		return nil, fmt.Errorf("%w: %d eyes, one ciphertext holds 1 to %d", errs.ErrInvalid, len(bits), r.params.MaxSlots())
+	}
+	level := -1
+	for i, b := range bits {
+		var err error
+		if bits[i], err = r.level1(b); err != nil {
+			return nil, err
+		}
+		if level < 0 || bits[i].Level() < level {
+			level = bits[i].Level()
+		}
+	}
+	enc := ckks.NewEncoder(r.params)
+	var out *rlwe.Ciphertext
+	for e, b := range bits {
+		b = r.eval.DropLevelNew(b, b.Level()-level)
+		mask := make([]float64, r.params.MaxSlots())
+		mask[e] = 1
+		pt := ckks.NewPlaintext(r.params, level)
+		pt.Scale = r.params.DefaultScale().Mul(rlwe.NewScale(r.params.Q()[level])).Div(b.Scale)
+		if err := enc.Encode(mask, pt); err != nil {
+			return nil, err
+		}
+		m, err := r.eval.MulNew(b, pt)
+		if err != nil {
+			return nil, err
+		}
+		if err := r.eval.Rescale(m, m); err != nil {
+			return nil, err
+		}
+		m.Scale = r.params.DefaultScale()
+		if out == nil {
+			out = m
+		} else if err := r.eval.Add(out, m, out); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
