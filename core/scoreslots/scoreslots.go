@@ -176,41 +176,37 @@ func (k *Keys) Block(t int) *bootstrapping.EvaluationKeys {
 }
 
 // GenKeys makes the bootstrapping keys for the database secrets dbSecrets
-// (ccmm database keys, ring N_db, one per block): each residual secret has
-// the same ternary coefficients as its database secret, the bootstrapping
-// ring's secret is fresh, and each block gets its N_db -> N2 key to it
-// (Lattigo's GenEvaluationKeys for block 0, its key generator for the
-// others). galois lists Galois elements of the bootstrapping ring to add to
-// the circuit's own (the rotations of a later computation).
+// (ccmm database keys, ring N_db, one per block): GenSharedKeys, then
+// AddBlock for each secret.
 func (p *Params) GenKeys(dbSecrets []*rlwe.SecretKey, galois []uint64) (*Keys, error) {
 	if len(dbSecrets) == 0 {
 		return nil, fmt.Errorf("%w: no database secret", errs.ErrInvalid)
 	}
-	sk0, err := p.residualSecret(dbSecrets[0])
+	keys, err := p.GenSharedKeys(galois)
 	if err != nil {
 		return nil, err
 	}
-	evk, skN2, err := p.Bootstrap.GenEvaluationKeys(sk0)
-	if err != nil {
-		return nil, err
-	}
-	kgN2 := rlwe.NewKeyGenerator(p.Bootstrap.BootstrappingParameters)
-	keys := &Keys{Shared: evk, Blocks: []*rlwe.EvaluationKey{evk.EvkN1ToN2}, Secret: skN2}
-	for _, s := range dbSecrets[1:] {
-		skt, err := p.residualSecret(s)
-		if err != nil {
+	for _, s := range dbSecrets {
+		if err := p.AddBlock(keys, s); err != nil {
 			return nil, err
 		}
-		keys.Blocks = append(keys.Blocks, kgN2.GenEvaluationKeyNew(skt, skN2))
+	}
+	return keys, nil
+}
+
+// GenSharedKeys makes a fresh secret of the bootstrapping ring and the
+// keys of the bootstrapping circuit under it (Lattigo's GenEvaluationKeys,
+// run on a throwaway residual secret whose N_db -> N2 key is dropped), with
+// Galois keys for the extra elements galois (the rotations of a later
+// computation). Database blocks are added with AddBlock.
+func (p *Params) GenSharedKeys(galois []uint64) (*Keys, error) {
+	evk, skN2, err := p.Bootstrap.GenEvaluationKeys(rlwe.NewKeyGenerator(p.Residual).GenSecretKeyNew())
+	if err != nil {
+		return nil, err
 	}
 	evk.EvkN1ToN2 = nil
-	// The key back from N2 to N_db encrypts under s_t at the residual
-	// chain's whole modulus (556 bits for the iris rings, above the 438 the
-	// table allows at N = 2^14). A half-bootstrap never switches back, but
-	// Lattigo's evaluator insists on the key: it is replaced by one between
-	// two throwaway secrets, which carries nothing of s_t or of the N2
-	// secret.
-	evk.EvkN2ToN1 = kgN2.GenEvaluationKeyNew(kgN2.GenSecretKeyNew(), rlwe.NewKeyGenerator(p.Residual).GenSecretKeyNew())
+	evk.EvkN2ToN1 = p.ThrowawayKeyBack()
+	kgN2 := rlwe.NewKeyGenerator(p.Bootstrap.BootstrappingParameters)
 	var extra []uint64
 	for _, g := range galois {
 		if _, ok := evk.GaloisKeys[g]; !ok {
@@ -220,7 +216,34 @@ func (p *Params) GenKeys(dbSecrets []*rlwe.SecretKey, galois []uint64) (*Keys, e
 	for _, gk := range kgN2.GenGaloisKeysNew(extra, skN2) {
 		evk.GaloisKeys[gk.GaloisElement] = gk
 	}
-	return keys, nil
+	return &Keys{Shared: evk, Secret: skN2}, nil
+}
+
+// ThrowawayKeyBack returns a key from the bootstrapping ring back to the
+// database ring between two fresh throwaway secrets. The real key back
+// would encrypt s_t at the residual chain's whole modulus (556 bits for the
+// iris rings, above the 438 the table allows at N = 2^14); a half-bootstrap
+// never switches back, but Lattigo's evaluator insists on the key, so it
+// gets one that carries nothing of s_t or of the N2 secret (and that
+// anyone may regenerate, so it is never stored).
+func (p *Params) ThrowawayKeyBack() *rlwe.EvaluationKey {
+	kgN2 := rlwe.NewKeyGenerator(p.Bootstrap.BootstrappingParameters)
+	return kgN2.GenEvaluationKeyNew(kgN2.GenSecretKeyNew(), rlwe.NewKeyGenerator(p.Residual).GenSecretKeyNew())
+}
+
+// AddBlock appends to keys the key of one more database block: from the
+// residual copy of its database secret to the bootstrapping ring's secret
+// (keys.Secret).
+func (p *Params) AddBlock(keys *Keys, dbSecret *rlwe.SecretKey) error {
+	if keys.Secret == nil {
+		return fmt.Errorf("%w: adding a database block needs the bootstrapping secret", errs.ErrInvalid)
+	}
+	res, err := p.residualSecret(dbSecret)
+	if err != nil {
+		return err
+	}
+	keys.Blocks = append(keys.Blocks, rlwe.NewKeyGenerator(p.Bootstrap.BootstrappingParameters).GenEvaluationKeyNew(res, keys.Secret))
+	return nil
 }
 
 // NewEvaluators makes one bootstrapping evaluator per database block. They
