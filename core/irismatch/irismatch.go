@@ -69,8 +69,11 @@ func NewClassifier(params ckks.Parameters, evk rlwe.EvaluationKeySet, kappa int)
 // python/encmatch/iris, at threshold delta: a pair whose margin lies
 // farther than this from 0 is classified within comparator.ValueTolerance
 // of its exact bit.
-func (c *Classifier) MarginBand(delta float64) float64 {
-	return c.Comparator.ValueBand * (1 + math.Abs(delta))
+func (c *Classifier) MarginBand(delta float64) float64 { return MarginBand(c.Comparator, delta) }
+
+// MarginBand is Classifier.MarginBand for a comparator at threshold 0.
+func MarginBand(cmp *comparator.Comparator, delta float64) float64 {
+	return cmp.ValueBand * (1 + math.Abs(delta))
 }
 
 // Classify evaluates the comparator on ct (slots holding margin / span):

@@ -56,6 +56,9 @@ type Stats struct {
 	Margins, Lift, HalfBootstrap, Classify      time.Duration
 	Reduce, Gather                              time.Duration
 	HalfBootstraps, Classified, Bootstraps, Eye int
+	// MarginBand is the comparator's band on the normalised margin: eyes
+	// whose best margin lies within it may read anything in [0, 1].
+	MarginBand float64
 }
 
 // stage adds the time since start to *d under mu.
@@ -77,7 +80,7 @@ func (pl *Pipeline) Match(res *ccmm.SharedA, overlap func(row, col int) int) (*r
 			errs.ErrInvalid, res.Rows, res.Cols, pl.Rotations, len(pl.evals), n)
 	}
 	eyes, blocks := res.Cols/pl.Rotations, res.Rows/n
-	st := &Stats{Eye: eyes}
+	st := &Stats{Eye: eyes, MarginBand: pl.Classifier.MarginBand(pl.Delta)}
 	var mu sync.Mutex
 	begin := time.Now()
 	span := Span(pl.Slots.CCMM.Lit.Inner, pl.Delta)

@@ -43,10 +43,13 @@ func NewReducer(btp *bootstrapping.Evaluator) *Reducer {
 	return &Reducer{params: params, eval: ckks.NewEvaluator(params, btp.EvaluationKeys), btp: btp}
 }
 
-// level1 returns ct if it has a level to spend, else its bootstrap,
-// cleaned.
+// level1 returns ct if it has a level to spend and one more, else its
+// bootstrap, cleaned. The spare level is the bootstrap's: Lattigo's
+// bootstrap of a ciphertext at level 0 needs its scale to be an exact
+// power of two, which products of drifting scales are not; from level 1 it
+// matches the scale itself.
 func (r *Reducer) level1(ct *rlwe.Ciphertext) (*rlwe.Ciphertext, error) {
-	if ct.Level() >= 1 {
+	if ct.Level() >= 2 {
 		return ct, nil
 	}
 	return r.bootstrap(ct)
@@ -161,7 +164,7 @@ func (r *Reducer) AnyMatch(vs []*rlwe.Ciphertext) (*rlwe.Ciphertext, error) {
 	// A last cleaning takes the sum of the match values' small errors off
 	// the eye's value (a bootstrap cleans by itself).
 	var err error
-	if w.Level() < 2 {
+	if w.Level() < 3 {
 		w, err = r.bootstrap(w)
 	} else {
 		w, err = r.clean(w)

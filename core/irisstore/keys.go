@@ -60,9 +60,8 @@ func (k *KeySet) header(kind string) envelope.Header {
 	return envelope.Header{Kind: kind, Fingerprint: k.Params.Fingerprint(), KeyID: k.Meta.KeyID}
 }
 
-// Open loads a role directory's iris.json and parameters; role is
-// HolderDir, QuerierDir or ServerDir (the role the caller needs).
-func Open(dir, role string) (*KeySet, error) {
+// ReadMeta reads a role directory's iris.json.
+func ReadMeta(dir string) (*Meta, error) {
 	var m Meta
 	if err := envelope.ReadJSON(filepath.Join(dir, metaFile), "iris key set", &m); err != nil {
 		return nil, err
@@ -70,6 +69,17 @@ func Open(dir, role string) (*KeySet, error) {
 	if m.Format != formatKeys {
 		return nil, fmt.Errorf("%w: %s: format %q, expected %q", errs.ErrCorrupt, dir, m.Format, formatKeys)
 	}
+	return &m, nil
+}
+
+// Open loads a role directory's iris.json and parameters; role is
+// HolderDir, QuerierDir or ServerDir (the role the caller needs).
+func Open(dir, role string) (*KeySet, error) {
+	mp, err := ReadMeta(dir)
+	if err != nil {
+		return nil, err
+	}
+	m := *mp
 	if m.Role != role {
 		return nil, fmt.Errorf("%w: %s holds the %s's keys, this step needs the %s's", errs.ErrMismatch, dir, m.Role, role)
 	}

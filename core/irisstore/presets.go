@@ -34,7 +34,7 @@ type Preset struct {
 // codes), query ring 2^9, codes of open-iris's 16,384 bits, bootstrapping
 // ring 2^12.
 var Toy = Preset{
-	Name: "toy", Insecure: true, Kappa: 10,
+	Name: "toy", Insecure: true, Kappa: 12,
 	CCMM: ccmm.Literal{LogNDB: 10, LogNQ: 9, LogQ: []int{20, 20, 20}, LogK: []int{20, 20, 20}, LogScale: 20, Inner: 1 << 14},
 	Slots: scoreslots.Literal{LogN2: 12, LogQ0: 55, LogP: []int{61}, ScoreBits: 15, Levels: 14, LogLevel: 40,
 		Bootstrapping: denseBootstrap(160, 6, 56)},

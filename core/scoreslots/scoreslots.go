@@ -101,6 +101,13 @@ func NewParams(cp *ccmm.Params, lit Literal) (*Params, error) {
 	}
 	btLit := lit.Bootstrapping
 	btLit.LogN = utils.Pointy(lit.LogN2)
+	if btLit.SlotsToCoeffsFactorizationDepthAndLogScales == nil && lit.Levels > 0 {
+		// A half-bootstrap leaves SlotsToCoeffs' levels to the computation
+		// that follows: they get the residual levels' size (Lattigo's
+		// 39-bit default under a 2^LogLevel scale breaks its polynomial
+		// evaluator's scale management at degree 31 and more).
+		btLit.SlotsToCoeffsFactorizationDepthAndLogScales = [][]int{{lit.LogLevel}, {lit.LogLevel}, {lit.LogLevel}}
+	}
 	if btLit.Xs == nil { // uniform ternary, as the HE standard's table assumes (Lattigo's default is sparse, H = 192)
 		btLit.Xs = ring.Ternary{P: 2.0 / 3}
 	}

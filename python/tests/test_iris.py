@@ -350,7 +350,7 @@ def test_cli_generate_match_convert(tmp_path, capsys):
     assert main(["iris", "generate", str(tmp_path), "--gallery", "300", "--queries", "8", "--enrolled", "5",
                  "--seed", "12"]) == 0
     out = tmp_path / "m.json"
-    assert main(["iris", "match", str(tmp_path / "gallery.npz"), "--queries", str(tmp_path / "queries.npz"),
+    assert main(["iris", "model", str(tmp_path / "gallery.npz"), "--queries", str(tmp_path / "queries.npz"),
                  "--t", "0.34", "-o", str(out)]) == 0
     report = json.loads(out.read_text())
     assert report["rotations"] == 31 and report["gallery_size"] == 300 and len(report["eyes"]) == 8
@@ -364,12 +364,12 @@ def test_cli_generate_match_convert(tmp_path, capsys):
     assert cal["genuine_pairs"] == 5 and cal["impostor_pairs"] == 8 * 300 - 5 and set(cal["thresholds"]) == {"0.34", "0.375"}
 
     assert main(["iris", "convert", str(tmp_path / "queries.npz"), "-o", str(tmp_path / "q.json")]) == 0
-    assert main(["iris", "match", str(tmp_path / "gallery.npz"), "--queries", str(tmp_path / "q.json"),
+    assert main(["iris", "model", str(tmp_path / "gallery.npz"), "--queries", str(tmp_path / "q.json"),
                  "-o", str(tmp_path / "m2.json")]) == 0
     bits = [e["bit"] for e in json.loads((tmp_path / "m2.json").read_text())["eyes"]]
     assert bits == [e["bit"] for e in report["eyes"]]
 
     (tmp_path / "broken.npz").write_bytes(b"PK\x03\x04 not really")
     capsys.readouterr()
-    assert main(["iris", "match", str(tmp_path / "broken.npz"), "--queries", str(tmp_path / "queries.npz")]) == 2
+    assert main(["iris", "model", str(tmp_path / "broken.npz"), "--queries", str(tmp_path / "queries.npz")]) == 2
     assert "broken.npz" in capsys.readouterr().err

@@ -4,9 +4,14 @@
   writes ``OUT_DIR/gallery.npz`` and ``OUT_DIR/queries.npz`` (queries
   carry their ground truth: ``K`` are captures of gallery eyes, the rest
   of eyes not in the gallery).
-- ``encmatch iris match GALLERY... --queries QUERIES... --t 0.34``: the
+- ``encmatch iris model GALLERY... --queries QUERIES... --t 0.34``: the
   plaintext model (one bit per eye over 31 rotations), min FHD, best entry
   and guard-band eyes, as JSON; with ground truth also TP/FP/TN/FN.
+- the encrypted matching, one command per role (``docs/IRIS.md``):
+  ``iris keygen --keys K``, ``iris enroll --keys K --db D --t 0.34 GALLERY...``
+  (key holder), ``iris query --keys K QUERIES... -o Q`` (querier),
+  ``iris match --keys K --db D Q -o R`` (server), ``iris decrypt --keys K R
+  [--validate --gallery ... --queries ...]`` (key holder).
 - ``encmatch iris calibrate GALLERY... --queries QUERIES...``: impostor/genuine statistics,
   degrees of freedom and FMR/FNMR per threshold, as JSON.
 - ``encmatch iris convert INPUT... -o OUT`` between open-iris ``.json``
@@ -27,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidArgument, NotFound
+from . import encrypted_cli as encrypted_commands
 from .calibration import measure
 from .encoding import DEFAULT_ROTATION_SHIFT
 from .generator import POPULATIONS, IrisGenerator, generate
@@ -65,8 +71,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_match(args: argparse.Namespace) -> int:
-    """``iris match``: the plaintext model's bit per eye, min FHD and guard band, as JSON."""
+def cmd_model(args: argparse.Namespace) -> int:
+    """``iris model``: the plaintext model's bit per eye, min FHD and guard band, as JSON."""
     gallery = read_templates(args.gallery)
     queries = read_templates(args.queries)
     t0 = time.perf_counter()
@@ -129,8 +135,8 @@ def _add_generate(sub: Any) -> None:
 
 
 def _add_matching(sub: Any) -> None:
-    """The ``iris match`` and ``iris calibrate`` parsers."""
-    s = sub.add_parser("match", help="plaintext model: one bit per query eye over rotations, min FHD, guard band")
+    """The ``iris model`` and ``iris calibrate`` parsers."""
+    s = sub.add_parser("model", help="plaintext model: one bit per query eye over rotations, min FHD, guard band")
     s.add_argument("gallery", nargs="+", type=Path, metavar="GALLERY", help="gallery .npz or open-iris .json files")
     s.add_argument("--queries", nargs="+", type=Path, required=True, metavar="QUERIES",
                    help="query .npz or open-iris .json files")
@@ -144,7 +150,7 @@ def _add_matching(sub: Any) -> None:
     s.add_argument("--rotation-shift", type=int, default=DEFAULT_ROTATION_SHIFT,
                    help="shifts -s..s columns, 2s+1 rotations (default: %(default)s)")
     s.add_argument("-o", "--out", type=Path, default=None, help="write the JSON here instead of stdout")
-    s.set_defaults(func=cmd_match)
+    s.set_defaults(func=cmd_model)
 
     s = sub.add_parser("calibrate", help="impostor/genuine FHD, degrees of freedom, FMR/FNMR per threshold")
     s.add_argument("gallery", nargs="+", type=Path, metavar="GALLERY", help="gallery .npz or open-iris .json files")
@@ -159,8 +165,8 @@ def _add_matching(sub: Any) -> None:
 
 
 def add_commands(sub: Any) -> None:
-    """Add the ``iris`` command group (generate, match, calibrate, convert) to the CLI's subparsers."""
-    group = sub.add_parser("iris", help="iris templates: synthetic data, plaintext model, open-iris files")
+    """Add the ``iris`` command group to the CLI's subparsers."""
+    group = sub.add_parser("iris", help="iris: synthetic data, plaintext model, open-iris files, encrypted matching by role")
     isub = group.add_subparsers(dest="iris_command", required=True, metavar="IRIS_COMMAND",
                                 parser_class=type(group))
     _add_generate(isub)
@@ -169,3 +175,4 @@ def add_commands(sub: Any) -> None:
     s.add_argument("inputs", nargs="+", type=Path, metavar="INPUT", help=".npz or open-iris .json files")
     s.add_argument("-o", "--out", type=Path, required=True, help="output .npz or .json")
     s.set_defaults(func=cmd_convert)
+    encrypted_commands.add_commands(isub)

@@ -1,0 +1,178 @@
+"""The ``encmatch iris`` commands of the encrypted matching, one per role (``docs/IRIS.md``).
+
+::
+
+    encmatch iris keygen  --keys K [--preset default|toy] [--kappa N]             # key holder
+    encmatch iris enroll  --keys K --db D --t 0.34 GALLERY...                      # key holder
+    encmatch iris query   --keys K QUERIES... -o Q.bin [--rotation-shift 15]      # querier
+    encmatch iris match   --keys K --db D Q.bin -o R.bin                           # server
+    encmatch iris decrypt --keys K R.bin [--validate --gallery G... --queries Q...]  # key holder
+
+``--keys`` is a key set's root or the role's own directory. ``decrypt
+--validate`` compares every eye outside the comparator's guard band with the
+plaintext model and exits 1 on a disagreement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ..errors import InvalidArgument
+from . import encrypted as E
+from .encoding import DEFAULT_ROTATION_SHIFT
+from .model import match as model_match
+from .openiris import read_templates
+
+__all__ = ["add_commands"]
+
+#: Exit code of a disagreement with the plaintext model.
+EXIT_DISAGREE = 1
+
+
+def _log(text: str) -> None:
+    """A line on stderr."""
+    print(text, file=sys.stderr, flush=True)
+
+
+def _emit(obj: Any, out: Path | None = None) -> None:
+    """Print ``obj`` as indented JSON, or write it to ``out``."""
+    text = json.dumps(obj, indent=2)
+    if out is None:
+        print(text)
+    else:
+        out.write_text(text + "\n", encoding="utf-8")
+
+
+def _fresh_output(path: Path) -> None:
+    """Refuse an output path whose folder is missing, before any work."""
+    if not path.parent.is_dir():
+        raise InvalidArgument(f"{path}: the folder {path.parent} does not exist")
+
+
+def cmd_keygen(args: argparse.Namespace) -> int:
+    """``iris keygen``: a key set with the key holder's, the querier's and the server's directories."""
+    if args.preset == "toy":
+        _log("warning: preset toy is INSECURE (small rings), for tests only")
+    _log(f"generating an iris key set ({args.preset}) in {args.keys} ...")
+    res = E.keygen(args.keys, args.preset, args.kappa)
+    meta = res["meta"]
+    _log(f"key set {meta['key_id']} ({meta['preset']}, comparator depth {meta['kappa']}) in {res['seconds']:.1f} s: "
+         f"give {args.keys}/querier to queriers and {args.keys}/server to the server; {args.keys}/holder stays here")
+    return 0
+
+
+def cmd_enroll(args: argparse.Namespace) -> int:
+    """``iris enroll``: encrypt a gallery into a new database directory."""
+    gallery = read_templates(args.gallery)
+    _log(f"encrypting {len(gallery)} templates into {args.db} (t = {args.t}) ...")
+    res = E.KeyHolder(args.keys).enroll(gallery, args.db, args.t)
+    meta = res["meta"]
+    _log(f"{meta['codes']} codes in {meta['blocks']} blocks in {res['seconds']:.1f} s")
+    return 0
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    """``iris query``: encrypt query eyes at every rotation under the public key."""
+    _fresh_output(args.out)
+    queries = read_templates(args.queries)
+    res = E.Querier(args.keys).encrypt(queries, args.out, args.rotation_shift)
+    _log(f"{len(queries)} eyes x {2 * args.rotation_shift + 1} rotations encrypted in {res['seconds']:.1f} s -> {args.out}")
+    return 0
+
+
+def cmd_match(args: argparse.Namespace) -> int:
+    """``iris match``: the server's encrypted matching; prints its stage timings as JSON."""
+    _fresh_output(args.out)
+    _log(f"matching {args.query} against {args.db} ...")
+    t0 = time.perf_counter()
+    res = E.Server(args.keys).match(args.db, args.query, args.out)
+    _log(f"{res['eyes']} eyes against {res['codes']} codes in {time.perf_counter() - t0:.1f} s -> {args.out}")
+    _emit(res, args.stats)
+    return 0
+
+
+def cmd_decrypt(args: argparse.Namespace) -> int:
+    """``iris decrypt``: one value per eye; with ``--validate``, against the plaintext model."""
+    values = E.KeyHolder(args.keys).decrypt(args.result)
+    if not args.validate:
+        _emit({"values": [round(float(v), 6) for v in values], "bits": [bool(v >= 0.5) for v in values]})
+        return 0
+    if not args.gallery or not args.queries:
+        raise InvalidArgument("--validate needs the plaintext --gallery and --queries")
+    db = json.loads((args.db / "db.json").read_text()) if args.db else None
+    t = args.t if args.t is not None else (db["t"] if db else None)
+    if t is None:
+        raise InvalidArgument("--validate needs the threshold: --t, or --db (its db.json)")
+    gallery, queries = read_templates(args.gallery), read_templates(args.queries)
+    model = model_match(queries, gallery, t, rotation_shift=args.rotation_shift)
+    holder = E.KeyHolder(args.keys)
+    band = args.band if args.band is not None else holder.band(t)
+    v = E.validate(values, model, band)
+    _emit(v.to_dict())
+    if not v.ok:
+        _log(f"DISAGREEMENT: eyes {v.disagreements} differ from the plaintext model outside the band {band:.4f}")
+        return EXIT_DISAGREE
+    _log(f"every eye outside the guard band agrees with the plaintext model ({len(values)} eyes, "
+         f"{int(v.guard.sum())} in the band)")
+    return 0
+
+
+def _threshold(text: str) -> float:
+    """argparse type: a fractional Hamming threshold in (0, 0.5]."""
+    t = float(text)
+    if not 0 < t <= 0.5:
+        raise argparse.ArgumentTypeError(f"a Hamming threshold must be in (0, 0.5], got {text}")
+    return t
+
+
+def add_commands(sub: Any) -> None:
+    """Add keygen, enroll, query, match and decrypt to the ``iris`` subparsers."""
+    keys_help = "the key set's root or this role's directory"
+    s = sub.add_parser("keygen", help="encrypted matching: make a key set (key holder)")
+    s.add_argument("--keys", type=Path, required=True, help="new key set directory")
+    s.add_argument("--preset", choices=E.PRESETS, default="default",
+                   help="parameters: default (128-bit) or toy (INSECURE, tests) (default: %(default)s)")
+    s.add_argument("--kappa", type=int, default=None, help="comparator depth (default: the preset's)")
+    s.set_defaults(func=cmd_keygen)
+
+    s = sub.add_parser("enroll", help="encrypted matching: encrypt a gallery into a database (key holder)")
+    s.add_argument("gallery", nargs="+", type=Path, metavar="GALLERY", help="gallery .npz or open-iris .json files")
+    s.add_argument("--keys", type=Path, required=True, help=keys_help)
+    s.add_argument("--db", type=Path, required=True, help="new database directory")
+    s.add_argument("--t", type=_threshold, required=True, help="match iff the fractional Hamming distance is below t")
+    s.set_defaults(func=cmd_enroll)
+
+    s = sub.add_parser("query", help="encrypted matching: encrypt query eyes (querier)")
+    s.add_argument("queries", nargs="+", type=Path, metavar="QUERIES", help="query .npz or open-iris .json files")
+    s.add_argument("--keys", type=Path, required=True, help=keys_help)
+    s.add_argument("-o", "--out", type=Path, required=True, help="encrypted query file")
+    s.add_argument("--rotation-shift", type=int, default=DEFAULT_ROTATION_SHIFT,
+                   help="shifts -s..s columns, 2s+1 rotations (default: %(default)s)")
+    s.set_defaults(func=cmd_query)
+
+    s = sub.add_parser("match", help="encrypted matching: one encrypted bit per query eye (server)")
+    s.add_argument("query", type=Path, metavar="QUERY", help="encrypted query file")
+    s.add_argument("--keys", type=Path, required=True, help=keys_help)
+    s.add_argument("--db", type=Path, required=True, help="encrypted database directory")
+    s.add_argument("-o", "--out", type=Path, required=True, help="encrypted result file")
+    s.add_argument("--stats", type=Path, default=None, help="write the timings JSON here instead of stdout")
+    s.set_defaults(func=cmd_match)
+
+    s = sub.add_parser("decrypt", help="encrypted matching: decrypt a result (key holder)")
+    s.add_argument("result", type=Path, metavar="RESULT", help="encrypted result file")
+    s.add_argument("--keys", type=Path, required=True, help=keys_help)
+    s.add_argument("--validate", action="store_true", help="compare with the plaintext model; exit 1 on a disagreement")
+    s.add_argument("--gallery", nargs="+", type=Path, help="plaintext gallery files (--validate)")
+    s.add_argument("--queries", nargs="+", type=Path, help="plaintext query files (--validate)")
+    s.add_argument("--db", type=Path, help="the database directory, for its threshold (--validate)")
+    s.add_argument("--t", type=_threshold, default=None, help="threshold, if no --db (--validate)")
+    s.add_argument("--band", type=float, default=None,
+                   help="guard band on the normalised margin (default: the comparator's at this key set's depth)")
+    s.add_argument("--rotation-shift", type=int, default=DEFAULT_ROTATION_SHIFT,
+                   help="shifts -s..s columns (default: %(default)s)")
+    s.set_defaults(func=cmd_decrypt)

@@ -1,0 +1,141 @@
+"""Encrypted iris matching by role at the INSECURE toy preset: every eye outside the guard band equals the plaintext model.
+
+One key set for the module (about 10 s); each match of a few eyes against
+1,100 codes (two database blocks) takes 10 to 30 s on 2 cores.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from encmatch.cli import main
+from encmatch.errors import InvalidArgument, Mismatch
+from encmatch.iris import encrypted as E
+from encmatch.iris import generate, match, save_templates
+from encmatch.iris.templates import Templates
+
+T = 0.34
+
+
+@pytest.fixture(scope="module")
+def keys(tmp_path_factory):
+    """A toy key set (holder/, querier/, server/)."""
+    d = tmp_path_factory.mktemp("iris-keys")
+    E.keygen(d, preset="toy")
+    return d
+
+
+@pytest.fixture(scope="module")
+def data():
+    """1,100 gallery eyes and 4 query eyes, 2 of them enrolled (daugman population)."""
+    return generate(1100, n_queries=4, n_enrolled=2, seed=7)
+
+
+@pytest.fixture(scope="module")
+def db(keys, data, tmp_path_factory):
+    """The gallery enrolled at t = 0.34."""
+    d = tmp_path_factory.mktemp("iris-db") / "db"
+    res = E.KeyHolder(keys).enroll(data[0], d, T)
+    assert res["meta"]["codes"] == 1100 and res["meta"]["blocks"] == 2
+    return d
+
+
+def _flip_to(template_bits: tuple[np.ndarray, np.ndarray], fhd: float, rng) -> tuple[np.ndarray, np.ndarray]:
+    """A copy of one template (code, mask) with exactly round(fhd * usable) usable bits flipped."""
+    code, mask = template_bits
+    code = code.copy()
+    usable = np.flatnonzero(mask.reshape(-1))
+    flat = code.reshape(-1)
+    pick = rng.choice(usable, size=int(round(fhd * len(usable))), replace=False)
+    flat[pick] = flat[pick] == 0
+    return code, mask
+
+
+def test_roles_match_the_model(keys, db, data, tmp_path):
+    """Querier, server and key holder through their files: bits equal the model outside the band."""
+    _, queries = data
+    q = tmp_path / "q.bin"
+    E.Querier(keys).encrypt(queries, q)
+    r = tmp_path / "r.bin"
+    stats = E.Server(keys).match(db, q, r)
+    assert stats["eyes"] == 4 and stats["rotations"] == 31 and stats["codes"] == 1100
+    values = E.KeyHolder(keys).decrypt(r)
+    model = match(queries, data[0], T)
+    v = E.validate(values, model, E.KeyHolder(keys).band(T))
+    assert v.ok, v.to_dict()
+    assert model.bits.sum() == 2 and not v.guard.any()
+    assert np.all(np.abs(values - model.bits) < 1e-3), values
+
+
+def test_near_threshold_pairs(keys, db, data, tmp_path):
+    """Eyes whose best pair sits just inside and just outside the threshold, beyond the comparator's band."""
+    gallery, _ = data
+    rng = np.random.default_rng(11)
+    codes, masks = gallery.bits()
+    band = E.KeyHolder(keys).band(T)
+    eyes = []
+    # FHD t - 0.01 and t + 0.01 against gallery eyes 3 and 1050 (both blocks):
+    # normalised margins of about +-0.013 at 80 % coverage, outside the band.
+    for k, fhd in ((3, T - 0.01), (1050, T + 0.01), (500, T - 0.015)):
+        eyes.append(_flip_to((codes[k], masks[k]), fhd, rng))
+    near = Templates.from_bits(np.stack([c for c, _ in eyes]), np.stack([m for _, m in eyes]), ids=["a", "b", "c"])
+    model = match(near, gallery, T)
+    assert model.bits.tolist() == [True, False, True]
+    assert len(model.guard_band(band)) == 0, (model.best_margin, band)
+    q, r = tmp_path / "q.bin", tmp_path / "r.bin"
+    E.Querier(keys).encrypt(near, q)
+    E.Server(keys).match(db, q, r)
+    values = E.KeyHolder(keys).decrypt(r)
+    assert E.validate(values, model, band).ok, (values, model.best_margin)
+
+
+def test_cli_roles_and_validate(keys, db, data, tmp_path, capsys):
+    """The CLI of every role; decrypt --validate exits 0, and 1 against another gallery's model."""
+    gallery, queries = data
+    save_templates(tmp_path / "gallery.npz", gallery)
+    save_templates(tmp_path / "queries.npz", queries.select(slice(0, 2)))
+    q, r = tmp_path / "q.bin", tmp_path / "r.bin"
+    assert main(["iris", "query", "--keys", str(keys / "querier"), str(tmp_path / "queries.npz"), "-o", str(q)]) == 0
+    assert main(["iris", "match", "--keys", str(keys), "--db", str(db), str(q), "-o", str(r),
+                 "--stats", str(tmp_path / "stats.json")]) == 0
+    stats = json.loads((tmp_path / "stats.json").read_text())
+    assert stats["half_bootstraps"] > 0 and stats["margin_band"] > 0
+    capsys.readouterr()
+    assert main(["iris", "decrypt", "--keys", str(keys), str(r), "--validate", "--db", str(db),
+                 "--gallery", str(tmp_path / "gallery.npz"), "--queries", str(tmp_path / "queries.npz")]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["ok"] and out["eyes"] == 2
+    # Against a gallery without the enrolled eyes the model says 0 where the encrypted result says 1.
+    other, _ = generate(50, seed=99)
+    save_templates(tmp_path / "other.npz", other)
+    rc = main(["iris", "decrypt", "--keys", str(keys), str(r), "--validate", "--t", str(T),
+               "--gallery", str(tmp_path / "other.npz"), "--queries", str(tmp_path / "queries.npz")])
+    expected = 1 if match(queries.select(slice(0, 2)), gallery, T).bits.any() else 0
+    assert rc == expected
+
+
+def test_bad_input(keys, db, tmp_path, data):
+    """Corrupt or foreign files and bad arguments are clear errors (exit 2 in the CLI), never a crash."""
+    _, queries = data
+    q = tmp_path / "q.bin"
+    E.Querier(keys).encrypt(queries.select(slice(0, 1)), q)
+    bad = tmp_path / "bad.bin"
+    b = bytearray(q.read_bytes())
+    b[len(b) // 2] ^= 0xFF
+    bad.write_bytes(bytes(b))
+    assert main(["iris", "match", "--keys", str(keys), "--db", str(db), str(bad), "-o", str(tmp_path / "r.bin")]) == 2
+    trunc = tmp_path / "trunc.bin"
+    trunc.write_bytes(q.read_bytes()[:1000])
+    assert main(["iris", "match", "--keys", str(keys), "--db", str(db), str(trunc), "-o", str(tmp_path / "r.bin")]) == 2
+    # The server's directory cannot decrypt; the querier's cannot enroll.
+    with pytest.raises(Mismatch):
+        E.KeyHolder(keys / "server").decrypt(q)
+    with pytest.raises(InvalidArgument):
+        E.KeyHolder(keys).enroll(data[0], tmp_path / "db2", 1.5)
+    # A second enrollment into an existing database is refused.
+    assert main(["iris", "enroll", "--keys", str(keys), "--db", str(db), "--t", "0.3",
+                 str(tmp_path / "nothing.npz")]) == 2
+    assert main(["iris", "match", "--keys", str(keys), "--db", str(db), str(q), "-o", str(tmp_path / "no" / "r.bin")]) == 2
