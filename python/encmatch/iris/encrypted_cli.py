@@ -7,6 +7,7 @@
     encmatch iris query   --keys K QUERIES... -o Q.bin [--rotation-shift 15]      # querier
     encmatch iris match   --keys K --db D Q.bin -o R.bin                           # server
     encmatch iris decrypt --keys K R.bin [--validate --gallery G... --queries Q...]  # key holder
+    encmatch iris bench   [--preset default|toy] [--gallery 16384] [--eyes 32]     # all of it, timed
 
 ``--keys`` is a key set's root or the role's own directory. ``decrypt
 --validate`` compares every eye outside the comparator's guard band with the
@@ -122,6 +123,21 @@ def cmd_decrypt(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    """``iris bench``: every role step by step on generated data; exit 1 if an eye disagrees with the model."""
+    import tempfile
+
+    from .bench import run
+
+    if args.preset == "toy":
+        _log("warning: preset toy is INSECURE (small rings): its timings are not comparable with papers/004")
+    with tempfile.TemporaryDirectory(dir=args.work) as work:
+        res = run(args.out, Path(work), args.preset, args.gallery, args.eyes, args.enrolled, args.t,
+                  population=args.population, seed=args.seed, kappa=args.kappa)
+    print((args.out / "results.md").read_text())
+    return 0 if res["validation"]["ok"] else EXIT_DISAGREE
+
+
 def _threshold(text: str) -> float:
     """argparse type: a fractional Hamming threshold in (0, 0.5]."""
     t = float(text)
@@ -176,3 +192,17 @@ def add_commands(sub: Any) -> None:
     s.add_argument("--rotation-shift", type=int, default=DEFAULT_ROTATION_SHIFT,
                    help="shifts -s..s columns (default: %(default)s)")
     s.set_defaults(func=cmd_decrypt)
+
+    s = sub.add_parser("bench", help="encrypted matching step by step on generated data, beside papers/004 Table 2")
+    s.add_argument("--preset", choices=E.PRESETS, default="default", help="parameters (default: %(default)s)")
+    s.add_argument("--kappa", type=int, default=None, help="comparator depth (default: the preset's)")
+    s.add_argument("--gallery", type=int, default=16384, help="gallery codes (default: %(default)s)")
+    s.add_argument("--eyes", type=int, default=32, help="query eyes, 31 rotations each (default: %(default)s)")
+    s.add_argument("--enrolled", type=int, default=16, help="query eyes that are enrolled (default: %(default)s)")
+    s.add_argument("--t", type=_threshold, default=0.34, help="fractional Hamming threshold (default: %(default)s)")
+    s.add_argument("--population", choices=("daugman", "papers004"), default="daugman",
+                   help="statistics of the generated codes (default: %(default)s)")
+    s.add_argument("--seed", type=int, default=0, help="data seed (default: %(default)s)")
+    s.add_argument("--out", type=Path, default=Path("bench-results/iris"), help="results folder (default: %(default)s)")
+    s.add_argument("--work", type=Path, default=None, help="where keys and database are written (default: the temp dir)")
+    s.set_defaults(func=cmd_bench)
