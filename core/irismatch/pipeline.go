@@ -68,11 +68,20 @@ func stage(mu *sync.Mutex, d *time.Duration, start time.Time) {
 	mu.Unlock()
 }
 
+// ResultSlot is the slot of Match's output that holds eye e, for the
+// parameters p.
+func ResultSlot(p *scoreslots.Params, e int) int {
+	pack := 1 << (p.Lit.LogN2 - p.CCMM.Lit.LogNDB)
+	slots := p.Bootstrap.BootstrappingParameters.MaxSlots()
+	return EyeSlot(e, pack, slots/pack, slots)
+}
+
 // Match runs the pipeline on a rescaled CCMM result (rows: database codes
 // in blocks of N_db, one database secret each; columns: Eyes x Rotations;
 // modified in place into margins) with the public overlaps
 // |m_row and m_col|. It returns one ciphertext of the bootstrapping ring
-// whose slot e holds eye e's bit (1: some code matches some rotation).
+// whose slot ResultSlot(e) holds eye e's bit (1: some code matches some
+// rotation) and every other slot 0.
 func (pl *Pipeline) Match(res *ccmm.SharedA, overlap func(row, col int) int) (*rlwe.Ciphertext, *Stats, error) {
 	n := pl.Slots.Residual.N()
 	if res.Cols%pl.Rotations != 0 || res.Rows%n != 0 || res.Rows/n != len(pl.evals) {
@@ -89,31 +98,28 @@ func (pl *Pipeline) Match(res *ccmm.SharedA, overlap func(row, col int) int) (*r
 	}
 	st.Margins = time.Since(begin)
 	relabel := rlwe.NewScale(span / math.Ldexp(1, pl.Slots.Lit.ScoreBits))
+	// A half-bootstrap packs `pack` result ciphertexts; its outputs hold
+	// input u in the u-th chunk of width slots. Each half-bootstrap takes one
+	// rotation of `pack` different eyes (a group; the last group repeats its
+	// last eye), so that chunk u of every output of a group holds eye u's
+	// values and the group reduces to its bits in one ciphertext.
 	pack := 1 << (pl.Slots.Lit.LogN2 - pl.Slots.CCMM.Lit.LogNDB)
-	bits := make([]*rlwe.Ciphertext, eyes)
-	err := parallel.For(eyes, func(e int) error {
+	width := pl.Slots.Bootstrap.BootstrappingParameters.MaxSlots() / pack
+	groups := make([]*rlwe.Ciphertext, (eyes+pack-1)/pack)
+	err := parallel.For(len(groups), func(g int) error {
 		var values []*rlwe.Ciphertext
 		for t := 0; t < blocks; t++ {
-			// The eye's rotations, padded to a multiple of the packing with
-			// copies of rotation 0 (a repeated value leaves the OR as it is).
-			cols := make([]int, 0, pack*((pl.Rotations+pack-1)/pack))
-			for r := 0; r < cap(cols); r++ {
-				c := e * pl.Rotations
-				if r < pl.Rotations {
-					c += r
-				}
-				cols = append(cols, c)
-			}
-			for c0 := 0; c0 < len(cols); c0 += pack {
+			for r := 0; r < pl.Rotations; r++ {
 				start := time.Now()
 				in := make([]*rlwe.Ciphertext, pack)
-				for i := range in {
-					ct, err := pl.Slots.LiftColumn(res, t, cols[c0+i])
+				for u := range in {
+					e := min(g*pack+u, eyes-1)
+					ct, err := pl.Slots.LiftColumn(res, t, e*pl.Rotations+r)
 					if err != nil {
 						return err
 					}
 					ct.Scale = ct.Scale.Mul(relabel) // the message is margin / span
-					in[i] = ct
+					in[u] = ct
 				}
 				stage(&mu, &st.Lift, start)
 				start = time.Now()
@@ -139,11 +145,11 @@ func (pl *Pipeline) Match(res *ccmm.SharedA, overlap func(row, col int) int) (*r
 		}
 		start := time.Now()
 		red := NewReducer(pl.evals[0])
-		bit, err := red.AnyMatch(values)
+		bits, err := red.AnyMatch(values, width)
 		if err != nil {
 			return err
 		}
-		bits[e] = bit
+		groups[g] = bits
 		stage(&mu, &st.Reduce, start)
 		mu.Lock()
 		st.Bootstraps += red.Bootstraps
@@ -155,7 +161,7 @@ func (pl *Pipeline) Match(res *ccmm.SharedA, overlap func(row, col int) int) (*r
 	}
 	start := time.Now()
 	red := NewReducer(pl.evals[0])
-	out, err := red.Gather(bits)
+	out, err := red.Gather(groups, eyes, pack, width)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -119,12 +119,18 @@ func (r *Reducer) complement(v *rlwe.Ciphertext) (*rlwe.Ciphertext, error) {
 	return w, r.eval.Add(w, 1, w)
 }
 
-// AnyMatch returns a ciphertext whose every slot holds
-// 1 - prod over the inputs and their slots of (1 - v): 1 if some value is 1,
-// 0 if every value is 0 (all the inputs hold values of one query eye).
-func (r *Reducer) AnyMatch(vs []*rlwe.Ciphertext) (*rlwe.Ciphertext, error) {
+// AnyMatch reduces match values laid out in chunks of width slots (chunk
+// u of every input holds values of one query eye, the same eye in every
+// input): the slot at the start of chunk u of the output holds
+// 1 - prod over the inputs and chunk u's slots of (1 - v), 1 if some value
+// of that eye is 1, 0 if every one is 0. Other slots hold products that
+// straddle two chunks: Gather masks them away.
+func (r *Reducer) AnyMatch(vs []*rlwe.Ciphertext, width int) (*rlwe.Ciphertext, error) {
 	if len(vs) == 0 {
 		return nil, fmt.Errorf("%w: no match values to reduce", errs.ErrInvalid)
+	}
+	if width < 1 || width&(width-1) != 0 || width > r.params.MaxSlots() {
+		return nil, fmt.Errorf("%w: chunks of %d slots (a power of two up to %d)", errs.ErrInvalid, width, r.params.MaxSlots())
 	}
 	ws := make([]*rlwe.Ciphertext, len(vs))
 	for i, v := range vs {
@@ -148,7 +154,7 @@ func (r *Reducer) AnyMatch(vs []*rlwe.Ciphertext) (*rlwe.Ciphertext, error) {
 		ws = next
 	}
 	w := ws[0]
-	for step := 1; step < w.Slots(); step *= 2 {
+	for step := 1; step < width; step *= 2 {
 		var err error
 		if w, err = r.level1(w); err != nil {
 			return nil, err
@@ -175,30 +181,42 @@ func (r *Reducer) AnyMatch(vs []*rlwe.Ciphertext) (*rlwe.Ciphertext, error) {
 	return r.complement(w)
 }
 
-// Gather packs one bit ciphertext per eye (every slot holding the eye's
-// bit, as AnyMatch leaves it) into one ciphertext whose slot e holds eye
-// e's bit and every other slot 0: a one-hot mask per eye (one level), each
-// product brought to the default scale so that they add exactly.
-func (r *Reducer) Gather(bits []*rlwe.Ciphertext) (*rlwe.Ciphertext, error) {
-	if len(bits) == 0 || len(bits) > r.params.MaxSlots() {
-		return nil, fmt.Errorf("%w: %d eyes, one ciphertext holds 1 to %d", errs.ErrInvalid, len(bits), r.params.MaxSlots())
+// EyeSlot is the slot of Gather's output that holds eye e when eyes come
+// in groups of size per ciphertext, each eye in a chunk of width slots:
+// eye g*size + u is at slot u*width - g (modulo the slots).
+func EyeSlot(e, size, width, slots int) int {
+	g, u := e/size, e%size
+	return ((u*width-g)%slots + slots) % slots
+}
+
+// Gather packs the outputs of AnyMatch, one per group of size eyes
+// (groups[g]: eye g*size + u at the start of chunk u, for the first eyes
+// of them), into one ciphertext holding eye e at EyeSlot and 0 elsewhere:
+// a mask of the chunk starts (one level, the straddling products dropped),
+// then a rotation by g (powers of two, the reduction's keys), then a sum.
+func (r *Reducer) Gather(groups []*rlwe.Ciphertext, eyes, size, width int) (*rlwe.Ciphertext, error) {
+	slots := r.params.MaxSlots()
+	if eyes < 1 || size < 1 || size*width > slots || len(groups) != (eyes+size-1)/size || len(groups) > width {
+		return nil, fmt.Errorf("%w: %d eyes in %d groups of %d chunks of %d slots", errs.ErrInvalid, eyes, len(groups), size, width)
 	}
 	level := -1
-	for i, b := range bits {
+	for i, b := range groups {
 		var err error
-		if bits[i], err = r.level1(b); err != nil {
+		if groups[i], err = r.level1(b); err != nil {
 			return nil, err
 		}
-		if level < 0 || bits[i].Level() < level {
-			level = bits[i].Level()
+		if level < 0 || groups[i].Level() < level {
+			level = groups[i].Level()
 		}
 	}
 	enc := ckks.NewEncoder(r.params)
 	var out *rlwe.Ciphertext
-	for e, b := range bits {
+	for g, b := range groups {
 		b = r.eval.DropLevelNew(b, b.Level()-level)
-		mask := make([]float64, r.params.MaxSlots())
-		mask[e] = 1
+		mask := make([]float64, slots)
+		for u := 0; u < size && g*size+u < eyes; u++ {
+			mask[u*width] = 1
+		}
 		pt := ckks.NewPlaintext(r.params, level)
 		pt.Scale = r.params.DefaultScale().Mul(rlwe.NewScale(r.params.Q()[level])).Div(b.Scale)
 		if err := enc.Encode(mask, pt); err != nil {
@@ -212,6 +230,13 @@ func (r *Reducer) Gather(bits []*rlwe.Ciphertext) (*rlwe.Ciphertext, error) {
 			return nil, err
 		}
 		m.Scale = r.params.DefaultScale()
+		for bit := 1; bit <= g; bit *= 2 {
+			if g&bit != 0 {
+				if err := r.eval.Rotate(m, bit, m); err != nil {
+					return nil, err
+				}
+			}
+		}
 		if out == nil {
 			out = m
 		} else if err := r.eval.Add(out, m, out); err != nil {

@@ -165,5 +165,9 @@ func (h *Holder) Decrypt(path string) ([]float64, error) {
 	if err := ckks.NewEncoder(bp).Decode(rlwe.NewDecryptor(bp, h.Bootstrap).DecryptNew(ct), vals); err != nil {
 		return nil, err
 	}
-	return vals[:eyes], nil
+	out := make([]float64, eyes)
+	for e := range out {
+		out[e] = vals[irismatch.ResultSlot(h.Params.Slots, e)]
+	}
+	return out, nil
 }
