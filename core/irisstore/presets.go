@@ -52,8 +52,31 @@ func denseBootstrap(k, doubleAngle, degree int) bootstrapping.ParametersLiteral 
 	}
 }
 
+// Default is the 128-bit preset: the CCMM of ccmm.IrisBootstrap (database
+// ring 2^14, query ring 2^13, log Q*K 123.2) and a half-bootstrap into ring
+// 2^16 with a uniform ternary secret and no sparse-secret encapsulation
+// (log QP 1,734 <= 1,772; docs/IRIS.md, "The secure preset"): K = 640
+// covers the dense secret's |I| (standard deviation 60.3) with a failure
+// probability below 2^-62 per bootstrap (Chernoff bound), the cosine of
+// degree 127 with 6 double angles keeps EvalMod at 13 levels of 60 bits,
+// 11 residual levels of 40 bits plus the 3 of SlotsToCoeffs (40 bits too,
+// usable after a half-bootstrap) hold the comparator at kappa 12.
+var Default = Preset{
+	Name: "default", Kappa: 12,
+	CCMM: ccmm.IrisBootstrap,
+	Slots: scoreslots.Literal{LogN2: 16, LogQ0: 55, LogP: []int{61}, ScoreBits: 15, Levels: 11, LogLevel: 40,
+		Bootstrapping: func() bootstrapping.ParametersLiteral {
+			b := denseBootstrap(640, 6, 127)
+			b.LogP = []int{61, 61, 61}
+			b.CoeffsToSlotsFactorizationDepthAndLogScales = [][]int{{52}, {52}, {52}}
+			b.EvalModLogScale = utils.Pointy(60)
+			b.LogMessageRatio = utils.Pointy(8)
+			return b
+		}()},
+}
+
 // Presets lists the presets by name.
-var Presets = map[string]Preset{Toy.Name: Toy}
+var Presets = map[string]Preset{Toy.Name: Toy, Default.Name: Default}
 
 // Params is a built preset at one comparator depth.
 type Params struct {
