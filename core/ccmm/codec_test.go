@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/big"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"encmatch/core/errs"
@@ -40,7 +41,7 @@ func TestSharedARoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range c.Moduli {
-		if !equal32(got.A[i].Data, c.A[i].Data) || !equal32(got.B[i].Data, c.B[i].Data) {
+		if !slices.Equal(got.A[i].Data, c.A[i].Data) || !slices.Equal(got.B[i].Data, c.B[i].Data) {
 			t.Fatalf("prime %d differs after the round trip", i)
 		}
 	}
@@ -52,18 +53,6 @@ func TestSharedARoundTrip(t *testing.T) {
 			t.Fatalf("truncated to %d bytes: %v, want corrupt", cut, err)
 		}
 	}
-}
-
-func equal32(a, b []int32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // FuzzReadSharedA: no input makes the decoder panic or allocate past the

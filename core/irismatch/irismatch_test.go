@@ -3,6 +3,7 @@ package irismatch
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"encmatch/core/ccmm"
@@ -134,7 +135,7 @@ func TestPipelineMatchesModel(t *testing.T) {
 	}
 	band := pl.Classifier.MarginBand(delta)
 	bits, guard, overlap := model(db, q, rotations, delta, band)
-	if want := []bool{true, true, false, true, false}; !equalBools(bits, want) || !equalBools(guard, []bool{false, false, false, true, false}) {
+	if want := []bool{true, true, false, true, false}; !slices.Equal(bits, want) || !slices.Equal(guard, []bool{false, false, false, true, false}) {
 		t.Fatalf("the crafted data does not crowd the threshold as meant: bits %v, guard %v (band %.3f)", bits, guard, band)
 	}
 	out, st, err := pl.Match(res, overlap)
@@ -168,18 +169,6 @@ func TestPipelineMatchesModel(t *testing.T) {
 			t.Fatalf("slot %d holds no eye but %v, want 0", i, v)
 		}
 	}
-}
-
-func equalBools(a, b []bool) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func decryptSlots(t *testing.T, p *scoreslots.Params, sk *rlwe.SecretKey, ct *rlwe.Ciphertext) []float64 {

@@ -71,16 +71,11 @@ func (s *Server) LoadQuery(path string) (*Query, error) {
 	if err != nil {
 		return nil, err
 	}
-	parts, err := chunks(b, 3, "query")
+	parts, head, err := framedParts(b, 3, "query")
 	if err != nil {
 		return nil, err
 	}
-	var head [2]uint32
-	if len(parts[0]) != 8 {
-		return nil, fmt.Errorf("%w: query header of %d bytes", errs.ErrCorrupt, len(parts[0]))
-	}
-	_ = binary.Read(bytes.NewReader(parts[0]), binary.LittleEndian, &head)
-	eyes, rot := int(head[0]), int(head[1])
+	eyes, rot := head[0], head[1]
 	if eyes < 1 || rot < 1 || eyes*rot > MaxColumns {
 		return nil, fmt.Errorf("%w: query of %d eyes x %d rotations", errs.ErrCorrupt, eyes, rot)
 	}
@@ -144,16 +139,11 @@ func (h *Holder) Decrypt(path string) ([]float64, error) {
 	if err != nil {
 		return nil, err
 	}
-	parts, err := chunks(b, 2, "result")
+	parts, head, err := framedParts(b, 2, "result")
 	if err != nil {
 		return nil, err
 	}
-	var head [2]uint32
-	if len(parts[0]) != 8 {
-		return nil, fmt.Errorf("%w: result header of %d bytes", errs.ErrCorrupt, len(parts[0]))
-	}
-	_ = binary.Read(bytes.NewReader(parts[0]), binary.LittleEndian, &head)
-	eyes, level := int(head[0]), int(head[1])
+	eyes, level := head[0], head[1]
 	if eyes < 1 || eyes > bp.MaxSlots() || level > bp.MaxLevel() {
 		return nil, fmt.Errorf("%w: result of %d eyes at level %d", errs.ErrCorrupt, eyes, level)
 	}
@@ -170,4 +160,17 @@ func (h *Holder) Decrypt(path string) ([]float64, error) {
 		out[e] = vals[irismatch.ResultSlot(h.Params.Slots, e)]
 	}
 	return out, nil
+}
+
+// framedParts splits a query or result payload into its n chunks, the
+// first of which is two uint32 (little endian), returned as ints.
+func framedParts(b []byte, n int, what string) ([][]byte, [2]int, error) {
+	parts, err := chunks(b, n, what)
+	if err != nil {
+		return nil, [2]int{}, err
+	}
+	if len(parts[0]) != 8 {
+		return nil, [2]int{}, fmt.Errorf("%w: %s header of %d bytes", errs.ErrCorrupt, what, len(parts[0]))
+	}
+	return parts, [2]int{int(binary.LittleEndian.Uint32(parts[0])), int(binary.LittleEndian.Uint32(parts[0][4:]))}, nil
 }

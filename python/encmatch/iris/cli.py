@@ -25,14 +25,15 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidArgument, NotFound
 from . import encrypted_cli as encrypted_commands
+from ._cliutil import emit as _emit
+from ._cliutil import log as _log
+from ._cliutil import threshold as _threshold
 from .calibration import measure
 from .encoding import DEFAULT_ROTATION_SHIFT
 from .generator import POPULATIONS, IrisGenerator, generate
@@ -42,18 +43,8 @@ from .openiris import read_templates, save_templates, write_openiris
 __all__ = ["add_commands"]
 
 
-def _emit(obj: Any, out: Path | None) -> None:
-    """Print ``obj`` as indented JSON, or write it to ``out``."""
-    text = json.dumps(obj, indent=2)
-    if out is None:
-        print(text)
-    else:
-        out.write_text(text + "\n", encoding="utf-8")
 
 
-def _log(text: str) -> None:
-    """A line on stderr."""
-    print(text, file=sys.stderr, flush=True)
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
@@ -108,12 +99,6 @@ def cmd_convert(args: argparse.Namespace) -> int:
     return 0
 
 
-def _threshold(text: str) -> float:
-    """argparse type: a fractional Hamming threshold in (0, 0.5]."""
-    t = float(text)
-    if not 0 < t <= 0.5:
-        raise argparse.ArgumentTypeError(f"a Hamming threshold must be in (0, 0.5], got {text}")
-    return t
 
 
 def _add_generate(sub: Any) -> None:

@@ -18,13 +18,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidArgument
 from . import encrypted as E
+from ._cliutil import emit as _emit
+from ._cliutil import log as _log
+from ._cliutil import threshold as _threshold
 from .encoding import DEFAULT_ROTATION_SHIFT
 from .model import match as model_match
 from .openiris import read_templates
@@ -35,18 +37,8 @@ __all__ = ["add_commands"]
 EXIT_DISAGREE = 1
 
 
-def _log(text: str) -> None:
-    """A line on stderr."""
-    print(text, file=sys.stderr, flush=True)
 
 
-def _emit(obj: Any, out: Path | None = None) -> None:
-    """Print ``obj`` as indented JSON, or write it to ``out``."""
-    text = json.dumps(obj, indent=2)
-    if out is None:
-        print(text)
-    else:
-        out.write_text(text + "\n", encoding="utf-8")
 
 
 def _fresh_output(path: Path) -> None:
@@ -138,12 +130,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0 if res["validation"]["ok"] else EXIT_DISAGREE
 
 
-def _threshold(text: str) -> float:
-    """argparse type: a fractional Hamming threshold in (0, 0.5]."""
-    t = float(text)
-    if not 0 < t <= 0.5:
-        raise argparse.ArgumentTypeError(f"a Hamming threshold must be in (0, 0.5], got {text}")
-    return t
 
 
 def add_commands(sub: Any) -> None:
