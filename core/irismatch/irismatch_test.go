@@ -125,7 +125,7 @@ func TestPipelineMatchesModel(t *testing.T) {
 	// eye 4: impostors only
 
 	sk, res := ccmmtest.Product(t, tc.cp, db, q)
-	skeys, err := tc.slots.GenKeys(sk.DB, ReducerGaloisElements(tc.slots.Bootstrap.BootstrappingParameters))
+	skeys, err := tc.slots.GenKeys(sk.DB, ReducerGaloisElements(tc.slots))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -71,9 +71,7 @@ func stage(mu *sync.Mutex, d *time.Duration, start time.Time) {
 // ResultSlot is the slot of Match's output that holds eye e, for the
 // parameters p.
 func ResultSlot(p *scoreslots.Params, e int) int {
-	pack := 1 << (p.Lit.LogN2 - p.CCMM.Lit.LogNDB)
-	slots := p.Bootstrap.BootstrappingParameters.MaxSlots()
-	return EyeSlot(e, pack, slots/pack, slots)
+	return EyeSlot(e, 1<<(p.Lit.LogN2-p.CCMM.Lit.LogNDB), chunkWidth(p), p.Bootstrap.BootstrappingParameters.MaxSlots())
 }
 
 // Match runs the pipeline on a rescaled CCMM result (rows: database codes
@@ -104,7 +102,7 @@ func (pl *Pipeline) Match(res *ccmm.SharedA, overlap func(row, col int) int) (*r
 	// last eye), so that chunk u of every output of a group holds eye u's
 	// values and the group reduces to its bits in one ciphertext.
 	pack := 1 << (pl.Slots.Lit.LogN2 - pl.Slots.CCMM.Lit.LogNDB)
-	width := pl.Slots.Bootstrap.BootstrappingParameters.MaxSlots() / pack
+	width := chunkWidth(pl.Slots)
 	groups := make([]*rlwe.Ciphertext, (eyes+pack-1)/pack)
 	err := parallel.For(len(groups), func(g int) error {
 		var values []*rlwe.Ciphertext

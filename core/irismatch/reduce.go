@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"encmatch/core/errs"
+	"encmatch/core/scoreslots"
 
 	"github.com/tuneinsight/lattigo/v6/circuits/ckks/bootstrapping"
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
@@ -26,14 +27,22 @@ type Reducer struct {
 	Bootstraps int
 }
 
-// ReducerGaloisElements are the Galois elements the reducer's rotations
-// need in the ring of params: rotations by 2^i for 2^i < slots.
-func ReducerGaloisElements(params ckks.Parameters) []uint64 {
+// ReducerGaloisElements are the Galois elements the reduction's rotations
+// need after the half-bootstraps of p: rotations by 2^i below the chunk
+// width (the products within a chunk, and Gather's rotation of group g,
+// g below the width).
+func ReducerGaloisElements(p *scoreslots.Params) []uint64 {
+	params := p.Bootstrap.BootstrappingParameters
 	var rots []int
-	for r := 1; r < params.MaxSlots(); r *= 2 {
+	for r := 1; r < chunkWidth(p); r *= 2 {
 		rots = append(rots, r)
 	}
 	return params.GaloisElements(rots)
+}
+
+// chunkWidth is the slots of one packed input after a half-bootstrap of p.
+func chunkWidth(p *scoreslots.Params) int {
+	return p.Bootstrap.BootstrappingParameters.MaxSlots() >> (p.Lit.LogN2 - p.CCMM.Lit.LogNDB)
 }
 
 // NewReducer makes a reducer in the bootstrapping ring of btp with its

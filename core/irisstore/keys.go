@@ -116,7 +116,7 @@ func Generate(dir, preset string, kappa int) (*Meta, error) {
 	if err != nil {
 		return nil, err
 	}
-	bk, err := p.Slots.GenSharedKeys(irismatch.ReducerGaloisElements(p.Slots.Bootstrap.BootstrappingParameters))
+	bk, err := p.Slots.GenSharedKeys(irismatch.ReducerGaloisElements(p.Slots))
 	if err != nil {
 		return nil, err
 	}
@@ -334,7 +334,7 @@ func LoadServer(dir string) (*Server, error) {
 		return nil, err
 	}
 	want := append(p.Slots.Bootstrap.GaloisElements(bp), bp.GaloisElementForComplexConjugation())
-	want = append(want, irismatch.ReducerGaloisElements(bp)...)
+	want = append(want, irismatch.ReducerGaloisElements(p.Slots)...)
 	slices.Sort(want)
 	want = slices.Compact(want)
 	parts, err := chunks(b, 1+len(want), "bootstrapping keys")
