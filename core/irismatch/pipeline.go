@@ -34,7 +34,7 @@ func NewPipeline(p *scoreslots.Params, keys *scoreslots.Keys, kappa int, delta f
 	if rotations < 1 {
 		return nil, fmt.Errorf("%w: %d rotations per eye", errs.ErrInvalid, rotations)
 	}
-	if s := Span(p.CCMM.Lit.Inner, delta); s > math.Ldexp(1, p.Lit.ScoreBits) {
+	if s := Span(p.CCMM.Lit.Inner, delta); s > math.Ldexp(1, p.Lit.ScoreBits) { // LiftColumn's bound
 		return nil, fmt.Errorf("%w: margins up to %.0f need a score bound of 2^%d or more, the parameters have 2^%d",
 			errs.ErrInvalid, s, int(math.Ceil(math.Log2(s))), p.Lit.ScoreBits)
 	}
@@ -52,10 +52,10 @@ func NewPipeline(p *scoreslots.Params, keys *scoreslots.Keys, kappa int, delta f
 // Stats reports what a Match did: the time spent in each stage summed
 // over the workers (core-seconds, not wall time), and the counts.
 type Stats struct {
-	Wall                                        time.Duration
-	Margins, Lift, HalfBootstrap, Classify      time.Duration
-	Reduce, Gather                              time.Duration
-	HalfBootstraps, Classified, Bootstraps, Eye int
+	Wall                                   time.Duration
+	Margins, Lift, HalfBootstrap, Classify time.Duration
+	Reduce, Gather                         time.Duration
+	HalfBootstraps, Classified, Bootstraps int
 	// MarginBand is the comparator's band on the normalised margin: eyes
 	// whose best margin lies within it may read anything in [0, 1].
 	MarginBand float64
@@ -71,7 +71,7 @@ func stage(mu *sync.Mutex, d *time.Duration, start time.Time) {
 // ResultSlot is the slot of Match's output that holds eye e, for the
 // parameters p.
 func ResultSlot(p *scoreslots.Params, e int) int {
-	return EyeSlot(e, 1<<(p.Lit.LogN2-p.CCMM.Lit.LogNDB), chunkWidth(p), p.Bootstrap.BootstrappingParameters.MaxSlots())
+	return EyeSlot(e, packing(p), chunkWidth(p), p.Bootstrap.BootstrappingParameters.MaxSlots())
 }
 
 // Match runs the pipeline on a rescaled CCMM result (rows: database codes
@@ -87,7 +87,7 @@ func (pl *Pipeline) Match(res *ccmm.SharedA, overlap func(row, col int) int) (*r
 			errs.ErrInvalid, res.Rows, res.Cols, pl.Rotations, len(pl.evals), n)
 	}
 	eyes, blocks := res.Cols/pl.Rotations, res.Rows/n
-	st := &Stats{Eye: eyes, MarginBand: pl.Classifier.MarginBand(pl.Delta)}
+	st := &Stats{MarginBand: pl.Classifier.MarginBand(pl.Delta)}
 	var mu sync.Mutex
 	begin := time.Now()
 	span := Span(pl.Slots.CCMM.Lit.Inner, pl.Delta)
@@ -95,14 +95,12 @@ func (pl *Pipeline) Match(res *ccmm.SharedA, overlap func(row, col int) int) (*r
 		return nil, nil, err
 	}
 	st.Margins = time.Since(begin)
-	relabel := rlwe.NewScale(span / math.Ldexp(1, pl.Slots.Lit.ScoreBits))
 	// A half-bootstrap packs `pack` result ciphertexts; its outputs hold
 	// input u in the u-th chunk of width slots. Each half-bootstrap takes one
 	// rotation of `pack` different eyes (a group; the last group repeats its
 	// last eye), so that chunk u of every output of a group holds eye u's
 	// values and the group reduces to its bits in one ciphertext.
-	pack := 1 << (pl.Slots.Lit.LogN2 - pl.Slots.CCMM.Lit.LogNDB)
-	width := chunkWidth(pl.Slots)
+	pack, width := packing(pl.Slots), chunkWidth(pl.Slots)
 	groups := make([]*rlwe.Ciphertext, (eyes+pack-1)/pack)
 	err := parallel.For(len(groups), func(g int) error {
 		var values []*rlwe.Ciphertext
@@ -112,11 +110,10 @@ func (pl *Pipeline) Match(res *ccmm.SharedA, overlap func(row, col int) int) (*r
 				in := make([]*rlwe.Ciphertext, pack)
 				for u := range in {
 					e := min(g*pack+u, eyes-1)
-					ct, err := pl.Slots.LiftColumn(res, t, e*pl.Rotations+r)
+					ct, err := pl.Slots.LiftColumn(res, t, e*pl.Rotations+r, span) // the message is margin / span
 					if err != nil {
 						return err
 					}
-					ct.Scale = ct.Scale.Mul(relabel) // the message is margin / span
 					in[u] = ct
 				}
 				stage(&mu, &st.Lift, start)

@@ -16,9 +16,9 @@ import (
 // then across the slots of the last one by rotations of 1, 2, 4, ... The
 // products keep every value in [0, 1] whatever the inputs, so a match value
 // strictly between 0 and 1 (a pair inside the comparator's band) gives an
-// eye value in [0, 1], never an out-of-range one. A ciphertext with no
-// level left is bootstrapped (Lattigo's full bootstrap in the ring N2)
-// before its next product.
+// eye value in [0, 1], never an out-of-range one. A ciphertext with fewer
+// than two levels left is bootstrapped (Lattigo's full bootstrap in the
+// ring N2) and cleaned before its next product.
 type Reducer struct {
 	params ckks.Parameters
 	eval   *ckks.Evaluator
@@ -40,9 +40,12 @@ func ReducerGaloisElements(p *scoreslots.Params) []uint64 {
 	return params.GaloisElements(rots)
 }
 
+// packing is the number of result ciphertexts one half-bootstrap of p packs.
+func packing(p *scoreslots.Params) int { return 1 << (p.Lit.LogN2 - p.CCMM.Lit.LogNDB) }
+
 // chunkWidth is the slots of one packed input after a half-bootstrap of p.
 func chunkWidth(p *scoreslots.Params) int {
-	return p.Bootstrap.BootstrappingParameters.MaxSlots() >> (p.Lit.LogN2 - p.CCMM.Lit.LogNDB)
+	return p.Bootstrap.BootstrappingParameters.MaxSlots() / packing(p)
 }
 
 // NewReducer makes a reducer in the bootstrapping ring of btp with its

@@ -3,12 +3,11 @@ package irisstore
 import (
 	"bytes"
 	"crypto/rand"
+	"encoding"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"io"
-	"maps"
-	"math/big"
 	"os"
 	"path/filepath"
 	"slices"
@@ -53,7 +52,6 @@ type Meta struct {
 type KeySet struct {
 	Meta   Meta
 	Params *Params
-	dir    string
 }
 
 func (k *KeySet) header(kind string) envelope.Header {
@@ -90,7 +88,7 @@ func Open(dir, role string) (*KeySet, error) {
 	if m.Inner != p.CCMM.Lit.Inner || m.Insecure != p.Preset.Insecure {
 		return nil, fmt.Errorf("%w: %s: code length %d / insecure %v, preset %s has %d / %v", errs.ErrCorrupt, dir, m.Inner, m.Insecure, m.Preset, p.CCMM.Lit.Inner, p.Preset.Insecure)
 	}
-	return &KeySet{Meta: m, Params: p, dir: dir}, nil
+	return &KeySet{Meta: m, Params: p}, nil
 }
 
 // Generate makes a key set in dir (which must not hold one): the query
@@ -147,13 +145,16 @@ func Generate(dir, preset string, kappa int) (*Meta, error) {
 	}); err != nil {
 		return nil, err
 	}
-	evk := bk.Shared
 	if err := write(ServerDir, "bootstrap.keys", "iris-bootstrap-keys", 0o644, func(w io.Writer) error {
-		gks := []*rlwe.GaloisKey{}
-		for _, g := range slices.Sorted(maps.Keys(evk.GaloisKeys)) {
-			gks = append(gks, evk.GaloisKeys[g])
+		objs := []encoding.BinaryMarshaler{bk.Shared.RelinearizationKey}
+		for _, g := range serverGaloisElements(p) {
+			gk, err := bk.Shared.GetGaloisKey(g)
+			if err != nil {
+				return err
+			}
+			objs = append(objs, gk)
 		}
-		return writeChunks(w, append([]binaryMarshaler{evk.RelinearizationKey}, asMarshalers(gks)...))
+		return writeChunks(w, objs)
 	}); err != nil {
 		return nil, err
 	}
@@ -167,18 +168,19 @@ func Generate(dir, preset string, kappa int) (*Meta, error) {
 	return &meta, nil
 }
 
-type binaryMarshaler interface{ MarshalBinary() ([]byte, error) }
-
-func asMarshalers[T binaryMarshaler](xs []T) []binaryMarshaler {
-	out := make([]binaryMarshaler, len(xs))
-	for i, x := range xs {
-		out[i] = x
-	}
-	return out
+// serverGaloisElements are the Galois elements of the server's keys, in
+// the order of bootstrap.keys: the bootstrapping circuit's, complex
+// conjugation and the reduction's rotations, sorted.
+func serverGaloisElements(p *Params) []uint64 {
+	bp := p.Slots.Bootstrap.BootstrappingParameters
+	els := append(p.Slots.Bootstrap.GaloisElements(bp), bp.GaloisElementForComplexConjugation())
+	els = append(els, irismatch.ReducerGaloisElements(p.Slots)...)
+	slices.Sort(els)
+	return slices.Compact(els)
 }
 
 // writeChunks writes each object's binary form as a length-prefixed chunk.
-func writeChunks[T binaryMarshaler](w io.Writer, objs []T) error {
+func writeChunks[T encoding.BinaryMarshaler](w io.Writer, objs []T) error {
 	for _, o := range objs {
 		b, err := o.MarshalBinary()
 		if err != nil {
@@ -333,10 +335,7 @@ func LoadServer(dir string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	want := append(p.Slots.Bootstrap.GaloisElements(bp), bp.GaloisElementForComplexConjugation())
-	want = append(want, irismatch.ReducerGaloisElements(p.Slots)...)
-	slices.Sort(want)
-	want = slices.Compact(want)
+	want := serverGaloisElements(p)
 	parts, err := chunks(b, 1+len(want), "bootstrapping keys")
 	if err != nil {
 		return nil, err
@@ -356,11 +355,6 @@ func LoadServer(dir string) (*Server, error) {
 		}
 		gks = append(gks, gk)
 	}
-	if p.Slots.Bootstrap.EphemeralSecretWeight != 0 {
-		return nil, fmt.Errorf("%w: preset %s uses sparse-secret encapsulation, whose keys these files do not carry", errs.ErrInvalid, p.Preset.Name)
-	}
 	evk := &bootstrapping.EvaluationKeys{MemEvaluationKeySet: rlwe.NewMemEvaluationKeySet(rlk, gks...), EvkN2ToN1: p.Slots.ThrowawayKeyBack()}
 	return &Server{KeySet: ks, Keys: &scoreslots.Keys{Shared: evk}}, nil
 }
-
-func bigU(x uint64) *big.Int { return new(big.Int).SetUint64(x) }

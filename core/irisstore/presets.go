@@ -106,6 +106,11 @@ func Build(name string, kappa int) (*Params, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The key files carry no sparse-secret encapsulation keys (and such a
+	// secret is outside the HE standard's table).
+	if sp.Bootstrap.EphemeralSecretWeight != 0 {
+		return nil, fmt.Errorf("%w: preset %s uses sparse-secret encapsulation", errs.ErrInvalid, pr.Name)
+	}
 	// After the half-bootstrap (EvalMod's output level, where
 	// SlotsToCoeffs would start) the slots must hold the comparator.
 	if have := sp.Bootstrap.SlotsToCoeffsParameters.LevelQ; have < kappa {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"math/big"
 	"time"
 
 	"encmatch/core/ccmm"
@@ -83,7 +84,7 @@ func (s *Server) LoadQuery(path string) (*Query, error) {
 	if q.Masks, err = readWords(parts[1], eyes*rot*p.CCMM.Lit.Inner/64, "query masks"); err != nil {
 		return nil, err
 	}
-	want := &ccmm.SharedA{LogN: p.CCMM.Lit.LogNQ, Rows: p.CCMM.Lit.Inner, Cols: eyes * rot, Moduli: p.CCMM.Q, Scale: bigU(p.CCMM.Delta)}
+	want := &ccmm.SharedA{LogN: p.CCMM.Lit.LogNQ, Rows: p.CCMM.Lit.Inner, Cols: eyes * rot, Moduli: p.CCMM.Q, Scale: new(big.Int).SetUint64(p.CCMM.Delta)}
 	if q.Matrix, err = ccmm.ReadSharedA(bytes.NewReader(parts[2]), int64(len(parts[2])), want); err != nil {
 		return nil, err
 	}

@@ -306,15 +306,20 @@ func (p *Params) Lift(res *ccmm.SharedA, t int) ([]*rlwe.Ciphertext, error) {
 	out := make([]*rlwe.Ciphertext, res.Cols)
 	for j := range out {
 		var err error
-		if out[j], err = p.LiftColumn(res, t, j); err != nil {
+		if out[j], err = p.LiftColumn(res, t, j, math.Ldexp(1, p.Lit.ScoreBits)); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
 }
 
-// LiftColumn is Lift for column j of block t only.
-func (p *Params) LiftColumn(res *ccmm.SharedA, t, j int) (*rlwe.Ciphertext, error) {
+// LiftColumn is Lift for column j of block t only, with the scale
+// labelled so that the message is score / bound (0 < bound <=
+// 2^ScoreBits: the ratio NewParams checked stays available).
+func (p *Params) LiftColumn(res *ccmm.SharedA, t, j int, bound float64) (*rlwe.Ciphertext, error) {
+	if !(bound > 0 && bound <= math.Ldexp(1, p.Lit.ScoreBits)) {
+		return nil, fmt.Errorf("%w: score bound %v, the parameters allow up to 2^%d", errs.ErrInvalid, bound, p.Lit.ScoreBits)
+	}
 	n := p.Residual.N()
 	if res.LogN != p.Residual.LogN() || res.Rows%n != 0 || t < 0 || t >= res.Rows/n || j < 0 || j >= res.Cols {
 		return nil, fmt.Errorf("%w: block %d, column %d of a %dx%d result in ring 2^%d", errs.ErrInvalid, t, j, res.Rows, res.Cols, res.LogN)
@@ -325,7 +330,7 @@ func (p *Params) LiftColumn(res *ccmm.SharedA, t, j int) (*rlwe.Ciphertext, erro
 	scale := new(big.Float).SetInt(res.Scale)
 	scale.Mul(scale, new(big.Float).SetUint64(p.Residual.Q()[0]))
 	scale.Quo(scale, new(big.Float).SetInt(p.CCMM.ModulusQ()))
-	scale.Mul(scale, new(big.Float).SetFloat64(math.Ldexp(1, p.Lit.ScoreBits)))
+	scale.Mul(scale, new(big.Float).SetFloat64(bound))
 	r := p.Residual.RingQ().AtLevel(0)
 	ct := ckks.NewCiphertext(p.Residual, 1, 0)
 	for k := 0; k < n; k++ {

@@ -43,10 +43,6 @@ from .openiris import read_templates, save_templates, write_openiris
 __all__ = ["add_commands"]
 
 
-
-
-
-
 def cmd_generate(args: argparse.Namespace) -> int:
     """``iris generate``: a synthetic gallery and query batch with ground truth."""
     if not args.out_dir.is_dir():
@@ -97,8 +93,6 @@ def cmd_convert(args: argparse.Namespace) -> int:
         raise InvalidArgument(f"{args.out}: the output must end in .npz or .json")
     _log(f"{len(templates)} templates -> {args.out}")
     return 0
-
-
 
 
 def _add_generate(sub: Any) -> None:

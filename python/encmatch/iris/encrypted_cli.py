@@ -91,19 +91,22 @@ def cmd_match(args: argparse.Namespace) -> int:
 
 def cmd_decrypt(args: argparse.Namespace) -> int:
     """``iris decrypt``: one value per eye; with ``--validate``, against the plaintext model."""
-    values = E.KeyHolder(args.keys).decrypt(args.result)
+    holder = E.KeyHolder(args.keys)
+    t = None
+    if args.validate:  # arguments checked before any work
+        if not args.gallery or not args.queries:
+            raise InvalidArgument("--validate needs the plaintext --gallery and --queries")
+        t = args.t
+        if t is None and args.db:
+            t = json.loads((args.db / "db.json").read_text())["t"]
+        if t is None:
+            raise InvalidArgument("--validate needs the threshold: --t, or --db (its db.json)")
+    values = holder.decrypt(args.result)
     if not args.validate:
         _emit({"values": [round(float(v), 6) for v in values], "bits": [bool(v >= 0.5) for v in values]})
         return 0
-    if not args.gallery or not args.queries:
-        raise InvalidArgument("--validate needs the plaintext --gallery and --queries")
-    db = json.loads((args.db / "db.json").read_text()) if args.db else None
-    t = args.t if args.t is not None else (db["t"] if db else None)
-    if t is None:
-        raise InvalidArgument("--validate needs the threshold: --t, or --db (its db.json)")
     gallery, queries = read_templates(args.gallery), read_templates(args.queries)
     model = model_match(queries, gallery, t, rotation_shift=args.rotation_shift)
-    holder = E.KeyHolder(args.keys)
     band = args.band if args.band is not None else holder.band(t)
     v = E.validate(values, model, band)
     _emit(v.to_dict())
