@@ -134,3 +134,37 @@ def test_bad_input(keys, db, tmp_path, data):
     assert main(["iris", "enroll", "--keys", str(keys), "--db", str(db), "--t", "0.3",
                  str(tmp_path / "nothing.npz")]) == 2
     assert main(["iris", "match", "--keys", str(keys), "--db", str(db), str(q), "-o", str(tmp_path / "no" / "r.bin")]) == 2
+
+
+def test_many_scores_crowd_the_threshold(keys, tmp_path):
+    """Hundreds of pairs sit just outside the band on the non-match side, around two eyes.
+
+    The gallery holds 150 codes of eye A and 150 of eye B, each with FHD
+    t + 0.008 to t + 0.03 of its usable bits flipped (normalised margins
+    -0.0128 to -0.048; the band is 0.0097), one more code of B at t - 0.01,
+    and 699 other eyes. Querying A must give 0 through the product of 150
+    near-threshold values per rotation; querying B must give 1 although its
+    one match is surrounded by 150 near misses.
+    """
+    others, _ = generate(699, seed=21)
+    eyes, _ = generate(2, seed=22)
+    rng = np.random.default_rng(5)
+    ec, em = eyes.bits()
+    crowd = [_flip_to((ec[k], em[k]), fhd, rng) for k in (0, 1) for fhd in rng.uniform(T + 0.008, T + 0.03, size=150)]
+    crowd.append(_flip_to((ec[1], em[1]), T - 0.01, rng))
+    oc, om = others.bits()
+    gallery = Templates.from_bits(np.concatenate([oc, np.stack([c for c, _ in crowd])]),
+                                  np.concatenate([om, np.stack([m for _, m in crowd])]))
+    d = tmp_path / "db"
+    E.KeyHolder(keys).enroll(gallery, d, T)
+    model = match(eyes, gallery, T, rotation_shift=3, pairs=True)
+    band = E.KeyHolder(keys).band(T)
+    assert model.bits.tolist() == [False, True]
+    assert len(model.guard_band(band)) == 0, (model.best_margin, band)
+    assert (np.abs(1 - 2 * model.min_fhd - (1 - 2 * T)) < 0.07).sum() >= 300  # the crowd
+    q, r = tmp_path / "q.bin", tmp_path / "r.bin"
+    E.Querier(keys).encrypt(eyes, q, rotation_shift=3)
+    E.Server(keys).match(d, q, r)
+    values = E.KeyHolder(keys).decrypt(r)
+    assert E.validate(values, model, band).ok, (values, model.best_margin)
+    assert np.all(np.abs(values - model.bits) < 1e-3), values
