@@ -115,12 +115,17 @@ func irisMatch(args, _ []byte) (any, []byte, error) {
 		DB     string `json:"db"`
 		Query  string `json:"query"`
 		Out    string `json:"out"`
+		// KeyCacheGB bounds the memory of the Galois keys (GiB, 0: the default).
+		KeyCacheGB float64 `json:"key_cache_gb"`
 	}
 	if err := parse(args, &a); err != nil {
 		return nil, nil, err
 	}
+	if !(a.KeyCacheGB >= 0 && a.KeyCacheGB <= 1<<20) {
+		return nil, nil, fmt.Errorf("%w: key cache of %v GiB", errs.ErrInvalid, a.KeyCacheGB)
+	}
 	start := time.Now()
-	s, err := irisstore.LoadServer(a.Server)
+	s, err := irisstore.LoadServer(a.Server, int64(a.KeyCacheGB*(1<<30)))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -137,6 +142,7 @@ func irisMatch(args, _ []byte) (any, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	ks := s.Cache.Stats()
 	return map[string]any{
 		"eyes": q.Eyes, "rotations": q.Rotations, "codes": db.Meta.Codes, "blocks": db.Meta.Blocks,
 		"load_seconds": load.Seconds(), "product_seconds": st.Product.Seconds(),
@@ -147,6 +153,10 @@ func irisMatch(args, _ []byte) (any, []byte, error) {
 		},
 		"half_bootstraps": st.HalfBootstraps, "classified": st.Classified, "bootstraps": st.Bootstraps,
 		"margin_band": st.MarginBand,
+		"key_cache": map[string]any{
+			"budget_bytes": s.Cache.Budget(), "loads": ks.Loads, "hits": ks.Hits,
+			"load_seconds": ks.LoadTime.Seconds(), "peak_bytes": ks.PeakBytes,
+		},
 	}, nil, nil
 }
 

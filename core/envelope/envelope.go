@@ -127,14 +127,11 @@ func ReadFile(path string, want Header) ([]byte, error) {
 // header and the file's size are checked before the file is read, so a file
 // of the wrong size is refused without reading (or allocating) it.
 func ReadFileSized(path string, want Header, payloadLen int64) ([]byte, error) {
-	f, off, n, err := openFramed(path, want)
+	f, off, n, err := openSized(path, want, payloadLen)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	if n != payloadLen {
-		return nil, fmt.Errorf("%s: %w: %d payload bytes, a %s of these parameters has %d", path, ErrCorrupt, n, want.Kind, payloadLen)
-	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return nil, err
 	}
@@ -312,6 +309,30 @@ func OpenPayload(path string, want Header) (*PayloadStream, error) {
 		return nil, err
 	}
 	return &PayloadStream{Reader: bufio.NewReaderSize(io.LimitReader(f, n), 4<<20), Len: n, file: f}, nil
+}
+
+// CheckFileSized checks a framed file's header and size as ReadFileSized
+// does, without reading its payload (the checksum is checked when it is
+// read).
+func CheckFileSized(path string, want Header, payloadLen int64) error {
+	f, _, _, err := openSized(path, want, payloadLen)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// openSized is openFramed for a payload of exactly payloadLen bytes.
+func openSized(path string, want Header, payloadLen int64) (*os.File, int64, int64, error) {
+	f, off, n, err := openFramed(path, want)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	if n != payloadLen {
+		f.Close()
+		return nil, 0, 0, fmt.Errorf("%s: %w: %d payload bytes, a %s of these parameters has %d", path, ErrCorrupt, n, want.Kind, payloadLen)
+	}
+	return f, off, n, nil
 }
 
 // openFramed opens a framed file and checks its header and total size.

@@ -30,7 +30,8 @@ func newToy(t *testing.T) toy {
 		t.Fatal(err)
 	}
 	const kappa = 10
-	p, err := scoreslots.NewParams(cp, scoreslots.Literal{LogN2: 12, LogQ0: 55, LogP: []int{61}, ScoreBits: 11, Levels: kappa + 1, LogLevel: 40})
+	p, err := scoreslots.NewParams(cp, scoreslots.Literal{LogN2: 12, LogQ0: 55, LogP: []int{61}, ScoreBits: 11, Levels: kappa + 1, LogLevel: 40,
+		Bootstrapping: scoreslots.DenseBootstrapping(160, 6, 56)})
 	if err != nil {
 		t.Fatal(err)
 	}

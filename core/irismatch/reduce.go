@@ -51,8 +51,7 @@ func chunkWidth(p *scoreslots.Params) int {
 // NewReducer makes a reducer in the bootstrapping ring of btp with its
 // keys (relinearisation and the rotations of ReducerGaloisElements).
 func NewReducer(btp *bootstrapping.Evaluator) *Reducer {
-	params := btp.BootstrappingParameters
-	return &Reducer{params: params, eval: ckks.NewEvaluator(params, btp.EvaluationKeys), btp: btp}
+	return &Reducer{params: btp.BootstrappingParameters, eval: btp.Evaluator, btp: btp}
 }
 
 // level1 returns ct if it has a level to spend and one more, else its

@@ -6,8 +6,10 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
+	"encmatch/core/codec"
 	"encmatch/core/errs"
 )
 
@@ -92,7 +94,10 @@ func TestFilesEndToEnd(t *testing.T) {
 	if err := querier.EncryptQuery(qPath, q, rotations); err != nil {
 		t.Fatal(err)
 	}
-	server, err := LoadServer(filepath.Join(dir, ServerDir))
+	// A key cache of three keys: the pipeline reloads evicted keys from
+	// their files (checked below) and must still give the model's bits.
+	bp := holder.Params.Slots.Bootstrap.BootstrappingParameters
+	server, err := LoadServer(filepath.Join(dir, ServerDir), 3*int64(codec.GaloisKeySize(bp)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +114,12 @@ func TestFilesEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("product %.1fs, pipeline %.1fs: %d half-bootstraps, %d bootstraps", st.Product.Seconds(), st.Wall.Seconds(), st.HalfBootstraps, st.Bootstraps)
+	ks := server.Cache.Stats()
+	t.Logf("product %.1fs, pipeline %.1fs: %d half-bootstraps, %d bootstraps; key cache: %d loads (%.1fs), %d hits, peak %d bytes",
+		st.Product.Seconds(), st.Wall.Seconds(), st.HalfBootstraps, st.Bootstraps, ks.Loads, ks.LoadTime.Seconds(), ks.Hits, ks.PeakBytes)
+	if els := len(serverGaloisElements(holder.Params)); ks.Loads <= els || ks.PeakBytes > 4*int64(codec.GaloisKeySize(bp)) {
+		t.Errorf("key cache: %d loads of %d keys, peak %d bytes: the budget of three keys was not exercised or not kept", ks.Loads, els, ks.PeakBytes)
+	}
 	got, err := holder.Decrypt(out)
 	if err != nil {
 		t.Fatal(err)
@@ -124,6 +134,32 @@ func TestFilesEndToEnd(t *testing.T) {
 		}
 	}
 
+	// A damaged Galois key file gives ErrCorrupt when the key is read (the
+	// evaluator passes the error on); a missing one is refused when the
+	// server loads.
+	gal := filepath.Join(dir, ServerDir, galoisFile(serverGaloisElements(holder.Params)[0]))
+	kb, err := os.ReadFile(gal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := slices.Clone(kb)
+	bad[len(bad)/2] ^= 1
+	if err := os.WriteFile(gal, bad, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	damaged, err := LoadServer(filepath.Join(dir, ServerDir), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := damaged.Cache.GetGaloisKey(serverGaloisElements(holder.Params)[0]); !errors.Is(err, errs.ErrCorrupt) {
+		t.Fatalf("a damaged key file: %v, want ErrCorrupt", err)
+	}
+	if err := os.Remove(gal); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadServer(filepath.Join(dir, ServerDir), 0); err == nil {
+		t.Fatal("a server directory with a missing key file loaded")
+	}
 	// A flipped byte in the database is refused by the checksum.
 	b, err := os.ReadFile(filepath.Join(dbDir, "encs.bin"))
 	if err != nil {
@@ -141,7 +177,7 @@ func TestFilesEndToEnd(t *testing.T) {
 	if _, err := Generate(other, "toy", 0); err != nil {
 		t.Fatal(err)
 	}
-	s2, err := LoadServer(filepath.Join(other, ServerDir))
+	s2, err := LoadServer(filepath.Join(other, ServerDir), 0)
 	if err != nil {
 		t.Fatal(err)
 	}

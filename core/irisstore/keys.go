@@ -10,16 +10,15 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 
 	"encmatch/core/ccmm"
 	"encmatch/core/codec"
 	"encmatch/core/envelope"
 	"encmatch/core/errs"
 	"encmatch/core/irismatch"
+	"encmatch/core/keycache"
 	"encmatch/core/scoreslots"
 
-	"github.com/tuneinsight/lattigo/v6/circuits/ckks/bootstrapping"
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 	"github.com/tuneinsight/lattigo/v6/ring"
 )
@@ -28,14 +27,22 @@ import (
 //
 //	holder/   iris.json, query-secrets.key, bootstrap-secret.key   the key holder: never leaves it
 //	querier/  iris.json, query-public.key                          to every querier
-//	server/   iris.json, bootstrap.keys                            to the matching server
+//	server/   iris.json, relin.key, gal-<element>.key              to the matching server
+//
+// The server's keys are one file each (16 GiB in all at the default
+// preset), made and written one at a time and loaded on demand (package
+// keycache).
 const (
 	HolderDir  = "holder"
 	QuerierDir = "querier"
 	ServerDir  = "server"
 	metaFile   = "iris.json"
-	formatKeys = "encmatch-iris-keys/1"
+	relinFile  = "relin.key"
+	formatKeys = "encmatch-iris-keys/2"
 )
+
+// galoisFile is the name of the server's key file for Galois element g.
+func galoisFile(g uint64) string { return fmt.Sprintf("gal-%d.key", g) }
 
 // Meta is iris.json, the first file of every role's directory.
 type Meta struct {
@@ -114,10 +121,7 @@ func Generate(dir, preset string, kappa int) (*Meta, error) {
 	if err != nil {
 		return nil, err
 	}
-	bk, err := p.Slots.GenSharedKeys(irismatch.ReducerGaloisElements(p.Slots))
-	if err != nil {
-		return nil, err
-	}
+	bsk := p.Slots.NewSecret()
 	for _, role := range []string{HolderDir, QuerierDir, ServerDir} {
 		if err := os.MkdirAll(filepath.Join(dir, role), 0o700); err != nil {
 			return nil, err
@@ -136,7 +140,7 @@ func Generate(dir, preset string, kappa int) (*Meta, error) {
 		return nil, err
 	}
 	if err := write(HolderDir, "bootstrap-secret.key", "iris-bootstrap-secret", 0o600, func(w io.Writer) error {
-		return writeChunks(w, []*rlwe.SecretKey{bk.Secret})
+		return writeChunks(w, []*rlwe.SecretKey{bsk})
 	}); err != nil {
 		return nil, err
 	}
@@ -145,18 +149,20 @@ func Generate(dir, preset string, kappa int) (*Meta, error) {
 	}); err != nil {
 		return nil, err
 	}
-	if err := write(ServerDir, "bootstrap.keys", "iris-bootstrap-keys", 0o644, func(w io.Writer) error {
-		objs := []encoding.BinaryMarshaler{bk.Shared.RelinearizationKey}
-		for _, g := range serverGaloisElements(p) {
-			gk, err := bk.Shared.GetGaloisKey(g)
-			if err != nil {
-				return err
-			}
-			objs = append(objs, gk)
-		}
-		return writeChunks(w, objs)
+	// The server's keys, one at a time: at the default preset each is
+	// 0.4 GB and all of them 16 GiB.
+	kg := rlwe.NewKeyGenerator(p.Slots.Bootstrap.BootstrappingParameters)
+	if err := write(ServerDir, relinFile, kindRelin, 0o644, func(w io.Writer) error {
+		return writeBinary(w, kg.GenRelinearizationKeyNew(bsk))
 	}); err != nil {
 		return nil, err
+	}
+	for _, g := range serverGaloisElements(p) {
+		if err := write(ServerDir, galoisFile(g), kindGalois, 0o644, func(w io.Writer) error {
+			return writeBinary(w, kg.GenGaloisKeyNew(g, bsk))
+		}); err != nil {
+			return nil, err
+		}
 	}
 	for _, role := range []string{HolderDir, QuerierDir, ServerDir} {
 		m := meta
@@ -168,15 +174,26 @@ func Generate(dir, preset string, kappa int) (*Meta, error) {
 	return &meta, nil
 }
 
-// serverGaloisElements are the Galois elements of the server's keys, in
-// the order of bootstrap.keys: the bootstrapping circuit's, complex
-// conjugation and the reduction's rotations, sorted.
+// Kinds of the server's key files.
+const (
+	kindRelin  = "iris-relin-key"
+	kindGalois = "iris-galois-key"
+)
+
+// serverGaloisElements are the Galois elements of the server's keys: the
+// bootstrapping circuit's, complex conjugation and the reduction's
+// rotations, sorted.
 func serverGaloisElements(p *Params) []uint64 {
-	bp := p.Slots.Bootstrap.BootstrappingParameters
-	els := append(p.Slots.Bootstrap.GaloisElements(bp), bp.GaloisElementForComplexConjugation())
-	els = append(els, irismatch.ReducerGaloisElements(p.Slots)...)
-	slices.Sort(els)
-	return slices.Compact(els)
+	return p.Slots.GaloisElements(irismatch.ReducerGaloisElements(p.Slots))
+}
+
+// writeBinary writes one object's binary form.
+func writeBinary(w io.Writer, o encoding.BinaryMarshaler) error {
+	b, err := o.MarshalBinary()
+	if err == nil {
+		_, err = w.Write(b)
+	}
+	return err
 }
 
 // writeChunks writes each object's binary form as a length-prefixed chunk.
@@ -320,41 +337,54 @@ func LoadQuerier(dir string) (*Querier, error) {
 // block's key: those come with the database).
 type Server struct {
 	*KeySet
-	Keys *scoreslots.Keys
+	Keys  *scoreslots.Keys
+	Cache *keycache.Set // Keys.Shared: the Galois keys, loaded on demand
 }
 
-// LoadServer loads the server's directory.
-func LoadServer(dir string) (*Server, error) {
+// DefaultKeyCache is the memory the server's Galois keys may take when
+// LoadServer is given none: 6 GiB, 15 of the default preset's 0.4 GB keys.
+const DefaultKeyCache = 6 << 30
+
+// LoadServer loads the server's directory: its relinearisation key now,
+// its Galois keys when the pipeline first needs each, keeping up to
+// cacheBytes of them in memory (0: DefaultKeyCache). Every key file's
+// header and size are checked here, its checksum and contents when it is
+// read.
+func LoadServer(dir string, cacheBytes int64) (*Server, error) {
 	ks, err := Open(dir, ServerDir)
 	if err != nil {
 		return nil, err
 	}
-	p := ks.Params
-	bp := p.Slots.Bootstrap.BootstrappingParameters
-	b, err := envelope.ReadFile(filepath.Join(dir, "bootstrap.keys"), ks.header("iris-bootstrap-keys"))
+	if cacheBytes < 0 {
+		return nil, fmt.Errorf("%w: key cache of %d bytes", errs.ErrInvalid, cacheBytes)
+	}
+	if cacheBytes == 0 {
+		cacheBytes = DefaultKeyCache
+	}
+	bp := ks.Params.Slots.Bootstrap.BootstrappingParameters
+	path := filepath.Join(dir, relinFile)
+	b, err := envelope.ReadFileSized(path, ks.header(kindRelin), int64(codec.RelinearizationKeySize(bp)))
 	if err != nil {
 		return nil, err
 	}
-	want := serverGaloisElements(p)
-	parts, err := chunks(b, 1+len(want), "bootstrapping keys")
+	rlk, err := codec.DecodeRelinearizationKey(b, bp, path)
 	if err != nil {
 		return nil, err
 	}
-	rlk, err := codec.DecodeRelinearizationKey(parts[0], bp, "relinearisation key")
-	if err != nil {
-		return nil, err
+	size := int64(codec.GaloisKeySize(bp))
+	els := serverGaloisElements(ks.Params)
+	for _, g := range els {
+		if err := envelope.CheckFileSized(filepath.Join(dir, galoisFile(g)), ks.header(kindGalois), size); err != nil {
+			return nil, err
+		}
 	}
-	var gks []*rlwe.GaloisKey
-	for i, c := range parts[1:] {
-		gk, err := codec.DecodeGaloisKey(c, bp, "Galois key")
+	set := keycache.New(rlk, els, cacheBytes, func(g uint64) (*rlwe.GaloisKey, error) {
+		path := filepath.Join(dir, galoisFile(g))
+		b, err := envelope.ReadFileSized(path, ks.header(kindGalois), size)
 		if err != nil {
 			return nil, err
 		}
-		if gk.GaloisElement != want[i] {
-			return nil, fmt.Errorf("%w: Galois key %d is for element %d, expected %d", errs.ErrCorrupt, i, gk.GaloisElement, want[i])
-		}
-		gks = append(gks, gk)
-	}
-	evk := &bootstrapping.EvaluationKeys{MemEvaluationKeySet: rlwe.NewMemEvaluationKeySet(rlk, gks...), EvkN2ToN1: p.Slots.ThrowawayKeyBack()}
-	return &Server{KeySet: ks, Keys: &scoreslots.Keys{Shared: evk}}, nil
+		return codec.DecodeGaloisKey(b, bp, path)
+	})
+	return &Server{KeySet: ks, Keys: &scoreslots.Keys{Shared: set}, Cache: set}, nil
 }

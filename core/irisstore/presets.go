@@ -13,11 +13,6 @@ import (
 	"encmatch/core/comparator"
 	"encmatch/core/errs"
 	"encmatch/core/scoreslots"
-
-	"github.com/tuneinsight/lattigo/v6/circuits/ckks/bootstrapping"
-	"github.com/tuneinsight/lattigo/v6/circuits/ckks/mod1"
-	"github.com/tuneinsight/lattigo/v6/ring"
-	"github.com/tuneinsight/lattigo/v6/utils"
 )
 
 // Preset is a named iris parameter set: the encrypted matrix product, the
@@ -37,43 +32,15 @@ var Toy = Preset{
 	Name: "toy", Insecure: true, Kappa: 12,
 	CCMM: ccmm.Literal{LogNDB: 10, LogNQ: 9, LogQ: []int{20, 20, 20}, LogK: []int{20, 20, 20}, LogScale: 20, Inner: 1 << 14},
 	Slots: scoreslots.Literal{LogN2: 12, LogQ0: 55, LogP: []int{61}, ScoreBits: 15, Levels: 14, LogLevel: 40,
-		Bootstrapping: denseBootstrap(160, 6, 56)},
-}
-
-// denseBootstrap is a bootstrapping literal for a uniform ternary secret
-// without sparse-secret encapsulation (so that every key is inside the HE
-// standard's table): the modular reduction covers |I| < k (I, the multiple
-// of q0 that ModUp adds, has standard deviation sqrt(N2 / 18) for a dense
-// secret) with a cosine of the given degree and double angles.
-func denseBootstrap(k, doubleAngle, degree int) bootstrapping.ParametersLiteral {
-	return bootstrapping.ParametersLiteral{
-		Xs: ring.Ternary{P: 2.0 / 3}, EphemeralSecretWeight: utils.Pointy(0),
-		Mod1Type: mod1.CosContinuous, K: utils.Pointy(k), DoubleAngle: utils.Pointy(doubleAngle), Mod1Degree: utils.Pointy(degree),
-	}
+		Bootstrapping: scoreslots.DenseBootstrapping(160, 6, 56)},
 }
 
 // Default is the 128-bit preset: the CCMM of ccmm.IrisBootstrap (database
-// ring 2^14, query ring 2^13, log Q*K 123.2) and a half-bootstrap into ring
-// 2^16 with a uniform ternary secret and no sparse-secret encapsulation
-// (log QP 1,734 <= 1,772; docs/IRIS.md, "The secure preset"): K = 640
-// covers the dense secret's |I| (standard deviation 60.3) with a failure
-// probability below 2^-62 per bootstrap (Chernoff bound), the cosine of
-// degree 127 with 6 double angles keeps EvalMod at 13 levels of 60 bits,
-// 11 residual levels of 40 bits plus the 3 of SlotsToCoeffs (40 bits too,
-// usable after a half-bootstrap) hold the comparator at kappa 12.
-var Default = Preset{
-	Name: "default", Kappa: 12,
-	CCMM: ccmm.IrisBootstrap,
-	Slots: scoreslots.Literal{LogN2: 16, LogQ0: 55, LogP: []int{61}, ScoreBits: 15, Levels: 11, LogLevel: 40,
-		Bootstrapping: func() bootstrapping.ParametersLiteral {
-			b := denseBootstrap(640, 6, 127)
-			b.LogP = []int{61, 61, 61}
-			b.CoeffsToSlotsFactorizationDepthAndLogScales = [][]int{{52}, {52}, {52}}
-			b.EvalModLogScale = utils.Pointy(60)
-			b.LogMessageRatio = utils.Pointy(8)
-			return b
-		}()},
-}
+// ring 2^14, query ring 2^13, log Q*K 123.2) and the half-bootstrap of
+// scoreslots.IrisSecure into ring 2^16 (uniform ternary secret, no
+// sparse-secret encapsulation, log QP 1,734 <= 1,772; docs/IRIS.md, "The
+// secure preset").
+var Default = Preset{Name: "default", Kappa: 12, CCMM: ccmm.IrisBootstrap, Slots: scoreslots.IrisSecure}
 
 // Presets lists the presets by name.
 var Presets = map[string]Preset{Toy.Name: Toy, Default.Name: Default}
@@ -105,11 +72,6 @@ func Build(name string, kappa int) (*Params, error) {
 	sp, err := scoreslots.NewParams(cp, pr.Slots)
 	if err != nil {
 		return nil, err
-	}
-	// The key files carry no sparse-secret encapsulation keys (and such a
-	// secret is outside the HE standard's table).
-	if sp.Bootstrap.EphemeralSecretWeight != 0 {
-		return nil, fmt.Errorf("%w: preset %s uses sparse-secret encapsulation", errs.ErrInvalid, pr.Name)
 	}
 	// After the half-bootstrap (EvalMod's output level, where
 	// SlotsToCoeffs would start) the slots must hold the comparator.

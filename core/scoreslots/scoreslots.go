@@ -28,6 +28,7 @@ import (
 	"encmatch/core/params"
 
 	"github.com/tuneinsight/lattigo/v6/circuits/ckks/bootstrapping"
+	"github.com/tuneinsight/lattigo/v6/circuits/ckks/mod1"
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 	"github.com/tuneinsight/lattigo/v6/ring"
 	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
@@ -55,6 +56,36 @@ type Literal struct {
 	// LogN2); the zero value takes Lattigo's defaults.
 	Bootstrapping bootstrapping.ParametersLiteral
 }
+
+// DenseBootstrapping is a bootstrapping literal for a uniform ternary
+// secret without sparse-secret encapsulation (so that every key is inside
+// the HE standard's table): the modular reduction covers |I| < k (I, the
+// multiple of q0 that ModUp adds, has standard deviation sqrt(N2 / 18) for
+// a dense secret) with a cosine of the given degree and double angles.
+func DenseBootstrapping(k, doubleAngle, degree int) bootstrapping.ParametersLiteral {
+	return bootstrapping.ParametersLiteral{
+		Xs: ring.Ternary{P: 2.0 / 3}, EphemeralSecretWeight: utils.Pointy(0),
+		Mod1Type: mod1.CosContinuous, K: utils.Pointy(k), DoubleAngle: utils.Pointy(doubleAngle), Mod1Degree: utils.Pointy(degree),
+	}
+}
+
+// IrisSecure is the 128-bit half-bootstrap after ccmm.IrisBootstrap
+// (docs/IRIS.md, "The secure preset"): ring 2^16, uniform ternary secret
+// without encapsulation (log QP 1,734 <= 1,772). K = 640 covers the dense
+// secret's |I| (standard deviation 60.3) with a failure probability below
+// 2^-62 per bootstrap (Chernoff bound); the cosine of degree 127 with 6
+// double angles keeps EvalMod at 13 levels of 60 bits; 11 residual levels
+// of 40 bits plus the 3 of SlotsToCoeffs (40 bits too, usable after a
+// half-bootstrap) hold the comparator at kappa 12.
+var IrisSecure = Literal{LogN2: 16, LogQ0: 55, LogP: []int{61}, ScoreBits: 15, Levels: 11, LogLevel: 40,
+	Bootstrapping: func() bootstrapping.ParametersLiteral {
+		b := DenseBootstrapping(640, 6, 127)
+		b.LogP = []int{61, 61, 61}
+		b.CoeffsToSlotsFactorizationDepthAndLogScales = [][]int{{52}, {52}, {52}}
+		b.EvalModLogScale = utils.Pointy(60)
+		b.LogMessageRatio = utils.Pointy(8)
+		return b
+	}()}
 
 // Params is a validated score-to-slots parameter set.
 type Params struct {
@@ -115,6 +146,11 @@ func NewParams(cp *ccmm.Params, lit Literal) (*Params, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: bootstrapping parameters: %v", errs.ErrInvalid, err)
 	}
+	// This package makes no sparse-secret encapsulation keys (and such a
+	// secret is outside the HE standard's table).
+	if bt.EphemeralSecretWeight != 0 {
+		return nil, fmt.Errorf("%w: sparse-secret encapsulation (Hamming weight %d) is not supported: use DenseBootstrapping", errs.ErrInvalid, bt.EphemeralSecretWeight)
+	}
 	sw, err := newSwitcher(cp.Q, res.Q()[0])
 	if err != nil {
 		return nil, err
@@ -129,26 +165,17 @@ func NewParams(cp *ccmm.Params, lit Literal) (*Params, error) {
 
 // Security lists the keys this package adds: the residual secret (the
 // database secret s_t, ring N_db; its only new samples are the lifted
-// ciphertexts at modulus q0, GenKeys drops the key back from N2), the bootstrapping
-// ring's secret (ring N2 at the bootstrapping modulus) and, with
-// Lattigo's sparse-secret encapsulation, the ephemeral sparse secret
-// (Hamming weight h', used at modulus q0 only during ModUp, [BTPH22]):
-// the HE standard's table does not cover sparse secrets, so that check
-// never passes here; its security is papers/004's assumption (Table 1, h').
+// ciphertexts at modulus q0, and the key back from N2 is a throwaway one,
+// ThrowawayKeyBack) and the bootstrapping ring's secret (ring N2 at the
+// bootstrapping modulus).
 func (p *Params) Security() []ccmm.SecurityCheck {
 	q0 := math.Log2(float64(p.Residual.Q()[0]))
 	bound, known := params.MaxLogQPFor128[p.Residual.LogN()]
-	out := []ccmm.SecurityCheck{
+	return []ccmm.SecurityCheck{
 		{What: "residual (database) secret, lifted scores", LogN: p.Residual.LogN(), LogQ: q0, MaxLogQ: bound,
 			Secret: fmt.Sprintf("%v", p.Residual.Xs()), OK: known && q0 <= float64(bound)},
 		ccmm.CheckRLWE("bootstrapping secret", p.Bootstrap.BootstrappingParameters.Parameters),
 	}
-	if h := p.Bootstrap.EphemeralSecretWeight; h > 0 {
-		bt := p.Bootstrap.BootstrappingParameters
-		out = append(out, ccmm.SecurityCheck{What: "ephemeral sparse secret (encapsulation)", LogN: bt.LogN(),
-			LogQ: math.Log2(float64(bt.Q()[0])) + math.Log2(float64(bt.P()[0])), Secret: fmt.Sprintf("ternary, Hamming weight %d", h)})
-	}
-	return out
 }
 
 // Secure returns nil when every check of Security passes, else an
@@ -164,22 +191,15 @@ func (p *Params) LogRatio() float64 {
 	return p.CCMM.LogQ() - float64(p.CCMM.Lit.LogScale) - float64(p.Lit.ScoreBits)
 }
 
-// Keys are the key holder's bootstrapping keys for a database of one or
-// more blocks: one secret of the bootstrapping ring, the keys of the
-// bootstrapping circuit under it (relinearisation, Galois, encapsulation),
-// shared by every block, and per block the key from its database secret to
-// the bootstrapping ring's secret.
+// Keys are the bootstrapping keys of a database of one or more blocks:
+// the relinearisation and Galois keys of the bootstrapping ring, shared by
+// every block (in memory, or on disk behind package keycache), and per
+// block the key from its database secret to the bootstrapping ring's
+// secret.
 type Keys struct {
-	Shared *bootstrapping.EvaluationKeys // EvkN1ToN2 unset: see Block
-	Blocks []*rlwe.EvaluationKey         // Blocks[t]: database secret s_t -> the bootstrapping secret
-	Secret *rlwe.SecretKey               // the bootstrapping ring's secret, to decrypt the slots (tests, the receiver)
-}
-
-// Block returns the bootstrapping keys of database block t.
-func (k *Keys) Block(t int) *bootstrapping.EvaluationKeys {
-	evk := *k.Shared
-	evk.EvkN1ToN2 = k.Blocks[t]
-	return &evk
+	Shared rlwe.EvaluationKeySet // holds GaloisElements(extra)
+	Blocks []*rlwe.EvaluationKey // Blocks[t]: database secret s_t -> the bootstrapping secret
+	Secret *rlwe.SecretKey       // the bootstrapping ring's secret (the key holder's only; nil at the server)
 }
 
 // GenKeys makes the bootstrapping keys for the database secrets dbSecrets
@@ -189,10 +209,7 @@ func (p *Params) GenKeys(dbSecrets []*rlwe.SecretKey, galois []uint64) (*Keys, e
 	if len(dbSecrets) == 0 {
 		return nil, fmt.Errorf("%w: no database secret", errs.ErrInvalid)
 	}
-	keys, err := p.GenSharedKeys(galois)
-	if err != nil {
-		return nil, err
-	}
+	keys := p.GenSharedKeys(galois)
 	for _, s := range dbSecrets {
 		if err := p.AddBlock(keys, s); err != nil {
 			return nil, err
@@ -201,29 +218,33 @@ func (p *Params) GenKeys(dbSecrets []*rlwe.SecretKey, galois []uint64) (*Keys, e
 	return keys, nil
 }
 
-// GenSharedKeys makes a fresh secret of the bootstrapping ring and the
-// keys of the bootstrapping circuit under it (Lattigo's GenEvaluationKeys,
-// run on a throwaway residual secret whose N_db -> N2 key is dropped), with
-// Galois keys for the extra elements galois (the rotations of a later
-// computation). Database blocks are added with AddBlock.
-func (p *Params) GenSharedKeys(galois []uint64) (*Keys, error) {
-	evk, skN2, err := p.Bootstrap.GenEvaluationKeys(rlwe.NewKeyGenerator(p.Residual).GenSecretKeyNew())
-	if err != nil {
-		return nil, err
-	}
-	evk.EvkN1ToN2 = nil
-	evk.EvkN2ToN1 = p.ThrowawayKeyBack()
-	kgN2 := rlwe.NewKeyGenerator(p.Bootstrap.BootstrappingParameters)
-	var extra []uint64
-	for _, g := range galois {
-		if _, ok := evk.GaloisKeys[g]; !ok {
-			extra = append(extra, g)
-		}
-	}
-	for _, gk := range kgN2.GenGaloisKeysNew(extra, skN2) {
-		evk.GaloisKeys[gk.GaloisElement] = gk
-	}
-	return &Keys{Shared: evk, Secret: skN2}, nil
+// NewSecret returns a fresh secret of the bootstrapping ring (uniform
+// ternary, NewParams' distribution).
+func (p *Params) NewSecret() *rlwe.SecretKey {
+	return rlwe.NewKeyGenerator(p.Bootstrap.BootstrappingParameters).GenSecretKeyNew()
+}
+
+// GaloisElements lists, sorted, the Galois elements of the shared keys:
+// the bootstrapping circuit's, complex conjugation and extra (the
+// rotations of a later computation).
+func (p *Params) GaloisElements(extra []uint64) []uint64 {
+	bp := p.Bootstrap.BootstrappingParameters
+	els := append(p.Bootstrap.GaloisElements(bp), bp.GaloisElementForComplexConjugation())
+	els = append(els, extra...)
+	slices.Sort(els)
+	return slices.Compact(els)
+}
+
+// GenSharedKeys makes, in memory, a fresh secret of the bootstrapping ring
+// and the relinearisation key and Galois keys of GaloisElements(galois)
+// under it. Database blocks are added with AddBlock. (A key set too large
+// for memory is made key by key with NewSecret and Lattigo's key
+// generator, as package irisstore does.)
+func (p *Params) GenSharedKeys(galois []uint64) *Keys {
+	sk := p.NewSecret()
+	kg := rlwe.NewKeyGenerator(p.Bootstrap.BootstrappingParameters)
+	gks := kg.GenGaloisKeysNew(p.GaloisElements(galois), sk)
+	return &Keys{Shared: rlwe.NewMemEvaluationKeySet(kg.GenRelinearizationKeyNew(sk), gks...), Secret: sk}
 }
 
 // ThrowawayKeyBack returns a key from the bootstrapping ring back to the
@@ -255,16 +276,38 @@ func (p *Params) AddBlock(keys *Keys, dbSecret *rlwe.SecretKey) error {
 
 // NewEvaluators makes one bootstrapping evaluator per database block. They
 // share everything (Lattigo's precomputed DFT matrices, the circuit's
-// keys) but the N_db -> N2 key.
+// keys k.Shared) but the N_db -> N2 key.
+//
+// Lattigo's constructor checks that every key of the circuit is present in
+// an in-memory set; k.Shared may instead load its keys on demand (package
+// keycache). The constructor is therefore given an in-memory set that
+// names every element of k.Shared (with empty placeholder keys), and the
+// evaluator is then pointed at k.Shared itself; the placeholders are
+// dropped before anything can read them.
 func (p *Params) NewEvaluators(k *Keys) ([]*bootstrapping.Evaluator, error) {
-	first, err := bootstrapping.NewEvaluator(p.Bootstrap, k.Block(0))
+	if len(k.Blocks) == 0 {
+		return nil, fmt.Errorf("%w: no database block key", errs.ErrInvalid)
+	}
+	rlk, err := k.Shared.GetRelinearizationKey()
 	if err != nil {
 		return nil, err
 	}
+	names := rlwe.NewMemEvaluationKeySet(rlk)
+	for _, g := range k.Shared.GetGaloisKeysList() {
+		names.GaloisKeys[g] = new(rlwe.GaloisKey)
+	}
+	evk := &bootstrapping.EvaluationKeys{MemEvaluationKeySet: names, EvkN1ToN2: k.Blocks[0], EvkN2ToN1: p.ThrowawayKeyBack()}
+	first, err := bootstrapping.NewEvaluator(p.Bootstrap, evk)
+	if err != nil {
+		return nil, err
+	}
+	first.Evaluator.Evaluator.EvaluationKeySet = k.Shared
+	evk.MemEvaluationKeySet = nil
 	out := []*bootstrapping.Evaluator{first}
 	for t := 1; t < len(k.Blocks); t++ {
-		e := *first
-		e.EvaluationKeys = k.Block(t)
+		e, block := *first, *evk
+		block.EvkN1ToN2 = k.Blocks[t]
+		e.EvaluationKeys = &block
 		out = append(out, &e)
 	}
 	return out, nil

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"encmatch/core/ccmm"
+	"encmatch/core/errs"
 	"encmatch/core/internal/ccmmtest"
 
 	"github.com/tuneinsight/lattigo/v6/circuits/ckks/bootstrapping"
@@ -21,7 +22,7 @@ var toyCCMM = ccmm.Literal{LogNDB: 10, LogNQ: 9, LogQ: []int{20, 20, 20}, LogK: 
 
 // toyLiteral bootstraps it in ring 2^12 (four result ciphertexts per
 // bootstrap, as the iris rings 2^14 -> 2^16), scores up to 2^10.
-var toyLiteral = Literal{LogN2: 12, LogQ0: 55, LogP: []int{61}, ScoreBits: 10}
+var toyLiteral = Literal{LogN2: 12, LogQ0: 55, LogP: []int{61}, ScoreBits: 10, Bootstrapping: DenseBootstrapping(160, 6, 56)}
 
 // toyParams builds the toy CCMM set and its bootstrapping.
 func toyParams(t *testing.T) (*ccmm.Params, *Params) {
@@ -93,7 +94,7 @@ func TestScoresToSlots(t *testing.T) {
 		}
 		ct, _ := rlwe.NewEncryptor(bp, keys.Secret).EncryptNew(pt)
 		back := ckks.NewCiphertext(p.Residual, 1, 0)
-		if err := ckks.NewEvaluator(bp, nil).ApplyEvaluationKey(ct, keys.Shared.EvkN2ToN1, back); err != nil {
+		if err := ckks.NewEvaluator(bp, nil).ApplyEvaluationKey(ct, p.ThrowawayKeyBack(), back); err != nil {
 			t.Fatal(err)
 		}
 		largest := 0.0 // a real switch gives the encoding's coefficients, all below 1
@@ -104,10 +105,11 @@ func TestScoresToSlots(t *testing.T) {
 			t.Fatalf("the key back to the database ring switches to s_t (coefficients decrypt below %.3g)", largest)
 		}
 	}
-	eval, err := bootstrapping.NewEvaluator(p.Bootstrap, keys.Block(0))
+	evals, err := p.NewEvaluators(keys)
 	if err != nil {
 		t.Fatal(err)
 	}
+	eval := evals[0]
 	slots, err := p.ToSlots(eval, lifted)
 	if err != nil {
 		t.Fatal(err)
@@ -135,18 +137,21 @@ func TestScoresToSlots(t *testing.T) {
 }
 
 // TestSecurity: the toy set fails the 128-bit table (small rings), and
-// Lattigo's sparse-secret encapsulation is reported as outside it.
+// Lattigo's sparse-secret encapsulation, outside the table and without
+// keys here, is refused.
 func TestSecurity(t *testing.T) {
-	_, p := toyParams(t)
+	cp, p := toyParams(t)
 	checks := p.Security()
-	if len(checks) != 3 || p.Secure() == nil || !errors.Is(p.Secure(), ccmm.ErrInsecure) {
+	if len(checks) != 2 || p.Secure() == nil || !errors.Is(p.Secure(), ccmm.ErrInsecure) {
 		t.Fatalf("toy set: checks %+v, Secure %v", checks, p.Secure())
 	}
 	if c := checks[1]; c.LogN != toyLiteral.LogN2 || c.OK {
 		t.Fatalf("bootstrapping ring 2^12 at log QP %.0f passed the table: %+v", c.LogQ, c)
 	}
-	if c := checks[2]; c.OK || !strings.Contains(c.Secret, "Hamming weight 32") {
-		t.Fatalf("the sparse ephemeral secret is outside the table: %+v", c)
+	sparse := toyLiteral
+	sparse.Bootstrapping = bootstrapping.ParametersLiteral{} // Lattigo's default: encapsulation, Hamming weight 32
+	if _, err := NewParams(cp, sparse); !errors.Is(err, errs.ErrInvalid) || !strings.Contains(err.Error(), "encapsulation") {
+		t.Fatalf("sparse-secret encapsulation: %v", err)
 	}
 }
 
@@ -154,7 +159,7 @@ func TestSecurity(t *testing.T) {
 // message ratio, IrisBootstrap is accepted, and both pass the CCMM's
 // 128-bit checks.
 func TestIrisSets(t *testing.T) {
-	lit := Literal{LogN2: 16, LogQ0: 55, LogP: []int{61}, ScoreBits: 14, Levels: 11, LogLevel: 40}
+	lit := IrisSecure
 	for _, c := range []struct {
 		name string
 		set  ccmm.Literal
@@ -172,7 +177,7 @@ func TestIrisSets(t *testing.T) {
 			t.Errorf("%s: NewParams gave %v", c.name, err)
 		}
 		if p != nil {
-			t.Logf("%s: Q / (Delta 2^14) = 2^%.1f", c.name, p.LogRatio())
+			t.Logf("%s: Q / (Delta 2^15) = 2^%.1f", c.name, p.LogRatio())
 		}
 	}
 }

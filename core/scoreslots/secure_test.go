@@ -9,7 +9,6 @@ import (
 
 	"encmatch/core/ccmm"
 
-	"github.com/tuneinsight/lattigo/v6/circuits/ckks/bootstrapping"
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
 )
@@ -31,7 +30,7 @@ func TestHalfBootstrapSecureRings(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	p, err := NewParams(cp, Literal{LogN2: 16, LogQ0: 55, LogP: []int{61}, ScoreBits: 14, Levels: 11, LogLevel: 40})
+	p, err := NewParams(cp, IrisSecure)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,10 +42,11 @@ func TestHalfBootstrapSecureRings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eval, err := bootstrapping.NewEvaluator(p.Bootstrap, keys.Block(0))
+	evals, err := p.NewEvaluators(keys)
 	if err != nil {
 		t.Fatal(err)
 	}
+	eval := evals[0]
 	t.Logf("parameters and keys: %.1f s", time.Since(start).Seconds())
 
 	resSK, err := p.residualSecret(sk)
