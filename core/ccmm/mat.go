@@ -22,6 +22,9 @@ func NewIntMat(rows, cols int) IntMat {
 // At returns entry (i, j).
 func (m IntMat) At(i, j int) int64 { return m.Data[i*m.Cols+j] }
 
+// Dims returns the number of rows and columns.
+func (m IntMat) Dims() (rows, cols int) { return m.Rows, m.Cols }
+
 // MaxAbs is the largest absolute entry.
 func (m IntMat) MaxAbs() int64 {
 	var x int64
@@ -29,6 +32,34 @@ func (m IntMat) MaxAbs() int64 {
 		x = max(x, v, -v)
 	}
 	return x
+}
+
+// Matrix is a read-only integer matrix: an IntMat, a Mat of exact
+// integers (MulSecret's), or a caller's compact form (iris codes as int8).
+type Matrix interface {
+	Dims() (rows, cols int)
+	At(i, j int) int64
+}
+
+// maxAbs is the largest absolute entry of m.
+func maxAbs(m Matrix) int64 {
+	if im, ok := m.(IntMat); ok {
+		return im.MaxAbs()
+	}
+	rows, cols := m.Dims()
+	var x int64
+	for i := 0; i < rows; i++ {
+		for j := 0; j < cols; j++ {
+			v := m.At(i, j)
+			x = max(x, v, -v)
+		}
+	}
+	return x
+}
+
+// matrixPlain reads entry (row, j0 + col) of m modulo moduli[i].
+func matrixPlain(m Matrix, moduli []uint64, j0 int) plainFunc {
+	return func(i, r, c int) uint64 { return modInt(m.At(r, j0+c), moduli[i]) }
 }
 
 // MulInt is the plaintext model: the exact integer product x*y.
@@ -54,7 +85,8 @@ func MulInt(x, y IntMat) (IntMat, error) {
 }
 
 // Mat is a matrix of residues modulo one prime, centered in
-// (-q/2, q/2], row-major: the operand of the GEMMs.
+// (-q/2, q/2], row-major: the operand of the GEMMs. (MulSecret returns
+// exact integers in one.)
 type Mat struct {
 	Rows, Cols int
 	Data       []int32
@@ -62,6 +94,12 @@ type Mat struct {
 
 // NewMat allocates a zero rows x cols residue matrix.
 func NewMat(rows, cols int) Mat { return Mat{Rows: rows, Cols: cols, Data: make([]int32, rows*cols)} }
+
+// Dims returns the number of rows and columns.
+func (m Mat) Dims() (rows, cols int) { return m.Rows, m.Cols }
+
+// At returns entry (i, j).
+func (m Mat) At(i, j int) int64 { return int64(m.Data[i*m.Cols+j]) }
 
 // Transpose returns the transposed matrix.
 func (m Mat) Transpose() Mat {

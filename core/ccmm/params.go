@@ -182,7 +182,12 @@ func NewParams(lit Literal) (*Params, error) {
 		}
 		seen[q] = what
 	}
-	all := append(append([]uint64(nil), p.Q...), p.K...)
+	// MulSecret computes M*S_q modulo the first prime and reads the
+	// integers off its centered residues.
+	if float64(lit.Inner)*float64(lit.MaxAbsDB) >= float64(p.Q[0]/2) {
+		return nil, fmt.Errorf("%w: M*S_q (entries up to %d) does not fit the first prime %d", ErrModulus, int64(lit.Inner)*lit.MaxAbsDB, p.Q[0])
+	}
+	all := p.allPrimes()
 	if p.DB, err = rlwe.NewParametersFromLiteral(rlwe.ParametersLiteral{LogN: lit.LogNDB, Q: all, NTTFlag: true}); err != nil {
 		return nil, fmt.Errorf("%w: database ring: %v", ErrModulus, err)
 	}

@@ -55,9 +55,6 @@ func GenKeys(par rlwe.Parameters, n int) Keys {
 // (row, col).
 type plainFunc func(i, row, col int) uint64
 
-func intPlain(m IntMat, moduli []uint64) plainFunc {
-	return func(i, r, c int) uint64 { return modInt(m.Data[r*m.Cols+c], moduli[i]) }
-}
 
 // encryptSharedA encrypts rows x cols entries given by plain with scale
 // under keys (one per block of N rows) in ring par at modulus moduli (a
@@ -362,7 +359,7 @@ func Encrypt(par rlwe.Parameters, keys Keys, level int, m IntMat, scale *big.Int
 	if level < 0 || level > par.MaxLevel() {
 		return nil, fmt.Errorf("%w: level %d of %d", errs.ErrInvalid, level, par.MaxLevel())
 	}
-	return encryptSharedA(par, keys, level, m.Rows, m.Cols, intPlain(m, par.RingQ().ModuliChain()), scale)
+	return encryptSharedA(par, keys, level, m.Rows, m.Cols, matrixPlain(m, par.RingQ().ModuliChain(), 0), scale)
 }
 
 // SubScaled subtracts f(row, col) from every entry of the message: the b

@@ -23,6 +23,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"encmatch/core/errs"
 )
@@ -249,6 +250,61 @@ func WriteFileStream(path string, h Header, payloadLen int64, perm os.FileMode, 
 		}
 		return bw.Flush()
 	})
+}
+
+// WriteFileAt writes a framed file of payloadLen bytes atomically whose
+// payload fill writes out of order, at offsets from the payload's start
+// (for artefacts produced a band of columns at a time); the checksum is
+// then computed in a reading pass. fill must write every payload byte
+// once: writes outside the payload, or a total other than payloadLen, fail.
+func WriteFileAt(path string, h Header, payloadLen int64, perm os.FileMode, fill func(w io.WriterAt) error) error {
+	if payloadLen < 0 || payloadLen > MaxPayload {
+		return fmt.Errorf("%w: payload of %d bytes", errs.ErrInvalid, payloadLen)
+	}
+	return WriteAtomic(path, perm, func(w io.Writer) error {
+		f, ok := w.(*os.File)
+		if !ok {
+			return fmt.Errorf("internal error: WriteAtomic gave a %T", w)
+		}
+		head := Seal(h, nil)
+		head = binary.LittleEndian.AppendUint64(head[:len(head)-sha256.Size-8], uint64(payloadLen))
+		if _, err := f.WriteAt(head, 0); err != nil {
+			return err
+		}
+		pw := &payloadWriter{f: f, off: int64(len(head)), n: payloadLen}
+		if err := fill(pw); err != nil {
+			return err
+		}
+		if pw.written != payloadLen {
+			return fmt.Errorf("internal error: wrote %d payload bytes, announced %d", pw.written, payloadLen)
+		}
+		hasher := sha256.New()
+		if _, err := io.Copy(hasher, bufio.NewReaderSize(io.NewSectionReader(f, 0, pw.off+payloadLen), 1<<20)); err != nil {
+			return err
+		}
+		_, err := f.WriteAt(hasher.Sum(nil), pw.off+payloadLen)
+		return err
+	})
+}
+
+// payloadWriter writes at offsets within a payload of n bytes that starts
+// at off in f, and counts the bytes written.
+type payloadWriter struct {
+	f          *os.File
+	off, n     int64
+	written    int64
+	sync.Mutex // fill may write from several goroutines
+}
+
+func (w *payloadWriter) WriteAt(p []byte, off int64) (int, error) {
+	if off < 0 || off+int64(len(p)) > w.n {
+		return 0, fmt.Errorf("internal error: a write of %d bytes at %d outside a payload of %d", len(p), off, w.n)
+	}
+	n, err := w.f.WriteAt(p, w.off+off)
+	w.Lock()
+	w.written += int64(n)
+	w.Unlock()
+	return n, err
 }
 
 // ReadFileStream verifies a framed file in a first streaming pass (checksum,

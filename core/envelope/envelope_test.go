@@ -141,3 +141,56 @@ func TestStreamRoundTripAndCorruption(t *testing.T) {
 		t.Fatalf("truncation not detected: %v", err)
 	}
 }
+
+// TestWriteFileAt: a payload written out of order in pieces is the same
+// frame as one written in a stream; a fill that misses a byte, writes
+// outside the payload or fails leaves no file.
+func TestWriteFileAt(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "db")
+	payload := make([]byte, 1<<20+5)
+	for i := range payload {
+		payload[i] = byte(i*13 + 1)
+	}
+	h := Header{Kind: "db", Fingerprint: "f", KeyID: "k"}
+	const piece = 4096
+	backwards := func(skip int64) func(w io.WriterAt) error {
+		return func(w io.WriterAt) error {
+			for off := int64(len(payload)) / piece * piece; off >= 0; off -= piece {
+				end := min(off+piece, int64(len(payload)))
+				if off == skip {
+					continue
+				}
+				if _, err := w.WriteAt(payload[off:end], off); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	if err := WriteFileAt(path, h, int64(len(payload)), 0o644, backwards(-1)); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ReadFile(path, h); err != nil || string(got) != string(payload) {
+		t.Fatalf("out-of-order round trip: %v", err)
+	}
+	other := filepath.Join(dir, "other")
+	for name, fill := range map[string]func(w io.WriterAt) error{
+		"a missing piece": backwards(piece),
+		"a write past the end": func(w io.WriterAt) error {
+			_, err := w.WriteAt([]byte{1, 2}, int64(len(payload))-1)
+			return err
+		},
+		"a failing fill": func(io.WriterAt) error { return errors.New("disk full") },
+	} {
+		if err := WriteFileAt(other, h, int64(len(payload)), 0o644, fill); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+		if _, err := os.Stat(other); !os.IsNotExist(err) {
+			t.Errorf("%s: left a file (%v)", name, err)
+		}
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, ".*")); len(m) != 0 {
+		t.Fatalf("temporary files left: %v", m)
+	}
+}

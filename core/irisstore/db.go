@@ -105,12 +105,15 @@ func (h *Holder) Enroll(dir string, codes Codes, t float64) (*DBMeta, error) {
 	}
 	n := p.CCMM.NDB
 	blocks := (codes.Rows + n - 1) / n
-	m := ccmm.NewIntMat(blocks*n, codes.Len)
-	for i, v := range codes.Data {
-		m.Data[i] = int64(v)
-	}
 	sk := &ccmm.Secrets{DB: ccmm.GenKeys(p.CCMM.DB, blocks), Query: h.Query}
-	db, err := p.CCMM.EncryptDB(sk, m)
+	// Enc and EncS are written a band of columns at a time: at the default
+	// preset they take 18 GiB per block of 2^14 codes.
+	enc, encs := p.dbHeads(blocks)
+	err := envelope.WriteFileAt(filepath.Join(dir, "enc.bin"), h.header("iris-db-enc"), enc.EncodedSize(), 0o644, func(encW io.WriterAt) error {
+		return envelope.WriteFileAt(filepath.Join(dir, "encs.bin"), h.header("iris-db-encs"), encs.EncodedSize(), 0o644, func(encsW io.WriterAt) error {
+			return p.CCMM.EncryptDBTo(sk, paddedCodes{Codes: codes, rows: blocks * n}, encW, encsW)
+		})
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -121,14 +124,6 @@ func (h *Holder) Enroll(dir string, codes Codes, t float64) (*DBMeta, error) {
 		}
 	}
 	meta := &DBMeta{Format: formatDB, KeyID: h.Meta.KeyID, Fingerprint: p.Fingerprint(), Codes: codes.Rows, Blocks: blocks, T: t, Delta: 1 - 2*t}
-	for name, ct := range map[string]*ccmm.SharedA{"enc.bin": db.Enc, "encs.bin": db.EncS} {
-		if err := envelope.WriteFileStream(filepath.Join(dir, name), h.header("iris-db-"+name[:len(name)-4]), ct.EncodedSize(), 0o644, func(w io.Writer) error {
-			_, err := ct.WriteTo(w)
-			return err
-		}); err != nil {
-			return nil, err
-		}
-	}
 	var mb bytes.Buffer
 	if err := writeWords(&mb, codes.masks(blocks*n)); err != nil {
 		return nil, err
@@ -151,12 +146,80 @@ func (h *Holder) Enroll(dir string, codes Codes, t float64) (*DBMeta, error) {
 	return meta, envelope.SyncDir(dir)
 }
 
-// DB is a loaded encrypted database (the server's view).
+// paddedCodes is the gallery as the CCMM's database matrix: its rows
+// padded with empty codes to rows.
+type paddedCodes struct {
+	Codes
+	rows int
+}
+
+func (c paddedCodes) Dims() (rows, cols int) { return c.rows, c.Len }
+
+func (c paddedCodes) At(i, j int) int64 {
+	if i >= c.Rows {
+		return 0
+	}
+	return int64(c.Data[i*c.Len+j])
+}
+
+// dbHeads are the shapes of Enc and EncS for a database of blocks blocks
+// (matrices not allocated).
+func (p *Params) dbHeads(blocks int) (enc, encs *ccmm.SharedA) {
+	c := p.CCMM
+	all := append(append([]uint64(nil), c.Q...), c.K...)
+	head := func(cols int) *ccmm.SharedA {
+		return &ccmm.SharedA{LogN: c.Lit.LogNDB, Rows: blocks * c.NDB, Cols: cols, Moduli: all, Scale: c.ModulusK()}
+	}
+	return head(c.Lit.Inner), head(c.NQ)
+}
+
+// DB is a loaded encrypted database (the server's view). Its encrypted
+// matrices stay on disk (18 GiB per block at the default preset) and are
+// read a block at a time by Match.
 type DB struct {
 	Meta   DBMeta
-	Enc    *ccmm.DB
+	Dir    string
 	Masks  []uint64 // Blocks*N_db rows of Inner/64 words
 	Blocks []*rlwe.EvaluationKey
+}
+
+// readers opens the database's two matrix files for a streamed product:
+// the frames' headers and sizes and the matrices' headers are checked.
+func (s *Server) readers(db *DB) (src ccmm.DBBlocks, closeAll func(), err error) {
+	enc, encs := s.Params.dbHeads(db.Meta.Blocks)
+	var rs []*ccmm.SharedAReader
+	var files []*envelope.PayloadStream
+	closeAll = func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}
+	for _, part := range []struct {
+		name string
+		want *ccmm.SharedA
+	}{{"enc.bin", enc}, {"encs.bin", encs}} {
+		f, err := envelope.OpenPayload(filepath.Join(db.Dir, part.name), s.header("iris-db-"+part.name[:len(part.name)-4]))
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		files = append(files, f)
+		r, err := ccmm.NewSharedAReader(f, f.Len, part.want)
+		if err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("%s: %w", part.name, err)
+		}
+		rs = append(rs, r)
+	}
+	src, blocks, err := s.Params.CCMM.ReadDB(rs[0], rs[1])
+	if err == nil && blocks != db.Meta.Blocks {
+		err = fmt.Errorf("%w: %d blocks in the matrices, %d in db.json", errs.ErrCorrupt, blocks, db.Meta.Blocks)
+	}
+	if err != nil {
+		closeAll()
+		return nil, nil, err
+	}
+	return src, closeAll, nil
 }
 
 // LoadDB loads the encrypted database in dir for the server s.
@@ -177,17 +240,17 @@ func (s *Server) LoadDB(dir string) (*DB, error) {
 		return nil, fmt.Errorf("%w: %s: threshold t = %v, delta = %v", errs.ErrCorrupt, dir, meta.T, meta.Delta)
 	}
 	rows := meta.Blocks * p.CCMM.NDB
-	all := append(append([]uint64(nil), p.CCMM.Q...), p.CCMM.K...)
-	db := &DB{Meta: meta, Enc: &ccmm.DB{}}
+	db := &DB{Meta: meta, Dir: dir}
+	// The encrypted matrices: checksums verified in a streaming pass and
+	// headers checked now; Match reads them a block at a time (checking
+	// every residue again as it arrives).
+	enc, encs := p.dbHeads(meta.Blocks)
 	for _, part := range []struct {
 		name string
-		cols int
-		dst  **ccmm.SharedA
-	}{{"enc.bin", p.CCMM.Lit.Inner, &db.Enc.Enc}, {"encs.bin", p.CCMM.NQ, &db.Enc.EncS}} {
-		want := &ccmm.SharedA{LogN: p.CCMM.Lit.LogNDB, Rows: rows, Cols: part.cols, Moduli: all, Scale: p.CCMM.ModulusK()}
+		want *ccmm.SharedA
+	}{{"enc.bin", enc}, {"encs.bin", encs}} {
 		err := envelope.ReadFileStream(filepath.Join(dir, part.name), s.header("iris-db-"+part.name[:len(part.name)-4]), func(r io.Reader, n int64) error {
-			ct, err := ccmm.ReadSharedA(r, n, want)
-			*part.dst = ct
+			_, err := ccmm.NewSharedAReader(r, n, part.want)
 			return err
 		})
 		if err != nil {

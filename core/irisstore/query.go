@@ -102,7 +102,16 @@ type Stats struct {
 func (s *Server) Match(db *DB, q *Query, out string) (*Stats, error) {
 	p := s.Params
 	start := time.Now()
-	res, err := p.CCMM.Multiply(db.Enc, q.Matrix)
+	src, closeFiles, err := s.readers(db)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := p.CCMM.MultiplyRawFrom(src, db.Meta.Blocks, q.Matrix)
+	closeFiles()
+	if err != nil {
+		return nil, err
+	}
+	res, err := p.CCMM.Rescale(raw)
 	if err != nil {
 		return nil, err
 	}
