@@ -55,7 +55,6 @@ func GenKeys(par rlwe.Parameters, n int) Keys {
 // (row, col).
 type plainFunc func(i, row, col int) uint64
 
-
 // encryptSharedA encrypts rows x cols entries given by plain with scale
 // under keys (one per block of N rows) in ring par at modulus moduli (a
 // prefix of par's primes).
