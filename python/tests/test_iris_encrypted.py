@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 
 import numpy as np
 import pytest
@@ -93,10 +94,13 @@ def test_cli_roles_and_validate(keys, db, data, tmp_path, capsys):
     save_templates(tmp_path / "queries.npz", queries.select(slice(1, 2)))  # the enrolled eye
     q, r = tmp_path / "q.bin", tmp_path / "r.bin"
     assert main(["iris", "query", "--keys", str(keys / "querier"), str(tmp_path / "queries.npz"), "-o", str(q)]) == 0
+    # A key cache smaller than one Galois key: every use reads its key from disk, and the result is the same.
     assert main(["iris", "match", "--keys", str(keys), "--db", str(db), str(q), "-o", str(r),
-                 "--stats", str(tmp_path / "stats.json")]) == 0
+                 "--stats", str(tmp_path / "stats.json"), "--key-cache-gb", "1e-6"]) == 0
     stats = json.loads((tmp_path / "stats.json").read_text())
     assert stats["half_bootstraps"] > 0 and stats["margin_band"] > 0
+    kc = stats["key_cache"]
+    assert kc["budget_bytes"] == 1073 and kc["loads"] > len(list((keys / "server").glob("gal-*.key")))
     capsys.readouterr()
     assert main(["iris", "decrypt", "--keys", str(keys), str(r), "--validate", "--db", str(db),
                  "--gallery", str(tmp_path / "gallery.npz"), "--queries", str(tmp_path / "queries.npz")]) == 0
@@ -134,6 +138,13 @@ def test_bad_input(keys, db, tmp_path, data):
     assert main(["iris", "enroll", "--keys", str(keys), "--db", str(db), "--t", "0.3",
                  str(tmp_path / "nothing.npz")]) == 2
     assert main(["iris", "match", "--keys", str(keys), "--db", str(db), str(q), "-o", str(tmp_path / "no" / "r.bin")]) == 2
+    for size in ("0", "-1", "nan", "inf", "lots"):
+        with pytest.raises(SystemExit) as e:
+            main(["iris", "match", "--keys", str(keys), "--db", str(db), str(q), "-o", str(tmp_path / "r.bin"),
+                  "--key-cache-gb", size])
+        assert e.value.code == 2
+    with pytest.raises(InvalidArgument):
+        E.Server(keys).match(db, q, tmp_path / "r.bin", key_cache_gb=0)
 
 
 def test_many_scores_crowd_the_threshold(keys, tmp_path):
@@ -168,3 +179,18 @@ def test_many_scores_crowd_the_threshold(keys, tmp_path):
     values = E.KeyHolder(keys).decrypt(r)
     assert E.validate(values, model, band).ok, (values, model.best_margin)
     assert np.all(np.abs(values - model.bits) < 1e-3), values
+
+
+@pytest.mark.skipif(os.environ.get("ENCMATCH_IRIS_SLOW") != "1",
+                    reason="the secure iris preset end to end (~15 min, ~18 GB RAM, ~40 GB disk): set ENCMATCH_IRIS_SLOW=1")
+def test_default_preset_end_to_end(tmp_path):
+    """The 128-bit preset through every role: 4 eyes (2 enrolled) at 3 rotations against 2^14 codes.
+
+    Every eye outside the guard band equals the plaintext model; the server
+    keeps 6 GiB of its 16 GB of Galois keys in memory.
+    """
+    from encmatch.iris.bench import run
+
+    res = run(tmp_path / "out", tmp_path / "work", "default", 16384, eyes=4, enrolled=2, t=T, rotation_shift=1)
+    assert not res["insecure"] and res["validation"]["ok"], res["validation"]
+    assert res["server"]["key_cache"]["loads"] > 0

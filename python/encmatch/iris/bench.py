@@ -16,9 +16,11 @@ import os
 import platform
 import time
 from pathlib import Path
+from typing import Any, Callable
 
 from ..bench import RssSampler
 from . import encrypted as E
+from .encoding import DEFAULT_ROTATION_SHIFT
 from .generator import POPULATIONS, generate
 from .model import match as model_match
 
@@ -36,37 +38,36 @@ def _size(path: Path) -> int:
 
 
 def run(out: Path, work: Path, preset: str, gallery_size: int, eyes: int, enrolled: int, t: float,
-        population: str = "daugman", seed: int = 0, kappa: int | None = None) -> dict:
-    """Run the benchmark; returns the results dict (also written to ``out``)."""
+        population: str = "daugman", seed: int = 0, kappa: int | None = None,
+        rotation_shift: int = DEFAULT_ROTATION_SHIFT, key_cache_gb: float = E.DEFAULT_KEY_CACHE_GB,
+        log: Callable[[str], None] = lambda _: None) -> dict:
+    """Run the benchmark; returns the results dict (also written to ``out``).
+
+    ``log`` receives a line as each step starts and ends (long runs at the
+    default preset take hours).
+    """
     out.mkdir(parents=True, exist_ok=True)
     work.mkdir(parents=True, exist_ok=True)
     steps: dict[str, float] = {}
+
+    def step(name: str, f: Callable[[], Any]) -> Any:
+        log(f"{name} ...")
+        t0 = time.perf_counter()
+        v = f()
+        steps[name] = time.perf_counter() - t0
+        log(f"{name}: {steps[name]:.1f} s")
+        return v
+
+    keys, db, q, r = work / "keys", work / "db", work / "query.bin", work / "result.bin"
     with RssSampler() as rss:
-        t0 = time.perf_counter()
-        gallery, queries = generate(gallery_size, n_queries=eyes, n_enrolled=enrolled, seed=seed,
-                                    generator=POPULATIONS[population])
-        steps["generate data (plaintext)"] = time.perf_counter() - t0
-        keys = work / "keys"
-        t0 = time.perf_counter()
-        E.keygen(keys, preset, kappa)
-        steps["key generation"] = time.perf_counter() - t0
-        db = work / "db"
-        t0 = time.perf_counter()
-        E.KeyHolder(keys).enroll(gallery, db, t)
-        steps["enroll (encrypt database)"] = time.perf_counter() - t0
-        q = work / "query.bin"
-        t0 = time.perf_counter()
-        E.Querier(keys).encrypt(queries, q)
-        steps["encrypt query"] = time.perf_counter() - t0
-        r = work / "result.bin"
-        stats = E.Server(keys).match(db, q, r)
-        steps["match (server, total)"] = stats["seconds"]
-        t0 = time.perf_counter()
-        values = E.KeyHolder(keys).decrypt(r)
-        steps["decrypt"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        model = model_match(queries, gallery, t)
-        steps["plaintext model"] = time.perf_counter() - t0
+        gallery, queries = step("generate data (plaintext)", lambda: generate(
+            gallery_size, n_queries=eyes, n_enrolled=enrolled, seed=seed, generator=POPULATIONS[population]))
+        step("key generation", lambda: E.keygen(keys, preset, kappa))
+        step("enroll (encrypt database)", lambda: E.KeyHolder(keys).enroll(gallery, db, t))
+        step("encrypt query", lambda: E.Querier(keys).encrypt(queries, q, rotation_shift))
+        stats = step("match (server, total)", lambda: E.Server(keys).match(db, q, r, key_cache_gb=key_cache_gb))
+        values = step("decrypt", lambda: E.KeyHolder(keys).decrypt(r))
+        model = step("plaintext model", lambda: model_match(queries, gallery, t, rotation_shift=rotation_shift))
         v = E.validate(values, model, E.KeyHolder(keys).band(t))
     res = {
         "machine": {"cpus": os.cpu_count(), "processor": platform.processor() or platform.machine(),
@@ -75,7 +76,7 @@ def run(out: Path, work: Path, preset: str, gallery_size: int, eyes: int, enroll
         "rotations": stats["rotations"], "enrolled": enrolled, "t": t, "population": population, "seed": seed,
         "steps_seconds": steps,
         "server": {k: stats[k] for k in ("load_seconds", "product_seconds", "pipeline_seconds", "stage_core_seconds",
-                                          "half_bootstraps", "classified", "bootstraps", "blocks")},
+                                          "half_bootstraps", "classified", "bootstraps", "blocks", "key_cache")},
         "bytes": {"keys_holder": _size(keys / "holder"), "keys_querier": _size(keys / "querier"),
                   "keys_server": _size(keys / "server"), "database": _size(db), "query": _size(q), "result": _size(r)},
         "peak_rss_bytes": rss.peak,
@@ -103,11 +104,14 @@ def _markdown(res: dict) -> str:
     s = res["server"]
     lines += ["", "Server, inside the match:", "", "| stage | seconds |", "| --- | --- |",
               f"| load keys, database, query | {s['load_seconds']:.2f} |",
-              f"| encrypted matrix product (GEMMs, rescale) | {s['product_seconds']:.2f} |",
+              f"| encrypted matrix product (database read, GEMMs, rescale) | {s['product_seconds']:.2f} |",
               f"| margins to bits (wall) | {s['pipeline_seconds']:.2f} |"]
     lines += [f"| . {k} (core-seconds) | {v:.2f} |" for k, v in s["stage_core_seconds"].items()]
     lines += ["", f"{s['half_bootstraps']} half-bootstraps, {s['classified']} ciphertexts classified, "
-              f"{s['bootstraps']} bootstraps in the reduction, {s['blocks']} database blocks.", "",
+              f"{s['bootstraps']} bootstraps in the reduction, {s['blocks']} database blocks; "
+              f"Galois keys: {s['key_cache']['loads']} reads from disk ({s['key_cache']['load_seconds']:.1f} s), "
+              f"{s['key_cache']['hits']} from memory, at most {s['key_cache']['peak_bytes'] / 2**30:.1f} GiB held "
+              f"(budget {s['key_cache']['budget_bytes'] / 2**30:.2f} GiB).", "",
               "| bytes | |", "| --- | --- |"]
     lines += [f"| {k} | {v:,} |" for k, v in res["bytes"].items()]
     val = res["validation"]

@@ -34,10 +34,14 @@ from .encoding import DEFAULT_ROTATION_SHIFT, masked_bits, rotations
 from .model import EyeResults
 from .templates import Templates
 
-__all__ = ["PRESETS", "keygen", "KeyHolder", "Querier", "Server", "Validation", "validate", "role_dir"]
+__all__ = ["PRESETS", "DEFAULT_KEY_CACHE_GB", "keygen", "KeyHolder", "Querier", "Server", "Validation", "validate", "role_dir"]
 
 #: Parameter presets of the core (``toy`` is insecure, for tests only).
 PRESETS = ("default", "toy")
+
+#: GiB of the server's Galois keys kept in memory by default (15 of the
+#: default preset's 0.4 GB keys; the core's ``irisstore.DefaultKeyCache``).
+DEFAULT_KEY_CACHE_GB = 6.0
 
 
 def role_dir(keys: str | Path, role: str) -> Path:
@@ -125,13 +129,19 @@ class Server:
         """Use the server's directory in ``keys``."""
         self.dir = role_dir(keys, "server")
 
-    def match(self, db: str | Path, query: str | Path, out: str | Path) -> dict:
+    def match(self, db: str | Path, query: str | Path, out: str | Path, key_cache_gb: float = DEFAULT_KEY_CACHE_GB) -> dict:
         """Match an encrypted query against an encrypted database; the result goes to ``out``.
 
-        Returns the stage timings (``stage_core_seconds`` are summed over
-        the worker threads) and counts (half-bootstraps, bootstraps).
+        ``key_cache_gb`` bounds the memory of the Galois keys (GiB; the rest
+        stay on disk and are read when needed: 16 GiB of them at the default
+        preset). Returns the stage timings (``stage_core_seconds`` are summed
+        over the worker threads), counts (half-bootstraps, bootstraps) and
+        the key cache's loads.
         """
-        res, _ = call("iris_match", {"server": str(self.dir), "db": str(db), "query": str(query), "out": str(out)})
+        if not key_cache_gb > 0:
+            raise InvalidArgument(f"key cache of {key_cache_gb} GiB: give a positive size")
+        res, _ = call("iris_match", {"server": str(self.dir), "db": str(db), "query": str(query), "out": str(out),
+                                     "key_cache_gb": float(key_cache_gb)})
         return res
 
 

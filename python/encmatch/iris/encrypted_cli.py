@@ -83,8 +83,10 @@ def cmd_match(args: argparse.Namespace) -> int:
     _fresh_output(args.out)
     _log(f"matching {args.query} against {args.db} ...")
     t0 = time.perf_counter()
-    res = E.Server(args.keys).match(args.db, args.query, args.out)
-    _log(f"{res['eyes']} eyes against {res['codes']} codes in {time.perf_counter() - t0:.1f} s -> {args.out}")
+    res = E.Server(args.keys).match(args.db, args.query, args.out, key_cache_gb=args.key_cache_gb)
+    kc = res["key_cache"]
+    _log(f"{res['eyes']} eyes against {res['codes']} codes in {time.perf_counter() - t0:.1f} s -> {args.out} "
+         f"(Galois keys: {kc['loads']} reads in {kc['load_seconds']:.1f} s, at most {kc['peak_bytes'] / 2**30:.1f} GiB held)")
     _emit(res, args.stats)
     return 0
 
@@ -128,11 +130,21 @@ def cmd_bench(args: argparse.Namespace) -> int:
         _log("warning: preset toy is INSECURE (small rings): its timings are not comparable with papers/004")
     with tempfile.TemporaryDirectory(dir=args.work) as work:
         res = run(args.out, Path(work), args.preset, args.gallery, args.eyes, args.enrolled, args.t,
-                  population=args.population, seed=args.seed, kappa=args.kappa)
+                  population=args.population, seed=args.seed, kappa=args.kappa,
+                  rotation_shift=args.rotation_shift, key_cache_gb=args.key_cache_gb, log=_log)
     print((args.out / "results.md").read_text())
     return 0 if res["validation"]["ok"] else EXIT_DISAGREE
 
 
+def _positive(text: str) -> float:
+    """An argparse type: a positive number."""
+    try:
+        v = float(text)
+    except ValueError:
+        v = float("nan")
+    if not v > 0 or v == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number")
+    return v
 
 
 def add_commands(sub: Any) -> None:
@@ -166,6 +178,8 @@ def add_commands(sub: Any) -> None:
     s.add_argument("--db", type=Path, required=True, help="encrypted database directory")
     s.add_argument("-o", "--out", type=Path, required=True, help="encrypted result file")
     s.add_argument("--stats", type=Path, default=None, help="write the timings JSON here instead of stdout")
+    s.add_argument("--key-cache-gb", type=_positive, default=E.DEFAULT_KEY_CACHE_GB,
+                   help="GiB of Galois keys kept in memory; the others are read from disk when needed (default: %(default)s)")
     s.set_defaults(func=cmd_match)
 
     s = sub.add_parser("decrypt", help="encrypted matching: decrypt a result (key holder)")
@@ -186,7 +200,11 @@ def add_commands(sub: Any) -> None:
     s.add_argument("--preset", choices=E.PRESETS, default="default", help="parameters (default: %(default)s)")
     s.add_argument("--kappa", type=int, default=None, help="comparator depth (default: the preset's)")
     s.add_argument("--gallery", type=int, default=16384, help="gallery codes (default: %(default)s)")
-    s.add_argument("--eyes", type=int, default=32, help="query eyes, 31 rotations each (default: %(default)s)")
+    s.add_argument("--eyes", type=int, default=32, help="query eyes (default: %(default)s)")
+    s.add_argument("--rotation-shift", type=int, default=DEFAULT_ROTATION_SHIFT,
+                   help="rotations -s..s of each eye, 2s+1 in all (default: %(default)s, open-iris's)")
+    s.add_argument("--key-cache-gb", type=_positive, default=E.DEFAULT_KEY_CACHE_GB,
+                   help="GiB of Galois keys the server keeps in memory (default: %(default)s)")
     s.add_argument("--enrolled", type=int, default=16, help="query eyes that are enrolled (default: %(default)s)")
     s.add_argument("--t", type=_threshold, default=0.34, help="fractional Hamming threshold (default: %(default)s)")
     s.add_argument("--population", choices=("daugman", "papers004"), default="daugman",
