@@ -49,12 +49,14 @@ func NewPipeline(p *scoreslots.Params, keys *scoreslots.Keys, kappa int, delta f
 	return &Pipeline{Slots: p, Classifier: cl, Delta: delta, Rotations: rotations, evals: evals}, nil
 }
 
-// Stats reports what a Match did: the time spent in each stage summed
-// over the workers (core-seconds, not wall time), and the counts.
+// Stats reports what a Match did: the time spent in each stage and the
+// counts. Lift, HalfBootstrap and Classify run on all workers at once and
+// are summed over them (core-seconds); Margins, Reduce and Gather are wall
+// time (the reduction parallelises inside).
 type Stats struct {
 	Wall                                   time.Duration
-	Margins, Lift, HalfBootstrap, Classify time.Duration
-	Reduce, Gather                         time.Duration
+	Lift, HalfBootstrap, Classify          time.Duration
+	Margins, Reduce, Gather                time.Duration
 	HalfBootstraps, Classified, Bootstraps int
 	// MarginBand is the comparator's band on the normalised margin: eyes
 	// whose best margin lies within it may read anything in [0, 1].
@@ -101,67 +103,67 @@ func (pl *Pipeline) Match(res *ccmm.SharedA, overlap func(row, col int) int) (*r
 	// last eye), so that chunk u of every output of a group holds eye u's
 	// values and the group reduces to its bits in one ciphertext.
 	pack, width := packing(pl.Slots), chunkWidth(pl.Slots)
-	groups := make([]*rlwe.Ciphertext, (eyes+pack-1)/pack)
-	err := parallel.For(len(groups), func(g int) error {
-		var values []*rlwe.Ciphertext
-		for t := 0; t < blocks; t++ {
-			for r := 0; r < pl.Rotations; r++ {
-				start := time.Now()
-				in := make([]*rlwe.Ciphertext, pack)
-				for u := range in {
-					e := min(g*pack+u, eyes-1)
-					ct, err := pl.Slots.LiftColumn(res, t, e*pl.Rotations+r, span) // the message is margin / span
-					if err != nil {
-						return err
-					}
-					in[u] = ct
-				}
-				stage(&mu, &st.Lift, start)
-				start = time.Now()
-				slots, err := pl.Slots.ToSlots(pl.evals[t], in)
-				if err != nil {
-					return fmt.Errorf("half-bootstrap: %w", err)
-				}
-				stage(&mu, &st.HalfBootstrap, start)
-				start = time.Now()
-				for _, ct := range slots {
-					v, err := pl.Classifier.Classify(ct)
-					if err != nil {
-						return fmt.Errorf("classification: %w", err)
-					}
-					values = append(values, v)
-				}
-				stage(&mu, &st.Classify, start)
-				mu.Lock()
-				st.HalfBootstraps++
-				st.Classified += len(slots)
-				mu.Unlock()
-			}
-		}
+	groups := (eyes + pack - 1) / pack
+	// Every (group, block, rotation) is one half-bootstrap and its
+	// classifications; values[g] collects group g's match values in a
+	// fixed order.
+	perGroup := blocks * pl.Rotations
+	classified := make([][]*rlwe.Ciphertext, groups*perGroup)
+	err := parallel.For(len(classified), func(job int) error {
+		g, t, r := job/perGroup, job%perGroup/pl.Rotations, job%pl.Rotations
 		start := time.Now()
-		red := NewReducer(pl.evals[0])
-		bits, err := red.AnyMatch(values, width)
-		if err != nil {
-			return err
+		in := make([]*rlwe.Ciphertext, pack)
+		for u := range in {
+			e := min(g*pack+u, eyes-1)
+			ct, err := pl.Slots.LiftColumn(res, t, e*pl.Rotations+r, span) // the message is margin / span
+			if err != nil {
+				return err
+			}
+			in[u] = ct
 		}
-		groups[g] = bits
-		stage(&mu, &st.Reduce, start)
+		stage(&mu, &st.Lift, start)
+		start = time.Now()
+		slots, err := pl.Slots.ToSlots(pl.evals[t], in)
+		if err != nil {
+			return fmt.Errorf("half-bootstrap: %w", err)
+		}
+		stage(&mu, &st.HalfBootstrap, start)
+		start = time.Now()
+		for _, ct := range slots {
+			v, err := pl.Classifier.Classify(ct)
+			if err != nil {
+				return fmt.Errorf("classification: %w", err)
+			}
+			classified[job] = append(classified[job], v)
+		}
+		stage(&mu, &st.Classify, start)
 		mu.Lock()
-		st.Bootstraps += red.Bootstraps
+		st.HalfBootstraps++
+		st.Classified += len(slots)
 		mu.Unlock()
 		return nil
 	})
 	if err != nil {
 		return nil, nil, err
 	}
+	values := make([][]*rlwe.Ciphertext, groups)
+	for job, vs := range classified {
+		values[job/perGroup] = append(values[job/perGroup], vs...)
+	}
 	start := time.Now()
 	red := NewReducer(pl.evals[0])
-	out, err := red.Gather(groups, eyes, pack, width)
+	bits, err := red.AnyMatch(values, width)
+	if err != nil {
+		return nil, nil, err
+	}
+	st.Reduce = time.Since(start)
+	start = time.Now()
+	out, err := red.Gather(bits, eyes, pack, width)
 	if err != nil {
 		return nil, nil, err
 	}
 	st.Gather = time.Since(start)
-	st.Bootstraps += red.Bootstraps
+	st.Bootstraps = red.Bootstraps()
 	st.Wall = time.Since(begin)
 	return out, st, nil
 }

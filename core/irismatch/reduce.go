@@ -2,8 +2,11 @@ package irismatch
 
 import (
 	"fmt"
+	"slices"
+	"sync/atomic"
 
 	"encmatch/core/errs"
+	"encmatch/core/parallel"
 	"encmatch/core/scoreslots"
 
 	"github.com/tuneinsight/lattigo/v6/circuits/ckks/bootstrapping"
@@ -20,12 +23,15 @@ import (
 // than two levels left is bootstrapped (Lattigo's full bootstrap in the
 // ring N2) and cleaned before its next product.
 type Reducer struct {
-	params ckks.Parameters
-	eval   *ckks.Evaluator
-	btp    *bootstrapping.Evaluator
-	// Bootstraps counts the bootstraps run (for the benchmark's report).
-	Bootstraps int
+	params     ckks.Parameters
+	eval       *ckks.Evaluator
+	btp        *bootstrapping.Evaluator
+	bootstraps atomic.Int64
 }
+
+// Bootstraps is the number of bootstraps run so far (for the benchmark's
+// report; a pair of ciphertexts bootstrapped together counts once).
+func (r *Reducer) Bootstraps() int { return int(r.bootstraps.Load()) }
 
 // ReducerGaloisElements are the Galois elements the reduction's rotations
 // need after the half-bootstraps of p: rotations by 2^i below the chunk
@@ -54,33 +60,107 @@ func NewReducer(btp *bootstrapping.Evaluator) *Reducer {
 	return &Reducer{params: btp.BootstrappingParameters, eval: btp.Evaluator, btp: btp}
 }
 
-// level1 returns ct if it has a level to spend and one more, else its
-// bootstrap, cleaned. The spare level is the bootstrap's: Lattigo's
-// bootstrap of a ciphertext at level 0 needs its scale to be an exact
-// power of two, which products of drifting scales are not; from level 1 it
-// matches the scale itself.
-func (r *Reducer) level1(ct *rlwe.Ciphertext) (*rlwe.Ciphertext, error) {
-	if ct.Level() >= 2 {
-		return ct, nil
+// refresh replaces every ciphertext of cts below level min by its
+// bootstrap, cleaned (min is at least 2: a bootstrap starts from level 1 or
+// more, as Lattigo's bootstrap of a ciphertext at level 0 needs its scale to
+// be an exact power of two, which products of drifting scales are not; from
+// level 1 it matches the scale itself). Two ciphertexts at the same level
+// and scale share one bootstrap: their values are real, so z = a + i b
+// carries both, and after the bootstrap z + conj(z) = 2a and
+// -i (z - conj(z)) = 2b, whose cleaning also halves them. The bootstraps run
+// in parallel. It reports which ciphertexts it replaced.
+func (r *Reducer) refresh(cts []*rlwe.Ciphertext, min int) ([]bool, error) {
+	fresh := make([]bool, len(cts))
+	var low []int
+	for i, ct := range cts {
+		if ct.Level() < min {
+			low = append(low, i)
+			fresh[i] = true
+		}
 	}
-	return r.bootstrap(ct)
+	var jobs [][]int
+	for len(low) > 0 {
+		i, mate := low[0], -1
+		for k, j := range low[1:] {
+			if cts[j].Level() == cts[i].Level() && cts[j].Scale.Equal(cts[i].Scale) {
+				mate = k + 1
+				break
+			}
+		}
+		if mate < 0 {
+			jobs, low = append(jobs, []int{i}), low[1:]
+			continue
+		}
+		jobs = append(jobs, []int{i, low[mate]})
+		low = append(low[1:mate], low[mate+1:]...)
+	}
+	return fresh, parallel.For(len(jobs), func(k int) error {
+		job := jobs[k]
+		if len(job) == 1 {
+			out, err := r.bootstrap(cts[job[0]])
+			cts[job[0]] = out
+			return err
+		}
+		a, b, err := r.bootstrapPair(cts[job[0]], cts[job[1]])
+		cts[job[0]], cts[job[1]] = a, b
+		return err
+	})
 }
 
 // bootstrap returns ct bootstrapped and cleaned.
 func (r *Reducer) bootstrap(ct *rlwe.Ciphertext) (*rlwe.Ciphertext, error) {
-	r.Bootstraps++
+	r.bootstraps.Add(1)
 	out, err := r.btp.Evaluate(ct)
 	if err != nil {
 		return nil, fmt.Errorf("bootstrap in the reduction: %w", err)
 	}
-	return r.clean(out)
+	return r.clean(out, false)
+}
+
+// bootstrapPair returns a and b (real values, same level and scale)
+// bootstrapped together and cleaned.
+func (r *Reducer) bootstrapPair(a, b *rlwe.Ciphertext) (*rlwe.Ciphertext, *rlwe.Ciphertext, error) {
+	z, err := r.eval.MulNew(b, 1i) // a Gaussian integer: exact, no level
+	if err != nil {
+		return nil, nil, err
+	}
+	if err = r.eval.Add(z, a, z); err != nil {
+		return nil, nil, err
+	}
+	r.bootstraps.Add(1)
+	if z, err = r.btp.Evaluate(z); err != nil {
+		return nil, nil, fmt.Errorf("bootstrap in the reduction: %w", err)
+	}
+	conj, err := r.eval.ConjugateNew(z)
+	if err != nil {
+		return nil, nil, err
+	}
+	re, err := r.eval.AddNew(z, conj)
+	if err != nil {
+		return nil, nil, err
+	}
+	im, err := r.eval.SubNew(z, conj)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err = r.eval.Mul(im, -1i, im); err != nil {
+		return nil, nil, err
+	}
+	if re, err = r.clean(re, true); err != nil {
+		return nil, nil, err
+	}
+	im, err = r.clean(im, true)
+	return re, im, err
 }
 
 // clean applies h(x) = 3x^2 - 2x^3 (two levels), which maps [0, 1] onto
 // itself and an error e near 0 or 1 to 3e^2 - 2e^3: a bootstrap's error on
 // values near 0 or 1 (about 2^-15 at the toy ring), which the products over
-// hundreds of thousands of slots would add up, drops below 10^-8.
-func (r *Reducer) clean(x *rlwe.Ciphertext) (*rlwe.Ciphertext, error) {
+// hundreds of thousands of slots would add up, drops below 10^-8. With
+// doubled, x holds 2v and the result is h(v) = (2v)^2 (3 - 2v) / 4, still
+// two levels (the quarter is a constant product on the second factor,
+// which has a level to spare).
+func (r *Reducer) clean(x *rlwe.Ciphertext, doubled bool) (*rlwe.Ciphertext, error) {
 	if x.Level() < 2 {
 		return nil, fmt.Errorf("%w: cleaning needs 2 levels, the ciphertext has %d", errs.ErrInvalid, x.Level())
 	}
@@ -91,12 +171,27 @@ func (r *Reducer) clean(x *rlwe.Ciphertext) (*rlwe.Ciphertext, error) {
 	if err := r.eval.Rescale(x2, x2); err != nil {
 		return nil, err
 	}
-	t, err := r.eval.MulNew(x, -2)
-	if err != nil {
-		return nil, err
-	}
-	if err := r.eval.Add(t, 3, t); err != nil {
-		return nil, err
+	var t *rlwe.Ciphertext
+	if doubled { // t = (3 - 2v) / 4 = (3 - x) / 4
+		if t, err = r.eval.MulNew(x, -1); err != nil {
+			return nil, err
+		}
+		if err := r.eval.Add(t, 3, t); err != nil {
+			return nil, err
+		}
+		if err := r.eval.Mul(t, 0.25, t); err != nil {
+			return nil, err
+		}
+		if err := r.eval.Rescale(t, t); err != nil {
+			return nil, err
+		}
+	} else { // t = 3 - 2x
+		if t, err = r.eval.MulNew(x, -2); err != nil {
+			return nil, err
+		}
+		if err := r.eval.Add(t, 3, t); err != nil {
+			return nil, err
+		}
 	}
 	out, err := r.eval.MulRelinNew(x2, t)
 	if err != nil {
@@ -105,15 +200,8 @@ func (r *Reducer) clean(x *rlwe.Ciphertext) (*rlwe.Ciphertext, error) {
 	return out, r.eval.Rescale(out, out)
 }
 
-// mul returns a * b, relinearised and rescaled.
+// mul returns a * b, relinearised and rescaled (both at level 2 or more).
 func (r *Reducer) mul(a, b *rlwe.Ciphertext) (*rlwe.Ciphertext, error) {
-	var err error
-	if a, err = r.level1(a); err != nil {
-		return nil, err
-	}
-	if b, err = r.level1(b); err != nil {
-		return nil, err
-	}
 	out, err := r.eval.MulRelinNew(a, b)
 	if err != nil {
 		return nil, err
@@ -130,66 +218,104 @@ func (r *Reducer) complement(v *rlwe.Ciphertext) (*rlwe.Ciphertext, error) {
 	return w, r.eval.Add(w, 1, w)
 }
 
-// AnyMatch reduces match values laid out in chunks of width slots (chunk
-// u of every input holds values of one query eye, the same eye in every
-// input): the slot at the start of chunk u of the output holds
-// 1 - prod over the inputs and chunk u's slots of (1 - v), 1 if some value
-// of that eye is 1, 0 if every one is 0. Other slots hold products that
-// straddle two chunks: Gather masks them away.
-func (r *Reducer) AnyMatch(vs []*rlwe.Ciphertext, width int) (*rlwe.Ciphertext, error) {
-	if len(vs) == 0 {
-		return nil, fmt.Errorf("%w: no match values to reduce", errs.ErrInvalid)
-	}
+// AnyMatch reduces the match values of several groups of query eyes, laid
+// out in chunks of width slots (chunk u of every input of a group holds
+// values of one query eye, the same eye in every input of the group): the
+// slot at the start of chunk u of output g holds 1 - prod over group g's
+// inputs and chunk u's slots of (1 - v), 1 if some value of that eye is 1,
+// 0 if every one is 0. Other slots hold products that straddle two chunks:
+// Gather masks them away. The groups go through the product tree together,
+// so that the ciphertexts that need a bootstrap at the same step share them
+// two by two (refresh).
+func (r *Reducer) AnyMatch(groups [][]*rlwe.Ciphertext, width int) ([]*rlwe.Ciphertext, error) {
 	if width < 1 || width&(width-1) != 0 || width > r.params.MaxSlots() {
 		return nil, fmt.Errorf("%w: chunks of %d slots (a power of two up to %d)", errs.ErrInvalid, width, r.params.MaxSlots())
 	}
-	ws := make([]*rlwe.Ciphertext, len(vs))
-	for i, v := range vs {
-		var err error
-		if ws[i], err = r.complement(v); err != nil {
-			return nil, err
+	ws := make([][]*rlwe.Ciphertext, len(groups))
+	for g, vs := range groups {
+		if len(vs) == 0 {
+			return nil, fmt.Errorf("%w: no match values to reduce in group %d", errs.ErrInvalid, g)
 		}
-	}
-	for len(ws) > 1 {
-		next := ws[:0:0]
-		for i := 0; i+1 < len(ws); i += 2 {
-			p, err := r.mul(ws[i], ws[i+1])
-			if err != nil {
+		ws[g] = make([]*rlwe.Ciphertext, len(vs))
+		for i, v := range vs {
+			var err error
+			if ws[g][i], err = r.complement(v); err != nil {
 				return nil, err
 			}
-			next = append(next, p)
 		}
-		if len(ws)%2 == 1 {
-			next = append(next, ws[len(ws)-1])
+	}
+	// The product across each group's ciphertexts, pairwise, a layer at a
+	// time over all groups.
+	for {
+		var operands []*rlwe.Ciphertext
+		var pairs [][2]int // group, index of the first factor
+		for g := range ws {
+			for i := 0; i+1 < len(ws[g]); i += 2 {
+				operands = append(operands, ws[g][i], ws[g][i+1])
+				pairs = append(pairs, [2]int{g, i})
+			}
+		}
+		if len(pairs) == 0 {
+			break
+		}
+		if _, err := r.refresh(operands, 2); err != nil {
+			return nil, err
+		}
+		prods := make([]*rlwe.Ciphertext, len(pairs))
+		if err := parallel.For(len(pairs), func(k int) (err error) {
+			prods[k], err = r.mul(operands[2*k], operands[2*k+1])
+			return err
+		}); err != nil {
+			return nil, err
+		}
+		next := make([][]*rlwe.Ciphertext, len(ws))
+		for k, p := range pairs {
+			next[p[0]] = append(next[p[0]], prods[k])
+		}
+		for g := range ws {
+			if len(ws[g])%2 == 1 {
+				next[g] = append(next[g], ws[g][len(ws[g])-1])
+			}
 		}
 		ws = next
 	}
-	w := ws[0]
+	w := make([]*rlwe.Ciphertext, len(ws))
+	for g := range ws {
+		w[g] = ws[g][0]
+	}
+	// The product across the slots of each chunk: rotations by 1, 2, 4, ...
 	for step := 1; step < width; step *= 2 {
-		var err error
-		if w, err = r.level1(w); err != nil {
+		if _, err := r.refresh(w, 2); err != nil {
 			return nil, err
 		}
-		rot, err := r.eval.RotateNew(w, step)
-		if err != nil {
-			return nil, err
-		}
-		if w, err = r.mul(w, rot); err != nil {
+		if err := parallel.For(len(w), func(g int) error {
+			rot, err := r.eval.RotateNew(w[g], step)
+			if err != nil {
+				return err
+			}
+			w[g], err = r.mul(w[g], rot)
+			return err
+		}); err != nil {
 			return nil, err
 		}
 	}
 	// A last cleaning takes the sum of the match values' small errors off
 	// the eye's value (a bootstrap cleans by itself).
-	var err error
-	if w.Level() < 3 {
-		w, err = r.bootstrap(w)
-	} else {
-		w, err = r.clean(w)
-	}
+	fresh, err := r.refresh(w, 3)
 	if err != nil {
 		return nil, err
 	}
-	return r.complement(w)
+	for g := range w {
+		if !fresh[g] {
+			if w[g], err = r.clean(w[g], false); err != nil {
+				return nil, err
+			}
+		}
+		if w[g], err = r.complement(w[g]); err != nil {
+			return nil, err
+		}
+	}
+	return w, nil
 }
 
 // EyeSlot is the slot of Gather's output that holds eye e when eyes come
@@ -210,14 +336,14 @@ func (r *Reducer) Gather(groups []*rlwe.Ciphertext, eyes, size, width int) (*rlw
 	if eyes < 1 || size < 1 || size*width > slots || len(groups) != (eyes+size-1)/size || len(groups) > width {
 		return nil, fmt.Errorf("%w: %d eyes in %d groups of %d chunks of %d slots", errs.ErrInvalid, eyes, len(groups), size, width)
 	}
+	groups = slices.Clone(groups)
+	if _, err := r.refresh(groups, 2); err != nil {
+		return nil, err
+	}
 	level := -1
-	for i, b := range groups {
-		var err error
-		if groups[i], err = r.level1(b); err != nil {
-			return nil, err
-		}
-		if level < 0 || groups[i].Level() < level {
-			level = groups[i].Level()
+	for _, b := range groups {
+		if level < 0 || b.Level() < level {
+			level = b.Level()
 		}
 	}
 	enc := ckks.NewEncoder(r.params)

@@ -134,8 +134,8 @@ class Server:
 
         ``key_cache_gb`` bounds the memory of the Galois keys (GiB; the rest
         stay on disk and are read when needed: 16 GiB of them at the default
-        preset). Returns the stage timings (``stage_core_seconds`` are summed
-        over the worker threads), counts (half-bootstraps, bootstraps) and
+        preset). Returns the stage timings (``stage_core_seconds`` summed
+        over the worker threads, ``stage_wall_seconds`` wall time), counts (half-bootstraps, bootstraps) and
         the key cache's loads.
         """
         if not key_cache_gb > 0:
