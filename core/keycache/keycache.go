@@ -1,13 +1,17 @@
 // Package keycache keeps evaluation keys on disk and a bounded number of
 // them in memory: Set is an rlwe.EvaluationKeySet whose Galois keys are
-// loaded on first use and evicted, least recently used first, once the
-// keys held exceed a byte budget. The relinearisation key stays resident.
+// loaded on first use and evicted once the keys held exceed a byte budget.
+// The relinearisation key stays resident.
 //
 // It exists for the iris bootstrapping ring (N = 2^16, log QP 1,734), whose
-// ~40 Galois keys take 16 GiB: more than a 24 GB server can hold beside
-// the bootstrapping's DFT matrices and a database. A bootstrap uses the
-// keys of one CoeffsToSlots or SlotsToCoeffs level at a time, so a budget of
-// a few keys per level costs some reloads, not correctness.
+// 39 Galois keys take 16 GiB: more than a 24 GB server can hold beside the
+// bootstrapping's DFT matrices and a database. A bootstrap cycles through
+// 38 of them (its CoeffsToSlots and SlotsToCoeffs levels, in the same order
+// every time), so the eviction policy is the one for loops longer than the
+// cache: the most recently used key goes first (the one just loaded
+// excepted). Least recently used first would miss on every use of such a
+// loop; this policy keeps a fixed part of it resident (about budget / key
+// size - 1 hits per pass).
 package keycache
 
 import (
@@ -112,13 +116,13 @@ func (s *Set) GetGaloisKey(galEl uint64) (*rlwe.GaloisKey, error) {
 	return key, err
 }
 
-// evict drops least recently used keys until the held bytes fit the
-// budget (the most recent key always stays until the next load). Callers
-// that already hold an evicted key keep using it; the garbage collector
-// frees it after them.
+// evict drops the most recently used keys but the one just loaded (the
+// front) until the held bytes fit the budget; the key just loaded always
+// stays until the next load. Callers that already hold an evicted key keep
+// using it; the garbage collector frees it after them.
 func (s *Set) evict() {
 	for s.stats.HeldBytes > s.budget && s.lru.Len() > 1 {
-		e := s.lru.Remove(s.lru.Back()).(*entry)
+		e := s.lru.Remove(s.lru.Front().Next()).(*entry)
 		e.elem = nil
 		delete(s.entries, e.galEl)
 		s.stats.HeldBytes -= e.size

@@ -62,31 +62,52 @@ func elements(keys map[uint64]*rlwe.GaloisKey) []uint64 {
 	return out
 }
 
-func TestBudgetEvictsLeastRecentlyUsed(t *testing.T) {
+// TestBudgetEvictsMostRecentlyUsed: with room for two keys, a third
+// evicts the most recently used one before it; the budget is kept.
+func TestBudgetEvictsMostRecentlyUsed(t *testing.T) {
 	params, _, keys := fixture(t, 3)
 	g1, g2, g3 := params.GaloisElement(1), params.GaloisElement(2), params.GaloisElement(3)
 	size := int64(keys[g1].BinarySize())
 	c := &counting{keys: keys}
 	s := New(nil, elements(keys), 2*size, c.load)
-	for _, g := range []uint64{g1, g2, g1, g3} { // g3 evicts g2 (g1 was used after it)
+	for _, g := range []uint64{g1, g2, g1, g3, g2, g1} { // g3 evicts g1 (used just before it); g1 is read again
 		k, err := s.GetGaloisKey(g)
 		if err != nil || k != keys[g] {
 			t.Fatalf("element %d: %v", g, err)
 		}
 	}
-	if _, err := s.GetGaloisKey(g1); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.GetGaloisKey(g2); err != nil {
-		t.Fatal(err)
-	}
-	if c.count(g1) != 1 || c.count(g2) != 2 || c.count(g3) != 1 {
-		t.Fatalf("loads: g1 %d, g2 %d, g3 %d; want 1, 2, 1", c.count(g1), c.count(g2), c.count(g3))
+	if c.count(g1) != 2 || c.count(g2) != 1 || c.count(g3) != 1 {
+		t.Fatalf("loads: g1 %d, g2 %d, g3 %d; want 2, 1, 1", c.count(g1), c.count(g2), c.count(g3))
 	}
 	st := s.Stats()
 	if st.Loads != 4 || st.Hits != 2 || st.HeldBytes != 2*size || st.PeakBytes != 3*size {
 		t.Fatalf("stats %+v (key %d bytes)", st, size)
 	}
+}
+
+// TestLoopLongerThanTheBudget: a bootstrap's pattern, the same keys in the
+// same order again and again, more of them than the budget holds: after
+// the first pass, every pass hits on at least budget - 1 keys (least
+// recently used first would hit on none).
+func TestLoopLongerThanTheBudget(t *testing.T) {
+	_, _, keys := fixture(t, 6)
+	loop := elements(keys)
+	size := int64(keys[loop[0]].BinarySize())
+	c := &counting{keys: keys}
+	const budget, passes = 3, 5
+	s := New(nil, loop, budget*size, c.load)
+	for p := 0; p < passes; p++ {
+		for _, g := range loop {
+			if _, err := s.GetGaloisKey(g); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	st := s.Stats()
+	if max := len(loop) + (passes-1)*(len(loop)-(budget-1)); st.Loads > max || st.HeldBytes > budget*size {
+		t.Fatalf("%d loads for %d passes over %d keys with room for %d (want at most %d); %d bytes held", st.Loads, passes, len(loop), budget, max, st.HeldBytes)
+	}
+	t.Logf("%d loads, %d hits", st.Loads, st.Hits)
 }
 
 func TestConcurrentRequestsShareOneLoad(t *testing.T) {
