@@ -31,14 +31,14 @@ type Preset struct {
 var Toy = Preset{
 	Name: "toy", Insecure: true, Kappa: 12,
 	CCMM: ccmm.Literal{LogNDB: 10, LogNQ: 9, LogQ: []int{20, 20, 20}, LogK: []int{20, 20, 20}, LogScale: 20, Inner: 1 << 14},
-	Slots: scoreslots.Literal{LogN2: 12, LogQ0: 55, LogP: []int{61}, ScoreBits: 15, Levels: 14, LogLevel: 40,
+	Slots: scoreslots.Literal{LogN2: 12, LogQ0: 55, LogP: []int{61}, ScoreBits: 15, Levels: 14, LogLevel: 36,
 		Bootstrapping: scoreslots.DenseBootstrapping(160, 6, 56)},
 }
 
 // Default is the 128-bit preset: the CCMM of ccmm.IrisBootstrap (database
 // ring 2^14, query ring 2^13, log Q*K 123.2) and the half-bootstrap of
 // scoreslots.IrisSecure into ring 2^16 (uniform ternary secret, no
-// sparse-secret encapsulation, log QP 1,734 <= 1,772; docs/IRIS.md, "The
+// sparse-secret encapsulation, log QP 1,750 <= 1,772; docs/IRIS.md, "The
 // secure preset").
 var Default = Preset{Name: "default", Kappa: 12, CCMM: ccmm.IrisBootstrap, Slots: scoreslots.IrisSecure}
 

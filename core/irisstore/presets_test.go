@@ -10,7 +10,7 @@ import (
 // TestPresetSecurity: the default preset passes every 128-bit check (the
 // CCMM's database and query secrets, the residual secret at q0, the
 // bootstrapping ring's uniform ternary secret, no encapsulation) and holds
-// the comparator after a half-bootstrap; the toy preset fails the checks.
+// the comparator and two product layers after a half-bootstrap; the toy preset fails the checks.
 func TestPresetSecurity(t *testing.T) {
 	p, err := Build("default", 0)
 	if err != nil {
@@ -26,8 +26,8 @@ func TestPresetSecurity(t *testing.T) {
 	if p.Slots.Bootstrap.EphemeralSecretWeight != 0 {
 		t.Fatal("the default preset uses sparse-secret encapsulation")
 	}
-	if lvl := p.Slots.Bootstrap.SlotsToCoeffsParameters.LevelQ; lvl < p.Kappa+2 {
-		t.Fatalf("%d levels after the half-bootstrap, the comparator needs %d and the reduction 2", lvl, p.Kappa)
+	if lvl := p.Slots.Bootstrap.SlotsToCoeffsParameters.LevelQ; lvl < p.Kappa+4 {
+		t.Fatalf("%d levels after the half-bootstrap: the comparator needs %d and the reduction's first two product layers 2 more", lvl, p.Kappa)
 	}
 	toy, err := Build("toy", 0)
 	if err != nil {

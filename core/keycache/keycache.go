@@ -3,7 +3,7 @@
 // loaded on first use and evicted once the keys held exceed a byte budget.
 // The relinearisation key stays resident.
 //
-// It exists for the iris bootstrapping ring (N = 2^16, log QP 1,734), whose
+// It exists for the iris bootstrapping ring (N = 2^16, log QP 1,750), whose
 // 39 Galois keys take 16 GiB: more than a 24 GB server can hold beside the
 // bootstrapping's DFT matrices and a database. A bootstrap cycles through
 // 38 of them (its CoeffsToSlots and SlotsToCoeffs levels, in the same order

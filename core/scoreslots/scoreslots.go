@@ -71,13 +71,14 @@ func DenseBootstrapping(k, doubleAngle, degree int) bootstrapping.ParametersLite
 
 // IrisSecure is the 128-bit half-bootstrap after ccmm.IrisBootstrap
 // (docs/IRIS.md, "The secure preset"): ring 2^16, uniform ternary secret
-// without encapsulation (log QP 1,734 <= 1,772). K = 640 covers the dense
+// without encapsulation (log QP 1,750 <= 1,772). K = 640 covers the dense
 // secret's |I| (standard deviation 60.3) with a failure probability below
 // 2^-62 per bootstrap (Chernoff bound); the cosine of degree 127 with 6
-// double angles keeps EvalMod at 13 levels of 60 bits; 11 residual levels
-// of 40 bits plus the 3 of SlotsToCoeffs (40 bits too, usable after a
-// half-bootstrap) hold the comparator at kappa 12.
-var IrisSecure = Literal{LogN2: 16, LogQ0: 55, LogP: []int{61}, ScoreBits: 15, Levels: 11, LogLevel: 40,
+// double angles keeps EvalMod at 13 levels of 60 bits. 13 residual levels
+// of 36 bits plus the 3 of SlotsToCoeffs (36 bits too, usable after a
+// half-bootstrap) hold the comparator at kappa 12 and leave 4 levels: the
+// reduction's first two product layers run before its first bootstrap.
+var IrisSecure = Literal{LogN2: 16, LogQ0: 55, LogP: []int{61}, ScoreBits: 15, Levels: 13, LogLevel: 36,
 	Bootstrapping: func() bootstrapping.ParametersLiteral {
 		b := DenseBootstrapping(640, 6, 127)
 		b.LogP = []int{61, 61, 61}
