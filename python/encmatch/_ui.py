@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 from typing import TextIO
 
 from .client import AUTO, STRATEGIES
+from .results import MembershipResult, Result
 
 __all__ = [
     "INSECURE_BANNER",
@@ -18,6 +20,7 @@ __all__ = [
     "gigabytes",
     "add_strategy_arguments",
     "add_memory_budget_argument",
+    "print_answer",
 ]
 
 #: Printed whenever the toy (insecure) preset is in use.
@@ -121,3 +124,17 @@ def add_strategy_arguments(p: argparse.ArgumentParser, *, choice: bool = True, m
                        help="expected gallery size in vectors, for the model (default: one group)")
         p.add_argument("--workers", type=_count(0), default=0,
                        help="server cores, for the model (default: 0 = this machine's)")
+
+
+def print_answer(res: Result, as_json: bool = False) -> None:
+    """Print a decrypted answer (labels beside the positions when there are labels)."""
+    if as_json:
+        print(json.dumps(res.to_dict()))
+    elif isinstance(res, MembershipResult):
+        raw = f" (raw {res.raw_count:.3f})" if res.raw_count is not None else ""
+        print(f"membership: {'ENROLLED' if res.enrolled else 'not enrolled'}; {res.count} match(es){raw}")
+    else:
+        print(f"identification: {res.count} match(es)")
+        for i, p in enumerate(res.positions):
+            label = f"  {res.labels[i]}" if res.labels and res.labels[i] else ""
+            print(f"  {int(p)}{label}")

@@ -54,6 +54,7 @@ from ._ui import (
     describe_params,
     describe_strategy,
     fmt_bytes,
+    print_answer,
     warn_if_insecure,
 )
 from .client import (
@@ -76,7 +77,7 @@ from .cluster import cli as cluster_commands
 from .faces import commands as face_commands
 from .index import decrypted_to_result
 from .service import commands as service_commands
-from .results import MODES, MembershipResult, Result
+from .results import MODES
 from .defaults import DEFAULT_KAPPA
 
 __all__ = ["main", "build_parser"]
@@ -177,20 +178,6 @@ def check_same_delta(index_delta: float, delta: float | None) -> None:
     if delta is not None and float(delta) != float(index_delta):
         raise InvalidArgument(f"the threshold belongs to the index: it was fixed at {index_delta} when the index was "
                               f"created, and no enrollment or search can use another (--delta {delta})")
-
-
-def print_answer(res: Result, as_json: bool = False) -> None:
-    """Print a decrypted answer (labels beside the positions when there are labels)."""
-    if as_json:
-        print(json.dumps(res.to_dict()))
-    elif isinstance(res, MembershipResult):
-        raw = f" (raw {res.raw_count:.3f})" if res.raw_count is not None else ""
-        print(f"membership: {'ENROLLED' if res.enrolled else 'not enrolled'}; {res.count} match(es){raw}")
-    else:
-        print(f"identification: {res.count} match(es)")
-        for i, p in enumerate(res.positions):
-            label = f"  {res.labels[i]}" if res.labels and res.labels[i] else ""
-            print(f"  {int(p)}{label}")
 
 
 def _read_query(path: Path, field: str, row: int | None) -> np.ndarray:

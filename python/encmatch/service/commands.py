@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from ..cluster.cli import add_backend_arguments, backend_from_args
-from .._ui import add_memory_budget_argument, fmt_bytes, warn_if_insecure
+from .._ui import add_memory_budget_argument, fmt_bytes, print_answer, warn_if_insecure
 from ..client import Client, Enroller, manifest_delta
 from ..errors import InvalidArgument, NotFound
 
@@ -260,7 +260,6 @@ def remote_query(args: argparse.Namespace, vector: np.ndarray) -> int:
               f"({timings['search_seconds']:.2f} s searching, {timings['queue_seconds']:.2f} s queued)")
         print(f"result: {fmt_bytes(len(result))} -> {args.out}")
         if getattr(args, "decrypt", False):
-            from ..cli import print_answer
             from ..index import decrypted_to_result
             from .remote import remote_labels as fetch_labels
 
