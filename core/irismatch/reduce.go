@@ -171,25 +171,24 @@ func (r *Reducer) clean(x *rlwe.Ciphertext, doubled bool) (*rlwe.Ciphertext, err
 	if err := r.eval.Rescale(x2, x2); err != nil {
 		return nil, err
 	}
-	var t *rlwe.Ciphertext
-	if doubled { // t = (3 - 2v) / 4 = (3 - x) / 4
-		if t, err = r.eval.MulNew(x, -1); err != nil {
-			return nil, err
-		}
-		if err := r.eval.Add(t, 3, t); err != nil {
-			return nil, err
-		}
+	// t = 3 - 2x; when x holds 2v, t = (3 - 2v) / 4 = (3 - x) / 4 (the
+	// quarter, a constant product, spends the level t has to spare).
+	slope := -2
+	if doubled {
+		slope = -1
+	}
+	t, err := r.eval.MulNew(x, slope)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.eval.Add(t, 3, t); err != nil {
+		return nil, err
+	}
+	if doubled {
 		if err := r.eval.Mul(t, 0.25, t); err != nil {
 			return nil, err
 		}
 		if err := r.eval.Rescale(t, t); err != nil {
-			return nil, err
-		}
-	} else { // t = 3 - 2x
-		if t, err = r.eval.MulNew(x, -2); err != nil {
-			return nil, err
-		}
-		if err := r.eval.Add(t, 3, t); err != nil {
 			return nil, err
 		}
 	}
