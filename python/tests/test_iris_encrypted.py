@@ -145,6 +145,10 @@ def test_bad_input(keys, db, tmp_path, data):
         assert e.value.code == 2
     with pytest.raises(InvalidArgument):
         E.Server(keys).match(db, q, tmp_path / "r.bin", key_cache_gb=0)
+    # A bad rotation shift stops the benchmark before key generation.
+    assert main(["iris", "bench", "--preset", "toy", "--gallery", "10", "--eyes", "1", "--enrolled", "1",
+                 "--rotation-shift", "-1", "--out", str(tmp_path / "bench"), "--work", str(tmp_path)]) == 2
+    assert not (tmp_path / "bench").exists()
 
 
 def test_many_scores_crowd_the_threshold(keys, tmp_path):

@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 from ..bench import RssSampler
 from . import encrypted as E
-from .encoding import DEFAULT_ROTATION_SHIFT
+from .encoding import DEFAULT_ROTATION_SHIFT, shifts
 from .generator import POPULATIONS, generate
 from .model import match as model_match
 
@@ -46,6 +46,7 @@ def run(out: Path, work: Path, preset: str, gallery_size: int, eyes: int, enroll
     ``log`` receives a line as each step starts and ends (long runs at the
     default preset take hours).
     """
+    shifts(rotation_shift)  # a bad shift fails now, not after key generation and enrollment
     out.mkdir(parents=True, exist_ok=True)
     work.mkdir(parents=True, exist_ok=True)
     steps: dict[str, float] = {}
