@@ -147,11 +147,9 @@ func irisMatch(args, _ []byte) (any, []byte, error) {
 		"eyes": q.Eyes, "rotations": q.Rotations, "codes": db.Meta.Codes, "blocks": db.Meta.Blocks,
 		"load_seconds": load.Seconds(), "product_seconds": st.Product.Seconds(),
 		"pipeline_seconds": st.Wall.Seconds(), "seconds": time.Since(start).Seconds(),
-		"stage_core_seconds": map[string]float64{
-			"lift": st.Lift.Seconds(), "half_bootstrap": st.HalfBootstrap.Seconds(), "classify": st.Classify.Seconds(),
-		},
 		"stage_wall_seconds": map[string]float64{
-			"margins": st.Margins.Seconds(), "reduce": st.Reduce.Seconds(), "gather": st.Gather.Seconds(),
+			"margins": st.Margins.Seconds(), "lift": st.Lift.Seconds(), "half_bootstrap": st.HalfBootstrap.Seconds(),
+			"classify": st.Classify.Seconds(), "reduce": st.Reduce.Seconds(), "gather": st.Gather.Seconds(),
 		},
 		"half_bootstraps": st.HalfBootstraps, "classified": st.Classified, "bootstraps": st.Bootstraps,
 		"margin_band": st.MarginBand,

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync/atomic"
 
+	"encmatch/core/dftbatch"
 	"encmatch/core/errs"
 	"encmatch/core/parallel"
 	"encmatch/core/scoreslots"
@@ -60,20 +61,21 @@ func NewReducer(btp *bootstrapping.Evaluator) *Reducer {
 	return &Reducer{params: btp.BootstrappingParameters, eval: btp.Evaluator, btp: btp}
 }
 
-// refresh replaces every ciphertext of cts below level min by its
-// bootstrap, cleaned (min is at least 2: a bootstrap starts from level 1 or
+// refresh replaces every ciphertext of cts below level minLevel by its
+// bootstrap, cleaned (minLevel is at least 2: a bootstrap starts from level 1 or
 // more, as Lattigo's bootstrap of a ciphertext at level 0 needs its scale to
 // be an exact power of two, which products of drifting scales are not; from
 // level 1 it matches the scale itself). Two ciphertexts at the same level
 // and scale share one bootstrap: their values are real, so z = a + i b
 // carries both, and after the bootstrap z + conj(z) = 2a and
 // -i (z - conj(z)) = 2b, whose cleaning also halves them. The bootstraps run
-// in parallel. It reports which ciphertexts it replaced.
-func (r *Reducer) refresh(cts []*rlwe.Ciphertext, min int) ([]bool, error) {
+// together, a DFT factor at a time (package dftbatch). It reports which
+// ciphertexts it replaced.
+func (r *Reducer) refresh(cts []*rlwe.Ciphertext, minLevel int) ([]bool, error) {
 	fresh := make([]bool, len(cts))
 	var low []int
 	for i, ct := range cts {
-		if ct.Level() < min {
+		if ct.Level() < minLevel {
 			low = append(low, i)
 			fresh[i] = true
 		}
@@ -94,43 +96,53 @@ func (r *Reducer) refresh(cts []*rlwe.Ciphertext, min int) ([]bool, error) {
 		jobs = append(jobs, []int{i, low[mate]})
 		low = append(low[1:mate], low[mate+1:]...)
 	}
-	return fresh, parallel.For(len(jobs), func(k int) error {
+	for lo := 0; lo < len(jobs); lo += Batch {
+		if err := r.bootstrapJobs(cts, jobs[lo:min(lo+Batch, len(jobs))]); err != nil {
+			return nil, err
+		}
+	}
+	return fresh, nil
+}
+
+// bootstrapJobs bootstraps and cleans the ciphertexts of cts that jobs
+// name, one or two per bootstrap, all bootstraps together.
+func (r *Reducer) bootstrapJobs(cts []*rlwe.Ciphertext, jobs [][]int) error {
+	// A pair's a and b (real values) travel as z = a + i b (a Gaussian
+	// integer product: exact, no level).
+	in := make([]*rlwe.Ciphertext, len(jobs))
+	err := parallel.For(len(jobs), func(k int) (err error) {
 		job := jobs[k]
 		if len(job) == 1 {
-			out, err := r.bootstrap(cts[job[0]])
-			cts[job[0]] = out
+			in[k] = cts[job[0]]
+			return nil
+		}
+		if in[k], err = r.eval.MulNew(cts[job[1]], 1i); err != nil {
 			return err
 		}
-		a, b, err := r.bootstrapPair(cts[job[0]], cts[job[1]])
-		cts[job[0]], cts[job[1]] = a, b
+		return r.eval.Add(in[k], cts[job[0]], in[k])
+	})
+	if err != nil {
+		return err
+	}
+	r.bootstraps.Add(int64(len(jobs)))
+	out, err := dftbatch.Bootstrap(r.btp, in)
+	if err != nil {
+		return fmt.Errorf("bootstrap in the reduction: %w", err)
+	}
+	return parallel.For(len(jobs), func(k int) (err error) {
+		job := jobs[k]
+		if len(job) == 1 {
+			cts[job[0]], err = r.clean(out[k], false)
+			return err
+		}
+		cts[job[0]], cts[job[1]], err = r.split(out[k])
 		return err
 	})
 }
 
-// bootstrap returns ct bootstrapped and cleaned.
-func (r *Reducer) bootstrap(ct *rlwe.Ciphertext) (*rlwe.Ciphertext, error) {
-	r.bootstraps.Add(1)
-	out, err := r.btp.Evaluate(ct)
-	if err != nil {
-		return nil, fmt.Errorf("bootstrap in the reduction: %w", err)
-	}
-	return r.clean(out, false)
-}
-
-// bootstrapPair returns a and b (real values, same level and scale)
-// bootstrapped together and cleaned.
-func (r *Reducer) bootstrapPair(a, b *rlwe.Ciphertext) (*rlwe.Ciphertext, *rlwe.Ciphertext, error) {
-	z, err := r.eval.MulNew(b, 1i) // a Gaussian integer: exact, no level
-	if err != nil {
-		return nil, nil, err
-	}
-	if err = r.eval.Add(z, a, z); err != nil {
-		return nil, nil, err
-	}
-	r.bootstraps.Add(1)
-	if z, err = r.btp.Evaluate(z); err != nil {
-		return nil, nil, fmt.Errorf("bootstrap in the reduction: %w", err)
-	}
+// split returns the cleaned a and b of a bootstrapped z = a + i b:
+// z + conj(z) = 2a and -i (z - conj(z)) = 2b, cleaned from their doubles.
+func (r *Reducer) split(z *rlwe.Ciphertext) (*rlwe.Ciphertext, *rlwe.Ciphertext, error) {
 	conj, err := r.eval.ConjugateNew(z)
 	if err != nil {
 		return nil, nil, err

@@ -13,7 +13,8 @@
 // (circuits/ckks/bootstrapping): ring packing and the N_db -> N2 key switch
 // (PackAndSwitchN1ToN2), ModUp, CoeffsToSlots and EvalMod, without
 // SlotsToCoeffs (papers/004's Half-BTS). Everything but the modulus switch
-// and the framing is Lattigo's.
+// and the framing is Lattigo's (CoeffsToSlots in package dftbatch's loop
+// order).
 package scoreslots
 
 import (
@@ -24,7 +25,9 @@ import (
 	"slices"
 
 	"encmatch/core/ccmm"
+	"encmatch/core/dftbatch"
 	"encmatch/core/errs"
+	"encmatch/core/parallel"
 	"encmatch/core/params"
 
 	"github.com/tuneinsight/lattigo/v6/circuits/ckks/bootstrapping"
@@ -464,51 +467,76 @@ func (s *switcher) apply(ms []ccmm.Mat, e int) uint64 {
 	return y
 }
 
-// ToSlots half-bootstraps lifted ciphertexts (Lift) with the evaluator of
-// a key holder's Keys: Lattigo packs 2^(LogN2 - LogNDB) of them into one
-// ciphertext of ring N2 and switches the key, then ModUp, CoeffsToSlots
-// and EvalMod put the coefficients in the slots, two output ciphertexts
-// per packed one, each slot holding a score / 2^ScoreBits (SlotOf says
-// which).
-func (p *Params) ToSlots(eval *bootstrapping.Evaluator, cts []*rlwe.Ciphertext) ([]*rlwe.Ciphertext, error) {
-	if len(cts) == 0 {
+// ToSlots half-bootstraps sets of lifted ciphertexts (Lift), set i with
+// evals[i], the evaluator of its database block (NewEvaluators): Lattigo
+// packs the 2^(LogN2 - LogNDB) ciphertexts of a set into one ciphertext of
+// ring N2 and switches the key, then ModUp, CoeffsToSlots and EvalMod put
+// the coefficients in the slots, two output ciphertexts per packed one,
+// each slot holding a score / 2^ScoreBits (SlotOf says which). The
+// CoeffsToSlots of all sets runs a DFT factor at a time (package
+// dftbatch), so that the Galois keys of a factor serve every set before
+// the next factor's are read. The inputs are left unchanged.
+func (p *Params) ToSlots(evals []*bootstrapping.Evaluator, sets [][]*rlwe.Ciphertext) ([][]*rlwe.Ciphertext, error) {
+	if len(evals) != len(sets) {
+		return nil, fmt.Errorf("%w: %d evaluators for %d sets", errs.ErrInvalid, len(evals), len(sets))
+	}
+	if len(sets) == 0 {
 		return nil, nil
 	}
-	in := make([]rlwe.Ciphertext, len(cts))
-	for i, ct := range cts {
-		in[i] = *ct.CopyNew()
-	}
-	packed, _, _, err := eval.PackAndSwitchN1ToN2(in)
+	packed := make([][]*rlwe.Ciphertext, len(sets))
+	err := parallel.For(len(sets), func(i int) error {
+		in := make([]rlwe.Ciphertext, len(sets[i]))
+		for k, ct := range sets[i] {
+			in[k] = *ct.CopyNew()
+		}
+		cts, _, _, err := evals[i].PackAndSwitchN1ToN2(in)
+		if err != nil {
+			return err
+		}
+		for k := range cts {
+			packed[i] = append(packed[i], &cts[k])
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
+	var flat []*rlwe.Ciphertext
+	for _, cts := range packed {
+		flat = append(flat, cts...)
+	}
+	// Every block's evaluator shares the first one's DFT and keys: only the
+	// N_db -> N2 key, used above, differs.
+	eval := evals[0]
+	up, err := dftbatch.ModUp(eval, flat)
+	if err != nil {
+		return nil, err
+	}
+	re, im, err := dftbatch.CoeffsToSlots(eval, up)
+	if err != nil {
+		return nil, err
+	}
+	// EvalMod leaves the slots at Mod1's scaling / message ratio of the
+	// message (SlotsToCoeffs, skipped here, would undo it): the polynomial
+	// is scaled (no level) so that the slots hold the message at the
+	// default scale. Packed ciphertext k gives outputs 2k (real part) and
+	// 2k + 1 (imaginary part).
 	scaling := p.Bootstrap.BootstrappingParameters.DefaultScale().Float64() * eval.Mod1Parameters.MessageRatio() / eval.Mod1Parameters.ScalingFactor().Float64()
-	var out []*rlwe.Ciphertext
-	for i := range packed {
-		ct, _, err := eval.ScaleDown(&packed[i])
-		if err != nil {
-			return nil, err
+	modded := make([]*rlwe.Ciphertext, 2*len(flat))
+	err = parallel.For(len(modded), func(k int) (err error) {
+		part := re
+		if k%2 == 1 {
+			part = im
 		}
-		if ct, err = eval.ModUp(ct); err != nil {
-			return nil, err
-		}
-		re, im, err := eval.CoeffsToSlots(ct)
-		if err != nil {
-			return nil, err
-		}
-		for _, c := range []*rlwe.Ciphertext{re, im} {
-			if c == nil {
-				return nil, fmt.Errorf("%w: CoeffsToSlots gave one ciphertext: the bootstrapping must use all N2/2 slots", errs.ErrInvalid)
-			}
-			// EvalMod leaves the slots at Mod1's scaling / message ratio
-			// of the message (SlotsToCoeffs, skipped here, would undo it):
-			// the polynomial is scaled (no level) so that the slots hold
-			// the message at the default scale.
-			if c, err = eval.EvalModAndScale(c, complex(scaling, 0)); err != nil {
-				return nil, err
-			}
-			out = append(out, c)
-		}
+		modded[k], err = eval.EvalModAndScale(part[k/2], complex(scaling, 0))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]*rlwe.Ciphertext, len(sets))
+	for i, cts := range packed {
+		out[i], modded = modded[:2*len(cts)], modded[2*len(cts):]
 	}
 	return out, nil
 }

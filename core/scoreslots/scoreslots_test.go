@@ -109,11 +109,11 @@ func TestScoresToSlots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eval := evals[0]
-	slots, err := p.ToSlots(eval, lifted)
+	sets, err := p.ToSlots(evals[:1], [][]*rlwe.Ciphertext{lifted})
 	if err != nil {
 		t.Fatal(err)
 	}
+	slots := sets[0]
 	pack := 1 << (p.Lit.LogN2 - cp.Lit.LogNDB)
 	if len(slots) != 2*d3/pack {
 		t.Fatalf("%d slot ciphertexts for %d columns packed by %d, want %d", len(slots), d3, pack, 2*d3/pack)

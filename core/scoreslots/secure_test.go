@@ -46,7 +46,6 @@ func TestHalfBootstrapSecureRings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eval := evals[0]
 	t.Logf("parameters and keys: %.1f s", time.Since(start).Seconds())
 
 	resSK, err := p.residualSecret(sk)
@@ -80,10 +79,11 @@ func TestHalfBootstrapSecureRings(t *testing.T) {
 		cts = append(cts, ct)
 	}
 	start = time.Now()
-	slots, err := p.ToSlots(eval, cts)
+	sets, err := p.ToSlots(evals[:1], [][]*rlwe.Ciphertext{cts})
 	if err != nil {
 		t.Fatal(err)
 	}
+	slots := sets[0]
 	t.Logf("half-bootstrap of %d result ciphertexts (2^%d scores): %.1f s, output level %d", pack, p.Lit.LogN2, time.Since(start).Seconds(), slots[0].Level())
 	params := p.Bootstrap.BootstrappingParameters
 	dec, enc := rlwe.NewDecryptor(params, keys.Secret), ckks.NewEncoder(params)

@@ -76,7 +76,7 @@ def run(out: Path, work: Path, preset: str, gallery_size: int, eyes: int, enroll
         "preset": preset, "insecure": preset == "toy", "kappa": kappa, "gallery": gallery_size, "eyes": eyes,
         "rotations": stats["rotations"], "enrolled": enrolled, "t": t, "population": population, "seed": seed,
         "steps_seconds": steps,
-        "server": {k: stats[k] for k in ("load_seconds", "product_seconds", "pipeline_seconds", "stage_core_seconds",
+        "server": {k: stats[k] for k in ("load_seconds", "product_seconds", "pipeline_seconds",
                                           "stage_wall_seconds",
                                           "half_bootstraps", "classified", "bootstraps", "blocks", "key_cache")},
         "bytes": {"keys_holder": _size(keys / "holder"), "keys_querier": _size(keys / "querier"),
@@ -108,7 +108,6 @@ def _markdown(res: dict) -> str:
               f"| load keys, database, query | {s['load_seconds']:.2f} |",
               f"| encrypted matrix product (database read, GEMMs, rescale) | {s['product_seconds']:.2f} |",
               f"| margins to bits (wall) | {s['pipeline_seconds']:.2f} |"]
-    lines += [f"| . {k} (core-seconds) | {v:.2f} |" for k, v in s["stage_core_seconds"].items()]
     lines += [f"| . {k} (wall) | {v:.2f} |" for k, v in s["stage_wall_seconds"].items()]
     lines += ["", f"{s['half_bootstraps']} half-bootstraps, {s['classified']} ciphertexts classified, "
               f"{s['bootstraps']} bootstraps in the reduction, {s['blocks']} database blocks; "

@@ -134,9 +134,9 @@ class Server:
 
         ``key_cache_gb`` bounds the memory of the Galois keys (GiB; the rest
         stay on disk and are read when needed: 16 GiB of them at the default
-        preset). Returns the stage timings (``stage_core_seconds`` summed
-        over the worker threads, ``stage_wall_seconds`` wall time), counts (half-bootstraps, bootstraps) and
-        the key cache's loads.
+        preset). Returns the stage timings (``stage_wall_seconds``: each
+        stage runs on all cores), counts (half-bootstraps, bootstraps) and the
+        key cache's loads.
         """
         if not key_cache_gb > 0:
             raise InvalidArgument(f"key cache of {key_cache_gb} GiB: give a positive size")
