@@ -19,7 +19,11 @@ import (
 // residual levels for the normalisation and a kappa-10 comparator.
 // The inputs are coefficient-encoded random scores encrypted at q0 under a
 // database secret (the CCMM itself is measured in package ccmm). Slow
-// (minutes, ~15 GB): only with ENCMATCH_CCMM_SLOW=1.
+// (minutes) and large: every key is generated and held in memory, more
+// than 24 GB at today's preset (killed at 24.4 GB RSS on the 24 GB
+// development machine, 2026-11-26; `encmatch iris bench --preset default`
+// measures the same step with the keys on disk). Only with
+// ENCMATCH_CCMM_SLOW=1.
 func TestHalfBootstrapSecureRings(t *testing.T) {
 	if testing.Short() || os.Getenv("ENCMATCH_CCMM_SLOW") != "1" {
 		t.Skip("slow test at the iris rings: set ENCMATCH_CCMM_SLOW=1 to run it")

@@ -185,6 +185,23 @@ def test_many_scores_crowd_the_threshold(keys, tmp_path):
     assert np.all(np.abs(values - model.bits) < 1e-3), values
 
 
+def test_bench_cli_toy(tmp_path, capsys):
+    """``iris bench`` at the toy preset through the CLI: a work folder that does not exist yet is made,
+    every eye agrees with the model, and the report has every stage's wall time and the key reads."""
+    out = tmp_path / "report"
+    assert main(["iris", "bench", "--preset", "toy", "--gallery", "64", "--eyes", "2", "--enrolled", "1",
+                 "--rotation-shift", "1", "--out", str(out), "--work", str(tmp_path / "new" / "work")]) == 0
+    res = json.loads((out / "results.json").read_text())
+    assert res["insecure"] and res["validation"]["ok"] and res["validation"]["eyes"] == 2
+    stages = res["server"]["stage_wall_seconds"]
+    assert set(stages) == {"margins", "lift", "half_bootstrap", "classify", "reduce", "gather"}
+    assert all(v >= 0 for v in stages.values()) and stages["half_bootstrap"] > 0
+    assert res["server"]["half_bootstraps"] == 3 and res["server"]["key_cache"]["loads"] > 0
+    assert "half_bootstrap (wall)" in (out / "results.md").read_text()
+    assert not any((tmp_path / "new" / "work").iterdir())  # the run's temporary folder is removed
+    capsys.readouterr()
+
+
 @pytest.mark.skipif(os.environ.get("ENCMATCH_IRIS_SLOW") != "1",
                     reason="the secure iris preset end to end (~15 min, ~18 GB RAM, ~40 GB disk): set ENCMATCH_IRIS_SLOW=1")
 def test_default_preset_end_to_end(tmp_path):

@@ -128,6 +128,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     if args.preset == "toy":
         _log("warning: preset toy is INSECURE (small rings): its timings are not comparable with papers/004")
+    if args.work is not None:
+        Path(args.work).mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=args.work) as work:
         res = run(args.out, Path(work), args.preset, args.gallery, args.eyes, args.enrolled, args.t,
                   population=args.population, seed=args.seed, kappa=args.kappa,
