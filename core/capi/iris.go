@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"encmatch/core/ccmm"
 	"encmatch/core/comparator"
 	"encmatch/core/errs"
 	"encmatch/core/irismatch"
@@ -146,7 +147,7 @@ func irisMatch(args, _ []byte) (any, []byte, error) {
 	return map[string]any{
 		"eyes": q.Eyes, "rotations": q.Rotations, "codes": db.Meta.Codes, "blocks": db.Meta.Blocks,
 		"load_seconds": load.Seconds(), "product_seconds": st.Product.Seconds(),
-		"pipeline_seconds": st.Wall.Seconds(), "seconds": time.Since(start).Seconds(),
+		"pipeline_seconds": st.Wall.Seconds(), "seconds": time.Since(start).Seconds(), "gemm_engine": ccmm.GEMMEngine(),
 		"stage_wall_seconds": map[string]float64{
 			"margins": st.Margins.Seconds(), "lift": st.Lift.Seconds(), "half_bootstrap": st.HalfBootstrap.Seconds(),
 			"classify": st.Classify.Seconds(), "reduce": st.Reduce.Seconds(), "gather": st.Gather.Seconds(),

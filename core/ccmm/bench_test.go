@@ -29,14 +29,18 @@ func report(b *testing.B, m, k, n int, cpu0 time.Duration) {
 
 // benchDims returns the GEMM size of the benchmark: m database rows (a
 // slice of the 2^14 of one group; ENCMATCH_CCMM_BENCH_ROWS, default 256),
-// inner dimension 16,384 (the iris code length) and 992 query columns (32
-// eyes x 31 rotations): one of the four GEMMs of the CCMM for one prime.
+// inner dimension 16,384 (the iris code length) and n query columns
+// (ENCMATCH_CCMM_BENCH_COLS, default 992: 32 eyes x 31 rotations): one of
+// the four GEMMs of the CCMM for one prime.
 func benchDims() (m, k, n int) {
-	m = 256
+	m, n = 256, 992
 	if v, err := strconv.Atoi(os.Getenv("ENCMATCH_CCMM_BENCH_ROWS")); err == nil && v > 0 {
 		m = v &^ 1
 	}
-	return m, 1 << 14, 992
+	if v, err := strconv.Atoi(os.Getenv("ENCMATCH_CCMM_BENCH_COLS")); err == nil && v > 0 {
+		n = v
+	}
+	return m, 1 << 14, n
 }
 
 func benchOperands(m, k, n int, q uint64) (Mat, Mat) {

@@ -137,6 +137,17 @@ func modInt(v int64, q uint64) uint64 {
 	return uint64(r)
 }
 
+// GEMMEngine names the engine GEMM runs on for moduli below 2^23 on this
+// machine and build: "avx512-vnni" (gemm_vnni.go, about 45 GMAC/s on 2
+// Zen 5 cores) or "int64-go" (the Go kernel, about 3.7), so that a
+// benchmark says which one it measured.
+func GEMMEngine() string {
+	if hasVNNI {
+		return "avx512-vnni"
+	}
+	return "int64-go"
+}
+
 // GEMM returns x * yt^T modulo q (yt is the right operand transposed, so
 // that both operands are read along rows), centered; the operands are
 // centered residues. It runs on the AVX-512 VNNI engine (gemm_vnni.go)

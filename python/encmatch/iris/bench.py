@@ -12,13 +12,11 @@ sizes on disk and the peak memory of this process (the core runs in it).
 from __future__ import annotations
 
 import json
-import os
-import platform
 import time
 from pathlib import Path
 from typing import Any, Callable
 
-from ..bench import RssSampler
+from ..bench import RssSampler, hardware
 from . import encrypted as E
 from .encoding import DEFAULT_ROTATION_SHIFT, shifts
 from .generator import POPULATIONS, generate
@@ -71,12 +69,11 @@ def run(out: Path, work: Path, preset: str, gallery_size: int, eyes: int, enroll
         model = step("plaintext model", lambda: model_match(queries, gallery, t, rotation_shift=rotation_shift))
         v = E.validate(values, model, E.KeyHolder(keys).band(t))
     res = {
-        "machine": {"cpus": os.cpu_count(), "processor": platform.processor() or platform.machine(),
-                    "python": platform.python_version()},
+        "machine": hardware(),
         "preset": preset, "insecure": preset == "toy", "kappa": kappa, "gallery": gallery_size, "eyes": eyes,
         "rotations": stats["rotations"], "enrolled": enrolled, "t": t, "population": population, "seed": seed,
         "steps_seconds": steps,
-        "server": {k: stats[k] for k in ("load_seconds", "product_seconds", "pipeline_seconds",
+        "server": {k: stats[k] for k in ("load_seconds", "product_seconds", "pipeline_seconds", "gemm_engine",
                                           "stage_wall_seconds",
                                           "half_bootstraps", "classified", "bootstraps", "blocks", "key_cache")},
         "bytes": {"keys_holder": _size(keys / "holder"), "keys_querier": _size(keys / "querier"),
@@ -96,7 +93,7 @@ def _markdown(res: dict) -> str:
         f"# Encrypted iris matching: {res['eyes']} eyes x {res['rotations']} rotations against {res['gallery']} codes",
         "",
         f"Preset `{res['preset']}`{' (INSECURE, not comparable with papers/004)' if res['insecure'] else ''}, "
-        f"t = {res['t']}, {res['machine']['cpus']} CPUs ({res['machine']['processor']}); "
+        f"t = {res['t']}, {res['machine']['cores']} cores ({res['machine']['cpu']}; GEMMs on {res['server']['gemm_engine']}); "
         f"peak RSS {res['peak_rss_bytes'] / 2**30:.1f} GiB.",
         "",
         "| step | seconds |",
@@ -106,7 +103,7 @@ def _markdown(res: dict) -> str:
     s = res["server"]
     lines += ["", "Server, inside the match:", "", "| stage | seconds |", "| --- | --- |",
               f"| load keys, database, query | {s['load_seconds']:.2f} |",
-              f"| encrypted matrix product (database read, GEMMs, rescale) | {s['product_seconds']:.2f} |",
+              f"| encrypted matrix product (database read, GEMMs on {s['gemm_engine']}, rescale) | {s['product_seconds']:.2f} |",
               f"| margins to bits (wall) | {s['pipeline_seconds']:.2f} |"]
     lines += [f"| . {k} (wall) | {v:.2f} |" for k, v in s["stage_wall_seconds"].items()]
     lines += ["", f"{s['half_bootstraps']} half-bootstraps, {s['classified']} ciphertexts classified, "
