@@ -139,8 +139,9 @@ func modInt(v int64, q uint64) uint64 {
 
 // GEMMEngine names the engine GEMM runs on for moduli below 2^23 on this
 // machine and build: "avx512-vnni" (gemm_vnni.go, about 45 GMAC/s on 2
-// Zen 5 cores) or "int64-go" (the Go kernel, about 3.7), so that a
-// benchmark says which one it measured.
+// Zen 5 cores) or "int64-go" (the Go kernel: about 3.7 there, 2.2 on 2
+// cores of an AVX2-only EPYC), so that a benchmark says which one it
+// measured.
 func GEMMEngine() string {
 	if hasVNNI {
 		return "avx512-vnni"
