@@ -121,7 +121,6 @@ func Bootstrap(eval *bootstrapping.Evaluator, cts []*rlwe.Ciphertext) ([]*rlwe.C
 	if err != nil {
 		return nil, err
 	}
-	up = nil
 	err = parallel.For(2*len(re), func(k int) error {
 		part := re
 		if k >= len(re) {
