@@ -34,7 +34,6 @@ import (
 
 	"github.com/tuneinsight/lattigo/v6/circuits/ckks/polynomial"
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
-	"github.com/tuneinsight/lattigo/v6/ring"
 	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
 )
 
@@ -328,16 +327,6 @@ func (s *Server) montgomery(table []*rlwe.Ciphertext) montTable {
 		return nil
 	})
 	return montTable(table)
-}
-
-// mulThenAdd adds the tensor product q (x) d to the degree-2 accumulator
-// acc: Lattigo's ciphertext product (ckks.Evaluator.MulThenAdd) with q
-// already in the Montgomery domain.
-func mulThenAdd(rq *ring.Ring, q, d, acc *rlwe.Ciphertext) {
-	rq.MulCoeffsMontgomeryThenAdd(q.Value[0], d.Value[0], acc.Value[0])
-	rq.MulCoeffsMontgomeryThenAdd(q.Value[0], d.Value[1], acc.Value[1])
-	rq.MulCoeffsMontgomeryThenAdd(q.Value[1], d.Value[0], acc.Value[1])
-	rq.MulCoeffsMontgomeryThenAdd(q.Value[1], d.Value[1], acc.Value[2])
 }
 
 // membership adds the served groups' comparator outputs, sums all slots

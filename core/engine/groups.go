@@ -150,10 +150,11 @@ func (s *Server) scoreAndCompare(table montTable, cmp *comparator.Comparator, st
 
 // groupScores computes sum_i Rot_i(q) * diag_i for the group whose chunks
 // arrive on ch. Each worker takes whole chunks: with the full table it
-// accumulates products in its own degree-2 accumulator; with baby steps a
-// chunk is giant step j, whose products are accumulated, relinearised and
-// rotated by j*n1 into the worker's running sum. The workers' results are
-// added, relinearised if needed, and rescaled once.
+// accumulates products in its own degree-2 accumulator, and the workers'
+// accumulators are added and relinearised once; with baby steps a chunk is
+// giant step j, whose products are accumulated, then relinearised and
+// rotated by j*n1 into the worker's giantSum (modulo QP, divided by P once
+// per group). The result is rescaled once.
 func (s *Server) groupScores(table montTable, ch <-chan chunk) (*rlwe.Ciphertext, error) {
 	p := s.Params.CKKS
 	level := table[0].Level()
@@ -161,8 +162,9 @@ func (s *Server) groupScores(table montTable, ch <-chan chunk) (*rlwe.Ciphertext
 	full := s.strat.FullTable()
 	w := parallel.Workers()
 	accs := make([]*rlwe.Ciphertext, w)
+	sums := make([]*giantSum, w)
 	err := parallel.For(w, func(k int) error {
-		var acc, step *rlwe.Ciphertext
+		var acc *rlwe.Ciphertext
 		for c := range ch {
 			if acc == nil {
 				acc = ckks.NewCiphertext(p, 2, level)
@@ -173,63 +175,73 @@ func (s *Server) groupScores(table montTable, ch <-chan chunk) (*rlwe.Ciphertext
 			}
 			acc.Scale = table[0].Scale.Mul(c.cts[0].Scale) // the same for every chunk
 			for i, d := range c.cts {
-				q := table[i] // baby step b = i of giant step first/n1
-				if full {
-					q = table[c.first+i]
-				}
 				if d.Level() != level || d.Degree() != 1 {
 					return fmt.Errorf("internal error: diagonal %d has level %d and degree %d", c.first+i, d.Level(), d.Degree())
 				}
-				mulThenAdd(rq, q, d, acc)
 			}
+			qs := table[:len(c.cts)] // baby steps b = 0, 1, ... of giant step first/n1
+			if full {
+				qs = table[c.first : c.first+len(c.cts)]
+			}
+			accumulateProducts(rq, qs, c.cts, acc)
 			if full {
 				continue
 			}
-			if step == nil {
-				step = ckks.NewCiphertext(p, 1, level)
-			}
-			if err := s.eval.Relinearize(acc, step); err != nil {
-				return err
-			}
-			if c.first > 0 {
-				if err := s.eval.Rotate(step, c.first, step); err != nil {
-					return fmt.Errorf("giant step %d: %w", c.first/s.strat.N1, err)
+			if sums[k] == nil {
+				var err error
+				if sums[k], err = newGiantSum(p, s.eval, level); err != nil {
+					return err
 				}
 			}
-			if accs[k] == nil {
-				accs[k] = step.CopyNew()
-			} else if err := s.eval.Add(accs[k], step, accs[k]); err != nil {
-				return err
+			if err := sums[k].add(acc, c.first); err != nil {
+				return fmt.Errorf("giant step %d: %w", c.first/s.strat.N1, err)
 			}
 		}
-		if full {
-			accs[k] = acc
-		}
+		accs[k] = acc
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	var out *rlwe.Ciphertext
+	var meta *rlwe.MetaData
 	for _, a := range accs {
-		if a == nil {
-			continue
-		}
-		if out == nil {
-			out = a
-		} else if err := s.eval.Add(out, a, out); err != nil {
-			return nil, err
+		if a != nil {
+			meta = a.MetaData
 		}
 	}
-	if out == nil {
+	if meta == nil {
 		return nil, fmt.Errorf("internal error: a group produced no diagonals")
 	}
+	var out *rlwe.Ciphertext
 	if full {
+		for _, a := range accs {
+			if a == nil {
+				continue
+			}
+			if out == nil {
+				out = a
+			} else if err := s.eval.Add(out, a, out); err != nil {
+				return nil, err
+			}
+		}
 		relin := ckks.NewCiphertext(p, 1, level)
 		if err := s.eval.Relinearize(out, relin); err != nil {
 			return nil, err
 		}
 		out = relin
+	} else {
+		var total *giantSum
+		for _, g := range sums {
+			if g == nil {
+				continue
+			}
+			if total == nil {
+				total = g
+			} else {
+				total.merge(g)
+			}
+		}
+		out = total.finish(meta)
 	}
 	if err := s.eval.Rescale(out, out); err != nil {
 		return nil, err
