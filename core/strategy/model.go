@@ -9,7 +9,7 @@ import (
 )
 
 // Costs are measured per-operation costs in seconds on one core, at the top
-// level of the default parameters (N = 2^15, kappa = 10), and sizes in
+// level of the default parameters (N = 2^15, kappa = 13), and sizes in
 // bytes. DefaultCosts were measured on the project's 2-core machine with
 // BenchmarkOperations in package engine; refresh them there.
 type Costs struct {
@@ -17,8 +17,9 @@ type Costs struct {
 	HoistedRotate float64 // one rotation given the decomposition
 	Rotate        float64 // one rotation from scratch
 	Relinearize   float64
-	MulAdd        float64 // ciphertext x ciphertext product into a degree-2 accumulator
-	Comparator    float64 // comparator on one group (kappa = 10)
+	GiantStep     float64 // a tbs/tbe giant step: relinearise and rotate modulo QP, one ModDown (engine.giantSum)
+	MulAdd        float64 // ciphertext x ciphertext product into a degree-2 accumulator, within a chunk of 32
+	Comparator    float64 // comparator on one group (kappa = 13)
 	InnerSum      float64 // membership aggregation
 
 	DiskBytesPerSecond float64 // sequential read bandwidth for streamed groups
@@ -28,14 +29,17 @@ type Costs struct {
 	Slots           int   // slots per ciphertext (the inner sum rotates by its powers of two)
 }
 
-// DefaultCosts: `go test -run '^$' -bench Operations -cpu 1 -benchtime 10x
-// ./engine/` on the 2-core AMD EPYC development machine, N = 2^15,
-// kappa = 10 (log QP 855), Lattigo v6.2.0.
+// DefaultCosts: medians of three runs of `go test -run '^$' -bench
+// 'Operations|ChunkProducts|GiantStep' -cpu 1 -benchtime 5x -count 3
+// ./engine/` on the 2-core AMD EPYC development machine (no AVX-512),
+// N = 2^15, kappa = 13 (log QP 840), Lattigo v6.2.0. MulAdd is
+// ChunkProducts/tiled-lazy divided by its 32 products; GiantStep is
+// GiantStep/lazy.
 var DefaultCosts = Costs{
-	Decompose: 0.0159, HoistedRotate: 0.0208, Rotate: 0.0365, Relinearize: 0.0362,
-	MulAdd: 0.0031, Comparator: 1.14, InnerSum: 0.130,
+	Decompose: 0.0670, HoistedRotate: 0.0476, Rotate: 0.1189, Relinearize: 0.1067,
+	GiantStep: 0.2459, MulAdd: 0.1151 / 32, Comparator: 2.168, InnerSum: 0.1269,
 	DiskBytesPerSecond: 1.5e9, // dd with O_DIRECT on the same machine
-	CiphertextBytes:    6_291_456, KeyBytes: 18_880_000, Slots: 1 << 14,
+	CiphertextBytes:    7_864_862, KeyBytes: 47_187_632, Slots: 1 << 14,
 }
 
 // For adapts costs measured at the default parameters to another parameter
@@ -44,7 +48,7 @@ var DefaultCosts = Costs{
 func (c Costs) For(ciphertextBytes, keyBytes int64, slots int) Costs {
 	r := float64(ciphertextBytes) / float64(c.CiphertextBytes)
 	out := c
-	for _, t := range []*float64{&out.Decompose, &out.HoistedRotate, &out.Rotate, &out.Relinearize, &out.MulAdd, &out.Comparator, &out.InnerSum} {
+	for _, t := range []*float64{&out.Decompose, &out.HoistedRotate, &out.Rotate, &out.Relinearize, &out.GiantStep, &out.MulAdd, &out.Comparator, &out.InnerSum} {
 		*t *= r
 	}
 	out.CiphertextBytes, out.KeyBytes, out.Slots = ciphertextBytes, keyBytes, slots
@@ -107,7 +111,8 @@ func (s Strategy) Estimate(groups, workers int, budget int64, c Costs) Estimate 
 	default: // tbs, tbe
 		table = n1
 		perQuery = c.Decompose + float64(n1-1)*c.HoistedRotate
-		perGroup = products + float64(n2)*c.Relinearize + float64(n2-1)*c.Rotate
+		// Giant step 0 is not rotated: a relinearisation.
+		perGroup = products + c.Relinearize + float64(n2-1)*c.GiantStep
 		if s.PreRotatedByServer() {
 			e.LoadSeconds = float64(groups*(l-n1)) * c.Rotate / w
 		}

@@ -87,6 +87,9 @@ def test_shard_layout():
         shard_groups(0)
     with pytest.raises(InvalidArgument):
         shard_groups(3, shards_per_actor=0)
+    for bad in (-1.0, float("nan")):
+        with pytest.raises(InvalidArgument, match="recovery_wait"):
+            RayBackend(recovery_wait=bad)
 
 
 def test_refuses_a_layout_the_cluster_cannot_place(cluster, index_path):
@@ -209,7 +212,8 @@ def test_cli_query_on_ray(cluster, index_path, data, tmp_path):
     np.save(tmp_path / "q.npy", data["queries"][3])
     keys, index = index_path / "keys", index_path / "index"
     outputs = []
-    for extra in ((), ("--backend", "ray", "--ray-address", cluster, "--ray-workers", "2")):
+    for extra in ((), ("--backend", "ray", "--ray-address", cluster, "--ray-workers", "2", "--spread",
+                       "--recovery-wait", "30")):
         out = tmp_path / f"r{len(outputs)}.bin"
         q = run_cli("query", "--keys", keys, "--index", index, "--out", out, tmp_path / "q.npy", *extra)
         assert q.returncode == 0, q.stderr

@@ -26,6 +26,11 @@ def add_backend_arguments(p: argparse.ArgumentParser) -> None:
                    help="GPUs per actor, fractions allowed so shards share a GPU (default: %(default)s)")
     g.add_argument("--max-restarts", type=int, default=3,
                    help="restarts of a dead actor before its shard is unavailable (default: %(default)s)")
+    g.add_argument("--spread", action="store_true",
+                   help="place the actors on as many Ray nodes as possible (a lost node takes fewer shards)")
+    g.add_argument("--recovery-wait", type=float, default=120.0, metavar="S",
+                   help="seconds a query waits for a lost node's shards to come back on another node "
+                        "(default: %(default)s)")
 
 
 def backend_from_args(args: argparse.Namespace):
@@ -35,7 +40,8 @@ def backend_from_args(args: argparse.Namespace):
     from .ray_backend import RayBackend
 
     return RayBackend(address=args.ray_address, shards_per_actor=args.shards_per_actor, workers=args.ray_workers,
-                      num_cpus=args.actor_cpus, num_gpus=args.actor_gpus, max_restarts=args.max_restarts)
+                      num_cpus=args.actor_cpus, num_gpus=args.actor_gpus, max_restarts=args.max_restarts,
+                      spread=args.spread, recovery_wait=args.recovery_wait)
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import ray
-from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
+from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError, RayTaskError
 
 from .. import _core
 from ..client import Server, index_info, memory_budget_bytes, merge_results, set_threads
@@ -150,7 +150,13 @@ class RayBackend:
     ``timeout``: seconds a search may take (``None``: no limit).
     ``placement_wait``: seconds to wait for the cluster to free the CPUs
     and GPUs the actors need (another index's actors being stopped) before
-    refusing the layout.
+    refusing the layout. ``spread``: place the actors on as many nodes as
+    possible (Ray's SPREAD scheduling) instead of filling the driver's node
+    first, so that one lost node takes as few shards with it as it can.
+    ``recovery_wait``: seconds a search keeps resending a shard's call
+    while its actor is unreachable (a lost node, until Ray declares it dead
+    and restarts the actor on another node; Ray's health checks take about
+    15 s by default).
     """
 
     address: str | None = None
@@ -162,12 +168,16 @@ class RayBackend:
     task_retries: int = 2
     timeout: float | None = None
     placement_wait: float = 30.0
+    spread: bool = False
+    recovery_wait: float = 120.0
 
     def __post_init__(self) -> None:
         if self.num_cpus <= 0 or self.num_gpus < 0:
             raise InvalidArgument(f"num_cpus must be > 0 and num_gpus >= 0, got {self.num_cpus}, {self.num_gpus}")
         if self.max_restarts < 0 or self.task_retries < 0:
             raise InvalidArgument("max_restarts and task_retries must be >= 0")
+        if not self.recovery_wait >= 0:
+            raise InvalidArgument(f"recovery_wait must be >= 0 seconds, got {self.recovery_wait}")
 
     def open(self, index_dir: os.PathLike | str, server_key_dir: os.PathLike | str,
              memory_budget: int | None = None) -> "RayServer":
@@ -200,6 +210,7 @@ class RayServer:
         worker = ray.remote(ShardWorker).options(
             num_cpus=self.backend.num_cpus, num_gpus=self.backend.num_gpus,
             max_restarts=self.backend.max_restarts, max_task_retries=self.backend.task_retries,
+            scheduling_strategy="SPREAD" if self.backend.spread else "DEFAULT",
         )
         threads = max(1, math.ceil(self.backend.num_cpus))
         self._actors = [worker.remote(str(self.index_dir), self._keys, groups, self.memory_budget, threads)
@@ -243,26 +254,44 @@ class RayServer:
         end = max(int(g["start"]) + int(g["count"]) for g in picked)
         return f"groups {self.layout[shard]} (entries {start}-{end - 1})"
 
-    def _gather(self, refs: Sequence[Any]) -> list[Any]:
-        """``ray.get`` every shard's answer, turning an unservable shard into ShardUnavailable."""
+    def _gather(self, refs: Sequence[Any], resubmit: Any = None) -> list[Any]:
+        """``ray.get`` every shard's answer, turning an unservable shard into ShardUnavailable.
+
+        ``resubmit(shard)`` (optional) sends a shard's call again: used when
+        its actor is *temporarily* unavailable (its node was lost and Ray has
+        not yet declared it dead and restarted the actor elsewhere, which
+        takes the cluster's health-check period), for up to
+        ``backend.recovery_wait`` seconds, or the search's ``timeout``.
+        """
         out = []
         deadline = None if self.backend.timeout is None else time.monotonic() + self.backend.timeout
         for shard, ref in enumerate(refs):
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            try:
-                out.append(ray.get(ref, timeout=left))
-            except GetTimeoutError as exc:
-                raise ShardUnavailable(f"{self._span(shard)} did not answer within {self.backend.timeout} s") from exc
-            except RayTaskError as exc:  # the core refused (bad query, corrupt group file...): keep its kind
-                cause = exc.cause
-                if isinstance(cause, EncmatchError):
-                    raise type(cause)(f"{self._span(shard)}: {cause.message}", kind=cause.kind) from exc
-                raise ShardUnavailable(f"{self._span(shard)} failed: {cause!r}") from exc
-            except RayActorError as exc:
-                raise ShardUnavailable(
-                    f"{self._span(shard)} cannot be served: its worker died after "
-                    f"{self.backend.max_restarts} restarts or could not load them ({_root_cause(exc)})"
-                ) from exc
+            recover_until = time.monotonic() + self.backend.recovery_wait
+            while True:
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                try:
+                    out.append(ray.get(ref, timeout=left))
+                    break
+                except GetTimeoutError as exc:
+                    raise ShardUnavailable(f"{self._span(shard)} did not answer within {self.backend.timeout} s") from exc
+                except RayTaskError as exc:  # the core refused (bad query, corrupt group file...): keep its kind
+                    cause = exc.cause
+                    if isinstance(cause, EncmatchError):
+                        raise type(cause)(f"{self._span(shard)}: {cause.message}", kind=cause.kind) from exc
+                    raise ShardUnavailable(f"{self._span(shard)} failed: {cause!r}") from exc
+                except ActorUnavailableError as exc:
+                    now = time.monotonic()
+                    if resubmit is None or now > recover_until or (deadline is not None and now > deadline):
+                        raise ShardUnavailable(
+                            f"{self._span(shard)} cannot be served: its worker stayed unreachable for "
+                            f"{self.backend.recovery_wait:g} s ({_root_cause(exc)})") from exc
+                    time.sleep(0.5)
+                    ref = resubmit(shard)
+                except RayActorError as exc:
+                    raise ShardUnavailable(
+                        f"{self._span(shard)} cannot be served: its worker died after "
+                        f"{self.backend.max_restarts} restarts or could not load them ({_root_cause(exc)})"
+                    ) from exc
         return out
 
     def search(self, query: bytes, mode: str = "identification") -> bytes:
@@ -274,7 +303,8 @@ class RayServer:
             raise Internal("the Ray server is closed")
         t0 = time.perf_counter()
         ref = ray.put(bytes(query))
-        answers = self._gather([a.search.remote(ref, mode) for a in self._actors])
+        answers = self._gather([a.search.remote(ref, mode) for a in self._actors],
+                               resubmit=lambda shard: self._actors[shard].search.remote(ref, mode))
         t1 = time.perf_counter()
         merged, info = merge_results(self.index_dir, [part for part, _ in answers])
         if not info.get("complete"):
