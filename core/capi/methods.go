@@ -139,7 +139,7 @@ func (a *paramArgs) set() (*params.Set, error) {
 
 func presets(_, _ []byte) (any, []byte, error) {
 	var out []params.Description
-	for _, p := range []string{params.Default, params.Toy} {
+	for _, p := range params.Presets {
 		s, err := params.New(p, params.DefaultKappa, 512)
 		if err != nil {
 			return nil, nil, err

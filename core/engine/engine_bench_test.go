@@ -28,7 +28,8 @@ import (
 // indexes between runs, so that a second run measures a server that did no
 // key generation or enrollment; default a temporary directory),
 // ENCMATCH_BENCH_SETUP_ONLY (make keys and index, measure nothing),
-// ENCMATCH_BENCH_KAPPA (comparator depth, default 10), ENCMATCH_BENCH_SEEDED
+// ENCMATCH_BENCH_KAPPA (comparator depth, default params.DefaultKappa),
+// ENCMATCH_BENCH_PRESET (a secure preset: default, or real), ENCMATCH_BENCH_SEEDED
 // (enroll as the key owner: secret key, seeded uniform halves),
 // ENCMATCH_BENCH_NO_WARMUP (no untimed query before each mode's benchmark,
 // for galleries streamed from disk, where a warm-up cannot warm anything and
@@ -48,15 +49,26 @@ func BenchmarkSearch(b *testing.B) {
 		dir = b.TempDir()
 	}
 	kappa := envInt("ENCMATCH_BENCH_KAPPA", params.DefaultKappa)
-	set, err := params.New(params.Default, kappa, dim)
+	preset := os.Getenv("ENCMATCH_BENCH_PRESET")
+	if preset == "" {
+		preset = params.Default
+	}
+	set, err := params.New(preset, kappa, dim)
 	if err != nil {
 		b.Fatal(err)
+	}
+	if set.Insecure {
+		b.Fatalf("preset %q is insecure: benchmarks run at the secure presets", preset)
 	}
 	strat, err := strategy.New(name, envInt("ENCMATCH_BENCH_N1", 0), set.L())
 	if err != nil {
 		b.Fatal(err)
 	}
-	keyDir := filepath.Join(dir, fmt.Sprintf("keys-%d-k%d-%s-%d", dim, kappa, strat.Name, strat.N1))
+	tag := fmt.Sprintf("%d-k%d", dim, kappa)
+	if preset != params.Default {
+		tag = preset + "-" + tag
+	}
+	keyDir := filepath.Join(dir, fmt.Sprintf("keys-%s-%s-%d", tag, strat.Name, strat.N1))
 	if _, err := os.Stat(keyDir); os.IsNotExist(err) {
 		sum, err := keys.Generate(keyDir, set, strat)
 		if err != nil {
@@ -66,7 +78,7 @@ func BenchmarkSearch(b *testing.B) {
 	}
 	srvKeys := filepath.Join(keyDir, keys.ServerDir)
 	seededStore := os.Getenv("ENCMATCH_BENCH_SEEDED") != ""
-	idxDir := filepath.Join(dir, fmt.Sprintf("index-%d-k%d-%d-%s-%d", dim, kappa, k, strat.Name, strat.N1))
+	idxDir := filepath.Join(dir, fmt.Sprintf("index-%s-%d-%s-%d", tag, k, strat.Name, strat.N1))
 	if seededStore {
 		idxDir += "-seeded"
 	}

@@ -244,6 +244,44 @@ func TestEndToEndToyNearThreshold(t *testing.T) {
 	check(t, f, srv, gal, f32(randomUnit(rng, dim)))
 }
 
+// TestEndToEndRealRing runs the conjugate-invariant presets' toy (4,096
+// real slots per group) through both enrollments, in memory and streamed,
+// with the default strategy and the full table: every decision outside the
+// band equals brute force, near the threshold.
+func TestEndToEndRealRing(t *testing.T) {
+	const dim, delta = 24, 0.5
+	for _, c := range []struct {
+		name   string
+		n1     int
+		stream bool
+	}{{strategy.BSGSTBE, 8, false}, {strategy.BSGSTBE, 8, true}, {strategy.DG, 0, false}} {
+		rng := rand.New(rand.NewSource(13))
+		f := newFixtureWith(t, params.ToyReal, 8, dim, delta, c.name, c.n1)
+		if got := f.set.Slots(); got != 4096 {
+			t.Fatalf("toy-real has %d slots, want 4096 (N real slots)", got)
+		}
+		q := randomUnit(rng, dim)
+		gal := gallery(rng, q, 5000, []float64{0.52, 0.505, 0.502, 0.498, 0.495, 0.48, 0.9, 1.0})
+		f.enroll(t, gal[:4500]) // a full group and a partial one
+		f.enrollSeeded(t, gal[4500:])
+		opt := Options{}
+		if c.stream {
+			opt.MemoryBudget = 1
+		}
+		srv, err := Open(f.indexDir, f.serverKeys(), opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(srv.Manifest.Groups) != 3 || srv.Manifest.Groups[0].Count != 4096 {
+			t.Fatalf("%s: groups %+v", c.name, srv.Manifest.Groups)
+		}
+		if m := check(t, f, srv, gal, f32(q)); len(m) < 4 {
+			t.Fatalf("%s: expected the planted matches, got %v", c.name, m)
+		}
+		check(t, f, srv, gal, f32(randomUnit(rng, dim)))
+	}
+}
+
 // TestStrategiesAgree runs every strategy (and a baby-step size that does
 // not divide l), in memory and streamed, enrolled with the public key or
 // seeded, on the same gallery and queries: identical decisions, all equal

@@ -9,7 +9,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strings"
 
+	"github.com/tuneinsight/lattigo/v6/ring"
 	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
 )
 
@@ -19,7 +21,18 @@ const (
 	Default = "default"
 	// Toy is a small, INSECURE preset for fast tests only.
 	Toy = "toy"
+	// Real is the secure preset on the conjugate-invariant ring of degree
+	// N = 2^15: 32,768 real slots, so twice the gallery entries per
+	// ciphertext of Default at about the same cost per ciphertext; 128-bit
+	// by the argument in docs/PARAMETERS.md (same dimension, modulus and
+	// distributions as Default).
+	Real = "real"
+	// ToyReal is Real's INSECURE small counterpart (N = 2^12) for tests.
+	ToyReal = "toy-real"
 )
+
+// Presets lists every preset name.
+var Presets = []string{Default, Real, Toy, ToyReal}
 
 // Depth budgets of the comparator that the presets accept.
 const (
@@ -60,7 +73,7 @@ func specialPrimes(logQ []int) int {
 
 // Set is a fully specified encmatch parameter set.
 type Set struct {
-	Preset   string // "default" or "toy"
+	Preset   string // one of Presets
 	Kappa    int    // comparator depth budget
 	Dim      int    // embedding dimension as given by the user
 	CKKS     ckks.Parameters
@@ -72,6 +85,7 @@ type Description struct {
 	Preset       string  `json:"preset"`
 	Insecure     bool    `json:"insecure"`
 	LogN         int     `json:"log_n"`
+	Ring         string  `json:"ring"` // Lattigo's ring type: "Standard", or "ConjugateInvariant" (real slots)
 	Slots        int     `json:"slots"`
 	LogQ         []int   `json:"log_q"`
 	LogP         []int   `json:"log_p"`
@@ -89,18 +103,25 @@ type Description struct {
 // an embedding dimension dim.
 func New(preset string, kappa, dim int) (*Set, error) {
 	var logN int
+	ringType := ring.Standard
 	switch preset {
-	case Default:
+	case Default, Real:
 		logN = 15
-	case Toy:
+	case Toy, ToyReal:
 		logN = 12
 	default:
-		return nil, fmt.Errorf("unknown parameter preset %q (want %q or %q)", preset, Default, Toy)
+		return nil, fmt.Errorf("unknown parameter preset %q (want one of %s)", preset, strings.Join(Presets, ", "))
+	}
+	if preset == Real || preset == ToyReal {
+		ringType = ring.ConjugateInvariant
 	}
 	if kappa < MinKappa || kappa > MaxKappa {
 		return nil, fmt.Errorf("comparator depth kappa=%d is outside the supported range [%d, %d]", kappa, MinKappa, MaxKappa)
 	}
 	slots := 1 << (logN - 1)
+	if ringType == ring.ConjugateInvariant {
+		slots = 1 << logN
+	}
 	if dim < 1 {
 		return nil, fmt.Errorf("embedding dimension must be positive, got %d", dim)
 	}
@@ -122,11 +143,12 @@ func New(preset string, kappa, dim int) (*Set, error) {
 		LogQ:            logQ,
 		LogP:            logP,
 		LogDefaultScale: logScale,
+		RingType:        ringType,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("building CKKS parameters: %w", err)
 	}
-	s := &Set{Preset: preset, Kappa: kappa, Dim: dim, CKKS: p, Insecure: preset != Default}
+	s := &Set{Preset: preset, Kappa: kappa, Dim: dim, CKKS: p, Insecure: preset != Default && preset != Real}
 	if !s.Insecure && s.SecurityBits() < 128 {
 		return nil, fmt.Errorf("preset %q at kappa=%d has log2(QP)=%.1f > %d: below 128-bit security", preset, kappa, p.LogQP(), MaxLogQPFor128[logN])
 	}
@@ -178,6 +200,7 @@ func (s *Set) Describe() Description {
 		Preset:       s.Preset,
 		Insecure:     s.Insecure,
 		LogN:         s.CKKS.LogN(),
+		Ring:         s.CKKS.RingType().String(),
 		Slots:        s.Slots(),
 		LogQ:         s.CKKS.LogQi(),
 		LogP:         s.CKKS.LogPi(),

@@ -54,6 +54,7 @@ import (
 	"encmatch/core/strategy"
 
 	"github.com/tuneinsight/lattigo/v6/multiparty"
+	"github.com/tuneinsight/lattigo/v6/ring"
 	"github.com/tuneinsight/lattigo/v6/utils/sampling"
 )
 
@@ -113,6 +114,10 @@ func NewConfig(set *params.Set, strat *strategy.Strategy, extra []int, n, t int)
 	}
 	if t < 1 || t > n {
 		return nil, fmt.Errorf("%w: threshold t=%d outside [1, n=%d]", errs.ErrInvalid, t, n)
+	}
+	if set.CKKS.RingType() != ring.Standard {
+		// The flooding noise (flood.go) is measured on the standard ring only.
+		return nil, fmt.Errorf("%w: preset %q: threshold key sets are built and measured on the standard ring only (use %q)", errs.ErrInvalid, set.Preset, params.Default)
 	}
 	id, crs := make([]byte, keyIDBytes), make([]byte, crsBytes)
 	if _, err := rand.Read(id); err != nil {

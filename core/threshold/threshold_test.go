@@ -650,3 +650,15 @@ func TestSecretIsUniformTernary(t *testing.T) {
 		t.Fatalf("collective secret: %.3f non-zero, largest %d: not a sum of %d uniform ternary secrets", frac, largest, f.cfg.Parties)
 	}
 }
+
+// TestConfigRefusesTheRealRing: the flooding is measured on the standard
+// ring only, so a threshold setup on a conjugate-invariant preset is refused.
+func TestConfigRefusesTheRealRing(t *testing.T) {
+	set, err := params.New(params.ToyReal, params.MinKappa, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewConfig(set, nil, nil, 3, 2); !errors.Is(err, errs.ErrInvalid) {
+		t.Fatalf("threshold setup on %s: got %v, want an invalid-argument error", set.Preset, err)
+	}
+}

@@ -423,7 +423,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("keygen", help="generate a key set")
     s.add_argument("--keys", type=Path, required=True, help="key directory to create")
-    s.add_argument("--preset", default="default", help="parameter preset (default: %(default)s; 'toy' is INSECURE)")
+    s.add_argument("--preset", default="default", help="parameter preset (default: %(default)s; 'real': 32,768 real slots per group (docs/PARAMETERS.md); 'toy', 'toy-real' are INSECURE)")
     s.add_argument("--kappa", type=int, default=DEFAULT_KAPPA, help="comparator depth budget (default: %(default)s)")
     s.add_argument("--dim", type=int, required=True, help="vector dimension (e.g. 192 for MobileFaceNet)")
     add_strategy_arguments(s)
@@ -524,7 +524,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "seeded: half the bytes), or both comma-separated (default: public-key)")
     s.add_argument("--trials", type=int, default=11,
                    help="trials per configuration; trial 1 is the setup (default: %(default)s)")
-    s.add_argument("--preset", default="default", help="parameter preset (default: %(default)s; 'toy' is INSECURE)")
+    s.add_argument("--preset", default="default", help="parameter preset (default: %(default)s; 'real': 32,768 real slots per group (docs/PARAMETERS.md); 'toy', 'toy-real' are INSECURE)")
     s.add_argument("--kappa", type=int, default=DEFAULT_KAPPA, help="comparator depth budget; 8 is the setting of papers/000 Tables 7-8 (default: %(default)s)")
     s.add_argument("--dim", type=int, default=512, help="vector dimension of the synthetic workload (default: %(default)s)")
     s.add_argument("--workload", choices=bench_mod.WORKLOADS, default="synthetic",

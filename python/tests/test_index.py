@@ -20,6 +20,27 @@ def test_core_answers_version_presets_describe():
     d = encmatch.describe(TOY, KAPPA, 32)
     assert d["insecure"] is True and d["dim"] == 32 and d["slots"] == 2048 and d["group_size"] == 2048
     assert encmatch.describe("default", KAPPA, 32)["security_bits"] >= 128
+    assert {"real", "toy-real"} <= names
+    real = encmatch.describe("real", KAPPA, 512)
+    assert real["ring"] == "ConjugateInvariant" and real["slots"] == real["group_size"] == 32768
+    assert real["security_bits"] >= 128 and real["insecure"] is False
+    assert encmatch.describe("toy-real", KAPPA, 32)["insecure"] is True
+
+
+def test_real_ring_index_near_threshold(tmp_path, planted, check):
+    """The conjugate-invariant toy (4,096 real slots per group): two groups, scores planted around delta,
+    every decision outside the band equal to brute force through the SDK."""
+    rng = np.random.default_rng(3)
+    delta, dim = 0.5, 32
+    q = rng.standard_normal(dim)
+    targets = [delta + o for o in (-0.1, -0.01, -0.005, 0.005, 0.01, 0.1, 0.49)]
+    gallery = planted(rng, q, targets, 4200)
+    with encmatch.EncryptedIndex.create(tmp_path / "ix", dim=dim, preset="toy-real", kappa=KAPPA, delta=delta) as ix:
+        assert ix.info()["params"]["slots"] == 4096
+        ix.add(gallery)
+        assert len(ix.info()["groups"]) == 2
+        report, results, _, _ = check(ix, gallery, np.vstack([q, gallery[5000 % len(gallery)]]))
+        assert results["identification"][0].count >= 4  # the planted matches (random 32-d vectors add some)
 
 
 def test_default_kappa_is_the_cores():
