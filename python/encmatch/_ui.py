@@ -53,7 +53,8 @@ def describe_params(p: dict) -> str:
     if "log_n" in p:
         parts.append(f"N = 2^{p['log_n']}")
     if "slots" in p:
-        parts.append(f"{int(p['slots']):,} slots")
+        real = " real" if p.get("ring") == "ConjugateInvariant" else ""
+        parts.append(f"{int(p['slots']):,}{real} slots")
     if "log_qp" in p:
         parts.append(f"log QP {float(p['log_qp']):.0f}")
     if p.get("insecure"):

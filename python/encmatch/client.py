@@ -88,7 +88,7 @@ def presets() -> list[dict]:
 def describe(preset: str = "default", kappa: int = DEFAULT_KAPPA, dim: int = 512) -> dict:
     """Parameter description of ``preset`` for depth budget ``kappa`` and dimension ``dim``.
 
-    Keys: ``preset, insecure, log_n, slots, log_q, log_p, log_qp,
+    Keys: ``preset, insecure, log_n, ring, slots, log_q, log_p, log_qp,
     security_bits, kappa, levels, dim, padded_dim, group_size``.
     """
     return _core.call("describe", {"preset": preset, "kappa": int(kappa), "dim": int(dim)})[0]

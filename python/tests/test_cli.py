@@ -61,7 +61,7 @@ def test_info(ws):
     assert "entries: 60" in p.stdout and "labels: sealed, 1 file(s)" in p.stdout and "INSECURE" in p.stderr
     assert p.stdout.count("strategy: bsgs-tbe, n1 4") == 2  # keys and index
     p = ok(run_cli("info"))
-    assert "presets" in p.stdout and "toy" in p.stdout
+    assert "presets" in p.stdout and "toy" in p.stdout and "preset real, N = 2^15, 32,768 real slots" in p.stdout
     m = json.loads(ok(run_cli("info", "--index", ws["root"] / "index", "--json")).stdout)
     assert m["count"] == 60 and "labels" not in m  # names are sealed beside the index, not in its manifest
 
