@@ -10,8 +10,9 @@ import (
 
 // giantSum accumulates sum_j Rot_{r_j}(Relin(acc_j)) over the giant steps
 // of one worker, where each acc_j is a giant step's degree-2 accumulator,
-// with one division by the special modulus P (ModDown) per group instead
-// of four per giant step. It composes Lattigo's lazy key switching the way
+// with one division by the special modulus P (ModDown) of one polynomial
+// per giant step and one of the sum per group, instead of two divisions of
+// two polynomials per giant step. It composes Lattigo's lazy key switching the way
 // Lattigo's own linear transformations accumulate their giant steps:
 //
 //   - the relinearisation's gadget product R = P d2 s^2 stays modulo QP
@@ -23,8 +24,9 @@ import (
 //   - the sum is divided by P once (finish).
 //
 // The result decrypts to the same value as relinearising, rotating and
-// adding each giant step (TestGiantSumMatchesRelinRotate), with one rounding
-// instead of one per key switch.
+// adding each giant step (TestGiantSumMatchesRelinRotate), with fewer
+// roundings: one per giant step (R1's division) and one per worker's sum,
+// instead of two per key switch.
 type giantSum struct {
 	p      ckks.Parameters
 	eval   *ckks.Evaluator
