@@ -25,7 +25,7 @@ ray = pytest.importorskip("ray")
 import encmatch  # noqa: E402
 from encmatch import EncryptedIndex  # noqa: E402
 from encmatch.cluster import RayBackend  # noqa: E402
-from encmatch.cluster.localnodes import LocalCluster  # noqa: E402
+from encmatch.cluster.localnodes import WORKER_PORTS, LocalCluster, _ephemeral_start, free_port, worker_port_ranges  # noqa: E402
 from encmatch.service.measure import expected_results, same_answer, separated_gallery  # noqa: E402
 
 DIM = 16
@@ -66,6 +66,19 @@ def index_path(tmp_path_factory, data):
         index.add(data["gallery"])
         assert len(index.info()["groups"]) == 2
     return path
+
+
+def test_port_choices_never_overlap():
+    """Worker-port ranges are disjoint and below the kernel's ephemeral range, where every port that
+    free_port draws lies (a collision there made `ray start` refuse a node)."""
+    start = _ephemeral_start()
+    for _ in range(50):
+        ranges = worker_port_ranges(3)
+        assert all(hi - lo + 1 == WORKER_PORTS and 10000 <= lo and hi < start for lo, hi in ranges)
+        assert all(a[1] < b[0] for a, b in zip(ranges, ranges[1:]))
+    taken: set[int] = set()
+    ports = [free_port(taken) for _ in range(20)]
+    assert len(set(ports)) == 20 and set(ports) == taken and min(ports) >= start
 
 
 def _exact(index, data, mode):

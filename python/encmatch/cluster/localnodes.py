@@ -34,11 +34,43 @@ class NodeError(RuntimeError):
     """A local node could not be started or did not join in time."""
 
 
-def free_port() -> int:
-    """A TCP port on loopback that nothing listens on right now."""
-    with socket.socket() as s:
-        s.bind((LOOPBACK, 0))
-        return s.getsockname()[1]
+#: Worker ports per node (Ray starts one worker process per port).
+WORKER_PORTS = 200
+
+
+def free_port(taken: set[int]) -> int:
+    """A TCP port on loopback that nothing listens on right now and not in ``taken`` (added to it).
+
+    The kernel picks it from its ephemeral range (``ip_local_port_range``).
+    """
+    while True:
+        with socket.socket() as s:
+            s.bind((LOOPBACK, 0))
+            port = s.getsockname()[1]
+        if port not in taken:
+            taken.add(port)
+            return port
+
+
+def _ephemeral_start() -> int:
+    """The first port of the kernel's ephemeral range (32768 when it cannot be read)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def worker_port_ranges(nodes: int) -> list[tuple[int, int]]:
+    """Disjoint worker-port ranges for ``nodes`` nodes, below the kernel's ephemeral range, so that no port
+    that :func:`free_port` hands out (or that another program gets from the kernel) falls inside one.
+
+    A random band of them, so that two clusters on one host rarely collide.
+    """
+    span = WORKER_PORTS * nodes
+    top = _ephemeral_start() - 1
+    bands = max(1, (top - 10000) // span)
+    first = top - span * (1 + secrets.randbelow(bands))
+    return [(first + i * WORKER_PORTS, first + (i + 1) * WORKER_PORTS - 1) for i in range(nodes)]
 
 
 def _ray_cli() -> list[str]:
@@ -55,24 +87,26 @@ class LocalNode:
     num_cpus: int
     resources: dict[str, float] = field(default_factory=dict)
     ports: dict[str, int] = field(default_factory=dict)
+    worker_ports: tuple[int, int] = (0, 0)
 
-    def start(self, token: str, head_address: str | None = None, object_store_bytes: int = 400 * 2**20) -> None:
+    def start(self, token: str, taken: set[int], head_address: str | None = None,
+              object_store_bytes: int = 400 * 2**20) -> None:
         """``ray start`` this node with the cluster's ``token``: the head if ``head_address`` is None,
-        else a node joining it."""
+        else a node joining it. Its ports are drawn outside ``taken`` (the cluster's, updated)."""
         self.temp_dir.mkdir(parents=True, exist_ok=True)
         names = ["node-manager-port", "object-manager-port", "metrics-export-port", "dashboard-agent-listen-port",
                  "dashboard-agent-grpc-port", "runtime-env-agent-port"]
-        self.ports = {n: free_port() for n in names}
-        low = free_port() % 20000 + 30000  # a private range of worker ports per node
+        self.ports = {n: free_port(taken) for n in names}
+        low, high = self.worker_ports
         args = _ray_cli() + ["start", "--node-ip-address", LOOPBACK, "--temp-dir", str(self.temp_dir),
                              "--num-cpus", str(self.num_cpus), "--num-gpus", "0",
                              "--object-store-memory", str(object_store_bytes),
                              "--resources", json.dumps(self.resources),
-                             "--min-worker-port", str(low), "--max-worker-port", str(low + 200),
+                             "--min-worker-port", str(low), "--max-worker-port", str(high),
                              "--disable-usage-stats"]
         args += [f"--{n}={p}" for n, p in self.ports.items()]
         if head_address is None:
-            self.ports["port"] = free_port()
+            self.ports["port"] = free_port(taken)
             args += ["--head", "--port", str(self.ports["port"]), "--include-dashboard=false"]
         else:
             args += ["--address", head_address]
@@ -154,9 +188,12 @@ class LocalCluster:
 
     def __enter__(self) -> "LocalCluster":
         try:
-            self.nodes[0].start(self.token)
+            taken: set[int] = set()
+            for node, ports in zip(self.nodes, worker_port_ranges(len(self.nodes))):
+                node.worker_ports = ports
+            self.nodes[0].start(self.token, taken)
             for node in self.nodes[1:]:
-                node.start(self.token, self.address)
+                node.start(self.token, taken, self.address)
         except BaseException:
             self.stop()
             raise
