@@ -71,6 +71,26 @@ def _prepare(work: Path, dim: int, kappa: int, n1: int, groups: int, seed: int) 
     return {"keys": keys, "server_keys": server_keys, "indexes": indexes, "queries": queries}
 
 
+def add_gallery_arguments(ap: argparse.ArgumentParser, kappa: int, queries_help: str) -> None:
+    """The options of the measured key set and gallery, shared by this module and ``measure_nodes``."""
+    ap.add_argument("--work", type=Path, required=True, help="keys and indexes (reused when present)")
+    ap.add_argument("--out", type=Path, required=True, help="results directory")
+    ap.add_argument("--dim", type=int, default=512)
+    ap.add_argument("--kappa", type=int, default=kappa)
+    ap.add_argument("--n1", type=int, default=32)
+    ap.add_argument("--groups", type=int, default=2, help="groups of the gallery (>= 2)")
+    ap.add_argument("--queries", type=int, default=5, help=queries_help)
+    ap.add_argument("--seed", type=int, default=0)
+
+
+def prepare_from_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> dict[str, Any]:
+    """Check the gallery options and make (or reuse) the key set and galleries they describe."""
+    if args.groups < 2:
+        ap.error("--groups must be >= 2")
+    args.work.mkdir(parents=True, exist_ok=True)
+    return _prepare(args.work, args.dim, args.kappa, args.n1, args.groups, args.seed)
+
+
 def _time_configs(configs: list[tuple[str, str, RayBackend | None]], setup: dict, queries: int) -> list[dict]:
     """Open configurations together, warm each up, then time ``queries`` checked membership searches of
     each, interleaved (query i on every configuration before query i + 1), and close them."""
@@ -145,19 +165,9 @@ def _markdown(rows: dict[str, dict], meta: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Run the measurement; see the module doc."""
     ap = argparse.ArgumentParser(prog="python -m encmatch.cluster.measure", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--work", type=Path, required=True, help="keys and indexes (reused when present)")
-    ap.add_argument("--out", type=Path, required=True, help="results directory")
-    ap.add_argument("--dim", type=int, default=512)
-    ap.add_argument("--kappa", type=int, default=8)
-    ap.add_argument("--n1", type=int, default=32)
-    ap.add_argument("--groups", type=int, default=2, help="groups of the gallery (>= 2)")
-    ap.add_argument("--queries", type=int, default=5, help="timed queries per configuration")
-    ap.add_argument("--seed", type=int, default=0)
+    add_gallery_arguments(ap, kappa=8, queries_help="timed queries per configuration")
     args = ap.parse_args(argv)
-    if args.groups < 2:
-        ap.error("--groups must be >= 2")
-    args.work.mkdir(parents=True, exist_ok=True)
-    setup = _prepare(args.work, args.dim, args.kappa, args.n1, args.groups, args.seed)
+    setup = prepare_from_args(ap, args)
     ray.init(include_dashboard=False, log_to_driver=False)
     runs = [[("in-process", "full", None), ("ray-1x2", "full", RayBackend(workers=1, num_cpus=2))],
             [("ray-2x1", "full", RayBackend(workers=2, num_cpus=1))], [("ray-1x1", "full", RayBackend(workers=1, num_cpus=1))],

@@ -28,7 +28,6 @@ import statistics
 import tempfile
 import threading
 import time
-from pathlib import Path
 
 import ray
 
@@ -36,7 +35,7 @@ from ..client import Client, describe
 from ..index import decrypted_to_result
 from ..service.measure import expected_results, same_answer
 from .localnodes import LocalCluster
-from .measure import DELTA, _peak_rss, _prepare
+from .measure import DELTA, _peak_rss, add_gallery_arguments, prepare_from_args
 from .ray_backend import RayBackend
 
 __all__ = ["main"]
@@ -55,22 +54,12 @@ def _checked(server, client, gallery, q) -> tuple[float, bool]:
 def main(argv: list[str] | None = None) -> int:
     """Run the measurement; see the module doc."""
     ap = argparse.ArgumentParser(prog="python -m encmatch.cluster.measure_nodes", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--work", type=Path, required=True, help="keys and indexes (reused when present)")
-    ap.add_argument("--out", type=Path, required=True, help="results directory")
-    ap.add_argument("--dim", type=int, default=512)
-    ap.add_argument("--kappa", type=int, default=13)
-    ap.add_argument("--n1", type=int, default=32)
-    ap.add_argument("--groups", type=int, default=2, help="groups of the gallery (>= 2)")
-    ap.add_argument("--queries", type=int, default=5, help="timed queries before and after the node is lost")
+    add_gallery_arguments(ap, kappa=13, queries_help="timed queries before and after the node is lost")
     ap.add_argument("--kill-after", type=float, default=1.0, help="seconds into the query when the node is killed")
     ap.add_argument("--memory-budget-gb", type=float, default=4.0,
                     help="each actor's memory budget (GB); groups that do not fit are streamed from disk per query")
-    ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
-    if args.groups < 2:
-        ap.error("--groups must be >= 2")
-    args.work.mkdir(parents=True, exist_ok=True)
-    setup = _prepare(args.work, args.dim, args.kappa, args.n1, args.groups, args.seed)
+    setup = prepare_from_args(ap, args)
     path, gallery = setup["indexes"]["full"]
     queries = setup["queries"]
     root = tempfile.mkdtemp(prefix="emr", dir="/tmp")
