@@ -49,6 +49,8 @@ from .errors import (
     LibraryNotFound,
     Mismatch,
     NotFound,
+    ShardUnavailable,
+    Unavailable,
 )
 from .index import EncryptedIndex
 from .results import IdentificationResult, MembershipResult
@@ -79,5 +81,7 @@ __all__ = [
     "IOError",
     "Internal",
     "LibraryNotFound",
+    "ShardUnavailable",
+    "Unavailable",
     "__version__",
 ]

@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
-from tqdm.auto import tqdm
+from .progress import progress as progress_bar
 
 from . import data as data_mod
 from .bruteforce import cosine_scores
@@ -447,8 +447,8 @@ def bench_config(
                     "trial": first,
                 }
                 rec.update(n1=client.n1, streamed=server.streamed, params=client.params)
-                bar = tqdm(range(2, trials + 1), desc=f"K={size:,} {strategy}", unit="trial",
-                           disable=None if progress is None else not progress, leave=False)
+                bar = progress_bar(range(2, trials + 1), desc=f"K={size:,} {strategy}", unit="trial",
+                                   show=progress is None or bool(progress))
                 for i in bar:
                     sampler.reset()
                     tr = query_fn(client, server, workload)

@@ -26,10 +26,13 @@ index id.
 Memory budgets (``--memory-budget``) are in GB (10^9 bytes, a float); 0
 means unlimited.
 
-Exit codes: 0 success; 1 failure (disagreement, disk or internal error,
+Exit codes (:data:`EXIT_CODES`, also in ``encmatch --help``): 0 success;
+1 failure (a disagreement with brute force, a disk or internal error, a
 missing core library); 2 bad input (bad arguments, wrong dimension, NaN,
-missing or corrupt files, keys of another key set). Errors are printed as
-``error: <message>`` on stderr, never as a traceback.
+missing, truncated or corrupt files, keys of another key set, an unknown
+index); 3 service unavailable or refused (cannot connect, timed out, bad
+or revoked token, overloaded). Errors are printed as ``error: <message>``
+on stderr, never as a traceback.
 """
 
 from __future__ import annotations
@@ -72,22 +75,37 @@ from .client import (
     presets,
     version,
 )
-from .errors import USER_ERRORS, EncmatchError, InvalidArgument, NotFound
+from .errors import USER_ERRORS, EncmatchError, InvalidArgument, NotFound, Unavailable
 from .cluster import cli as cluster_commands
 from .faces import commands as face_commands
 from .index import decrypted_to_result
 from .service import commands as service_commands
 from .results import MODES
 from .defaults import DEFAULT_KAPPA
+from . import __version__
 
 __all__ = ["main", "build_parser"]
 
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
+EXIT_UNAVAILABLE = 3
+
+#: The exit-code policy of every subcommand, as ``--help`` states it.
+EXIT_CODES = (
+    "exit codes: 0 success; 1 disagreement with brute force, disk or internal error; "
+    "2 bad input (arguments, files, dimensions, keys of another key set); "
+    "3 service unavailable or refused (connection, timeout, token, overload)"
+)
 
 
 class _Parser(argparse.ArgumentParser):
-    """ArgumentParser whose errors read ``error: ...`` and exit 2, like every other bad input."""
+    """ArgumentParser whose errors read ``error: ...`` and exit 2, like every other bad input; every
+    command's ``--help`` ends with the exit-code policy."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        """argparse's, with the exit codes as the default epilog."""
+        kwargs.setdefault("epilog", EXIT_CODES)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         """Print the usage and ``error: message``, exit 2."""
@@ -419,6 +437,8 @@ def _encryption_list(text: str) -> list[str]:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     p = _Parser(prog="encmatch", description="Encrypted 1:N face search.")
+    p.add_argument("--version", action="version", version=f"encmatch {__version__}",
+                   help="print the package version and exit (`encmatch info`: the core's and Lattigo's)")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
 
     s = sub.add_parser("keygen", help="generate a key set")
@@ -553,6 +573,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
+    except Unavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_UNAVAILABLE
     except USER_ERRORS as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
-from tqdm.auto import tqdm
+from .progress import progress as progress_bar
 
 from . import _core
 from . import labels as labels_mod
@@ -430,7 +430,7 @@ class Enroller:
         keys without one gets MissingLabelKey before anything is written.
 
         Vectors are sent one group (``group_size`` vectors) per core call by
-        default, with a tqdm progress bar (on a terminal) when there is more
+        default, with a progress bar (log lines off a terminal) when there is more
         than one batch (``progress`` forces it on or off). Each call appends new groups: a
         partial last group is not filled by a later call. A batch whose
         content an earlier run already enrolled (a rerun after a crash or
@@ -475,7 +475,7 @@ class Enroller:
         added = skipped = 0
         seconds = 0.0
         stored = 0
-        with tqdm(total=n, unit="vec", desc="enroll", disable=None if show else True, leave=False) as bar:
+        with progress_bar(total=n, unit="vec", desc="enroll", show=bool(show)) as bar:
             for lo, hi in zip(bounds[:-1], bounds[1:]):
                 batch_labels = None if labels_list is None else labels_list[lo:hi]
                 digest = batch_digest(vecs[lo:hi], batch_labels)

@@ -27,6 +27,7 @@ __all__ = [
     "Internal",
     "LibraryNotFound",
     "ShardUnavailable",
+    "Unavailable",
     "error_for",
     "USER_ERRORS",
 ]
@@ -107,9 +108,18 @@ class ShardUnavailable(EncmatchError):
     kind = "shard_unavailable"
 
 
+class Unavailable(EncmatchError):
+    """A service could not be reached, did not answer in time, or refused the caller (a bad or revoked
+    token, a full queue): nothing is wrong with the input, and trying later (or with another token) may
+    succeed. The CLI exits 3 on it."""
+
+    kind = "unavailable"
+
+
 _BY_KIND: dict[str, type[EncmatchError]] = {
     cls.kind: cls
-    for cls in (InvalidArgument, Mismatch, Corrupt, NotFound, Exists, IOError, Internal, ShardUnavailable)
+    for cls in (InvalidArgument, Mismatch, Corrupt, NotFound, Exists, IOError, Internal, ShardUnavailable,
+              Unavailable)
 }
 
 #: Error classes that mean "the user gave something wrong" (the CLI exits 2 on these).

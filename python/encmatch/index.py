@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
-from tqdm.auto import tqdm
+from .progress import progress as progress_bar
 
 from . import _core
 from . import labels as labels_mod
@@ -216,7 +216,7 @@ class EncryptedIndex:
         server = self._open_server()
         labels = self.labels
         show = progress if progress is not None else len(qs) > 8
-        for q in tqdm(qs, desc=mode, unit="query", disable=None if show else True, leave=False):
+        for q in progress_bar(qs, desc=mode, unit="query", show=bool(show)):
             result = server.search(self.client.encrypt_query(q), mode)
             out.append(decrypted_to_result(self.client.decrypt(result), labels))
         return out[0] if single else out

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
-from tqdm.auto import tqdm
+from .progress import progress as progress_bar
 
 from . import _core
 from .bruteforce import cosine_scores
@@ -445,7 +445,7 @@ def run(
     ``work_dir/keys`` are reused when their parameters and strategy match; the
     index ``work_dir/index`` is always rebuilt. Without ``work_dir`` a
     temporary directory is used and removed. ``log`` (e.g. ``print``)
-    receives one line per step; ``progress`` shows tqdm bars (enrollment,
+    receives one line per step; ``progress`` shows progress bars (enrollment,
     and one tick per query during searches).
     """
     for m in modes:
@@ -490,7 +490,7 @@ def run(
             with server:
                 for m in modes:
                     with steps.step(f"{m} search", f"{len(q)} queries") as info:
-                        bar = tqdm(encrypted, desc=m, unit="query", disable=None if progress else True, leave=False)
+                        bar = progress_bar(encrypted, desc=m, unit="query", show=bool(progress))
                         results[m] = [server.search(b, m) for b in bar]
                         info["note"] = f"{len(results[m][0]):,} bytes per result" if results[m] else ""
             decrypted: dict[str, list] = {}

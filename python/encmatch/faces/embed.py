@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
-from tqdm.auto import tqdm
+from ..progress import progress as progress_bar
 
 from .. import data as data_mod
 from ..errors import EncmatchError, InvalidArgument
@@ -124,7 +124,7 @@ def embed_photos(
     ``model`` is a model name or a loaded :class:`FaceModel`; ``ids`` the
     naming rule (``auto``, ``folder``, ``file``); ``multiple`` what to do
     with photos showing several faces (:data:`MULTIPLE`). ``progress``
-    shows a tqdm bar (default: on a terminal). Inputs that cannot be used
+    shows a progress bar (default: on a terminal). Inputs that cannot be used
     are listed in :attr:`Embedded.problems`; nothing is raised for them.
     """
     if multiple not in MULTIPLE:
@@ -148,7 +148,7 @@ def embed_photos(
             pending.clear()
 
     finder = fm.finder
-    for photo in tqdm(photos, unit="photo", desc=f"embed ({fm.name})", disable=None if progress is None else not progress):
+    for photo in progress_bar(photos, unit="photo", desc=f"embed ({fm.name})", show=progress is None or bool(progress)):
         where = str(photo.path)
         try:
             img = load_image(photo.path)

@@ -37,7 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from tqdm.auto import tqdm
+from ..progress import progress as progress_bar
 
 from ..errors import InvalidArgument
 from .encoding import LAYOUT, check_layout
@@ -201,8 +201,8 @@ def generate(
     plan = np.random.default_rng(plan_seed)
     chosen = np.sort(plan.choice(n_gallery, n_enrolled, replace=False))
     parts, probes = [], []
-    bar = tqdm(range(0, n_gallery, chunk), desc="iris generate", unit="chunk",
-               disable=not (progress if progress is not None else n_gallery > chunk))
+    bar = progress_bar(range(0, n_gallery, chunk), desc="iris generate", unit="chunk",
+                       show=bool(progress if progress is not None else n_gallery > chunk))
     for start, s in zip(bar, chunk_seeds):
         k = min(chunk, n_gallery - start)
         local = chosen[(chosen >= start) & (chosen < start + k)] - start

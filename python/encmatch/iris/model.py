@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
-from tqdm.auto import tqdm
+from ..progress import progress as progress_bar
 
 from ..errors import InvalidArgument
 from .encoding import DEFAULT_ROTATION_SHIFT, masked_bits, rotations, score_threshold, shifts
@@ -267,7 +267,7 @@ def match(
     ``t`` is the fractional Hamming threshold (match iff ``FHD < t``, or
     open-iris's ``NHD < t`` with ``normalise``; distances reported stay FHD).
     ``pairs=True`` also returns the ``[q, n]`` minimum FHD per pair.
-    ``progress``: a tqdm bar over gallery chunks (default: when there is
+    ``progress``: a progress bar over gallery chunks (default: when there is
     more than one chunk).
     """
     _check_inputs(queries, gallery, chunk, t)
@@ -281,7 +281,7 @@ def match(
     best_rot = np.zeros(q, dtype=np.int64)
     min_fhd = np.ones((q, n), dtype=np.float32) if pairs else None
     starts = range(0, n, chunk)
-    bar = tqdm(starts, desc="iris match", unit="chunk", disable=not (progress if progress is not None else len(starts) > 1))
+    bar = progress_bar(starts, desc="iris match", unit="chunk", show=bool(progress if progress is not None else len(starts) > 1))
     for start in bar:
         stop = min(start + chunk, n)
         hit, margin, sc = _chunk_scores(qv, qm, gallery, start, stop, t, normalise)

@@ -50,7 +50,7 @@ from typing import Any, Callable, Sequence
 
 import httpx
 import numpy as np
-from tqdm.auto import tqdm
+from ..progress import progress as progress_bar
 
 from .. import _core
 from .. import labels as labels_mod
@@ -461,7 +461,7 @@ class RemoteIndex:
         labels = self.labels
         out = []
         show = progress if progress is not None else len(qs) > 8
-        for q in tqdm(qs, desc=mode, unit="query", disable=None if show else True, leave=False):
+        for q in progress_bar(qs, desc=mode, unit="query", show=bool(show)):
             result, self.last_search = self.service.search(self.id, self.client.encrypt_query(q), mode)
             out.append(decrypted_to_result(self.client.decrypt(result), labels))
         return out[0] if single else out
@@ -556,8 +556,7 @@ def _upload_all(service: ServiceClient, index_id: str, files: list[Path], desc: 
     """Upload ``files`` to index ``index_id`` with one progress bar; returns their total size."""
     total = sum(p.stat().st_size for p in files)
     show = progress if progress is not None else total > (64 << 20)
-    with tqdm(total=total, unit="B", unit_scale=True, desc=desc, disable=None if show else True,
-              leave=False) as bar:
+    with progress_bar(total=total, unit="B", unit_scale=True, desc=desc, show=bool(show)) as bar:
         for p in files:
             service.upload_file(index_id, p, on_bytes=bar.update)
     return total
