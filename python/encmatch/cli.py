@@ -50,6 +50,8 @@ from . import bench as bench_mod
 from . import data as data_mod
 from . import labels as labels_mod
 from . import demo as demo_mod
+from . import resultfiles
+from .probes import run_probes
 from . import validate as validate_mod
 from ._ui import (
     add_memory_budget_argument,
@@ -213,52 +215,67 @@ def _read_query(path: Path, field: str, row: int | None) -> np.ndarray:
 
 
 def cmd_query(args: argparse.Namespace) -> int:
-    """Encrypt a query with the client key, run the server, write the encrypted result."""
+    """Encrypt the probes with the client key, search them against one loaded server, write the
+    encrypted results (and with ``--decrypt`` print the answers)."""
+    if args.out is None and not args.decrypt:
+        raise InvalidArgument("--out is required (or --decrypt to print the answers only)")
     if args.delta is not None and not args.server:
         check_same_delta(manifest_delta(index_info(args.index)), args.delta)
-    vec = face_commands.query_vector(args, _read_query)
+    if not args.server and not (args.index / "manifest.json").is_file():
+        raise NotFound(f"{args.index} holds no index (nothing enrolled yet: `encmatch enroll --index {args.index}`)")
+    if args.out is not None:  # before any photo is embedded or any key loaded
+        resultfiles.precheck(args.out)
+    probes = face_commands.query_inputs(args, _read_query)
+    sink = resultfiles.plan(args.out, len(probes.vectors), args.mode) if args.out is not None else None
     if args.server:
-        return service_commands.remote_query(args, vec)
+        return service_commands.remote_query(args, probes.vectors, probes.labels, sink) or _skipped(probes)
     with Client(args.keys) as client:
         warn_if_insecure(client.params)
-        t0 = time.perf_counter()
-        q = client.encrypt_query(vec)
-        t_enc = time.perf_counter() - t0
         backend = cluster_commands.backend_from_args(args)
         opener = Server if backend is None else backend.open
+        t0 = time.perf_counter()
         with opener(args.index, client.server_key_dir, args.memory_budget) as server:
-            t0 = time.perf_counter()
-            result = server.search(q, args.mode)
-            t_search = time.perf_counter() - t0
-            groups = server.last_search.get("groups")
-            streamed = " streamed from disk" if server.streamed else ""
-        args.out.write_bytes(result)
-        print(f"query: {fmt_bytes(len(q))} encrypted in {t_enc:.2f} s")
-        print(f"{args.mode} search: {t_search:.2f} s" + (f" over {groups} group(s){streamed}" if groups is not None else ""))
-        print(f"result: {fmt_bytes(len(result))} -> {args.out}")
-        if args.decrypt:
-            labels = client.open_labels(index_info(args.index), labels_mod.local_files(args.index))
-            print_answer(decrypted_to_result(client.decrypt(result), labels))
+            t_load = time.perf_counter() - t0
+            streamed = "streamed from disk under the memory budget" if server.streamed else "in memory"
+            print(f"loaded index {args.index} ({manifest_total(server.manifest):,} entries, {streamed}) "
+                  f"and its evaluation keys in {t_load:.2f} s", file=sys.stderr if args.json else sys.stdout)
+            labels = None
+            if args.decrypt:
+                labels = client.open_labels(index_info(args.index), labels_mod.local_files(args.index))
+            run_probes(probes.vectors, probes.labels, args.mode, client, lambda q: server.search(q, args.mode),
+                       sink, labels if args.decrypt else False, json_lines=args.json)
+    return _skipped(probes)
+
+
+def _skipped(probes) -> int:
+    """The exit code after a query: 2 (with an ``error:`` line) when inputs were skipped, else 0."""
+    skipped = sum(1 for p in probes.problems if p.skipped)
+    if skipped:
+        print(f"error: {skipped} input(s) skipped (listed above); the other probes were searched", file=sys.stderr)
+        return EXIT_USAGE
     return 0
 
 
 def cmd_decrypt(args: argparse.Namespace) -> int:
-    """Decrypt a result file and print the answer."""
-    if not args.result.is_file():
-        raise NotFound(f"no such file: {args.result}")
-    blob = args.result.read_bytes()
+    """Decrypt result files (or ``query --out`` folders) and print the answers."""
+    pairs = resultfiles.expand(args.results)
     if args.server and args.index is None:
         raise InvalidArgument("--server needs --index (the remote index id) to name matches by their labels")
     with Client(args.keys) as client:
         warn_if_insecure(client.params)
-        answer = client.decrypt(blob)
         labels = None
         if args.server:  # the service's sealed copies, opened here
             labels = service_commands.remote_labels(args, client)
         elif args.index is not None:
             labels = client.open_labels(index_info(args.index), labels_mod.local_files(args.index))
-        res = decrypted_to_result(answer, labels)
-    print_answer(res, args.json)
+        for name, path in pairs:
+            res = decrypted_to_result(client.decrypt(path.read_bytes()), labels)
+            if args.json:
+                print(json.dumps({"probe": name, **res.to_dict()} if len(pairs) > 1 else res.to_dict()))
+            else:
+                if len(pairs) > 1:
+                    print(f"probe {name} ({path}):")
+                print_answer(res)
     return 0
 
 
@@ -468,20 +485,32 @@ def build_parser() -> argparse.ArgumentParser:
     service_commands.add_remote_arguments(s)
     s.set_defaults(func=cmd_enroll)
 
-    s = sub.add_parser("query", help="encrypt a query, search, write the encrypted result")
+    s = sub.add_parser("query", help="encrypt probes, search them, write the encrypted results",
+                       description="Encrypt one or more probes with the client key, search them against the index "
+                                   "(loaded once), and write the encrypted results: --out FILE for one probe, "
+                                   "--out FOLDER for several (one file each and results.json; `encmatch decrypt "
+                                   "FOLDER` reads them all). --decrypt prints the answers here too.")
     s.add_argument("--keys", type=Path, required=True, help="client key directory")
     s.add_argument("--index", type=Path, required=True, help="index directory (with --server: the remote index id)")
-    s.add_argument("--mode", choices=MODES, default="identification")
-    s.add_argument("--out", type=Path, required=True, help="file to write the encrypted result to")
-    s.add_argument("--field", default="emb", help="array of a .npz holding the query (default: %(default)s)")
-    s.add_argument("--row", type=int, default=None, help="row of a 2-D query file to use")
+    s.add_argument("--mode", choices=MODES, default="identification",
+                   help="identification: the matching positions (and labels); membership: the count of matches "
+                        "and enrolled yes/no (default: %(default)s)")
+    s.add_argument("--out", type=Path, default=None,
+                   help="where the encrypted results go: a file for one probe, a folder for several "
+                        "(required unless --decrypt)")
+    s.add_argument("--field", default="emb", help="array of a .npz holding the probes (default: %(default)s)")
+    s.add_argument("--row", type=int, default=None,
+                   help="search only this row of a single 2-D .npy/.npz file (default: every row)")
     s.add_argument("--delta", type=float, default=None,
                    help="only the index's own threshold is accepted (fixed at its creation); any other is refused")
     s.add_argument("--decrypt", action="store_true",
-                   help="also decrypt the result here and print the answer (labels opened with --keys)")
-    s.add_argument("query", type=Path, metavar="QUERY",
-                   help=".npy [dim] / [1, dim] (or --row) or .npz, or one photo (embedded here)")
-    face_commands.add_photo_arguments(s, ids=False)
+                   help="also decrypt each result here and print the answer (labels opened with --keys)")
+    s.add_argument("--json", action="store_true",
+                   help="with --decrypt: one JSON answer per line, with its probe name (timings go to stderr)")
+    s.add_argument("queries", type=Path, nargs="+", metavar="PROBE",
+                   help="probes: .npy [dim] or [n, dim], .npz (--field), photos or folders of photos "
+                        "(embedded here); all searched against one loaded index")
+    face_commands.add_photo_arguments(s)
     add_memory_budget_argument(s, "server memory; an index that does not fit is streamed from disk")
     service_commands.add_remote_arguments(s)
     cluster_commands.add_backend_arguments(s)
@@ -492,7 +521,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--index", type=Path, default=None,
                    help="index directory (with --server: the remote index id), to name matches by their labels")
     s.add_argument("--json", action="store_true", help="print the answer as JSON")
-    s.add_argument("result", type=Path, metavar="RESULT.bin")
+    s.add_argument("results", type=Path, nargs="+", metavar="RESULT",
+                   help="result files of `encmatch query`, or its --out folders (every probe in them)")
     service_commands.add_remote_arguments(s)
     s.set_defaults(func=cmd_decrypt)
 

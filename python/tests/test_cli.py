@@ -73,7 +73,7 @@ def test_query_then_decrypt(ws, tmp_path, mode):
     p = ok(run_cli("query", "--keys", root / "keys", "--index", root / "index", "--mode", mode,
                    "--out", out, root / "query.npy"))
     assert out.is_file() and out.stat().st_size > 0
-    assert "query:" in p.stdout and "result:" in p.stdout
+    assert "loaded index" in p.stdout and "1 probe(s): encrypted in" in p.stdout and str(out) in p.stdout
     assert "person-" not in p.stdout  # the server side prints sizes and timings only
 
     answer = json.loads(ok(run_cli("decrypt", "--keys", root / "keys", "--index", root / "index", "--json", out)).stdout)
@@ -136,7 +136,7 @@ def test_strategies_subcommand(tmp_path):
 def test_query_row_selection(ws, tmp_path):
     root = ws["root"]
     p = ok(run_cli("query", "--keys", root / "keys", "--index", root / "index", "--out", tmp_path / "r.bin",
-                   root / "queries.npy"), 2)
+                   "--row", "1", root / "queries.npy", root / "query.npy"), 2)
     assert "--row" in p.stderr
     ok(run_cli("query", "--keys", root / "keys", "--index", root / "index", "--out", tmp_path / "r.bin",
                "--row", "2", root / "queries.npy"))
@@ -243,3 +243,69 @@ def test_demo_toy_small(tmp_path, data_dir):
     # Second run reuses the keys.
     p = ok(run_cli(*args, cwd=tmp_path))
     assert "reused existing keys" in p.stdout
+
+
+def test_many_probes_against_one_loaded_index(ws, tmp_path):
+    """Files with several rows and single vectors in one call: one load, one result per probe, exact answers."""
+    root = ws["root"]
+    out = tmp_path / "results"
+    p = ok(run_cli("query", "--keys", root / "keys", "--index", root / "index", "--out", out,
+                   root / "queries.npy", root / "query.npy"))
+    assert p.stdout.count("loaded index") == 1 and "4 probe(s)" in p.stdout and "median" in p.stdout
+    listing = json.loads((out / "results.json").read_text())
+    assert [e["name"] for e in listing["probes"]] == ["queries.npy[0]", "queries.npy[1]", "queries.npy[2]", "query.npy"]
+    assert sorted(f.name for f in out.glob("*.bin")) == ["0000.bin", "0001.bin", "0002.bin", "0003.bin"]
+
+    lines = ok(run_cli("decrypt", "--keys", root / "keys", "--json", out)).stdout.splitlines()
+    answers = [json.loads(line) for line in lines]
+    probes = np.vstack([np.load(root / "queries.npy"), np.load(root / "query.npy")[None, :]])
+    for answer, probe in zip(answers, probes):
+        scores = cosine_scores(ws["gallery"], probe)
+        res = make_result("identification", positions=answer["positions"])
+        assert compare(scores, DELTA, comparator(KAPPA, DELTA, scores), identification=[res]).ok
+    assert [a["probe"] for a in answers] == [e["name"] for e in listing["probes"]]
+    assert all(i in a["positions"] for i, a in enumerate(answers[:3]))
+
+    # a second run into the same folder would mix two runs' results: refused
+    p = ok(run_cli("query", "--keys", root / "keys", "--index", root / "index", "--out", out, root / "queries.npy"), 2)
+    assert "already holds results" in p.stderr
+
+
+def test_decrypt_here_without_an_output(ws):
+    root = ws["root"]
+    p = ok(run_cli("query", "--keys", root / "keys", "--index", root / "index", "--decrypt", "--json",
+                   root / "queries.npy"))
+    answers = [json.loads(line) for line in p.stdout.splitlines()]
+    assert [a["probe"] for a in answers] == ["queries.npy[0]", "queries.npy[1]", "queries.npy[2]"]
+    assert all(i in a["positions"] for i, a in enumerate(answers))
+    assert "3 probe(s)" in p.stderr  # timings off stdout, which stays JSON lines
+    p = ok(run_cli("query", "--keys", root / "keys", "--index", root / "index", root / "query.npy"), 2)
+    assert "--out is required" in p.stderr
+
+
+def test_output_path_checked_before_any_work(ws, tmp_path):
+    root = ws["root"]
+    p = ok(run_cli("query", "--keys", root / "keys", "--index", root / "index", "--out", tmp_path / "nodir" / "r.bin",
+                   root / "query.npy"), 2)
+    assert "does not exist" in p.stderr and "loaded index" not in p.stdout
+    (tmp_path / "afile").write_text("x")
+    p = ok(run_cli("query", "--keys", root / "keys", "--index", root / "index", "--out", tmp_path / "afile",
+                   root / "queries.npy"), 2)
+    assert "need a folder" in p.stderr and "loaded index" not in p.stdout
+
+
+def test_query_on_an_empty_index_says_so(ws, tmp_path):
+    (tmp_path / "empty").mkdir()
+    p = ok(run_cli("query", "--keys", ws["root"] / "keys", "--index", tmp_path / "empty", "--out", tmp_path / "r.bin",
+                   ws["root"] / "query.npy"), 2)
+    assert "holds no index" in p.stderr and "manifest.json" not in p.stderr
+
+
+def test_version_and_exit_codes_in_help():
+    p = ok(run_cli("--version"))
+    from encmatch import __version__
+
+    assert p.stdout.strip() == f"encmatch {__version__}"
+    for command in ([], ["query"], ["enroll"], ["decrypt"]):
+        text = ok(run_cli(*command, "--help")).stdout
+        assert "exit codes: 0 success" in " ".join(text.split()) and "3 service unavailable" in " ".join(text.split())

@@ -3,7 +3,7 @@
 - ``encmatch embed PHOTOS... -o gallery.npz`` embeds photos (files or
   folders; ids from folder or file names) and reports what it skipped.
 - ``encmatch enroll`` and ``encmatch query`` take photos as well as
-  ``.npy``/``.npz`` embeddings (:func:`enroll_inputs`, :func:`query_vector`);
+  ``.npy``/``.npz`` embeddings (:func:`enroll_inputs`, :func:`query_inputs`);
   the model is recorded beside the index and embeddings of another model
   are refused.
 - ``encmatch calibrate LABELLED`` prints the genuine and impostor score
@@ -37,7 +37,7 @@ from .images import ID_RULES, is_photo_path
 from .models import DEFAULT_MODEL, MODELS
 from .store import check_dim, check_model, file_model, index_model, record_index_model
 
-__all__ = ["add_photo_arguments", "enroll_inputs", "finish_enroll", "query_vector", "add_commands"]
+__all__ = ["add_photo_arguments", "enroll_inputs", "finish_enroll", "query_inputs", "add_commands"]
 
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
@@ -123,23 +123,49 @@ def finish_enroll(args: argparse.Namespace, got: Collected) -> int:
     return _report(got.problems, got.embedded.summary() if got.embedded is not None else None)
 
 
-def query_vector(args: argparse.Namespace, read_file) -> np.ndarray:
-    """The query of ``encmatch query``: a photo (embedded) or a vector from a ``.npy``/``.npz`` (``read_file``)."""
-    path = Path(args.query)
+def query_inputs(args: argparse.Namespace, read_row) -> Collected:
+    """The probes of ``encmatch query``: photos (files, folders: embedded here) and ``.npy``/``.npz``
+    vectors (``[dim]`` or ``[n, dim]``), each named (its id or label, else ``FILE[row]``).
+
+    ``--row`` picks one vector of a single embedding file (``read_row``).
+    Unusable inputs are listed on stderr and left out; InvalidArgument if
+    nothing is left.
+    """
     model = _local_index_model(args)
-    if path.suffix.lower() in (".npy", ".npz") or not is_photo_path(path):
-        check_model(model, file_model(path), str(path))
-        return read_file(path, args.field, args.row)
-    if path.is_dir():
-        raise InvalidArgument(f"{path} is a folder; a query is one photo")
-    out = embed_photos([path], model or DEFAULT_MODEL, multiple=args.multiple, progress=False)
-    for p in out.problems:
-        if not p.skipped:
-            _log(str(p))
-    if not len(out):
-        raise InvalidArgument(f"{path}: {out.problems[0].reason}" if out.problems else f"{path}: no face")
-    _log(f"query photo {path}: embedded with {out.model} ({1000 * out.seconds:.0f} ms)")
-    return out.emb[0]
+    paths = [Path(q) for q in args.queries]
+    if args.row is not None:
+        if len(paths) != 1 or is_photo_path(paths[0]) or paths[0].suffix.lower() not in (".npy", ".npz"):
+            raise InvalidArgument("--row picks one vector of a single .npy/.npz file")
+        check_model(model, file_model(paths[0]), str(paths[0]))
+        vec = np.asarray(read_row(paths[0], args.field, args.row))
+        return Collected(vec[None, :], [f"{paths[0].name}[{args.row}]"], model or file_model(paths[0]), [])
+    got = collect(paths, dim=_key_dim(Path(args.keys) / "server"), model=model, field=args.field,
+                  ids=args.ids, multiple=args.multiple)
+    _print(got.problems, got.embedded.summary() if got.embedded is not None else None)
+    if got.vectors is None:
+        raise InvalidArgument("no probe to search: every input was skipped")
+    names = list(got.labels) if got.labels is not None else [None] * len(got.vectors)
+    rows = _row_names(paths, args.field, got)
+    return Collected(got.vectors, [n if n else rows[i] for i, n in enumerate(names)], got.model, got.problems,
+                     got.embedded)
+
+
+def _row_names(paths: list[Path], field: str, got: Collected) -> list[str]:
+    """Fallback probe names, ``FILE[row]`` for the rows of embedding files (in ``collect``'s order:
+    files first, then photos), ``probe i`` where a row's file cannot be told."""
+    names: list[str] = []
+    skipped = {p.path for p in got.problems if p.skipped}
+    for path in paths:
+        if is_photo_path(path) or str(path) in skipped:
+            continue
+        try:
+            rows = np.asarray(data_mod.load_vectors(path, field))
+        except Exception:  # noqa: BLE001 - it was read once already; the name is only a fallback
+            continue
+        n = 1 if rows.ndim == 1 else len(rows)
+        names += [path.name] if rows.ndim == 1 else [f"{path.name}[{r}]" for r in range(n)]
+    total = len(got.vectors) if got.vectors is not None else 0
+    return (names + [f"probe {i}" for i in range(len(names), total)])[:total]
 
 
 # ---- embed, calibrate, accuracy -------------------------------------------------

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from ..cluster.cli import add_backend_arguments, backend_from_args
-from .._ui import add_memory_budget_argument, fmt_bytes, print_answer, warn_if_insecure
+from .._ui import add_memory_budget_argument, fmt_bytes, warn_if_insecure
 from ..client import Client, Enroller, manifest_delta
 from ..errors import InvalidArgument, NotFound
 
@@ -238,33 +238,36 @@ def remote_enroll(args: argparse.Namespace, vectors: np.ndarray, labels: Any, en
     return 0
 
 
-def remote_query(args: argparse.Namespace, vector: np.ndarray) -> int:
-    """``query --server``: encrypt here, search on the service, write the encrypted result to ``--out``."""
+def remote_query(args: argparse.Namespace, vectors: np.ndarray, names: list[str], sink) -> int:
+    """``query --server``: encrypt each probe here, search it on the service, write the encrypted results
+    (``sink``, :mod:`encmatch.resultfiles`) and with ``--decrypt`` print the answers."""
+    from ..probes import run_probes
+
     if args.index is None:
         raise InvalidArgument("--index (the remote index id) is required")
     with Client(args.keys) as client, service_client(args) as service:
         warn_if_insecure(client.params)
-        if args.delta is not None and float(args.delta) != manifest_delta(service.manifest(str(args.index))):
+        manifest = service.manifest(str(args.index))
+        if args.delta is not None and float(args.delta) != manifest_delta(manifest):
             raise InvalidArgument(f"the threshold belongs to the index: remote index {args.index} was created with "
-                                  f"delta {manifest_delta(service.manifest(str(args.index)))}; a search cannot "
-                                  f"use {args.delta}")
-        t0 = time.perf_counter()
-        q = client.encrypt_query(vector)
-        t_enc = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        result, timings = service.search(str(args.index), q, args.mode)
-        t_round = time.perf_counter() - t0
-        args.out.write_bytes(result)
-        print(f"query: {fmt_bytes(len(q))} encrypted in {t_enc:.2f} s")
-        print(f"{args.mode} search on {args.server}: {t_round:.2f} s round trip "
-              f"({timings['search_seconds']:.2f} s searching, {timings['queue_seconds']:.2f} s queued)")
-        print(f"result: {fmt_bytes(len(result))} -> {args.out}")
+                                  f"delta {manifest_delta(manifest)}; a search cannot use {args.delta}")
+        labels: Any = False
         if getattr(args, "decrypt", False):
-            from ..index import decrypted_to_result
             from .remote import remote_labels as fetch_labels
 
             labels = fetch_labels(service, str(args.index), client)
-            print_answer(decrypted_to_result(client.decrypt(result), labels))
+        waits = {"search": 0.0, "queue": 0.0}
+
+        def search(q: bytes) -> bytes:
+            result, timings = service.search(str(args.index), q, args.mode)
+            waits["search"] += float(timings.get("search_seconds", 0.0))
+            waits["queue"] += float(timings.get("queue_seconds", 0.0))
+            return result
+
+        run_probes(vectors, names, args.mode, client, search, sink, labels, json_lines=getattr(args, "json", False),
+                   where=f" on {args.server} (round trips)")
+        print(f"of which the service searched {waits['search']:.2f} s and queued {waits['queue']:.2f} s",
+              file=sys.stderr if getattr(args, "json", False) else sys.stdout)
     return 0
 
 

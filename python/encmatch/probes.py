@@ -1,0 +1,70 @@
+"""Searching several probes from the command line: encrypt, search, write, decrypt, with the times apart.
+
+``encmatch query`` runs it against a local (or Ray) server and, with
+``--server``, against the service: one loaded index, many probes.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Callable
+
+import numpy as np
+
+from . import resultfiles
+from ._ui import fmt_bytes, print_answer
+from .client import Client
+from .index import decrypted_to_result
+
+__all__ = ["run_probes"]
+
+
+def run_probes(vectors: np.ndarray, names: list[str], mode: str, client: Client,
+               search: Callable[[bytes], bytes], sink: resultfiles.ResultFiles | None, labels,
+               *, json_lines: bool = False, where: str = "") -> None:
+    """Encrypt, search (``search(query bytes) -> result bytes``), write and optionally decrypt each probe.
+
+    ``labels``: False to leave the results encrypted, else the index's
+    opened labels (or None) to print each answer. Prints the encryption,
+    search and decryption times apart (per probe and in total).
+    """
+    t_enc = t_search = t_dec = 0.0
+    searches: list[float] = []
+    size = 0
+    for i, vec in enumerate(vectors):
+        t0 = time.perf_counter()
+        q = client.encrypt_query(vec)
+        t1 = time.perf_counter()
+        result = search(q)
+        t2 = time.perf_counter()
+        t_enc += t1 - t0
+        searches.append(t2 - t1)
+        size += len(result)
+        where_to = ""
+        if sink is not None:
+            where_to = f" -> {sink.write(i, names[i], result)}"
+        if labels is not False:
+            t3 = time.perf_counter()
+            answer = decrypted_to_result(client.decrypt(result), labels)
+            t_dec += time.perf_counter() - t3
+            if json_lines:
+                print(json.dumps({"probe": names[i], **answer.to_dict()}))
+            else:
+                print(f"probe {names[i]}:{where_to}")
+                print_answer(answer)
+        elif not json_lines:
+            print(f"probe {names[i]}: {searches[-1]:.2f} s{where_to}")
+    if sink is not None:
+        sink.finish()
+    t_search = sum(searches)
+    n = len(searches)
+    per = f", median {float(np.median(searches)):.2f} s per probe" if n > 1 else ""
+    log = sys.stderr if json_lines else sys.stdout
+    print(f"{n} probe(s): encrypted in {t_enc:.2f} s; {mode} search{where} {t_search:.2f} s{per}; "
+          f"{fmt_bytes(size)} of results" + (f"; decrypted in {t_dec:.2f} s" if labels is not False else ""),
+          file=log)
+    if sink is not None and sink.folder:
+        print(f"results: {sink.out} ({n} file(s) and {resultfiles.MANIFEST}; `encmatch decrypt {sink.out}`)",
+              file=log)
