@@ -279,6 +279,9 @@ func enroll(args, in []byte) (any, []byte, error) {
 		N            int             `json:"n"`
 		Dim          int             `json:"dim"`
 		Labels       json.RawMessage `json:"labels"`
+		// NewGroups: no fill of the last group (an enroller without the
+		// group files: the service's staging directory).
+		NewGroups bool `json:"new_groups"`
 	}
 	if err := parse(args, &a); err != nil {
 		return nil, nil, err
@@ -298,14 +301,14 @@ func enroll(args, in []byte) (any, []byte, error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		sum, err := index.EnrollSeeded(a.IndexDir, owner, data, a.N, a.Dim)
+		sum, err := index.EnrollSeededWith(a.IndexDir, owner, data, a.N, a.Dim, index.EnrollOptions{NewGroups: a.NewGroups})
 		return sum, nil, err
 	}
 	pub, err := keys.LoadPublic(a.ServerKeyDir)
 	if err != nil {
 		return nil, nil, err
 	}
-	sum, err := index.Enroll(a.IndexDir, pub, data, a.N, a.Dim)
+	sum, err := index.EnrollWith(a.IndexDir, pub, data, a.N, a.Dim, index.EnrollOptions{NewGroups: a.NewGroups})
 	return sum, nil, err
 }
 

@@ -56,9 +56,14 @@ func TestDispatchRoundTrip(t *testing.T) {
 		floats(1, 0, 0, 1, 1, 1)); err != nil {
 		t.Fatal(err)
 	}
-	// The key owner appends a seeded group (position 3 matches too).
-	if _, _, err := call(t, "enroll", map[string]any{"index_dir": idx, "client_key_dir": kd, "n": 1, "dim": 2}, floats(0, 3)); err != nil {
+	// The key owner fills the group (seeded now; position 3 matches too).
+	sum, _, err := call(t, "enroll", map[string]any{"index_dir": idx, "client_key_dir": kd, "n": 1, "dim": 2}, floats(0, 3))
+	if err != nil {
 		t.Fatal(err)
+	}
+	if w, _ := sum["group_writes"].([]any); sum["groups_filled"].(float64) != 1 || sum["groups_new"].(float64) != 0 || len(w) != 1 ||
+		w[0].(map[string]any)["count"].(float64) != 4 || w[0].(map[string]any)["filled"] != true || sum["group_slots"].(float64) < 4 {
+		t.Fatalf("fill summary %v", sum)
 	}
 	c, _, err := call(t, "client_open", map[string]any{"key_dir": kd}, nil)
 	if err != nil {

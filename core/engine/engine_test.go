@@ -81,6 +81,30 @@ func (f *fixture) enrollSeeded(t *testing.T, vecs [][]float32) {
 	}
 }
 
+// enrollNewGroup encrypts vecs into new groups, even when the last group has
+// room (the tests that need several groups).
+func (f *fixture) enrollNewGroup(t *testing.T, vecs [][]float32, seededStore bool) {
+	t.Helper()
+	opt := index.EnrollOptions{NewGroups: true}
+	var err error
+	if seededStore {
+		owner, lerr := keys.LoadClient(f.keyDir)
+		if lerr != nil {
+			t.Fatal(lerr)
+		}
+		_, err = index.EnrollSeededWith(f.indexDir, owner, flatten(vecs), len(vecs), f.set.Dim, opt)
+	} else {
+		pub, lerr := keys.LoadPublic(f.serverKeys())
+		if lerr != nil {
+			t.Fatal(lerr)
+		}
+		_, err = index.EnrollWith(f.indexDir, pub, flatten(vecs), len(vecs), f.set.Dim, opt)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 func flatten(vecs [][]float32) []float32 {
 	flat := make([]float32, 0, len(vecs)*len(vecs[0]))
 	for _, v := range vecs {
@@ -227,12 +251,12 @@ func TestEndToEndToyNearThreshold(t *testing.T) {
 	planted := []float64{0.52, 0.505, 0.502, 0.498, 0.495, 0.48, 0.9, 1.0, 0.3}
 	gal := gallery(rng, q, 2500, planted)
 	f.enroll(t, gal[:1000])
-	f.enrollSeeded(t, gal[1000:]) // a second add makes a second (partial) group, seeded
+	f.enrollSeeded(t, gal[1000:]) // the owner fills the public-key group (now seeded), then a second group
 	srv, err := Open(f.indexDir, f.serverKeys(), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(srv.Manifest.Groups) != 2 || srv.Manifest.Count != len(gal) || srv.Manifest.Groups[0].Seeded || !srv.Manifest.Groups[1].Seeded {
+	if g := srv.Manifest.Groups; len(g) != 2 || srv.Manifest.Count != len(gal) || !g[0].Seeded || g[0].Fills != 1 || g[0].Count != f.set.Slots() || !g[1].Seeded {
 		t.Fatalf("groups %+v count %d", srv.Manifest.Groups, srv.Manifest.Count)
 	}
 	m := check(t, f, srv, gal, f32(q))
@@ -262,8 +286,8 @@ func TestEndToEndRealRing(t *testing.T) {
 		}
 		q := randomUnit(rng, dim)
 		gal := gallery(rng, q, 5000, []float64{0.52, 0.505, 0.502, 0.498, 0.495, 0.48, 0.9, 1.0})
-		f.enroll(t, gal[:4500]) // a full group and a partial one
-		f.enrollSeeded(t, gal[4500:])
+		f.enroll(t, gal[:4500])       // a full group and a partial one
+		f.enrollSeeded(t, gal[4500:]) // fills the partial one (seeded)
 		opt := Options{}
 		if c.stream {
 			opt.MemoryBudget = 1
@@ -272,7 +296,7 @@ func TestEndToEndRealRing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(srv.Manifest.Groups) != 3 || srv.Manifest.Groups[0].Count != 4096 {
+		if g := srv.Manifest.Groups; len(g) != 2 || g[0].Count != 4096 || g[1].Count != len(gal)-4096 || g[1].Fills != 1 || !g[1].Seeded {
 			t.Fatalf("%s: groups %+v", c.name, srv.Manifest.Groups)
 		}
 		if m := check(t, f, srv, gal, f32(q)); len(m) < 4 {

@@ -25,8 +25,8 @@ func TestShardsMergeToTheFullAnswer(t *testing.T) {
 	q := randomUnit(rng, dim)
 	gal := gallery(rng, q, 1500, []float64{0.9, 0.55, 0.51, 0.49, 1.0})
 	f.enroll(t, gal[:600])
-	f.enrollSeeded(t, gal[600:1100])
-	f.enroll(t, gal[1100:])
+	f.enrollNewGroup(t, gal[600:1100], true)
+	f.enrollNewGroup(t, gal[1100:], false)
 	full, err := Open(f.indexDir, f.serverKeys(), Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +103,7 @@ func TestMergeRefusesMixedResults(t *testing.T) {
 	const dim = 24
 	f := newFixtureWith(t, params.Toy, 8, dim, 0.5, strategy.BSGSTBE, 8)
 	f.enroll(t, gallery(rng, randomUnit(rng, dim), 100, nil))
-	f.enroll(t, gallery(rng, randomUnit(rng, dim), 100, nil))
+	f.enrollNewGroup(t, gallery(rng, randomUnit(rng, dim), 100, nil), false)
 	qb, err := f.client.EncryptQuery(f32(randomUnit(rng, dim)))
 	if err != nil {
 		t.Fatal(err)

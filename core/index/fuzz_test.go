@@ -29,7 +29,7 @@ func validManifest(t testing.TB) []byte {
 	}
 	m := &Manifest{Format: formatV1, Strategy: strategy.BSGSTBE, N1: 2, KeyID: "0011", Fingerprint: set.Fingerprint(),
 		Params: set.Describe(), Delta: 0.5, ScoreScale: comparator.DefaultScoreScale, Count: 5,
-		Groups: []Group{{File: groupFile(0), Start: 0, Count: 3, Bytes: 100}, {File: groupFile(1), Start: 3, Count: 2, Bytes: 100, Seeded: true}},
+		Groups: []Group{{File: groupFile(0, 0), Start: 0, Count: 3, Bytes: 100}, {File: groupFile(1, 0), Start: 3, Count: 2, Bytes: 100, Seeded: true}},
 		UID:    "00"}
 	b, err := json.Marshal(m)
 	if err != nil {
@@ -45,6 +45,14 @@ func validManifest(t testing.TB) []byte {
 // checks.
 func FuzzParseManifest(f *testing.F) {
 	f.Add(validManifest(f))
+	var filled Manifest
+	json.Unmarshal(validManifest(f), &filled)
+	filled.Groups[0].Fills, filled.Groups[0].File = 2, groupFile(0, 2)
+	fb, _ := json.Marshal(&filled)
+	if _, err := ParseManifest(fb); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(fb)
 	f.Add([]byte(`{"format":1,"params":{"preset":"toy","kappa":7,"dim":9223372036854775807,"padded_dim":0}}`))
 	f.Add([]byte(`{"groups":[{"start":0,"count":-1}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -113,7 +121,7 @@ func tinyGroup(t testing.TB, seededGroup bool) []byte {
 // the frame checks) on a payload.
 func decodeGroup(b []byte, seededGroup bool) error {
 	set := tinySet()
-	g := Group{File: groupFile(0), Count: 1, Seeded: seededGroup}
+	g := Group{File: groupFile(0, 0), Count: 1, Seeded: seededGroup}
 	n := 0
 	err := readRecords(bytes.NewReader(b), int64(len(b)), set, g, 1, func(_ int, cts []*rlwe.Ciphertext) error {
 		n += len(cts)

@@ -12,10 +12,19 @@
 // (python/encmatch/labels.py, index_dir/labels/) and the core never sees
 // them. The threshold delta is fixed at creation: every search uses it.
 //
+// An enrollment first fills the last group when it has room: the group is
+// rewritten whole to a new file name (group-000000.fill-1.ct, ...), holding
+// what it held plus the new entries (encryption is linear: the old
+// ciphertexts plus an encryption of the new entries' diagonals, or, for the
+// key owner, a fresh seeded encryption of both; docs/STORAGE.md), then the
+// manifest is rewritten to name it, then the old file is removed. Further
+// entries go to new groups.
+//
 // Every write is atomic and the manifest is rewritten only after a group file
 // is complete, so a crash during enrollment loses at most the group in
-// flight: the manifest never names a partial group, and files it does not
-// name are removed by the next enrollment.
+// flight: the manifest never names a partial group nor a file holding
+// entries it does not count, and files it does not name are removed by the
+// next enrollment.
 package index
 
 import (
@@ -29,6 +38,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"encmatch/core/codec"
@@ -63,6 +73,10 @@ type Group struct {
 	// Seeded groups store only c0 of each diagonal and the seed from which
 	// the reader regenerates c1 (secret-key enrollment).
 	Seeded bool `json:"seeded,omitempty"`
+	// Fills counts the enrollments that filled this group after it was
+	// made; each wrote the group whole to a new file (groupFile). A filled
+	// group's file names its fill and count in its envelope kind.
+	Fills int `json:"fills,omitempty"`
 }
 
 // Manifest describes an index.
@@ -93,6 +107,13 @@ func (m *Manifest) groupHeader(g Group) envelope.Header {
 	}
 	if g.Seeded {
 		kind += "/seeded"
+	}
+	if g.Fills > 0 {
+		// A filled group's file says which version it is and how many
+		// entries it holds: a manifest naming it with another count (or an
+		// older file under its name) is refused. Unfilled groups keep the
+		// kinds of the files written before fills existed.
+		kind += fmt.Sprintf("/fill=%d/count=%d", g.Fills, g.Count)
 	}
 	return m.Header(kind)
 }
@@ -158,7 +179,7 @@ func (m *Manifest) validate() error {
 	}
 	next := 0
 	for i, g := range m.Groups {
-		if g.Start != next || g.Count < 1 || g.Count > MaxGroupSize || g.File != groupFile(i) {
+		if g.Start != next || g.Count < 1 || g.Count > MaxGroupSize || g.Fills < 0 || g.Fills > MaxGroupSize || g.File != groupFile(i, g.Fills) {
 			return bad("group %d is inconsistent (start %d, count %d, file %q)", i, g.Start, g.Count, g.File)
 		}
 		next += g.Count
@@ -185,7 +206,14 @@ func (m *Manifest) validate() error {
 // known: no preset has more slots.
 const MaxGroupSize = 1 << 16
 
-func groupFile(i int) string { return fmt.Sprintf("group-%06d.ct", i) }
+// groupFile names the file of group i after fills fills: a fill writes the
+// group to a new name, so that the manifest switches to it atomically.
+func groupFile(i, fills int) string {
+	if fills == 0 {
+		return fmt.Sprintf("group-%06d.ct", i)
+	}
+	return fmt.Sprintf("group-%06d.fill-%d.ct", i, fills)
+}
 
 // CheckDelta refuses a threshold that is not a finite cosine similarity in
 // the open interval (-1, 1).
@@ -256,20 +284,58 @@ func ParseManifest(b []byte) (*Manifest, error) {
 
 // EnrollSummary reports an enrollment.
 type EnrollSummary struct {
-	Added         int     `json:"added"`
-	Total         int     `json:"total"`
-	GroupsWritten int     `json:"groups_written"`
-	Bytes         int64   `json:"bytes"`
-	Seconds       float64 `json:"seconds"`
+	Added int `json:"added"`
+	Total int `json:"total"`
+	// GroupsWritten counts the group files written: new groups and filled ones.
+	GroupsWritten int `json:"groups_written"`
+	// GroupsFilled counts the existing groups filled (rewritten whole).
+	GroupsFilled int `json:"groups_filled"`
+	// GroupsNew counts the groups added.
+	GroupsNew int `json:"groups_new"`
+	// Bytes is the size of the files written (a filled group counts whole).
+	Bytes int64 `json:"bytes"`
+	// Growth is what the index grew on disk: Bytes less the files replaced.
+	Growth  int64   `json:"growth"`
+	Seconds float64 `json:"seconds"`
+	// GroupSlots is the capacity of a group (the parameters' slots).
+	GroupSlots int `json:"group_slots"`
+	// Writes lists the groups written, in order.
+	Writes []GroupWrite `json:"group_writes"`
+}
+
+// GroupWrite is one group file an enrollment wrote.
+type GroupWrite struct {
+	Group  int   `json:"group"`  // position in the manifest's group list
+	Filled bool  `json:"filled"` // an existing group filled, not a new one
+	Added  int   `json:"added"`  // entries this enrollment put there
+	Count  int   `json:"count"`  // entries the group holds now
+	Bytes  int64 `json:"bytes"`  // size of its file
+	Seeded bool  `json:"seeded"`
+}
+
+// EnrollOptions tunes an enrollment.
+type EnrollOptions struct {
+	// NewGroups puts every vector in new groups even when the last group
+	// has room: for an enroller that does not hold the group files (the
+	// service's staging directory holds only the manifest).
+	NewGroups bool
 }
 
 // Enroll validates, normalises, packs and encrypts n vectors of dimension
 // dim (row-major in data) under the public key and appends them to the
-// index as new groups. Nothing is written unless every vector is valid.
+// index: first into the last group while it has room (a seeded group it
+// fills is then stored whole: this enroller cannot make seeded
+// ciphertexts), then as new groups. Nothing is written unless every vector
+// is valid.
 func Enroll(dir string, pub *keys.Public, data []float32, n, dim int) (*EnrollSummary, error) {
+	return EnrollWith(dir, pub, data, n, dim, EnrollOptions{})
+}
+
+// EnrollWith is Enroll with options.
+func EnrollWith(dir string, pub *keys.Public, data []float32, n, dim int, opt EnrollOptions) (*EnrollSummary, error) {
 	enc := rlwe.NewEncryptor(pub.Params.CKKS, pub.Key)
-	return enroll(dir, pub.Meta, pub.Params, data, n, dim, func() (groupEncryptor, error) {
-		return publicKeyGroup{enc}, nil
+	return enroll(dir, pub.Meta, pub.Params, data, n, dim, opt, func() (groupEncryptor, error) {
+		return publicKeyGroup{enc, pub.Params.CKKS}, nil
 	})
 }
 
@@ -277,10 +343,16 @@ func Enroll(dir string, pub *keys.Public, data []float32, n, dim int) (*EnrollSu
 // secret key with the uniform halves derived from a fresh random seed per
 // group, and stores only the other halves and the seed (half the bytes of
 // Enroll). The server, which never sees the secret key, regenerates the
-// uniform halves when it reads the group.
+// uniform halves when it reads the group. A group it fills is re-encrypted
+// under a fresh seed (seeded.EncryptSum), whatever its storage was.
 func EnrollSeeded(dir string, owner *keys.Client, data []float32, n, dim int) (*EnrollSummary, error) {
+	return EnrollSeededWith(dir, owner, data, n, dim, EnrollOptions{})
+}
+
+// EnrollSeededWith is EnrollSeeded with options.
+func EnrollSeededWith(dir string, owner *keys.Client, data []float32, n, dim int, opt EnrollOptions) (*EnrollSummary, error) {
 	enc := seeded.NewEncryptor(owner.Params.CKKS, owner.Secret)
-	return enroll(dir, owner.Meta, owner.Params, data, n, dim, func() (groupEncryptor, error) {
+	return enroll(dir, owner.Meta, owner.Params, data, n, dim, opt, func() (groupEncryptor, error) {
 		seed, err := seeded.NewSeed()
 		return seededGroup{enc, seed}, err
 	})
@@ -289,14 +361,37 @@ func EnrollSeeded(dir string, owner *keys.Client, data []float32, n, dim int) (*
 // groupEncryptor encrypts the diagonals of one group.
 type groupEncryptor interface {
 	encrypt(pt *rlwe.Plaintext, diagonal int) (*rlwe.Ciphertext, error)
+	// fill returns diagonal i of a filled group: a ciphertext of what old
+	// holds plus pt (old may be overwritten).
+	fill(old *rlwe.Ciphertext, pt *rlwe.Plaintext, diagonal int) (*rlwe.Ciphertext, error)
 	// seed is the group's seed, nil when its ciphertexts are stored whole.
 	seed() *seeded.Seed
 }
 
-type publicKeyGroup struct{ enc *rlwe.Encryptor }
+type publicKeyGroup struct {
+	enc *rlwe.Encryptor
+	p   ckks.Parameters
+}
 
 func (g publicKeyGroup) encrypt(pt *rlwe.Plaintext, _ int) (*rlwe.Ciphertext, error) {
 	return g.enc.EncryptNew(pt)
+}
+
+// fill adds a fresh public-key encryption of pt to old (Lattigo's ring
+// addition on both halves; a seeded old has its regenerated c1).
+func (g publicKeyGroup) fill(old *rlwe.Ciphertext, pt *rlwe.Plaintext, _ int) (*rlwe.Ciphertext, error) {
+	ct, err := g.enc.EncryptNew(pt)
+	if err != nil {
+		return nil, err
+	}
+	if old.Degree() != 1 || old.Level() != ct.Level() || !old.IsNTT || old.Scale.Cmp(ct.Scale) != 0 {
+		return nil, fmt.Errorf("%w: a stored diagonal (degree %d, level %d) does not match a fresh one (level %d)", errs.ErrCorrupt, old.Degree(), old.Level(), ct.Level())
+	}
+	rq := g.p.RingQ().AtLevel(ct.Level())
+	for k := range ct.Value {
+		rq.Add(old.Value[k], ct.Value[k], old.Value[k])
+	}
+	return old, nil
 }
 
 func (publicKeyGroup) seed() *seeded.Seed { return nil }
@@ -310,11 +405,15 @@ func (g seededGroup) encrypt(pt *rlwe.Plaintext, diagonal int) (*rlwe.Ciphertext
 	return g.enc.Encrypt(pt, g.s, uint64(diagonal))
 }
 
+func (g seededGroup) fill(old *rlwe.Ciphertext, pt *rlwe.Plaintext, diagonal int) (*rlwe.Ciphertext, error) {
+	return g.enc.EncryptSum(old, pt, g.s, uint64(diagonal))
+}
+
 func (g seededGroup) seed() *seeded.Seed { return &g.s }
 
 // enroll is Enroll and EnrollSeeded; newGroup gives the encryptor of each
-// new group.
-func enroll(dir string, meta *keys.Meta, set *params.Set, data []float32, n, dim int,
+// group written (new or filled), with a fresh seed when seeded.
+func enroll(dir string, meta *keys.Meta, set *params.Set, data []float32, n, dim int, opt EnrollOptions,
 	newGroup func() (groupEncryptor, error)) (*EnrollSummary, error) {
 	start := time.Now()
 	m, err := Load(dir)
@@ -344,8 +443,58 @@ func enroll(dir string, meta *keys.Meta, set *params.Set, data []float32, n, dim
 		return nil, err
 	}
 	ecd := ckks.NewEncoder(set.CKKS)
-	sum := &EnrollSummary{Added: n}
-	for lo := 0; lo < n; lo += slots {
+	// plaintext encodes diagonal i of diags as the layout wants it
+	// (pre-rotated for bsgs-tbe), at the top level and default scale.
+	plaintext := func(diags [][]float64, i int) (*rlwe.Plaintext, error) {
+		d := diags[i]
+		if strat.PreRotatedByEnroller() {
+			d = packing.Rotate(d, strat.PreRotation(i))
+		}
+		pt := ckks.NewPlaintext(set.CKKS, set.CKKS.MaxLevel())
+		return pt, ecd.Encode(d, pt)
+	}
+	sum := &EnrollSummary{Added: n, GroupSlots: slots}
+	commit := func(gi int, g Group, filled bool, added int) error {
+		var old string
+		if filled {
+			old = m.Groups[gi].File
+			sum.Growth -= m.Groups[gi].Bytes
+			m.Count -= m.Groups[gi].Count
+			m.Groups[gi] = g
+		} else {
+			m.Groups = append(m.Groups, g)
+		}
+		m.Count += g.Count
+		if err := envelope.WriteJSON(filepath.Join(dir, manifestFile), m); err != nil {
+			return err
+		}
+		if filled {
+			// The manifest names the new file: the old one is no longer
+			// read (a crash before this leaves it to removeStrayFiles).
+			os.Remove(filepath.Join(dir, old))
+			sum.GroupsFilled++
+		} else {
+			sum.GroupsNew++
+		}
+		sum.GroupsWritten++
+		sum.Bytes += g.Bytes
+		sum.Growth += g.Bytes
+		sum.Writes = append(sum.Writes, GroupWrite{Group: gi, Filled: filled, Added: added, Count: g.Count, Bytes: g.Bytes, Seeded: g.Seeded})
+		return nil
+	}
+
+	lo := 0
+	if last := len(m.Groups) - 1; !opt.NewGroups && last >= 0 && m.Groups[last].Count < slots {
+		lo = min(slots-m.Groups[last].Count, n)
+		g, err := fillGroup(dir, m, set, last, vecs[:lo], newGroup, plaintext)
+		if err != nil {
+			return nil, err
+		}
+		if err := commit(last, g, true, lo); err != nil {
+			return nil, err
+		}
+	}
+	for ; lo < n; lo += slots {
 		hi := min(lo+slots, n)
 		diags, err := packing.Diagonals(vecs[lo:hi], l, slots, m.ScoreScale)
 		if err != nil {
@@ -357,12 +506,8 @@ func enroll(dir string, meta *keys.Meta, set *params.Set, data []float32, n, dim
 		}
 		cts := make([]*rlwe.Ciphertext, l)
 		if err := parallel.For(l, func(i int) error {
-			d := diags[i]
-			if strat.PreRotatedByEnroller() {
-				d = packing.Rotate(d, strat.PreRotation(i))
-			}
-			pt := ckks.NewPlaintext(set.CKKS, set.CKKS.MaxLevel())
-			if err := ecd.Encode(d, pt); err != nil {
+			pt, err := plaintext(diags, i)
+			if err != nil {
 				return err
 			}
 			cts[i], err = genc.encrypt(pt, i)
@@ -370,21 +515,67 @@ func enroll(dir string, meta *keys.Meta, set *params.Set, data []float32, n, dim
 		}); err != nil {
 			return nil, fmt.Errorf("encrypting group: %w", err)
 		}
-		g := Group{File: groupFile(len(m.Groups)), Start: m.Count, Count: hi - lo, Seeded: genc.seed() != nil}
+		g := Group{File: groupFile(len(m.Groups), 0), Start: m.Count, Count: hi - lo, Seeded: genc.seed() != nil}
 		if g.Bytes, err = writeGroup(filepath.Join(dir, g.File), m, g, set.CKKS, cts, genc.seed()); err != nil {
 			return nil, err
 		}
-		m.Groups = append(m.Groups, g)
-		m.Count += g.Count
-		if err := envelope.WriteJSON(filepath.Join(dir, manifestFile), m); err != nil {
+		if err := commit(len(m.Groups), g, false, hi-lo); err != nil {
 			return nil, err
 		}
-		sum.GroupsWritten++
-		sum.Bytes += g.Bytes
 	}
 	sum.Total = m.Count
 	sum.Seconds = time.Since(start).Seconds()
 	return sum, nil
+}
+
+// fillGroup writes group g filled with vecs (at most its free slots) to its
+// next file name and returns its new manifest entry; the manifest is not
+// touched. The new vectors take slots [g.Count, g.Count+len(vecs)): their
+// diagonals are those of a group whose first g.Count vectors are zero, so
+// that adding their encryption to the stored diagonals (or re-encrypting the
+// sum under a fresh seed) gives the diagonals of the whole group. The old
+// file is read in one streamed pass, each record checked (StreamGroup).
+func fillGroup(dir string, m *Manifest, set *params.Set, gi int, vecs [][]float64,
+	newGroup func() (groupEncryptor, error), plaintext func([][]float64, int) (*rlwe.Plaintext, error)) (Group, error) {
+	l, slots := set.L(), set.Slots()
+	g := m.Groups[gi]
+	if g.Count+len(vecs) > slots {
+		return g, fmt.Errorf("internal error: %d vectors do not fit the %d free slots of %s", len(vecs), slots-g.Count, g.File)
+	}
+	rows := make([][]float64, g.Count, g.Count+len(vecs))
+	zero := make([]float64, l)
+	for i := range rows {
+		rows[i] = zero
+	}
+	diags, err := packing.Diagonals(append(rows, vecs...), l, slots, m.ScoreScale)
+	if err != nil {
+		return g, err
+	}
+	genc, err := newGroup()
+	if err != nil {
+		return g, err
+	}
+	cts := make([]*rlwe.Ciphertext, l)
+	err = StreamGroup(dir, m, set, g, max(1, min(l, 2*parallel.Workers())), func(first int, chunk []*rlwe.Ciphertext) error {
+		return parallel.For(len(chunk), func(k int) error {
+			i := first + k
+			pt, err := plaintext(diags, i)
+			if err != nil {
+				return err
+			}
+			cts[i], err = genc.fill(chunk[k], pt, i)
+			return err
+		})
+	})
+	if err != nil {
+		return g, fmt.Errorf("filling group %s: %w", g.File, err)
+	}
+	out := Group{Start: g.Start, Count: g.Count + len(vecs), Seeded: genc.seed() != nil, Fills: g.Fills + 1}
+	out.File = groupFile(gi, out.Fills)
+	if out.Bytes, err = writeGroup(filepath.Join(dir, out.File), m, out, set.CKKS, cts, genc.seed()); err != nil {
+		return g, err
+	}
+	return out, nil
 }
 
 // removeStrayFiles deletes temporary files and group files that the
@@ -509,6 +700,14 @@ func StreamGroup(dir string, m *Manifest, set *params.Set, g Group, chunk int, e
 
 func groupError(path string, err error) error {
 	if os.IsNotExist(err) {
+		dir, name := filepath.Split(path)
+		if m, lerr := Load(dir); lerr == nil {
+			for _, g := range m.Groups {
+				if g.File != name && strings.HasPrefix(name, strings.SplitN(g.File, ".", 2)[0]+".") {
+					return fmt.Errorf("%w: group file %s was replaced by %s since the index was loaded (an enrollment filled the group): reopen the index", errs.ErrMismatch, path, g.File)
+				}
+			}
+		}
 		return fmt.Errorf("%w: group file %s named by the manifest is missing", errs.ErrCorrupt, path)
 	}
 	return err

@@ -63,11 +63,21 @@ func TestEnrollAppendsGroups(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sum.GroupsWritten != 2 || m.Count != slots+5 || len(m.Groups) != 3 {
+	// The first group is filled (slots-3 vectors), the other 5 make a new one.
+	if sum.GroupsWritten != 2 || sum.GroupsFilled != 1 || sum.GroupsNew != 1 || m.Count != slots+5 || len(m.Groups) != 2 {
 		t.Fatalf("summary %+v manifest count %d groups %d", sum, m.Count, len(m.Groups))
 	}
-	if g := m.Groups[2]; g.Start != slots+3 || g.Count != 2 {
+	if g := m.Groups[0]; g.Count != slots || g.Fills != 1 || g.File != "group-000000.fill-1.ct" {
+		t.Fatalf("filled group %+v", g)
+	}
+	if g := m.Groups[1]; g.Start != slots || g.Count != 5 {
 		t.Fatalf("last group %+v", g)
+	}
+	if w := sum.Writes; len(w) != 2 || !w[0].Filled || w[0].Added != slots-3 || w[0].Count != slots || w[1].Filled || w[1].Added != 5 {
+		t.Fatalf("writes %+v", w)
+	}
+	if _, err := os.Stat(filepath.Join(idx, groupFile(0, 0))); !os.IsNotExist(err) {
+		t.Fatalf("the replaced group file is still there: %v", err)
 	}
 	if _, err := LoadGroup(idx, m, pub.Params, m.Groups[1]); err != nil {
 		t.Fatal(err)
@@ -104,9 +114,9 @@ func TestInterruptedEnrollmentIsCleanedUp(t *testing.T) {
 	if _, err := Enroll(idx, pub, vectors(3), 3, 4); err != nil {
 		t.Fatal(err)
 	}
-	g0, _ := os.ReadFile(filepath.Join(idx, groupFile(0)))
-	os.WriteFile(filepath.Join(idx, groupFile(1)), g0[:len(g0)/2], 0o644)
-	os.WriteFile(filepath.Join(idx, "."+groupFile(1)+".tmp-42"), []byte("x"), 0o644)
+	g0, _ := os.ReadFile(filepath.Join(idx, groupFile(0, 0)))
+	os.WriteFile(filepath.Join(idx, groupFile(1, 0)), g0[:len(g0)/2], 0o644)
+	os.WriteFile(filepath.Join(idx, "."+groupFile(1, 0)+".tmp-42"), []byte("x"), 0o644)
 	m, err := Load(idx)
 	if err != nil || m.Count != 3 || len(m.Groups) != 1 {
 		t.Fatalf("the manifest must name only complete groups: %v %+v", err, m)
@@ -115,8 +125,11 @@ func TestInterruptedEnrollmentIsCleanedUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	m, _ = Load(idx)
-	if _, err := LoadGroup(idx, m, pub.Params, m.Groups[1]); err != nil || m.Count != 5 {
+	if _, err := LoadGroup(idx, m, pub.Params, m.Groups[0]); err != nil || m.Count != 5 || len(m.Groups) != 1 {
 		t.Fatalf("resumed enrollment: %v count %d", err, m.Count)
+	}
+	if _, err := os.Stat(filepath.Join(idx, groupFile(1, 0))); !os.IsNotExist(err) {
+		t.Fatalf("the stray group file is still there: %v", err)
 	}
 	if tmps, _ := filepath.Glob(filepath.Join(idx, ".*tmp*")); len(tmps) != 0 {
 		t.Fatalf("temporary files left: %v", tmps)
@@ -171,7 +184,7 @@ func TestSeededGroups(t *testing.T) {
 	if _, err := Enroll(idx, pub, vectors(3), 3, 4); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := EnrollSeeded(idx, owner, vectors(3), 3, 4); err != nil {
+	if _, err := EnrollSeededWith(idx, owner, vectors(3), 3, 4, EnrollOptions{NewGroups: true}); err != nil {
 		t.Fatal(err)
 	}
 	m, err := Load(idx)

@@ -21,6 +21,10 @@
 // key, since the difference of two c0 with the same a reveals the difference
 // of the messages up to noise. Callers draw a fresh random seed (NewSeed) for
 // every batch of ciphertexts and number the ciphertexts of a batch.
+//
+// EncryptSum re-encrypts what a ciphertext holds plus a new plaintext under
+// a fresh seed: the key owner's way to add entries to a stored group while
+// keeping one seed per group (docs/STORAGE.md, "Filling the last group").
 package seeded
 
 import (
@@ -74,11 +78,30 @@ func Mask(rq *ring.Ring, seed Seed, index uint64, out ring.Poly) {
 type Encryptor struct {
 	params rlwe.ParameterProvider
 	sk     *rlwe.SecretKey
+	dec    *rlwe.Decryptor
 }
 
 // NewEncryptor returns an encryptor for the secret key sk.
 func NewEncryptor(p rlwe.ParameterProvider, sk *rlwe.SecretKey) *Encryptor {
-	return &Encryptor{params: p, sk: sk}
+	return &Encryptor{params: p, sk: sk, dec: rlwe.NewDecryptor(p, sk)}
+}
+
+// EncryptSum returns a fresh seeded encryption, under (seed, index), of the
+// phase of old (its message with its noise, c0 + c1*s, decrypted by
+// Lattigo's decryptor) plus pt: (c0', a') with a' = Mask(seed, index) and
+// c0' = -a'*s + e' + (c0 + c1*s) + pt. The result decrypts to what old
+// plus a fresh encryption of pt would (one more fresh noise e'), and is
+// stored like any seeded ciphertext: c0' and the seed. seed must be fresh:
+// never the one old was made with (the difference of the two c0 would then
+// be e' + pt, the new message in the clear up to noise). old must be in the
+// NTT domain at pt's level and scale.
+func (e *Encryptor) EncryptSum(old *rlwe.Ciphertext, pt *rlwe.Plaintext, seed Seed, index uint64) (*rlwe.Ciphertext, error) {
+	if !old.IsNTT || !pt.IsNTT || old.Level() != pt.Level() || old.Scale.Cmp(pt.Scale) != 0 {
+		return nil, fmt.Errorf("seeded re-encryption needs a ciphertext and a plaintext in the NTT domain at one level and scale (levels %d, %d)", old.Level(), pt.Level())
+	}
+	sum := e.dec.DecryptNew(old) // NTT domain: the decryptor uses no shared buffer
+	e.params.GetRLWEParameters().RingQ().AtLevel(pt.Level()).Add(sum.Value, pt.Value, sum.Value)
+	return e.Encrypt(sum, seed, index)
 }
 
 // Encrypt returns (c0, c1) = (-a*s + e + pt, a) with a = Mask(seed, index)

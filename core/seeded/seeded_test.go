@@ -111,3 +111,53 @@ func BenchmarkMask(b *testing.B) {
 		Mask(rq, seed, uint64(i), out)
 	}
 }
+
+// TestEncryptSum: re-encrypting a ciphertext (whole, from the public key)
+// plus a plaintext under a fresh seed decrypts to the sum; its c1 is the
+// fresh seed's mask; a mismatched level is refused.
+func TestEncryptSum(t *testing.T) {
+	p := toy(t)
+	kg := rlwe.NewKeyGenerator(p)
+	sk, pk := kg.GenKeyPairNew()
+	ecd := ckks.NewEncoder(p)
+	dec := rlwe.NewDecryptor(p, sk)
+	enc := NewEncryptor(p, sk)
+	a, b := make([]float64, p.MaxSlots()), make([]float64, p.MaxSlots())
+	for i := range a {
+		a[i], b[i] = math.Sin(float64(i))*0.5, math.Cos(float64(i))*0.4
+	}
+	ptA, ptB := ckks.NewPlaintext(p, p.MaxLevel()), ckks.NewPlaintext(p, p.MaxLevel())
+	if err := ecd.Encode(a, ptA); err != nil {
+		t.Fatal(err)
+	}
+	if err := ecd.Encode(b, ptB); err != nil {
+		t.Fatal(err)
+	}
+	old, err := rlwe.NewEncryptor(p, pk).EncryptNew(ptA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed, _ := NewSeed()
+	ct, err := enc.EncryptSum(old.CopyNew(), ptB, seed, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]float64, p.MaxSlots())
+	if err := ecd.Decode(dec.DecryptNew(ct), got); err != nil {
+		t.Fatal(err)
+	}
+	for i := range got {
+		if math.Abs(got[i]-a[i]-b[i]) > 1e-6 {
+			t.Fatalf("slot %d: %v, want %v", i, got[i], a[i]+b[i])
+		}
+	}
+	mask := p.RingQ().NewPoly()
+	Mask(p.RingQ(), seed, 5, mask)
+	if !mask.Equal(&ct.Value[1]) {
+		t.Fatal("c1 is not the fresh seed's mask")
+	}
+	low := ckks.NewPlaintext(p, p.MaxLevel()-1)
+	if _, err := enc.EncryptSum(old, low, seed, 6); err == nil {
+		t.Fatal("a plaintext at another level was accepted")
+	}
+}
