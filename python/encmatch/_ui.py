@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from typing import TextIO
 
 from .client import AUTO, STRATEGIES
+from .errors import InvalidArgument
 from .results import MembershipResult, Result
+from .units import parse_size
+from .defaults import DEFAULT_KAPPA, DEFAULT_PRESET, PRESETS
 
 __all__ = [
     "INSECURE_BANNER",
@@ -20,6 +22,8 @@ __all__ = [
     "gigabytes",
     "add_strategy_arguments",
     "add_memory_budget_argument",
+    "add_preset_argument",
+    "add_kappa_argument",
     "print_answer",
 ]
 
@@ -79,14 +83,12 @@ def describe_strategy(name: str, n1: int) -> str:
 
 
 def gigabytes(text: str) -> int:
-    """argparse type: a size in GB (decimal, a float) as bytes; 0 means unlimited."""
+    """argparse type: a size in bytes from GB (a bare number, 10^9 bytes) or a size with a unit
+    (``512MB``, ``1.5GiB``: :mod:`encmatch.units`); 0 means unlimited."""
     try:
-        gb = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of GB: {text!r}") from None
-    if not math.isfinite(gb) or gb < 0:
-        raise argparse.ArgumentTypeError(f"a memory budget must be a non-negative number of GB, got {text!r}")
-    return int(round(gb * 1e9))
+        return parse_size(text, bare="GB")
+    except InvalidArgument as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _count(minimum: int):
@@ -104,9 +106,24 @@ def _count(minimum: int):
     return parse
 
 
+def add_preset_argument(p: argparse.ArgumentParser, choices: tuple[str, ...] = PRESETS) -> None:
+    """Add ``--preset`` with its choices, the shared default, and what each preset is."""
+    p.add_argument("--preset", choices=choices, default=DEFAULT_PRESET,
+                   help="parameter preset (default: %(default)s, 128-bit; 'real': 128-bit, 32,768 real slots per "
+                        "group, docs/PARAMETERS.md; 'toy', 'toy-real': INSECURE, tests only)")
+
+
+def add_kappa_argument(p: argparse.ArgumentParser) -> None:
+    """Add ``--kappa``, the comparator's depth budget, with the shared default."""
+    p.add_argument("--kappa", type=int, default=DEFAULT_KAPPA,
+                   help="comparator depth budget: larger is a narrower guard band around delta and a slower "
+                        "search (default: %(default)s, band +-0.0076; docs/COMPARATOR.md)")
+
+
 def add_memory_budget_argument(p: argparse.ArgumentParser, text: str) -> None:
     """Add ``--memory-budget GB`` (stored as bytes in ``args.memory_budget``; 0 = unlimited)."""
-    p.add_argument("--memory-budget", type=gigabytes, default=0, metavar="GB", help=text + " (default: 0 = unlimited)")
+    p.add_argument("--memory-budget", type=gigabytes, default=0, metavar="GB",
+                   help=text + " in GB, or with a unit: 512MB, 1.5GiB (default: 0 = unlimited)")
 
 
 def add_strategy_arguments(p: argparse.ArgumentParser, *, choice: bool = True, model: bool = True) -> None:

@@ -14,12 +14,16 @@
 from __future__ import annotations
 
 import os
+import zipfile
+import zlib
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
-from .errors import InvalidArgument, NotFound
+from .errors import Corrupt, EncmatchError, InvalidArgument, NotFound
 
 __all__ = [
     "find_data_dir",
@@ -80,31 +84,34 @@ class FaceSet:
         return len(self.emb)
 
 
+#: The file-name tag of a face model's embeddings in the data directory (``embeddings_<tag>.npz``).
+_FILE_TAGS = {"mobilefacenet": "mfn"}
+
+
 def load_faces(dataset: str = "lfw", model: str = "mfn", data_dir: Path | None = None) -> FaceSet:
-    """Load ``<data>/<dataset>/embeddings_<model>.npz`` (e.g. ``lfw``/``mfn``: 13,233 faces, 192-d)."""
-    path = Path(data_dir or find_data_dir()) / dataset / f"embeddings_{model}.npz"
+    """Load ``<data>/<dataset>/embeddings_<model>.npz`` (e.g. ``lfw``/``mfn``: 13,233 faces, 192-d);
+    ``model`` is a face model's name (``mobilefacenet``, ``dlib``) or its file tag (``mfn``)."""
+    tag = _FILE_TAGS.get(model, model)
+    path = Path(data_dir or find_data_dir()) / dataset / f"embeddings_{tag}.npz"
     return load_faceset_file(path)
 
 
 def load_faceset_file(path: str | os.PathLike) -> FaceSet:
     """Load a labelled ``.npz`` (``emb``, and ``label``+``names`` or ``name``; unlabelled rows become their own identity)."""
     path = Path(path)
-    if not path.is_file():
-        raise NotFound(f"no such file: {path}")
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            if "emb" not in z.files:
-                raise InvalidArgument(f"{path}: no 'emb' array (found {', '.join(z.files)})")
-            emb = np.asarray(z["emb"], dtype=np.float32)
-            if "label" in z.files and "names" in z.files:
-                label, names = np.asarray(z["label"], dtype=np.int64), np.asarray(z["names"]).astype(str)
-            elif "name" in z.files:
-                names, label = np.unique(np.asarray(z["name"]).astype(str), return_inverse=True)
-            else:
-                label = np.arange(len(emb))
-                names = np.array([f"row-{i}" for i in range(len(emb))])
-    except (OSError, ValueError) as exc:
-        raise InvalidArgument(f"cannot read {path}: {exc}") from exc
+    if path.suffix.lower() != ".npz":
+        raise InvalidArgument(f"{path}: a labelled set is a .npz file (emb, and label + names or name)")
+    with _reading(path), np.load(path, allow_pickle=False) as z:
+        if "emb" not in z.files:
+            raise InvalidArgument(f"{path}: no 'emb' array (found {', '.join(z.files) or 'none'})")
+        emb = np.asarray(z["emb"], dtype=np.float32)
+        if "label" in z.files and "names" in z.files:
+            label, names = np.asarray(z["label"], dtype=np.int64), np.asarray(z["names"]).astype(str)
+        elif "name" in z.files:
+            names, label = np.unique(np.asarray(z["name"]).astype(str), return_inverse=True)
+        else:
+            label = np.arange(len(emb))
+            names = np.array([f"row-{i}" for i in range(len(emb))])
     if emb.ndim != 2 or len(label) != len(emb):
         raise InvalidArgument(f"{path}: 'emb' must be [n, d] with one label per row")
     return FaceSet(emb=emb, label=label, names=names, source=str(path))
@@ -113,6 +120,14 @@ def load_faceset_file(path: str | os.PathLike) -> FaceSet:
 def load_vectors(path: str | os.PathLike, field: str = "emb") -> np.ndarray:
     """Read vectors from a ``.npy`` file or from array ``field`` of a ``.npz`` file."""
     return _load_array(path, field)
+
+
+def load_optional(path: str | os.PathLike, field: str) -> np.ndarray | None:
+    """Array ``field`` of a ``.npz``, or ``None`` when the file has no such array; the errors of
+    :func:`load_vectors` for a file that cannot be read."""
+    path = Path(path)
+    with _reading(path), np.load(path, allow_pickle=False) as z:
+        return np.asarray(z[field]) if field in z.files else None
 
 
 def load_labels(path: str | os.PathLike, field: str) -> list[str]:
@@ -128,22 +143,52 @@ def load_labels(path: str | os.PathLike, field: str) -> list[str]:
     return [str(x) for x in values.tolist()]
 
 
+#: The first bytes of a NumPy ``.npy`` file and of a zip archive (``.npz``).
+_MAGIC = {".npy": (b"\x93NUMPY",), ".npz": (b"PK\x03\x04", b"PK\x05\x06")}
+
+
 def _load_array(path: str | os.PathLike, field: str) -> np.ndarray:
-    """One array from a ``.npy`` or from ``field`` of a ``.npz``, with user-facing errors."""
+    """One array from a ``.npy`` or from ``field`` of a ``.npz``, with user-facing errors (:func:`_reading`)."""
     path = Path(path)
-    if not path.is_file():
-        raise NotFound(f"no such file: {path}")
-    try:
-        if path.suffix == ".npz":
+    with _reading(path):
+        if path.suffix.lower() == ".npz":
             with np.load(path, allow_pickle=False) as z:
                 if field not in z.files:
-                    raise InvalidArgument(f"{path}: no array {field!r} (found: {', '.join(z.files)})")
+                    raise InvalidArgument(f"{path}: no array {field!r} (found: {', '.join(z.files) or 'none'})")
                 return np.asarray(z[field])
-        if path.suffix == ".npy":
-            return np.load(path, allow_pickle=False)
-    except (OSError, ValueError, EOFError) as exc:
-        raise InvalidArgument(f"cannot read {path}: {exc}") from exc
-    raise InvalidArgument(f"{path}: expected a .npy or .npz file")
+        return np.load(path, allow_pickle=False)
+
+
+@contextmanager
+def _reading(path: Path) -> Iterator[None]:
+    """Check that ``path`` is a ``.npy``/``.npz`` file by its name and first bytes, then run the block,
+    turning every read failure into a user-facing error.
+
+    A file that is not what its name says, truncated, corrupt, or holding
+    pickled Python objects raises :class:`Corrupt` (never a zipfile or
+    pickle error): encmatch reads plain numeric and string arrays only.
+    """
+    if not path.is_file():
+        raise NotFound(f"no such file: {path}")
+    suffix = path.suffix.lower()
+    if suffix not in _MAGIC:
+        raise InvalidArgument(f"{path}: expected a .npy or .npz file")
+    try:
+        with open(path, "rb") as f:
+            head = f.read(6)
+        if not head.startswith(_MAGIC[suffix]):
+            raise Corrupt(f"{path} is not a {suffix} file (empty, or its first bytes are not "
+                          f"{'NumPy' if suffix == '.npy' else 'a zip archive'}'s)")
+        yield
+    except EncmatchError:
+        raise
+    except ValueError as exc:
+        if "pickle" in str(exc):
+            raise Corrupt(f"{path} holds Python objects (pickled data), which encmatch does not load: "
+                          "save plain numeric arrays (np.save / np.savez)") from None
+        raise Corrupt(f"cannot read {path}: {exc} (truncated or corrupt?)") from None
+    except (OSError, EOFError, zipfile.BadZipFile, zlib.error, KeyError) as exc:
+        raise Corrupt(f"cannot read {path}: {exc or type(exc).__name__} (truncated or corrupt?)") from None
 
 
 @dataclass

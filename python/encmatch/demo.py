@@ -41,10 +41,17 @@ import numpy as np
 from . import calibrate as calibrate_mod
 from . import data as data_mod
 from . import validate
-from ._ui import add_memory_budget_argument, add_strategy_arguments, describe_params, warn_if_insecure
+from ._ui import (
+    add_kappa_argument,
+    add_memory_budget_argument,
+    add_preset_argument,
+    add_strategy_arguments,
+    describe_params,
+    warn_if_insecure,
+)
 from .client import describe, version
 from .validate import format_table
-from .defaults import DEFAULT_KAPPA
+from .faces.models import DEFAULT_MODEL, MODELS
 
 __all__ = ["DEFAULT_DELTA", "DEFAULT_TARGET_FPIR", "GroundTruth", "ground_truth", "calibrate_delta", "add_arguments",
            "run"]
@@ -57,8 +64,8 @@ DEFAULT_TARGET_FPIR = calibrate_mod.DEFAULT_TARGET_FPIR
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Add the demo's options to ``p``."""
-    p.add_argument("--preset", default="default", help="parameter preset (default: %(default)s; 'toy' is fast and INSECURE)")
-    p.add_argument("--kappa", type=int, default=DEFAULT_KAPPA, help="comparator depth budget (default: %(default)s)")
+    add_preset_argument(p)
+    add_kappa_argument(p)
     p.add_argument("--delta", type=float, default=None,
                    help="match threshold, cosine (default: calibrated for --target-fpir at the gallery size)")
     p.add_argument("--target-fpir", type=float, default=DEFAULT_TARGET_FPIR,
@@ -67,7 +74,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--work", type=Path, default=Path("demo-work"), help="work directory (default: ./%(default)s)")
     p.add_argument("--data", type=Path, default=None,
                    help="face data directory holding lfw/ (default: $ENCMATCH_DATA or shared/data next to the repo)")
-    p.add_argument("--model", default="mfn", choices=["mfn", "dlib"], help="embedding model (default: %(default)s)")
+    p.add_argument("--model", default=DEFAULT_MODEL, choices=tuple(MODELS),
+                   help="face model of the LFW embeddings (default: %(default)s)")
     p.add_argument("--enrolled", type=int, default=None, help="enrolled identities (default: min(3000, group/2))")
     p.add_argument("--size", type=int, default=None, help="gallery size (default: one full group)")
     p.add_argument("--known", type=int, default=4, help="queries of enrolled people (default: %(default)s)")

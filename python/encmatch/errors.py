@@ -28,6 +28,7 @@ __all__ = [
     "LibraryNotFound",
     "ShardUnavailable",
     "Unavailable",
+    "InsecureParameters",
     "error_for",
     "USER_ERRORS",
 ]
@@ -114,6 +115,11 @@ class Unavailable(EncmatchError):
     succeed. The CLI exits 3 on it."""
 
     kind = "unavailable"
+
+
+class InsecureParameters(UserWarning):
+    """Warning: keys are made at a preset that gives no security (``toy``, ``toy-real``: tests only).
+    The command line prints its own banner instead."""
 
 
 _BY_KIND: dict[str, type[EncmatchError]] = {

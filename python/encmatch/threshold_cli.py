@@ -70,7 +70,7 @@ def add_commands(sub: Any) -> None:
     s.add_argument("--parties", type=int, required=True, help="number of decryptors n")
     s.add_argument("--threshold", type=int, required=True, help="decryptors needed to decrypt, t")
     s.add_argument("--dim", type=int, required=True, help="vector dimension of the key set")
-    s.add_argument("--preset", default="default", help="parameter preset (default: %(default)s; 'toy' is INSECURE; threshold key sets are on the standard ring only)")
+    s.add_argument("--preset", choices=("default", "toy"), default="default", help="parameter preset (default: %(default)s; 'toy' is INSECURE; threshold key sets are on the standard ring only)")
     s.add_argument("--kappa", type=int, default=DEFAULT_KAPPA, help="comparator depth budget (default: %(default)s)")
     s.add_argument("--strategy", default="auto",
                    help="similarity strategy whose rotation keys to make, or 'none' (default: %(default)s)")
