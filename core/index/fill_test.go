@@ -6,12 +6,17 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"encmatch/core/errs"
 	"encmatch/core/keys"
 	"encmatch/core/packing"
+	"encmatch/core/params"
+	"encmatch/core/seeded"
+	"encmatch/core/strategy"
 
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
@@ -316,4 +321,150 @@ func TestReaderOfAReplacedGroup(t *testing.T) {
 	if !errors.Is(err, errs.ErrMismatch) || !strings.Contains(err.Error(), "reopen") {
 		t.Fatalf("stale reader: %v", err)
 	}
+}
+
+// TestFillCosts measures what a fill costs at a real preset (skipped unless
+// ENCMATCH_FILL_MEASURE is set; ENCMATCH_FILL_PRESET, _KAPPA, _DIM choose
+// the parameters): bytes and seconds of a new group, of a fill by each
+// enroller, of reading the group back (regeneration included), and the
+// decrypted error before and after each fill. docs/STORAGE.md quotes it.
+func TestFillCosts(t *testing.T) {
+	if os.Getenv("ENCMATCH_FILL_MEASURE") == "" {
+		t.Skip("set ENCMATCH_FILL_MEASURE=1 to measure")
+	}
+	env := func(k string, d int) int {
+		if v, err := strconv.Atoi(os.Getenv(k)); err == nil {
+			return v
+		}
+		return d
+	}
+	preset := os.Getenv("ENCMATCH_FILL_PRESET")
+	if preset == "" {
+		preset = params.Real
+	}
+	kappa, dim := env("ENCMATCH_FILL_KAPPA", 13), env("ENCMATCH_FILL_DIM", 32)
+	set, err := params.New(preset, kappa, dim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	kd := filepath.Join(dir, "keys")
+	strat, _ := strategy.New(strategy.BSGSTBE, 4, set.L())
+	t0 := time.Now()
+	if _, err := keys.Generate(kd, set, strat); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s kappa %d dim %d (l = %d, %d slots): keygen %.1f s", preset, kappa, dim, set.L(), set.Slots(), time.Since(t0).Seconds())
+	srv := filepath.Join(kd, keys.ServerDir)
+	idx := filepath.Join(dir, "index")
+	if _, err := Create(idx, srv, 0.5); err != nil {
+		t.Fatal(err)
+	}
+	pub, err := keys.LoadPublic(srv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner, err := keys.LoadClient(kd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := make([]float32, dim*260)
+	for i := range all {
+		all[i] = float32(math.Sin(float64(i)*0.37)) + 0.01*float32(i%dim)
+	}
+	at := 0
+	report := func(what string, sum *EnrollSummary, took time.Duration) {
+		m, _ := Load(idx)
+		g := m.Groups[0]
+		t1 := time.Now()
+		if _, err := LoadGroup(idx, m, set, g); err != nil {
+			t.Fatal(err)
+		}
+		load := time.Since(t1)
+		e := errorOf(t, idx, owner, g, all, dim)
+		t.Logf("%-28s %6.2f s  file %9d B (%s)  load %.2f s  max error %.3g  per diagonal: write %.1f ms, load %.1f ms",
+			what, took.Seconds(), g.Bytes, map[bool]string{true: "seeded", false: "whole"}[g.Seeded], load.Seconds(), e,
+			1e3*took.Seconds()/float64(set.L()), 1e3*load.Seconds()/float64(set.L()))
+	}
+	step := func(what string, k int, asOwner bool) {
+		t1 := time.Now()
+		var sum *EnrollSummary
+		if asOwner {
+			sum, err = EnrollSeeded(idx, owner, all[at*dim:(at+k)*dim], k, dim)
+		} else {
+			sum, err = Enroll(idx, pub, all[at*dim:(at+k)*dim], k, dim)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		at += k
+		report(what, sum, time.Since(t1))
+	}
+	step("new group, public key (240)", 240, false)
+	step("fill 1, public key (+3)", 3, false)
+	step("fill 2, owner (+3)", 3, true)
+	step("fill 3, owner (+3)", 3, true)
+	step("fill 4, public key (+3)", 3, false)
+	step("fill 5, owner (+3)", 3, true)
+	// a fresh seeded group, for its load time
+	fresh := filepath.Join(dir, "fresh")
+	if _, err := Create(fresh, srv, 0.5); err != nil {
+		t.Fatal(err)
+	}
+	t1 := time.Now()
+	if _, err := EnrollSeeded(fresh, owner, all[:240*dim], 240, dim); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(t1)
+	m, _ := Load(fresh)
+	t2 := time.Now()
+	if _, err := LoadGroup(fresh, m, set, m.Groups[0]); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("new group, owner (240)        %6.2f s  file %9d B  load %.2f s", took.Seconds(), m.Groups[0].Bytes, time.Since(t2).Seconds())
+	// one mask: what each further seed would add per diagonal to every read
+	rq := set.CKKS.RingQ().AtLevel(set.CKKS.MaxLevel())
+	poly := rq.NewPoly()
+	seed, _ := seeded.NewSeed()
+	t3 := time.Now()
+	for i := 0; i < 20; i++ {
+		seeded.Mask(rq, seed, uint64(i), poly)
+	}
+	t.Logf("one mask (regenerated c1): %.2f ms", 1e3*time.Since(t3).Seconds()/20)
+}
+
+// errorOf is decryptError for any dimension.
+func errorOf(t *testing.T, idx string, owner *keys.Client, g Group, all []float32, dim int) float64 {
+	t.Helper()
+	m, _ := Load(idx)
+	set := owner.Params
+	cts, err := LoadGroup(idx, m, set, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, slots := set.L(), set.Slots()
+	var vecs [][]float64
+	for i := g.Start; i < g.Start+g.Count; i++ {
+		v, err := packing.Normalize(all[i*dim:(i+1)*dim], dim, l, i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vecs = append(vecs, v)
+	}
+	diags, _ := packing.Diagonals(vecs, l, slots, m.ScoreScale)
+	strat, _ := m.SimilarityStrategy()
+	p := set.CKKS
+	dec, ecd := rlwe.NewDecryptor(p, owner.Secret), ckks.NewEncoder(p)
+	worst := 0.0
+	for i, ct := range cts {
+		want := packing.Rotate(diags[i], strat.PreRotation(i))
+		got := make([]float64, slots)
+		if err := ecd.Decode(dec.DecryptNew(ct), got); err != nil {
+			t.Fatal(err)
+		}
+		for j := range got {
+			worst = math.Max(worst, math.Abs(got[j]-want[j]))
+		}
+	}
+	return worst
 }

@@ -187,6 +187,10 @@ def cmd_enroll(args: argparse.Namespace) -> int:
     dt = time.perf_counter() - t0
     total = summary.get("total", manifest_total(index_info(args.index)))
     print(f"enrolled {summary.get('added', len(vectors)):,} vectors in {dt:.2f} s; index holds {int(total):,}")
+    for write, line in zip(summary.get("group_writes") or [], summary.get("report") or []):
+        # what each group written cost on disk: a new group takes its whole size whatever it holds
+        cost = "rewritten" if write.get("filled") else "added"
+        print(f"{line}: {fmt_bytes(int(write.get('bytes', 0)))} {cost}")
     if summary.get("skipped"):
         print(f"kept {summary['skipped']:,} vectors an earlier run of the same input had enrolled "
               "(interrupted or repeated): not added twice")

@@ -419,6 +419,7 @@ class Enroller:
         *,
         batch_size: int | None = None,
         progress: bool | None = None,
+        fill: bool = True,
     ) -> dict:
         """Append ``vectors`` (``[n, dim]``, optionally with one label each) to the index.
 
@@ -429,15 +430,26 @@ class Enroller:
         older key set that has none; an enroller with only ``server/``
         keys without one gets MissingLabelKey before anything is written.
 
-        Vectors are sent one group (``group_size`` vectors) per core call by
-        default, with a progress bar (log lines off a terminal) when there is more
-        than one batch (``progress`` forces it on or off). Each call appends new groups: a
-        partial last group is not filled by a later call. A batch whose
-        content an earlier run already enrolled (a rerun after a crash or
-        Ctrl-C) is skipped, not added twice (:mod:`encmatch.journal`).
-        Returns the last batch's summary with ``added``, ``seconds`` and
-        ``bytes`` summed over all batches and ``skipped``, the vectors not
-        added again.
+        Vectors first fill the index's last group while it has room (the
+        core rewrites that group whole, to a new file, and then the
+        manifest: docs/STORAGE.md), then go to new groups. They are sent
+        at most one group per core call, cut at group boundaries (the
+        first batch is the room left in the last group), with a progress
+        bar (log lines off a terminal) when there is more than one batch
+        (``progress`` forces it on or off); a ``batch_size`` below the
+        group size rewrites the filled group at every call. ``fill=False``
+        starts new groups instead (an enroller that does not hold the
+        group files: the service path). A batch whose content an earlier
+        run already enrolled (a rerun after a crash or Ctrl-C) is skipped,
+        not added twice (:mod:`encmatch.journal`). Returns the last batch's
+        summary with ``added``, ``seconds``, ``bytes`` (files written; a
+        filled group counts whole), ``growth`` (what the index grew on
+        disk), ``groups_filled``, ``groups_new`` and ``groups_written``
+        summed over all batches, ``group_writes`` (one ``{group, filled,
+        added, count, bytes, seeded}`` per group written), ``report`` (one
+        line per group written: ``"filled group 0 (3 entries, now 243 of
+        16,384)"``, ``"new group 1 (...)"``) and ``skipped``, the vectors
+        not added again.
         """
         index_dir = Path(index_dir)
         manifest = index_info(index_dir)
@@ -469,17 +481,18 @@ class Enroller:
             labels_mod.seal_batches(index_dir, seal_key, key_meta, str(manifest.get("uid", "")),
                                     [(start, batch_labels)])
 
-        bounds = list(range(0, n, group)) + [n]
-        show = progress if progress is not None else len(bounds) > 2
+        plan = _plan_batches(vecs, labels_list, journal, group, group_size,
+                             _last_group_count(manifest, group_size) if fill else 0)
+        show = progress if progress is not None else len(plan) > 1
         summary: dict = {"added": 0, "total": manifest_total(manifest)}
         added = skipped = 0
         seconds = 0.0
-        stored = 0
+        stored = growth = 0
+        counts = {"groups_written": 0, "groups_filled": 0, "groups_new": 0}
+        writes: list[dict] = []
         with progress_bar(total=n, unit="vec", desc="enroll", show=bool(show)) as bar:
-            for lo, hi in zip(bounds[:-1], bounds[1:]):
+            for lo, hi, digest, kept in plan:
                 batch_labels = None if labels_list is None else labels_list[lo:hi]
-                digest = batch_digest(vecs[lo:hi], batch_labels)
-                kept = journal.done(digest)
                 if kept is not None:  # enrolled by an earlier (interrupted) run of the same input
                     skipped += hi - lo
                     if seal_key is not None and not labels_mod.has_sealed(index_dir, kept.start, kept.count):
@@ -491,6 +504,8 @@ class Enroller:
                     args["client_key_dir"] = self.owner_key_dir
                 else:
                     args["server_key_dir"] = self.server_key_dir
+                if not fill:
+                    args["new_groups"] = True
                 batch = journal.begin(digest, int(summary["total"]), hi - lo)
                 summary, _ = _core.call("enroll", args, vecs[lo:hi])
                 start = int(summary["total"]) - int(summary["added"])
@@ -500,9 +515,79 @@ class Enroller:
                 added += int(summary.get("added", hi - lo))
                 seconds += float(summary.get("seconds", 0.0))
                 stored += int(summary.get("bytes", 0))
+                growth += int(summary.get("growth", summary.get("bytes", 0)))
+                for key in counts:
+                    counts[key] += int(summary.get(key, 0))
+                writes += list(summary.get("group_writes") or [])
                 bar.update(hi - lo)
-        summary = dict(summary, added=added, skipped=skipped, seconds=seconds, bytes=stored)
+        slots = int(summary.get("group_slots") or group_size or 0)
+        summary = dict(summary, added=added, skipped=skipped, seconds=seconds, bytes=stored, growth=growth,
+                       group_writes=_merge_writes(writes), group_slots=slots, **counts)
+        summary["report"] = [describe_group_write(w, slots) for w in summary["group_writes"]]
         return summary
+
+
+def _last_group_count(manifest: dict, group_size: int) -> int:
+    """Entries in the index's last group when it has room (the core fills it first), else 0."""
+    groups = manifest.get("groups") or []
+    count = int(groups[-1].get("count", 0)) if groups else 0
+    return count if 0 < count < group_size else 0
+
+
+def _plan_batches(vecs: np.ndarray, labels: list[str] | None, journal: Journal, group: int, group_size: int,
+                  last: int) -> list[tuple[int, int, str, Any]]:
+    """Cut ``vecs`` into core calls: ``(lo, hi, digest, kept)``, ``kept`` the journal's record of a batch
+    an earlier run already enrolled (skipped), else None.
+
+    A new batch holds at most ``group`` vectors and never crosses a group boundary: the first
+    fills the ``group_size - last`` free slots of the last group, so that each core call writes
+    one group (filled or new) and commits it whole. Since the cuts depend on the index when a run
+    starts, a rerun after a crash first looks, at each position, for a batch the journal has
+    done, of any size it records, before cutting anew.
+    """
+    n = len(vecs)
+    sizes = sorted({b.count for b in journal.batches if b.done and b.count > 0}, reverse=True)
+    plan: list[tuple[int, int, str, Any]] = []
+    lo = 0
+    while lo < n:
+        hit = None
+        for k in sizes:
+            if lo + k <= n:
+                d = batch_digest(vecs[lo:lo + k], None if labels is None else labels[lo:lo + k])
+                kept = journal.done(d)
+                if kept is not None:
+                    hit = (lo, lo + k, d, kept)
+                    break
+        if hit is None:
+            size = min(group, n - lo)
+            if group_size > 0:
+                size = min(size, group_size - last)
+                last = (last + size) % group_size
+            d = batch_digest(vecs[lo:lo + size], None if labels is None else labels[lo:lo + size])
+            hit = (lo, lo + size, d, journal.done(d))
+        plan.append(hit)
+        lo = hit[1]
+    return plan
+
+
+def _merge_writes(writes: list[dict]) -> list[dict]:
+    """One record per group from the core calls' ``group_writes``: a group filled by several calls
+    (batches smaller than a group) is reported once, with the entries they added together."""
+    out: list[dict] = []
+    for w in writes:
+        if out and out[-1]["group"] == w["group"]:
+            out[-1] = dict(w, added=out[-1]["added"] + w["added"], filled=out[-1]["filled"])
+        else:
+            out.append(dict(w))
+    return out
+
+
+def describe_group_write(w: dict, slots: int) -> str:
+    """``"filled group 0 (3 entries, now 243 of 16,384)"`` or ``"new group 1 (40 entries of 16,384)"``."""
+    of = f" of {slots:,}" if slots else ""
+    if w.get("filled"):
+        return f"filled group {w['group']} ({w['added']:,} entries, now {w['count']:,}{of})"
+    return f"new group {w['group']} ({w['added']:,} entries{of})"
 
 
 class Server:

@@ -187,7 +187,14 @@ class EncryptedIndex:
     # ---- operations -----------------------------------------------------
 
     def add(self, vectors: Any, labels: Sequence[Any] | None = None, *, progress: bool | None = None) -> dict:
-        """Encrypt and append ``vectors`` (``[n, dim]`` or one ``[dim]``); returns the enroll summary."""
+        """Encrypt and append ``vectors`` (``[n, dim]`` or one ``[dim]``); returns the enroll summary.
+
+        The vectors first fill the last group while it has room (it is
+        rewritten whole, atomically), then start new groups; the summary
+        says which (``report``: ``"filled group 0 (3 entries, now 243 of
+        16,384)"``, ``group_writes``, ``groups_filled``, ``groups_new``,
+        ``growth``: see :meth:`Enroller.enroll <encmatch.Enroller.enroll>`).
+        """
         self._drop_server()
         try:
             # The index owns its keys: enroll with the secret key (seeded, half the bytes).

@@ -167,3 +167,24 @@ def test_batch_digest_sees_labels_and_values():
     h = g.copy()
     h[2, 3] = np.nextafter(h[2, 3], np.float32(np.inf))
     assert d != journal_mod.batch_digest(h, names)
+
+
+def test_rerun_after_a_crash_that_filled_the_last_group(new_index, monkeypatch):
+    """The first batch fills the room left in the last group (8 of 2,048 here), so the cuts depend on the index
+    when the run starts; the rerun, which finds the group full, recognises that batch by the journal's sizes."""
+    ix = new_index(DIM, DELTA)
+    size = ix.params["group_size"]
+    base, base_names = _gallery(size - 8, seed=10)
+    _owner(ix).enroll(ix.index_dir, base, base_names)
+    more, more_names = _gallery(40, seed=11)
+    monkeypatch.setattr(_core, "call", _failing_call(2, RuntimeError("core died")))
+    with pytest.raises(RuntimeError):
+        _owner(ix).enroll(ix.index_dir, more, more_names, batch_size=BATCH)
+    monkeypatch.undo()
+    manifest = encmatch.client.index_info(ix.index_dir)
+    assert manifest["count"] == size and len(manifest["groups"]) == 1  # the first batch filled the group
+    summary = _owner(ix).enroll(ix.index_dir, more, more_names, batch_size=BATCH)
+    assert (summary["skipped"], summary["added"], summary["total"]) == (8, 32, size + 32)
+    assert summary["report"] == [f"new group 1 (32 entries of {size:,})"]
+    gallery = np.vstack([base, more])
+    _assert_exact(ix.path, gallery, base_names + more_names)

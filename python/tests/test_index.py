@@ -127,7 +127,7 @@ def test_unlabelled_add_after_labelled_add(new_index):
 
 
 def test_many_small_groups(new_index, check):
-    """Enrolling in batches smaller than a group spreads the gallery over several groups; positions stay global."""
+    """Enrolling in batches smaller than a group fills one group call after call; positions stay global."""
     rng = np.random.default_rng(6)
     ix = new_index(16, 0.5)
     g = rng.standard_normal((150, 16)).astype(np.float32)
@@ -139,16 +139,21 @@ def test_many_small_groups(new_index, check):
 
 
 def test_owner_enrollment_is_seeded_and_half_the_bytes(new_index, check):
-    """EncryptedIndex.add enrolls as the key owner (seeded); a public-key enroller on the same index stores twice the bytes; answers are exact either way."""
+    """EncryptedIndex.add enrolls as the key owner (seeded); a public-key enroller filling that group stores it
+    whole, twice the bytes, and the owner's next fill makes it seeded again; answers are exact every time."""
     rng = np.random.default_rng(8)
     ix = new_index(16, 0.5)
-    g = rng.standard_normal((60, 16)).astype(np.float32)
+    g = rng.standard_normal((90, 16)).astype(np.float32)
     owner = ix.add(g[:30])
-    public = Enroller(ix.client.server_key_dir).enroll(ix.index_dir, g[30:], progress=False)
+    public = Enroller(ix.client.server_key_dir).enroll(ix.index_dir, g[30:60], progress=False)
     ix.manifest = encmatch.index_info(ix.index_dir)
-    assert [grp.get("seeded", False) for grp in ix.manifest["groups"]] == [True, False]
+    assert [grp.get("seeded", False) for grp in ix.manifest["groups"]] == [False]
     assert 0.45 < owner["bytes"] / public["bytes"] < 0.55
-    check(ix, g, np.vstack([g[3], g[40], rng.standard_normal(16)]))
+    check(ix, g[:60], np.vstack([g[3], g[40], rng.standard_normal(16)]))
+    again = ix.add(g[60:])
+    assert [grp.get("seeded", False) for grp in ix.manifest["groups"]] == [True]
+    assert 0.45 < again["bytes"] / public["bytes"] < 0.55
+    check(ix, g, np.vstack([g[3], g[40], g[80], rng.standard_normal(16)]))
 
 
 def test_empty_index_matches_nothing(new_index):

@@ -521,6 +521,12 @@ def enroll(service: ServiceClient, index_id: str, enroller: Enroller, vectors: A
     service makes the new entries visible all at once, after it has loaded
     them. Returns the enrollment summary plus ``uploaded_bytes`` and the
     new ``manifest``.
+
+    This path does not fill the index's last partial group: the staging
+    directory holds no group file, and the service accepts only new files
+    at a commit. The vectors start a new group, and when the last group had
+    room a :class:`NewGroupWarning` says what that costs (also in the
+    summary's ``warnings``); enrolling locally fills it (docs/STORAGE.md).
     """
     manifest = service.manifest(index_id)
     old = {g["file"] for g in manifest.get("groups", [])}
@@ -528,13 +534,34 @@ def enroll(service: ServiceClient, index_id: str, enroller: Enroller, vectors: A
         stage = Path(tmp) / "index"
         stage.mkdir()
         (stage / "manifest.json").write_text(json.dumps(manifest))
-        summary = enroller.enroll(stage, vectors, labels, progress=progress)
+        summary = enroller.enroll(stage, vectors, labels, progress=progress, fill=False)
+        notes = _new_group_cost(manifest, summary)
+        for note in notes:
+            warnings.warn(NewGroupWarning(note), stacklevel=2)
+        summary["warnings"] = notes
         new_manifest = json.loads((stage / "manifest.json").read_text())
         files = [stage / g["file"] for g in new_manifest["groups"] if g["file"] not in old]
         sealed = sorted((stage / labels_mod.LABELS_DIR).glob("*.sealed"))  # this enrollment's only
         sent = _upload_all(service, index_id, files + sealed, "upload", progress)
         service.commit(index_id, new_manifest, [p.name for p in sealed])
     return dict(summary, uploaded_bytes=sent, manifest=new_manifest)
+
+
+class NewGroupWarning(UserWarning):
+    """An enrollment through the service started a new group although the last one had room."""
+
+
+def _new_group_cost(manifest: dict, summary: dict) -> list[str]:
+    """The warning for vectors that went to a new group although the service's last group had room."""
+    groups = manifest.get("groups") or []
+    slots = int(summary.get("group_slots") or 0)
+    writes = [w for w in summary.get("group_writes") or [] if not w.get("filled")]
+    if not groups or not writes or not 0 < int(groups[-1].get("count", 0)) < slots:
+        return []
+    last, first = groups[-1], writes[0]
+    return [f"group {len(groups) - 1} on the service holds {int(last['count']):,} of {slots:,} entries, but enrolling "
+            f"through the service cannot fill it: {int(first['added']):,} entries add a new group of {slots:,} slots, "
+            f"{int(first['bytes']) / 1e6:,.1f} MB to upload and store (enrolling into a local index fills the last group)"]
 
 
 def remote_labels(service: ServiceClient, index_id: str, client: Client, manifest: dict | None = None) -> list[str] | None:
