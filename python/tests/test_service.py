@@ -204,7 +204,7 @@ def test_cli_remote(server, keys, data, tmp_path):
     watcher.close()
     p = run_cli("query", "--server", server.url, "--token", "em_wrong", "--keys", keys["a"], "--index", index_id,
                 "--out", tmp_path / "r2.bin", tmp_path / "query.npy")
-    assert p.returncode == 1 and "error:" in p.stderr and "Traceback" not in p.stderr
+    assert p.returncode == 3 and "refused the token" in p.stderr and "Traceback" not in p.stderr  # refused: 3
     p = run_cli("query", "--server", server.url, "--keys", keys["a"], "--index", "0123456789abcdef",
                 "--out", tmp_path / "r2.bin", tmp_path / "query.npy", env=env)
     assert p.returncode == 2 and "no index" in p.stderr

@@ -298,7 +298,7 @@ def test_cli_over_https_token_from_file_and_env(tls, keys, data, tmp_path):
     # without the CA file the certificate does not verify: a clean error, not a traceback
     p = run_cli("query", "--server", tls.url, "--keys", keys, "--index", index_id, "--out", tmp_path / "r2.bin",
                 tmp_path / "query.npy", env={"ENCMATCH_TOKEN": tls.token, "ENCMATCH_CA_FILE": ""})
-    assert p.returncode == 1 and "does not verify" in p.stderr and "Traceback" not in p.stderr, p.stderr
+    assert p.returncode == 3 and "does not verify" in p.stderr and "Traceback" not in p.stderr, p.stderr
     token_file.chmod(0o644)
     p = run_cli("decrypt", "--server", tls.url, "--ca-file", tls.ca, "--token-file", token_file, "--keys", keys,
                 "--index", index_id, tmp_path / "r.bin")

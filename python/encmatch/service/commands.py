@@ -12,6 +12,14 @@
     encmatch enroll --server URL [--ca-file CA.pem] --keys K [--index ID] [--delta D] gallery.npz
     encmatch query  --server URL [--ca-file CA.pem] --keys K --index ID --out r.bin [--decrypt] query.npy
     encmatch decrypt --server URL [--ca-file CA.pem] --keys K --index ID r.bin   # labels fetched sealed, opened here
+    encmatch index list --server URL [--json]           # the tenant's indexes: id, label, state, entries...
+    encmatch index info --server URL ID [--json]        # one index (without --server: a local index directory)
+    encmatch index delete --server URL ID [--yes]       # asks first; refused off a terminal without --yes
+
+A service that cannot be reached, answers too late or refuses the token
+exits 3 with one ``error:`` line (a refused connection is tried 3 times
+within about 1.5 s, each retry announced on stderr); an unknown index
+exits 2.
 
 The web framework is imported only when a service command runs, so the
 rest of the command line starts as fast as before.
@@ -20,6 +28,8 @@ rest of the command line starts as fast as before.
 from __future__ import annotations
 
 import argparse
+import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -33,7 +43,10 @@ from ..client import Client, Enroller, manifest_delta
 from ..errors import InvalidArgument, NotFound
 
 __all__ = ["add_commands", "add_remote_arguments", "remote_enroll", "remote_query", "remote_labels",
-           "token_from_args", "service_client"]
+           "token_from_args", "service_client", "cmd_index", "index_table"]
+
+#: A remote index id, as the service makes them.
+_INDEX_ID = re.compile(r"^[0-9a-f]{16}$")
 
 
 def add_remote_arguments(p: argparse.ArgumentParser) -> None:
@@ -78,15 +91,33 @@ def token_from_args(args: argparse.Namespace) -> str | None:
     return args.token
 
 
-def service_client(args: argparse.Namespace) -> Any:
-    """The :class:`~encmatch.service.remote.ServiceClient` of a ``--server`` command's arguments."""
-    from .remote import ServiceClient
+def _print_retry(line: str) -> None:
+    """Print one retry line of the ServiceClient on stderr."""
+    print(line, file=sys.stderr, flush=True)
 
-    return ServiceClient(args.server, token_from_args(args), verify=getattr(args, "ca_file", None))
+
+def service_client(args: argparse.Namespace) -> Any:
+    """The :class:`~encmatch.service.remote.ServiceClient` of a ``--server`` command's arguments
+    (each retry announced on stderr; a token about to go over plain HTTP to a host that is not
+    loopback is a ``warning:`` line there)."""
+    import warnings
+
+    from .remote import PlaintextTokenWarning, ServiceClient
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", PlaintextTokenWarning)
+        client = ServiceClient(args.server, token_from_args(args), verify=getattr(args, "ca_file", None),
+                               on_retry=_print_retry)
+    for w in caught:
+        if issubclass(w.category, PlaintextTokenWarning):
+            print(f"warning: {w.message}", file=sys.stderr)
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return client
 
 
 def add_commands(sub: Any) -> None:
-    """Add the ``serve`` and ``tenant`` subcommands to the ``encmatch`` subparsers ``sub``."""
+    """Add the ``serve``, ``tenant`` and ``index`` subcommands to the ``encmatch`` subparsers ``sub``."""
     s = sub.add_parser("serve", help="run the HTTP service (encrypted galleries and queries, multi-tenant)")
     s.add_argument("--data", type=Path, required=True, help="data directory (indexes, keys, tenants.json)")
     s.add_argument("--host", default="127.0.0.1",
@@ -143,6 +174,28 @@ def add_commands(sub: Any) -> None:
             a.add_argument("--rotate", action="store_true",
                            help="if NAME exists, issue a new token and revoke its earlier ones")
     s.set_defaults(func=cmd_tenant)
+
+    s = sub.add_parser("index", help="list, inspect or delete the indexes of an encmatch service (--server URL)",
+                       description="List, inspect or delete the token's tenant's indexes on an encmatch service. "
+                                   "The token comes from $ENCMATCH_TOKEN or --token-file.")
+    actions = s.add_subparsers(dest="action", metavar="ACTION", required=True)
+    for name, helptext in (
+        ("list", "the tenant's indexes: id, label, state, entries, groups, preset, delta, created"),
+        ("info", "one index: state, entries, groups, parameters and security, delta, strategy, labels, uploads "
+                 "(without --server, ID is a local index directory, as `encmatch info --index`)"),
+        ("delete", "delete an index and its files on the service (asks first, unless --yes)"),
+    ):
+        a = actions.add_parser(name, help=helptext, description=helptext)
+        add_remote_arguments(a)
+        if name != "list":
+            a.add_argument("id", metavar="ID", help="the remote index id (info without --server: a local index "
+                                                    "directory)" if name == "info" else "the remote index id")
+        if name == "delete":
+            a.add_argument("--yes", "-y", action="store_true",
+                           help="delete without asking (needed when stdin is not a terminal)")
+        else:
+            a.add_argument("--json", action="store_true", help="print the service's JSON instead of text")
+    s.set_defaults(func=cmd_index)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -208,6 +261,130 @@ def cmd_tenant(args: argparse.Namespace) -> int:
     print(f"token for tenant {args.name!r} (stored hashed in {store.path}; shown only now"
           f"{'; its earlier tokens are revoked' if args.action == 'rotate' or args.rotate else ''})",
           file=sys.stderr)
+    return 0
+
+
+def _created(value: Any) -> str:
+    """A ``created`` time (seconds since the epoch) as UTC text, or ``-``."""
+    import datetime
+
+    try:
+        return datetime.datetime.fromtimestamp(float(value), datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    except (TypeError, ValueError, OverflowError, OSError):
+        return "-"
+
+
+def _preset(status: dict) -> str:
+    """An index status's preset name, marked when INSECURE."""
+    name = str(status.get("preset") or "?")
+    return f"{name} (INSECURE)" if status.get("insecure") else name
+
+
+def index_table(indexes: list[dict]) -> str:
+    """The ``encmatch index list`` table of the service's index statuses (one line per index)."""
+    headers = ["id", "label", "state", "entries", "groups", "preset", "delta", "created"]
+    rows = []
+    for st in indexes:
+        delta = st.get("delta")
+        rows.append([str(st.get("id", "?")), str(st.get("label") or "-"), str(st.get("state", "?")),
+                     f"{int(st['count']):,}" if st.get("count") is not None else "-",
+                     str(st["groups"]) if st.get("groups") is not None else "-", _preset(st),
+                     f"{float(delta):g}" if delta is not None else "-", _created(st.get("created"))])
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    return "\n".join(lines)
+
+
+def _index_lines(status: dict, manifest: dict | None, url: str) -> list[str]:
+    """``encmatch index info``'s text for a remote index's status (and manifest when it is ready)."""
+    from .._ui import describe_params, describe_strategy
+
+    out = [f"index: {status.get('id')} on {url}"]
+    if status.get("label"):
+        out.append(f"label: {status['label']}")
+    out.append(f"state: {status.get('state')}" + (f", generation {status['generation']}"
+                                                  if status.get("generation") is not None else ""))
+    out.append(f"created: {_created(status.get('created'))}")
+    if status.get("count") is not None:
+        out.append(f"entries: {int(status['count']):,} in {status.get('groups', 0)} group(s)")
+    if status.get("delta") is not None:
+        out.append(f"delta: {status['delta']}")
+    params = (manifest or {}).get("params")
+    if params:
+        out.append(f"parameters: {describe_params(params)}")
+    else:
+        out.append(f"parameters: preset {_preset(status)}, kappa {status.get('kappa')}, dim {status.get('dim')}")
+    if status.get("strategy"):
+        out.append(f"strategy: {describe_strategy(str(status['strategy']), int(status.get('n1') or 0))}")
+    out.append(f"key set: {status.get('key_id')}")
+    if "labelled" in status:
+        sealed = int(status.get("sealed_files") or 0)
+        out.append(f"labels: sealed, {sealed} file(s)" if status["labelled"] else "labels: no")
+    if "loaded" in status:
+        out.append(f"loaded: {'yes' if status['loaded'] else 'no'}"
+                   + (f" ({status['unavailable']})" if status.get("unavailable") else ""))
+    for key in ("bytes", "disk_bytes", "bytes_on_disk"):  # reported by services that measure it
+        if status.get(key) is not None:
+            out.append(f"on disk: {fmt_bytes(int(status[key]))}")
+            break
+    if status.get("missing_key_files"):
+        out.append(f"missing key files: {', '.join(status['missing_key_files'])}")
+    for up in status.get("uploads") or []:
+        out.append(f"upload in progress: {up.get('name')} {up.get('received', '?')}/{up.get('size', '?')} bytes")
+    return out
+
+
+def _confirm(question: str) -> bool:
+    """Ask ``question`` on the terminal; whether the answer is yes."""
+    try:
+        answer = input(question)
+    except EOFError:
+        return False
+    return answer.strip().lower() in ("y", "yes")
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    """``encmatch index list|info|delete``: the tenant's indexes on ``--server`` (``info`` of a local
+    index directory without it). An unknown index exits 2, an unreachable or refusing service 3."""
+    if args.server is None:
+        if args.action == "info":
+            from ..cli import cmd_info  # the local index summary of `encmatch info --index`
+
+            return cmd_info(argparse.Namespace(index=Path(args.id), keys=None, json=args.json))
+        raise InvalidArgument(f"index {args.action} needs --server URL (an encmatch service); a local index is a "
+                              f"directory: `encmatch index info PATH` describes it")
+    index_id = getattr(args, "id", None)
+    if index_id is not None and not _INDEX_ID.match(index_id):
+        raise InvalidArgument(f"{index_id!r} is not a remote index id (16 hexadecimal digits, as "
+                              f"`encmatch index list` shows)")
+    if args.action == "delete" and not args.yes and not sys.stdin.isatty():
+        raise InvalidArgument(f"index delete {index_id}: stdin is not a terminal, so nobody can confirm; "
+                              f"give --yes to delete without asking")
+    with service_client(args) as service:
+        if args.action == "list":
+            indexes = service.indexes()
+            if args.json:
+                print(json.dumps({"indexes": indexes}))
+            elif not indexes:
+                print(f"no indexes on {service.url} for this token's tenant")
+            else:
+                print(index_table(indexes))
+            return 0
+        status = service.index(index_id)  # NotFound (exit 2) for an id the tenant does not hold
+        if args.action == "info":
+            manifest = service.manifest(index_id) if status.get("state") == "ready" else None
+            if args.json:
+                print(json.dumps(dict(status, manifest=manifest)))
+            else:
+                print("\n".join(_index_lines(status, manifest, service.url)))
+            return 0
+        what = (f"index {index_id}" + (f" ({status['label']!r})" if status.get("label") else "")
+                + f", {status.get('state')}, {int(status.get('count') or 0):,} entries")
+        if not args.yes and not _confirm(f"delete {what} on {service.url}? [y/N] "):
+            raise InvalidArgument(f"not confirmed: index {index_id} was not deleted")
+        service.delete(index_id)
+    print(f"deleted {what}")
     return 0
 
 

@@ -14,11 +14,21 @@ arriving) and ``shutting_down`` (503).
 :func:`error_from_response` turns an answer back into the same exception
 class on the client side, so a caller of :class:`~encmatch.service.remote.RemoteIndex`
 catches exactly what a caller of the local index does.
+
+The answers that mean "not now" or "not you" rather than "bad input"
+(:class:`Unauthorized`, :class:`Forbidden`, :class:`Busy`,
+:class:`Timeout`, :class:`RequestTimeout`, :class:`ShuttingDown`, and a
+shard the service cannot serve, :class:`RemoteShardUnavailable`) are also
+subclasses of :class:`~encmatch.errors.Unavailable`, like the network
+failures the client raises itself (connection refused, a name that does
+not resolve, a TLS failure, no answer in time): ``except Unavailable``
+catches all of them, and the command line exits 3 on them. An unknown
+index stays :class:`~encmatch.errors.NotFound` (bad input, exit 2).
 """
 
 from __future__ import annotations
 
-from ..errors import EncmatchError, error_for
+from ..errors import EncmatchError, ShardUnavailable, Unavailable, error_for
 
 __all__ = [
     "ServiceError",
@@ -30,6 +40,7 @@ __all__ = [
     "Timeout",
     "RequestTimeout",
     "ShuttingDown",
+    "RemoteShardUnavailable",
     "STATUS",
     "status_for",
     "error_from_response",
@@ -42,13 +53,13 @@ class ServiceError(EncmatchError):
     kind = "service"
 
 
-class Unauthorized(ServiceError):
+class Unauthorized(ServiceError, Unavailable):
     """No token, or a token no tenant holds."""
 
     kind = "unauthorized"
 
 
-class Forbidden(ServiceError):
+class Forbidden(ServiceError, Unavailable):
     """Something the service refuses to hold: a secret key, an index at an insecure preset."""
 
     kind = "forbidden"
@@ -66,32 +77,40 @@ class TooLarge(ServiceError):
     kind = "too_large"
 
 
-class Busy(ServiceError):
+class Busy(ServiceError, Unavailable):
     """The bounded query queue is full; retry after a short wait."""
 
     kind = "busy"
 
 
-class Timeout(ServiceError):
+class Timeout(ServiceError, Unavailable):
     """The query did not finish (or start) within the service's time limit."""
 
     kind = "timeout"
 
 
-class RequestTimeout(ServiceError):
+class RequestTimeout(ServiceError, Unavailable):
     """A request body stopped arriving (the service's per-piece deadline passed)."""
 
     kind = "request_timeout"
 
 
-class ShuttingDown(ServiceError):
+class ShuttingDown(ServiceError, Unavailable):
     """The service is stopping and takes no new work."""
 
     kind = "shutting_down"
 
 
-_SERVICE: dict[str, type[ServiceError]] = {
-    cls.kind: cls for cls in (Unauthorized, Forbidden, Conflict, TooLarge, Busy, Timeout, RequestTimeout, ShuttingDown)
+class RemoteShardUnavailable(ShardUnavailable, Unavailable):
+    """A shard of a service's scaled-out index could not be served (``503 shard_unavailable``): a
+    :class:`~encmatch.errors.ShardUnavailable` that is also :class:`~encmatch.errors.Unavailable`."""
+
+    kind = "shard_unavailable"
+
+
+_SERVICE: dict[str, type[EncmatchError]] = {
+    cls.kind: cls for cls in (Unauthorized, Forbidden, Conflict, TooLarge, Busy, Timeout, RequestTimeout, ShuttingDown,
+                              RemoteShardUnavailable)
 }
 
 #: HTTP status of every error kind.
@@ -122,7 +141,13 @@ def status_for(exc: EncmatchError) -> int:
 
 
 def error_from_response(status: int, body: object) -> EncmatchError:
-    """The exception an error answer stands for (by its ``kind``; by its status when it has none)."""
+    """The exception an error answer stands for (by its ``kind``; by its status when it has none).
+
+    Without a ``kind`` (an answer of something in front of the service, a
+    proxy or another server), 429 and 503 read as ``busy``, 502 as
+    ``unavailable`` and 504 as ``timeout``: all
+    :class:`~encmatch.errors.Unavailable`.
+    """
     message = f"HTTP {status}"
     kind = None
     if isinstance(body, dict):
@@ -130,8 +155,8 @@ def error_from_response(status: int, body: object) -> EncmatchError:
         kind = body.get("kind")
     if kind is None:
         kind = {401: "unauthorized", 403: "forbidden", 404: "not_found", 408: "request_timeout", 409: "conflict",
-                413: "too_large",
-                503: "busy", 504: "timeout"}.get(status, "invalid_argument" if 400 <= status < 500 else "internal")
+                413: "too_large", 429: "busy",
+                502: "unavailable", 503: "busy", 504: "timeout"}.get(status, "invalid_argument" if 400 <= status < 500 else "internal")
     if kind in _SERVICE:
         return _SERVICE[kind](message)
     return error_for(kind, message)

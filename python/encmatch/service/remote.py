@@ -26,6 +26,19 @@ decrypt the answer locally. Errors arrive as the same exception classes
 as locally (:mod:`encmatch.errors`, :mod:`encmatch.service.errors`); a
 ``busy`` answer is retried after the service's ``Retry-After``.
 
+A service that cannot be reached, does not answer in time or refuses the
+caller raises :class:`~encmatch.errors.Unavailable` (the command line
+exits 3): connection refused, a host name that does not resolve, a TLS
+failure (a certificate that does not verify: :class:`CertificateError`,
+also an ``ssl.SSLCertVerificationError``), no answer within ``timeout``,
+a bad or revoked token (``Unauthorized``), an overload that outlasts the
+retries (``Busy``). A service that was never reached fails fast: a
+refused connection is tried ``connect_retries`` more times within about
+1.5 s, each retry reported to ``on_retry`` (the command line prints it),
+then ``cannot reach the encmatch service at URL: connection refused``.
+Once the service has answered, a dropped connection (a restart in the
+middle of an upload) is retried ``retries`` times with a growing pause.
+
 The token comes from the ``token`` argument or ``$ENCMATCH_TOKEN`` and
 travels only in the ``Authorization`` header. Use ``https://`` for any
 service that is not on this machine: a :class:`ServiceClient` warns
@@ -38,9 +51,12 @@ deployment's certificate.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
+import logging
 import os
+import socket
 import tempfile
 import ssl
 import time
@@ -55,14 +71,15 @@ from ..progress import progress as progress_bar
 from .. import _core
 from .. import labels as labels_mod
 from ..client import Client, Enroller, check_delta, manifest_delta, manifest_total
-from ..errors import Corrupt, EncmatchError, InvalidArgument, Mismatch
+from ..errors import Corrupt, EncmatchError, InvalidArgument, Mismatch, Unavailable
 from ..index import decrypted_to_result
 from ..results import Result, check_mode, make_result
-from .errors import Busy, Conflict, ShuttingDown, error_from_response
+from .errors import Busy, Conflict, ShuttingDown, Unauthorized, error_from_response
 from .transport import PlaintextTokenWarning, is_loopback_host
 
 __all__ = ["RemoteIndex", "ServiceClient", "create_index", "enroll", "remote_labels", "TOKEN_ENV", "CA_FILE_ENV",
-           "DEFAULT_CHUNK", "PlaintextTokenWarning", "tls_verify"]
+           "DEFAULT_CHUNK", "PlaintextTokenWarning", "tls_verify", "CertificateError", "CONNECT_RETRIES",
+           "CONNECT_TIMEOUT"]
 
 #: Environment variable holding the bearer token when none is passed.
 TOKEN_ENV = "ENCMATCH_TOKEN"
@@ -70,6 +87,19 @@ TOKEN_ENV = "ENCMATCH_TOKEN"
 CA_FILE_ENV = "ENCMATCH_CA_FILE"
 #: Upload chunk size (bytes); smaller when the service's body limit is smaller.
 DEFAULT_CHUNK = 8 << 20
+#: Further tries of a refused connection to a service not reached yet (pauses 0.5 s, then 1 s).
+CONNECT_RETRIES = 2
+#: Seconds to wait for a TCP (and TLS) connection to be made, at most (the ``timeout`` if smaller).
+CONNECT_TIMEOUT = 10.0
+
+log = logging.getLogger(__name__)
+
+
+class CertificateError(Unavailable, ssl.SSLCertVerificationError):
+    """The service's certificate does not verify (not retried): an :class:`~encmatch.errors.Unavailable`
+    that is also the ``ssl.SSLCertVerificationError`` earlier versions raised."""
+
+    kind = "unavailable"
 
 PathLike = str | os.PathLike
 
@@ -101,26 +131,46 @@ def tls_verify(verify: bool | PathLike | ssl.SSLContext | None = None) -> bool |
 class ServiceClient:
     """HTTP calls of the service with a bearer token, retries and byte counters.
 
-    Connection failures and ``busy``/``shutting_down`` answers are retried
-    ``retries`` times with a growing pause (the service's ``Retry-After``
-    at least), except where a retry could act twice (index creation is
-    retried only when the connection failed before the request was sent).
-    A certificate that does not verify is not retried.
+    A service that cannot be reached, does not answer in time or refuses
+    the caller raises :class:`~encmatch.errors.Unavailable` (or one of its
+    subclasses: ``Unauthorized``, ``Busy``, :class:`CertificateError`...);
+    an unknown index raises :class:`~encmatch.errors.NotFound`.
+
+    Retries. Until the service has answered once, a failed connection is
+    tried ``connect_retries`` more times (pauses of 0.5 s, then 1 s), and
+    not at all when trying again cannot help (a host name that does not
+    resolve, a TLS failure, a connect timeout): a service that is down
+    fails within seconds. Once it has answered, connection failures and
+    ``busy``/``shutting_down`` answers are retried ``retries`` times with a
+    growing pause (the service's ``Retry-After`` at least), so a restart
+    in the middle of an upload is waited for; except where a retry could
+    act twice (``safe_retry=False``: index creation is retried only when
+    the connection failed before the request was sent). A request that got
+    no answer within ``timeout`` is not retried. Every retry is reported as
+    one line to ``on_retry`` (the command line prints it on stderr) and
+    logged at INFO.
     """
 
     def __init__(self, url: str, token: str | None = None, *, timeout: float = 600.0, retries: int = 8,
-                 chunk_size: int = DEFAULT_CHUNK, verify: bool | PathLike | ssl.SSLContext | None = None):
+                 chunk_size: int = DEFAULT_CHUNK, verify: bool | PathLike | ssl.SSLContext | None = None,
+                 connect_retries: int = CONNECT_RETRIES, connect_timeout: float = CONNECT_TIMEOUT,
+                 on_retry: Callable[[str], None] | None = None):
         """Talk to the service at ``url`` (``https://...``, or ``http://`` on loopback) with ``token``
         (default ``$ENCMATCH_TOKEN``); ``verify`` as :func:`tls_verify` takes it.
 
-        Warns (:class:`PlaintextTokenWarning`) here, before any request,
-        if ``url`` is ``http://`` to a host that is not loopback.
+        ``timeout``: seconds to wait for an answer; ``connect_timeout``:
+        for a connection (at most ``timeout``); ``retries`` and
+        ``connect_retries`` as the class says; ``on_retry(line)`` is told
+        of each retry. Warns (:class:`PlaintextTokenWarning`) here, before
+        any request, if ``url`` is ``http://`` to a host that is not loopback.
         """
         token = token or os.environ.get(TOKEN_ENV)
         if not token:
             raise InvalidArgument(f"a token is needed: pass one or set ${TOKEN_ENV}")
         if chunk_size < 1:
             raise InvalidArgument("chunk_size must be positive")
+        if retries < 0 or connect_retries < 0 or not timeout > 0 or not connect_timeout > 0:
+            raise InvalidArgument("retries and connect_retries must be >= 0, timeout and connect_timeout > 0")
         try:
             parsed = httpx.URL(url)
         except (httpx.InvalidURL, TypeError) as exc:
@@ -139,52 +189,92 @@ class ServiceClient:
                 f"path can read it and act as this tenant; use https:// (encmatch serve --tls-cert/--tls-key)",
                 PlaintextTokenWarning, stacklevel=2)
         self.retries = retries
+        self.connect_retries = connect_retries
+        self.timeout = float(timeout)
+        self.connect_timeout = min(float(connect_timeout), self.timeout)
+        #: Called with one line for every retry (``None``: only logged).
+        self.on_retry = on_retry
         self.chunk_size = chunk_size
-        self._http = httpx.Client(base_url=self.url, timeout=timeout, verify=tls_verify(verify),
-                                  headers={"Authorization": f"Bearer {token}"})
+        self._http = httpx.Client(base_url=self.url, timeout=httpx.Timeout(self.timeout, connect=self.connect_timeout),
+                                  verify=tls_verify(verify), headers={"Authorization": f"Bearer {token}"})
         #: Request body bytes sent so far.
         self.bytes_sent = 0
         #: Response body bytes received so far.
         self.bytes_received = 0
         self._max_body: int | None = None  # the service's body limit, asked once before the first upload
+        self._reached = False  # whether the service has answered this client yet
+
+    def _retry(self, line: str, wait: float) -> None:
+        """Report one retry (``on_retry``, the log), then wait ``wait`` seconds."""
+        log.info("%s", line)
+        if self.on_retry is not None:
+            self.on_retry(line)
+        time.sleep(wait)
 
     def request(self, method: str, path: str, *, json_body: Any = None, content: bytes | None = None,
                 params: dict | None = None, headers: dict | None = None, safe_retry: bool = True) -> httpx.Response:
-        """Send one request (retrying as the class says); return the response, or raise the error it carries."""
+        """Send one request (retrying as the class says); return the response, or raise the error it
+        carries (:class:`~encmatch.errors.Unavailable` when the service cannot be reached or refuses)."""
         body = content
         hdrs = dict(headers or {})
         if json_body is not None:
             body = json.dumps(json_body).encode()
             hdrs["Content-Type"] = "application/json"
-        pause = 0.2
-        for attempt in range(self.retries + 1):
-            last = attempt == self.retries
+        pause = 0.2  # the growing pause once the service has answered
+        retried = 0
+        t0 = time.monotonic()
+        while True:
+            budget = self.retries if self._reached else self.connect_retries
+            wait = pause if self._reached else 0.5 * 2 ** retried
             try:
                 resp = self._http.request(method, path, content=body, params=params, headers=hdrs)
-            except httpx.ConnectError as exc:
-                _raise_if_certificate(exc, self.url)
-                if last:
-                    raise
-                time.sleep(pause)
-                pause = min(pause * 2, 5.0)
+            except (httpx.ConnectError, httpx.ConnectTimeout) as exc:  # nothing was sent: always safe to retry
+                reason, hopeful = _connect_failure(exc, self.url, self.connect_timeout)
+                if not hopeful or retried >= budget:
+                    tries = f" (tried {retried + 1} times in {time.monotonic() - t0:.1f} s)" if retried else ""
+                    raise Unavailable(f"cannot reach the encmatch service at {self.url}: {reason}{tries}") from None
+                retried += 1
+                self._retry(f"service at {self.url} not reachable ({reason}); retrying in {wait:g} s "
+                            f"({retried}/{budget})", wait)
+                pause = min(pause * 2, 5.0) if self._reached else pause
                 continue
-            except httpx.TransportError:
-                if last or not safe_retry:
-                    raise
-                time.sleep(pause)
-                pause = min(pause * 2, 5.0)
-                continue
+            except httpx.TimeoutException:  # sent (or sending), no answer in time: trying again will not help
+                raise Unavailable(f"the encmatch service at {self.url} did not answer {method} {path} within "
+                                  f"{self.timeout:g} s") from None
+            except httpx.TransportError as exc:  # the connection broke; the request may have been acted on
+                reason = _describe_transport(exc)
+                if safe_retry and retried < budget:
+                    retried += 1
+                    self._retry(f"connection to {self.url} lost ({reason}); retrying in {wait:g} s "
+                                f"({retried}/{budget})", wait)
+                    pause = min(pause * 2, 5.0) if self._reached else pause
+                    continue
+                if not self._reached:
+                    msg = (f"cannot reach the encmatch service at {self.url}: {reason} (is it the right URL? "
+                           f"an https:// service does not answer http://)")
+                else:
+                    msg = f"lost the connection to the encmatch service at {self.url} during {method} {path}: {reason}"
+                if not safe_retry:
+                    msg += " (it may have been acted on: look before trying again, e.g. `encmatch index list`)"
+                raise Unavailable(msg) from None
+            except httpx.RequestError as exc:  # too many redirects, an undecodable body...
+                raise Unavailable(f"the answer of {self.url} to {method} {path} is not usable "
+                                  f"({type(exc).__name__}: {exc}): is it an encmatch service?") from None
+            self._reached = True
             self.bytes_sent += len(body or b"")
             self.bytes_received += len(resp.content)
             if resp.status_code < 400:
+                _check_answer(resp, self.url)
                 return resp
             err = _response_error(resp)
-            if isinstance(err, (Busy, ShuttingDown)) and safe_retry and not last:
-                time.sleep(max(pause, float(resp.headers.get("Retry-After", "0") or 0)))
+            if isinstance(err, (Busy, ShuttingDown)) and safe_retry and retried < self.retries:
+                retried += 1
+                wait = max(pause, _retry_after(resp))
+                self._retry(f"service at {self.url} {err.kind.replace('_', ' ')} ({err}); retrying in {wait:g} s "
+                            f"({retried}/{self.retries})", wait)
                 pause = min(pause * 2, 5.0)
                 continue
-            raise err
-        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+            raise _in_context(err, self.url, retried)
 
     # ---- routes --------------------------------------------------------------
 
@@ -293,25 +383,107 @@ class ServiceClient:
 
 
 def _raise_if_certificate(exc: BaseException, url: str) -> None:
-    """Raise :class:`ssl.SSLCertVerificationError` (an ``OSError``; never retried) if ``exc`` was
-    caused by a certificate that does not verify."""
+    """Raise :class:`CertificateError` (never retried) if ``exc`` was caused by a certificate that
+    does not verify."""
     cause: BaseException | None = exc
     while cause is not None:
         if isinstance(cause, ssl.SSLCertVerificationError):
-            raise ssl.SSLCertVerificationError(
+            raise CertificateError(
                 f"the certificate of {url} does not verify ({cause.verify_message or cause}); for a self-signed "
-                f"deployment pass its CA certificate: verify=PATH, ${CA_FILE_ENV} or --ca-file PATH") from exc
+                f"deployment pass its CA certificate: verify=PATH, ${CA_FILE_ENV} or --ca-file PATH") from None
         cause = cause.__cause__ or cause.__context__
     return None
 
 
+def _causes(exc: BaseException) -> list[BaseException]:
+    """``exc`` and the exceptions it was raised from, outermost first."""
+    out: list[BaseException] = []
+    cause: BaseException | None = exc
+    while cause is not None and cause not in out:
+        out.append(cause)
+        cause = cause.__cause__ or cause.__context__
+    return out
+
+
+def _connect_failure(exc: BaseException, url: str, connect_timeout: float) -> tuple[str, bool]:
+    """Why a connection to the service at ``url`` could not be made, and whether trying again soon
+    may help. Raises :class:`CertificateError` for a certificate that does not verify."""
+    _raise_if_certificate(exc, url)
+    if isinstance(exc, httpx.TimeoutException):
+        return f"no connection within {connect_timeout:g} s", False
+    for cause in _causes(exc):
+        if isinstance(cause, ssl.SSLError):
+            hint = " (is it an http:// service?)" if "WRONG_VERSION" in str(cause) else ""
+            return f"TLS handshake failed: {cause.reason or cause}{hint}", False
+        if isinstance(cause, socket.gaierror):
+            host = httpx.URL(url).host
+            return f"host name {host!r} not resolved ({cause.strerror or cause})", cause.errno == socket.EAI_AGAIN
+        if isinstance(cause, ConnectionRefusedError):
+            return "connection refused", True
+        if isinstance(cause, OSError) and cause.errno is not None:
+            known = {errno.ENETUNREACH: "network unreachable", errno.EHOSTUNREACH: "no route to host",
+                     errno.ETIMEDOUT: "connection timed out", errno.ECONNRESET: "connection reset"}
+            return known.get(cause.errno, cause.strerror or str(cause)), True
+    return _describe_transport(exc), True
+
+
+def _describe_transport(exc: BaseException) -> str:
+    """A short human description of an httpx transport failure."""
+    text = str(exc).strip()
+    if isinstance(exc, httpx.RemoteProtocolError) and "without sending" in text:
+        return "the connection was closed without an answer"
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _retry_after(resp: httpx.Response) -> float:
+    """The response's ``Retry-After`` in seconds (0 when absent or not a number of seconds)."""
+    try:
+        return max(0.0, float(resp.headers.get("Retry-After", "0") or 0))
+    except ValueError:
+        return 0.0
+
+
+#: Content types the service answers with (a successful answer of any other is not the service's).
+_SERVICE_TYPES = ("application/json", "application/octet-stream")
+
+
+def _check_answer(resp: httpx.Response, url: str) -> None:
+    """Raise :class:`~encmatch.errors.Unavailable` if a successful answer is not one the service gives
+    (an HTML page of a web server at a wrong URL, say)."""
+    ctype = resp.headers.get("content-type", "").split(";")[0].strip().lower()
+    if ctype not in _SERVICE_TYPES:
+        raise Unavailable(f"{url} answered {resp.request.method} {resp.request.url.path} with "
+                          f"{ctype or 'no content type'}, not as an encmatch service does: is it the right URL?")
+
+
 def _response_error(resp: httpx.Response) -> EncmatchError:
-    """The exception an error response carries."""
+    """The exception an error response carries (an answer that is not the service's JSON error names
+    the URL that gave it)."""
     try:
         body = resp.json()
     except ValueError:
-        body = {"error": f"HTTP {resp.status_code}: {resp.text[:200]}"}
+        body = None
+    if not (isinstance(body, dict) and "kind" in body):
+        try:
+            where = f"{resp.request.method} {resp.request.url}"
+        except RuntimeError:  # a response made without a request
+            where = "the request"
+        text = resp.text[:200].strip()
+        body = {"error": f"HTTP {resp.status_code} {resp.reason_phrase} to {where}, not an encmatch service's "
+                         f"answer{': ' + text if text else ''}"}
     return error_from_response(resp.status_code, body)
+
+
+def _in_context(err: EncmatchError, url: str, retried: int) -> EncmatchError:
+    """``err`` (an error answer) with the context a user needs: which service refused the token, how
+    long an overload lasted. Same class."""
+    if isinstance(err, Unauthorized):
+        return Unauthorized(f"the encmatch service at {url} refused the token ({err}): it may be mistyped, "
+                            f"rotated or revoked; check ${TOKEN_ENV} or --token-file")
+    if isinstance(err, (Busy, ShuttingDown)) and retried:
+        return type(err)(f"the encmatch service at {url} is {err.kind.replace('_', ' ')}: {err} "
+                         f"(gave up after {retried} retries)")
+    return err
 
 
 def _sha256(path: Path) -> str:
