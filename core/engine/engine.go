@@ -58,6 +58,9 @@ type Server struct {
 	Streamed bool
 	dir      string
 
+	// keys are the evaluation keys, shared read-only with every other
+	// server of this process on the same key files (keys.LoadEvaluationShared).
+	keys   *keys.Evaluation
 	eval   *ckks.Evaluator
 	poly   *polynomial.Evaluator
 	strat  strategy.Strategy
@@ -79,7 +82,7 @@ func Open(indexDir, serverKeyDir string, opt Options) (*Server, error) {
 	if err := m.CheckKeys(meta); err != nil {
 		return nil, err
 	}
-	ek, err := keys.LoadEvaluation(serverKeyDir)
+	ek, err := keys.LoadEvaluationShared(serverKeyDir)
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +96,7 @@ func Open(indexDir, serverKeyDir string, opt Options) (*Server, error) {
 		return nil, err
 	}
 	eval := ckks.NewEvaluator(set.CKKS, ek.Keys)
-	s := &Server{Manifest: m, Params: set, eval: eval, poly: polynomial.NewEvaluator(set.CKKS, eval),
+	s := &Server{Manifest: m, Params: set, keys: ek, eval: eval, poly: polynomial.NewEvaluator(set.CKKS, eval),
 		strat: strat, served: served, dir: indexDir}
 	if s.Streamed = opt.MemoryBudget > 0 && s.residentBytes(ek) > opt.MemoryBudget; s.Streamed {
 		if strat.PreRotatedByServer() {
