@@ -41,6 +41,7 @@ import argparse
 import json
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Sequence
 
@@ -54,7 +55,9 @@ from . import resultfiles
 from .probes import run_probes
 from . import validate as validate_mod
 from ._ui import (
+    add_kappa_argument,
     add_memory_budget_argument,
+    add_preset_argument,
     add_strategy_arguments,
     describe_params,
     describe_strategy,
@@ -77,13 +80,13 @@ from .client import (
     presets,
     version,
 )
-from .errors import USER_ERRORS, EncmatchError, InvalidArgument, NotFound, Unavailable
+from .errors import USER_ERRORS, EncmatchError, InsecureParameters, InvalidArgument, NotFound, Unavailable
 from .cluster import cli as cluster_commands
 from .faces import commands as face_commands
+from .faces.store import index_model
 from .index import decrypted_to_result
 from .service import commands as service_commands
 from .results import MODES
-from .defaults import DEFAULT_KAPPA
 from . import __version__
 
 __all__ = ["main", "build_parser"]
@@ -323,9 +326,9 @@ def cmd_info(args: argparse.Namespace) -> int:
     if args.index is None and args.keys is None:
         v = version()
         print(f"encmatch core {v.get('version', '?')} (lattigo {v.get('lattigo', '?')})")
-        print("presets:")
+        print("presets (the vector dimension is chosen at keygen):")
         for p in presets():
-            print(f"  {describe_params(p)}")
+            print(f"  {describe_params({k: v for k, v in p.items() if k not in ('dim', 'padded_dim')})}")
         return 0
     if args.keys is not None:
         with Client(args.keys) as client:
@@ -333,6 +336,8 @@ def cmd_info(args: argparse.Namespace) -> int:
             print(f"keys: {client.key_dir} (key id {client.key_id})")
             print(f"parameters: {describe_params(client.params)}")
             print(f"strategy: {client.strategy}, n1 {client.n1}")
+            print(f"size on disk: {fmt_bytes(_disk_bytes(args.keys))} (server keys: "
+                  f"{fmt_bytes(_disk_bytes(client.server_key_dir))})")
     if args.index is not None:
         m = index_info(args.index)
         warn_if_insecure(m.get("params"))
@@ -352,7 +357,14 @@ def cmd_info(args: argparse.Namespace) -> int:
             print(f"parameters: {describe_params(m['params'])}")
         sealed = labels_mod.local_files(args.index)
         print(f"labels: {f'sealed, {len(sealed)} file(s)' if sealed else 'no'}")
+        print(f"face model: {index_model(args.index) or 'not recorded (vectors enrolled from files)'}")
+        print(f"size on disk: {fmt_bytes(_disk_bytes(args.index))}")
     return 0
+
+
+def _disk_bytes(path: Path) -> int:
+    """Bytes of the files under ``path``."""
+    return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
 
 
 def strategies_table(res: dict, budget: int = 0) -> str:
@@ -464,8 +476,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("keygen", help="generate a key set")
     s.add_argument("--keys", type=Path, required=True, help="key directory to create")
-    s.add_argument("--preset", default="default", help="parameter preset (default: %(default)s; 'real': 32,768 real slots per group (docs/PARAMETERS.md); 'toy', 'toy-real' are INSECURE)")
-    s.add_argument("--kappa", type=int, default=DEFAULT_KAPPA, help="comparator depth budget (default: %(default)s)")
+    add_preset_argument(s)
+    add_kappa_argument(s)
     s.add_argument("--dim", type=int, required=True, help="vector dimension (e.g. 192 for MobileFaceNet)")
     add_strategy_arguments(s)
     add_memory_budget_argument(s, "server memory, for --strategy auto")
@@ -531,15 +543,16 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_decrypt)
 
     s = sub.add_parser("validate", help="encrypted search vs brute force; exit 1 on disagreement")
-    s.add_argument("--preset", default="default")
-    s.add_argument("--kappa", type=int, default=DEFAULT_KAPPA, help="comparator depth budget (default: %(default)s)")
-    s.add_argument("--delta", type=float, default=demo_mod.DEFAULT_DELTA)
+    add_preset_argument(s)
+    add_kappa_argument(s)
+    s.add_argument("--delta", type=float, default=demo_mod.DEFAULT_DELTA,
+                   help="match threshold, cosine (default: %(default)s)")
     s.add_argument("--gallery", type=Path, default=None,
                    help="labelled embeddings .npz (emb + label/names; default: LFW MobileFaceNet from shared/data)")
     s.add_argument("--queries", type=int, default=8, help="queries, half of enrolled people (default: %(default)s)")
     s.add_argument("--size", type=int, default=None, help="gallery size (default: one full group)")
     s.add_argument("--enrolled", type=int, default=None, help="enrolled identities (default: min(3000, size/2))")
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--seed", type=int, default=0, help="random seed for picking the faces (default: %(default)s)")
     s.add_argument("--work", type=Path, default=None, help="work directory (default: a temporary one)")
     s.add_argument("--json", action="store_true", help="print the report as JSON")
     s.add_argument("--quiet", action="store_true", help="no step-by-step progress")
@@ -552,15 +565,16 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_demo)
 
     s = sub.add_parser("info", help="core version and presets, or a key set / index summary")
-    s.add_argument("--index", type=Path, default=None)
-    s.add_argument("--keys", type=Path, default=None)
+    s.add_argument("--index", type=Path, default=None,
+                   help="an index directory: entries, groups, threshold, strategy, face model, size on disk")
+    s.add_argument("--keys", type=Path, default=None, help="a key directory: key id, parameters, strategy, size on disk")
     s.add_argument("--json", action="store_true", help="print the index manifest as JSON")
     s.set_defaults(func=cmd_info)
 
     s = sub.add_parser("strategies", help="the cost model's ranking of the similarity strategies")
     s.add_argument("--dim", type=int, required=True, help="vector dimension")
-    s.add_argument("--preset", default="default", help="parameter preset (default: %(default)s)")
-    s.add_argument("--kappa", type=int, default=DEFAULT_KAPPA, help="comparator depth budget (default: %(default)s)")
+    add_preset_argument(s)
+    add_kappa_argument(s)
     add_strategy_arguments(s, choice=False)
     add_memory_budget_argument(s, "server memory")
     s.add_argument("--json", action="store_true", help="print the model's answer as JSON")
@@ -578,8 +592,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "seeded: half the bytes), or both comma-separated (default: public-key)")
     s.add_argument("--trials", type=int, default=11,
                    help="trials per configuration; trial 1 is the setup (default: %(default)s)")
-    s.add_argument("--preset", default="default", help="parameter preset (default: %(default)s; 'real': 32,768 real slots per group (docs/PARAMETERS.md); 'toy', 'toy-real' are INSECURE)")
-    s.add_argument("--kappa", type=int, default=DEFAULT_KAPPA, help="comparator depth budget; 8 is the setting of papers/000 Tables 7-8 (default: %(default)s)")
+    add_preset_argument(s)
+    add_kappa_argument(s)
     s.add_argument("--dim", type=int, default=512, help="vector dimension of the synthetic workload (default: %(default)s)")
     s.add_argument("--workload", choices=bench_mod.WORKLOADS, default="synthetic",
                    help="synthetic (papers/000 6.1) or faces (LFW MobileFaceNet, 192-d) (default: %(default)s)")
@@ -603,6 +617,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``encmatch`` console script; returns the exit code."""
+    warnings.simplefilter("ignore", InsecureParameters)  # the command line prints its own INSECURE banner
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -25,6 +25,7 @@ import json
 import math
 import numbers
 import os
+import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -33,10 +34,11 @@ from .progress import progress as progress_bar
 
 from . import _core
 from . import labels as labels_mod
-from .errors import Corrupt, Internal, InvalidArgument, NotFound
+from .errors import Corrupt, InsecureParameters, Internal, InvalidArgument, NotFound
 from .journal import Journal, batch_digest
 from .results import check_mode
 from .defaults import DEFAULT_KAPPA
+from .units import parse_size
 
 __all__ = [
     "Client",
@@ -125,7 +127,12 @@ def _non_negative_int(value: Any, name: str) -> int:
 
 
 def memory_budget_bytes(memory_budget: Any) -> int:
-    """A memory budget in bytes as the core takes it: a non-negative int, 0 for ``None`` (unlimited)."""
+    """A memory budget in bytes as the core takes it: bytes (an int), or a size with a unit such as
+    ``"4GB"`` (:mod:`encmatch.units`); 0 or ``None``: unlimited."""
+    if memory_budget is None:
+        return 0
+    if isinstance(memory_budget, str):
+        return parse_size(memory_budget, bare="B", what="memory_budget")
     return _non_negative_int(memory_budget, "memory_budget")
 
 
@@ -268,6 +275,10 @@ class Client:
         labels_mod.generate_keys(Path(key_dir))  # the label key pair (sealed labels, encmatch.labels)
         client = cls(key_dir)
         client.keygen_info = res
+        if client.insecure:
+            warnings.warn(InsecureParameters(
+                f"the {client.params.get('preset', preset)!r} preset gives NO security (small ring, tests only): "
+                "never use it for real data"), stacklevel=2)
         return client
 
     #: Summary returned by :meth:`generate` (``None`` for an opened key set).

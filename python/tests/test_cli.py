@@ -41,6 +41,11 @@ def ws(tmp_path_factory):
     np.save(root / "query.npy", gallery[7] + 0.05 * rng.standard_normal(DIM).astype(np.float32))
     np.save(root / "queries.npy", gallery[:3])
     np.save(root / "wrongdim.npy", np.ones(DIM + 1, dtype=np.float32))
+    whole = (root / "gallery.npz").read_bytes()
+    (root / "truncated.npz").write_bytes(whole[: len(whole) // 2])
+    (root / "random.npz").write_bytes(rng.bytes(4096))
+    (root / "random.npy").write_bytes(rng.bytes(4096))
+    np.save(root / "pickled.npy", np.array([{"x": 1}], dtype=object), allow_pickle=True)
 
     p = ok(run_cli("keygen", "--keys", root / "keys", "--preset", TOY, "--kappa", KAPPA, "--dim", DIM,
                    "--strategy", "bsgs-tbe"))
@@ -58,6 +63,7 @@ def test_keygen_refuses_existing_keys(ws):
 
 def test_info(ws):
     p = ok(run_cli("info", "--index", ws["root"] / "index", "--keys", ws["root"] / "keys"))
+    assert p.stdout.count("size on disk: ") == 2 and "face model: not recorded" in p.stdout
     assert "entries: 60" in p.stdout and "labels: sealed, 1 file(s)" in p.stdout and "INSECURE" in p.stderr
     assert p.stdout.count("strategy: bsgs-tbe, n1 4") == 2  # keys and index
     p = ok(run_cli("info"))
@@ -161,6 +167,11 @@ def test_query_row_selection(ws, tmp_path):
         (lambda r, t: ["strategies", "--dim", "64", "--memory-budget", "-1"], "memory budget"),
         (lambda r, t: ["strategies", "--dim", "64", "--memory-budget", "1e-9"], "budget"),
         (lambda r, t: ["query", "--keys", r / "keys", "--index", r / "index", "--mode", "nope", "--out", t / "x", r / "query.npy"], "invalid choice"),
+        (lambda r, t: ["enroll", "--keys", r / "keys", "--index", r / "index", r / "truncated.npz"], "truncated or corrupt"),
+        (lambda r, t: ["enroll", "--keys", r / "keys", "--index", r / "index", r / "random.npz"], "not a .npz file"),
+        (lambda r, t: ["query", "--keys", r / "keys", "--index", r / "index", "--out", t / "x", r / "random.npy"], "not a .npy file"),
+        (lambda r, t: ["query", "--keys", r / "keys", "--index", r / "index", "--out", t / "x", r / "pickled.npy"], "pickled"),
+        (lambda r, t: ["validate", "--preset", "toy", "--gallery", r / "truncated.npz"], "truncated or corrupt"),
         (lambda r, t: [], ""),
         (lambda r, t: ["frobnicate"], "invalid choice"),
     ],
