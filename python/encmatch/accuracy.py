@@ -27,8 +27,19 @@ points and at the operating delta (default: the FPIR point's, else FAR
   must be equal outside the comparator's decision band (``errors`` counts
   those that are not).
 
-:func:`plot` draws the ROC and DET curves: the plaintext curve, and the
-encrypted operating points.
+Every rate is printed with its sample size (``FNIR 2/200 (1.0 %)``; a zero
+count with its rule-of-three bound, ``0/30 (< 10 %)``). The EER is a
+plaintext figure only: it needs the whole ROC, and the encrypted side sees
+match bits at a few thresholds, not scores, so at the plaintext EER
+threshold the report gives the encrypted FAR and FRR (an operating point,
+not an EER), with how many pair decisions differ there and that they all
+lie within the decision band.
+
+:func:`plot` draws the ROC and DET: the plaintext curve, and the encrypted
+operating points as separate markers (never joined into a curve), each
+with its counts; a zero count cannot be drawn on a log axis and is drawn
+at its 95 % upper bound ``3 / n`` with a marker pointing the way the true
+rate lies, and labelled so.
 """
 
 from __future__ import annotations
@@ -48,7 +59,7 @@ from .errors import InvalidArgument
 from .validate import Confusion, format_table
 from .defaults import DEFAULT_KAPPA
 
-__all__ = ["Split", "split", "Roc", "OperatingPoint", "AccuracyReport", "run", "plot", "search_rates",
+__all__ = ["Split", "split", "Roc", "OperatingPoint", "AccuracyReport", "run", "plot", "figure", "inputs_line", "search_rates",
            "threshold_at_fpir"]
 
 #: False-accept rates at which the TAR is reported.
@@ -154,6 +165,19 @@ class Roc:
         i = int(np.argmin(np.abs(self.far - self.frr)))
         return float((self.far[i] + self.frr[i]) / 2), float(self.thresholds[i])
 
+    def eer_point(self) -> dict:
+        """The EER with what it rests on: at the threshold where FAR and FRR are closest, both as counts.
+
+        Keys: ``eer`` (their mean), ``threshold``, ``far``, ``frr``,
+        ``false_accepts`` of ``n_impostor``, ``false_rejects`` of ``n_genuine``.
+        On a discrete ROC the two rates rarely meet: the EER lies between them.
+        """
+        i = int(np.argmin(np.abs(self.far - self.frr)))
+        return {"eer": float((self.far[i] + self.frr[i]) / 2), "threshold": float(self.thresholds[i]),
+                "far": float(self.far[i]), "frr": float(self.frr[i]),
+                "false_accepts": int(round(self.far[i] * self.n_impostor)), "n_impostor": self.n_impostor,
+                "false_rejects": int(round(self.frr[i] * self.n_genuine)), "n_genuine": self.n_genuine}
+
 
 def search_rates(decisions: np.ndarray, truth: np.ndarray, mated: np.ndarray) -> dict:
     """1:N rates over searches from pair ``decisions`` ``[probes, gallery]`` against ``truth``.
@@ -198,12 +222,21 @@ class OperatingPoint:
         """Encrypted decisions unlike the plaintext ones outside the decision band."""
         return self.agreement.errors
 
+    def counts(self, side: int) -> dict:
+        """Pair counts of one side (0 plaintext, 1 encrypted): false accepts of the impostor pairs, false
+        rejects of the genuine pairs."""
+        c = (self.plaintext, self.encrypted)[side]
+        return {"false_accepts": c.fp, "impostor_pairs": c.fp + c.tn, "false_rejects": c.fn,
+                "genuine_pairs": c.tp + c.fn}
+
     def to_dict(self) -> dict:
         """Plain-dict form."""
         return {
             "name": self.name, "delta": self.delta, "decision_band": self.decision_band,
-            "plaintext": dict(self.plaintext.to_dict(), far=self.far[0], tar=self.tar[0], **self.searches[0]),
-            "encrypted": dict(self.encrypted.to_dict(), far=self.far[1], tar=self.tar[1], **self.searches[1]),
+            "plaintext": dict(self.plaintext.to_dict(), far=self.far[0], tar=self.tar[0], **self.counts(0),
+                              **self.searches[0]),
+            "encrypted": dict(self.encrypted.to_dict(), far=self.far[1], tar=self.tar[1], **self.counts(1),
+                              **self.searches[1]),
             "disagreements": self.agreement.disagreements, "errors": self.errors,
             "searches_differ": self.searches_differ,
         }
@@ -225,11 +258,15 @@ class AccuracyReport:
     gallery_size: int = 0
     target_fpir: float | None = None
     fpir_note: str = ""
+    #: What the labelled set was made from, when photos: ``photos`` tried, ``embedded``, ``skipped``
+    #: (a list of ``{"path", "reason"}``); set by the caller, printed in the summary and the JSON.
+    inputs: dict | None = None
 
     @property
     def errors(self) -> int:
-        """Encrypted decisions unlike the plaintext ones outside the guard band, over every point."""
-        return sum(p.errors for p in self.points)
+        """Encrypted decisions unlike the plaintext ones outside the guard band, over every encrypted run
+        (named points at one delta share a run and count once)."""
+        return sum(p.errors for p in self._distinct_points())
 
     @property
     def ok(self) -> bool:
@@ -241,51 +278,86 @@ class AccuracyReport:
         return next((p for p in self.points if p.name == name), None)
 
     def to_dict(self) -> dict:
-        """Plain-dict form (JSON-serialisable)."""
+        """Plain-dict form (JSON-serialisable).
+
+        ``encrypted`` holds no EER (the encrypted side has no ROC): at the
+        plaintext EER threshold it gives the encrypted FAR and FRR with their
+        counts (``at_eer_threshold``).
+        """
+        ep = self.roc.eer_point()
         return {
             "ok": self.ok, "errors": self.errors, "description": self.description, "preset": self.preset,
             "kappa": self.kappa, "plaintext": {
-                "eer": self.eer[0], "eer_threshold": self.eer[1],
+                "eer": self.eer[0], "eer_threshold": self.eer[1], "eer_point": ep,
                 "tar_at_far": {f"{far:g}": {"tar": v[0], "threshold": v[1]} for far, v in self.tar_at.items()},
             },
             "encrypted": {
-                "eer": _enc_eer(self.point("EER")),
+                "at_eer_threshold": _enc_at(self.point("EER")),
                 "tar_at_far": {f"{far:g}": _enc_tar(self.point(_far_name(far))) for far in self.tar_at},
             },
             "points": [p.to_dict() for p in self.points], "timings": self.timings,
             "gallery_size": self.gallery_size, "target_fpir": self.target_fpir, "fpir_note": self.fpir_note,
+            "inputs": self.inputs,
         }
 
     def table(self) -> str:
-        """Two tables: ground truth (plaintext and encrypted against the identities), then their agreement."""
+        """Two tables: ground truth (plaintext and encrypted against the identities), then their agreement.
+
+        Every rate carries its sample size (``k/n (p %)``).
+        """
         n = self.gallery_size
         headers = ["point", "delta", "", f"FPIR (N = {n:,})", "FNIR", "TP", "FP", "TN", "FN", "precision",
-                   "recall", "FAR"]
+                   "recall (TAR)", "FAR"]
         rows = []
         for p in self.points:
             for i, (side, c) in enumerate((("plaintext", p.plaintext), ("encrypted", p.encrypted))):
                 s = p.searches[i]
                 rows.append([p.name if i == 0 else "", f"{p.delta:.4f}" if i == 0 else "", side,
                              _frac(s.get("accepted"), s.get("non_mated")), _frac(s.get("missed"), s.get("mated")),
-                             str(c.tp), str(c.fp), str(c.tn), str(c.fn), _pct(c.precision), _pct(c.recall),
-                             _pct(p.far[i])])
-        agree = [[p.name, f"{p.delta:.4f}", f"{p.decision_band:.2g}", str(p.agreement.disagreements),
-                  str(p.searches_differ), str(p.errors)] for p in self.points]
+                             str(c.tp), str(c.fp), str(c.tn), str(c.fn), _frac(c.tp, c.tp + c.fp),
+                             _frac(c.tp, c.tp + c.fn), _frac(c.fp, c.fp + c.tn)])
+        agree = []
+        for p in self.points:
+            c, s = p.plaintext, p.searches[0]
+            searches = (s.get("mated") or 0) + (s.get("non_mated") or 0)
+            agree.append([p.name, f"{p.delta:.4f}", f"+-{p.decision_band:.2g}",
+                          f"{p.agreement.disagreements}/{c.tp + c.fp + c.tn + c.fn:,}",
+                          f"{p.searches_differ}/{searches:,}", str(p.errors)])
         return "\n".join([
             "ground truth (against the identities; FPIR: non-mated probes given any candidate, FNIR: mated probes "
-            "whose own entry is not returned; TP/FP/TN/FN per pair):",
+            "whose own entry is not returned; TP/FP/TN/FN per pair; every rate as count/sample size):",
             format_table(headers, rows), "",
             "agreement: encrypted decisions against the plaintext ones (the encryption's correctness, not accuracy):",
             format_table(["point", "delta", "decision band", "pairs differ", "searches differ", "outside band"], agree),
         ])
 
     def summary(self) -> str:
-        """EER and TAR@FAR of both, and the verdict."""
-        enc_eer = _enc_eer(self.point("EER"))
-        lines = [self.description,
-                 f"preset {self.preset}, kappa {self.kappa}",
-                 f"EER: plaintext {_pct(self.eer[0])} (threshold {self.eer[1]:.4f}), "
-                 f"encrypted {_pct(enc_eer)} at the same threshold"]
+        """The plaintext EER (with the counts it rests on), the 1:N and TAR@FAR points of both sides, the verdict.
+
+        The encrypted side is given at the EER threshold as an operating
+        point (FAR and FRR with counts), never as an EER of its own.
+        """
+        ep = self.roc.eer_point()
+        lines = [self.description, f"preset {self.preset}, kappa {self.kappa}"]
+        if self.inputs is not None:
+            lines.append(inputs_line(self.inputs))
+        rates = (f"FAR {_frac(ep['false_accepts'], ep['n_impostor'])} and FRR "
+                 f"{_frac(ep['false_rejects'], ep['n_genuine'])}")
+        if ep["false_accepts"] == 0 and ep["false_rejects"] == 0:
+            lines.append(f"EER (plaintext ROC): not measurable here: at threshold {ep['threshold']:.4f} no pair is "
+                         f"wrong, {rates}; the genuine and impostor scores of this sample do not overlap")
+        else:
+            meet = ep["false_accepts"] * ep["n_genuine"] == ep["false_rejects"] * ep["n_impostor"]
+            lines.append(f"EER (plaintext ROC) about {_pct(ep['eer'])}: at threshold {ep['threshold']:.4f}, where FAR "
+                         f"and FRR are closest, {rates}"
+                         + ("" if meet else " (they never meet: the EER lies between them)"))
+        p = self.point("EER")
+        if p is not None:
+            c = p.counts(1)
+            lines.append(
+                f"  encrypted at that threshold (an operating point, not an EER: the encrypted side sees match bits "
+                f"at one threshold, not scores): FAR {_frac(c['false_accepts'], c['impostor_pairs'])}, FRR "
+                f"{_frac(c['false_rejects'], c['genuine_pairs'])}; {_differ_text(p)}")
         if self.fpir_note:
             lines.append(self.fpir_note)
         fpir_deltas = {p.delta for p in self.points if p.name.startswith("FPIR")}
@@ -297,13 +369,60 @@ class AccuracyReport:
                              f"{_frac(s1.get('accepted'), s1.get('non_mated'))}; FNIR plaintext "
                              f"{_frac(s0.get('missed'), s0.get('mated'))}, encrypted "
                              f"{_frac(s1.get('missed'), s1.get('mated'))}")
-        for far, (tar, thr) in self.tar_at.items():
-            enc = _enc_tar(self.point(_far_name(far)))
-            lines.append(f"TAR at FAR {100 * far:g} %: plaintext {_pct(tar)} (threshold {thr:.4f}), "
-                         f"encrypted {_pct(enc['tar'])} (its FAR {_pct(enc['far'])})")
-        lines.append("verdict: " + ("encrypted decisions EQUAL the plaintext ones outside the guard band"
-                                    if self.ok else f"{self.errors} encrypted decision(s) DIFFER outside the guard band"))
+        for far, (_tar, thr) in self.tar_at.items():
+            p = self.point(_far_name(far))
+            if p is None:
+                continue
+            c0, c1 = p.counts(0), p.counts(1)
+            lines.append(
+                f"TAR at FAR {100 * far:g} % (threshold {thr:.4f}): plaintext "
+                f"{_frac(c0['genuine_pairs'] - c0['false_rejects'], c0['genuine_pairs'])} (FAR "
+                f"{_frac(c0['false_accepts'], c0['impostor_pairs'])}), encrypted "
+                f"{_frac(c1['genuine_pairs'] - c1['false_rejects'], c1['genuine_pairs'])} (FAR "
+                f"{_frac(c1['false_accepts'], c1['impostor_pairs'])})")
+        if self.ok:
+            differ = sum(p.agreement.disagreements for p in self._distinct_points())
+            verdict = ("encrypted decisions EQUAL the plaintext ones outside the comparator's decision band"
+                       + (f" ({differ} pair decision(s) inside it differ, as the band allows)" if differ else
+                          " (and inside it: no pair decision differs)"))
+        else:
+            runs = sum(1 for p in self._distinct_points() if p.errors)
+            verdict = (f"{self.errors} encrypted pair decision(s) DIFFER from the plaintext ones outside the "
+                       f"comparator's decision band (at {runs} of {len(self._distinct_points())} thresholds)")
+        lines.append("verdict: " + verdict)
         return "\n".join(lines)
+
+    def _distinct_points(self) -> list[OperatingPoint]:
+        """One point per distinct delta (named points at one delta share one encrypted run)."""
+        return list({p.delta: p for p in self.points}.values())
+
+
+def inputs_line(inputs: dict) -> str:
+    """One line: how many photos made the set, and how many were skipped (and why, counted).
+
+    ``inputs`` as in :attr:`AccuracyReport.inputs`.
+    """
+    skipped = inputs.get("skipped") or []
+    text = f"inputs: {inputs.get('embedded', 0):,} of {inputs.get('photos', 0):,} photo(s) embedded"
+    if not skipped:
+        return text + ", none skipped"
+    why: dict[str, int] = {}
+    for s in skipped:
+        kind = str(s.get("reason", "")).split(":")[0].split(" (")[0]
+        why[kind] = why.get(kind, 0) + 1
+    return (text + f"; {len(skipped)} skipped (" + ", ".join(f"{k}: {v}" for k, v in why.items())
+            + "), listed on stderr and left out of every figure below")
+
+
+def _differ_text(p: OperatingPoint) -> str:
+    """How many pair decisions differ from the plaintext ones at ``p``, and whether all lie in the band."""
+    n = p.plaintext.tp + p.plaintext.fp + p.plaintext.tn + p.plaintext.fn
+    d = p.agreement.disagreements
+    if d == 0:
+        return f"every one of the {n:,} pair decisions equals the plaintext one"
+    where = ("all within the comparator's decision band +-" + f"{p.decision_band:.2g} of the threshold"
+             if p.errors == 0 else f"{p.errors} of them OUTSIDE the decision band +-{p.decision_band:.2g}")
+    return f"{d} of {n:,} pair decisions differ from the plaintext ones, {where}"
 
 
 def _frac(k: int | None, n: int | None) -> str:
@@ -311,8 +430,9 @@ def _frac(k: int | None, n: int | None) -> str:
     if not n or k is None:
         return "n/a"
     if k == 0:
-        return f"0/{n} (< {100 * 3 / n:.2g} %)"
-    return f"{k}/{n} ({100 * k / n:.1f} %)"
+        return f"0/{n:,} (< {100 * 3 / n:.2g} %)"
+    pct = 100 * k / n
+    return f"{k:,}/{n:,} ({pct:.1f} %)" if pct >= 1 else f"{k:,}/{n:,} ({pct:.2g} %)"
 
 
 def _far_name(far: float) -> str:
@@ -325,14 +445,18 @@ def _fpir_name(fpir: float) -> str:
     return f"FPIR {100 * fpir:g}%"
 
 
-def _enc_eer(p: OperatingPoint | None) -> float | None:
-    """Encrypted (FAR + FRR) / 2 at the plaintext EER threshold."""
-    return None if p is None else (p.far[1] + (1 - p.tar[1])) / 2
+def _enc_at(p: OperatingPoint | None) -> dict | None:
+    """Encrypted FAR and FRR, with their counts, at the plaintext EER threshold (an operating point, not an EER)."""
+    if p is None:
+        return None
+    return dict(p.counts(1), threshold=p.delta, far=p.far[1], frr=1 - p.tar[1],
+                pairs_differ=p.agreement.disagreements, outside_band=p.errors)
 
 
 def _enc_tar(p: OperatingPoint | None) -> dict:
-    """Encrypted TAR and FAR at a plaintext FAR threshold."""
-    return {"tar": None, "far": None} if p is None else {"tar": p.tar[1], "far": p.far[1], "threshold": p.delta}
+    """Encrypted TAR and FAR (with their counts) at a plaintext FAR threshold."""
+    return ({"tar": None, "far": None} if p is None
+            else dict(p.counts(1), tar=p.tar[1], far=p.far[1], threshold=p.delta))
 
 
 def _pct(x: float | None) -> str:
@@ -343,7 +467,7 @@ def _pct(x: float | None) -> str:
 def run(
     sp: Split,
     *,
-    preset: str = "toy",
+    preset: str = "default",
     kappa: int = DEFAULT_KAPPA,
     delta: float | None = None,
     target_fpir: float | None = DEFAULT_TARGET_FPIR,
@@ -431,46 +555,94 @@ def _renamed(p: OperatingPoint, name: str) -> OperatingPoint:
 
 
 def plot(report: AccuracyReport, path: str | Path) -> Path:
-    """ROC (TAR vs FAR) and DET (FRR vs FAR) of the plaintext scores with the encrypted operating points, as a PNG."""
-    import matplotlib
+    """ROC (TAR vs FAR) and DET (FRR vs FAR) of the plaintext scores with the encrypted operating points, as a PNG.
 
-    matplotlib.use("Agg")
+    See :func:`figure`.
+    """
     import matplotlib.pyplot as plt
 
-    fmr, fnmr = report.roc.far, report.roc.frr
-    floor_a, floor_r = 0.5 / report.roc.n_impostor, 0.5 / report.roc.n_genuine
-    names: dict[float, list[str]] = {}
-    for p in report.points:
-        names.setdefault(p.delta, []).append(p.name)
-    pts = sorted({p.delta: p for p in report.points}.values(), key=lambda p: p.far[1])
-    enc_far = np.array([max(p.far[1], floor_a) for p in pts])
-    enc_frr = np.array([max(1 - p.tar[1], floor_r) for p in pts])
-    fig, (roc, det) = plt.subplots(1, 2, figsize=(11, 4.6))
-    roc.plot(np.maximum(fmr, floor_a), 1 - fnmr, lw=1.5, label="plaintext (cosine, all thresholds)")
-    roc.plot(enc_far, 1 - enc_frr, "o--", ms=6, label="encrypted (operating points)")
-    roc.set_xscale("log")
-    roc.set_xlabel("false accept rate (FAR)")
-    roc.set_ylabel("true accept rate (TAR)")
-    roc.set_title("ROC")
-    det.plot(np.maximum(fmr, floor_a), np.maximum(fnmr, floor_r), lw=1.5, label="plaintext")
-    det.plot(enc_far, enc_frr, "o--", ms=6, label="encrypted")
-    det.set_xscale("log")
-    det.set_yscale("log")
-    det.set_xlabel("false accept rate (FAR)")
-    det.set_ylabel("false reject rate (FRR)")
-    det.set_title("DET")
-    for k, (p, x, y) in enumerate(zip(pts, enc_far, enc_frr)):
-        label = ", ".join(names[p.delta]) + f" ({p.delta:.3f})"
-        roc.annotate(label, (x, 1 - y), fontsize=7, xytext=(4, -12 - 12 * k), textcoords="offset points",
-                     arrowprops={"arrowstyle": "-", "lw": 0.5})
-        det.annotate(label, (x, y), fontsize=7, xytext=(4, 4), textcoords="offset points")
-    for ax in (roc, det):
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(loc="lower right" if ax is roc else "upper right", fontsize=8)
-    fig.suptitle(f"{report.description}\npreset {report.preset}, kappa {report.kappa}", fontsize=8)
-    fig.tight_layout()
+    fig = figure(report)
     path = Path(path)
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
 
+
+#: Zero counts are drawn at the rule-of-three bound ``RULE_OF_THREE / n`` (95 % upper bound of the rate).
+RULE_OF_THREE = 3.0
+
+
+def figure(report: AccuracyReport):
+    """The matplotlib figure of :func:`plot`.
+
+    The plaintext ROC is a curve (every threshold); the encrypted
+    operating points are separate markers, never joined, each labelled
+    with its name, delta and counts. FAR and FRR are log axes: a zero count
+    cannot be drawn there, so it is drawn at its 95 % upper bound ``3 / n``
+    with a marker pointing towards lower rates (``<`` for FAR, ``v`` for
+    FRR) and "upper bound" in its label; the plaintext curve's thresholds
+    with no false accept get one such marker. TAR (a linear axis) is drawn
+    as measured, 100 % included.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
+
+    roc_, n_imp, n_gen = report.roc, report.roc.n_impostor, report.roc.n_genuine
+    far, frr = roc_.far, roc_.frr
+    bound_a = RULE_OF_THREE / n_imp
+    fig, (roc, det) = plt.subplots(1, 2, figsize=(12, 6.5))
+    curve = f"plaintext (cosine, every threshold; {n_gen:,} genuine, {n_imp:,} impostor pairs)"
+    pos = far > 0
+    roc.plot(far[pos], 1 - frr[pos], lw=1.5, color="C0", label=curve)
+    if (~pos).any():
+        best = float(np.max(1 - frr[~pos]))
+        roc.plot([bound_a], [best], "<", color="C0", ms=7, ls="none",
+                 label=f"plaintext, FAR 0/{n_imp:,}: drawn at its upper bound 3/n = {bound_a:.2g} (TAR up to "
+                       f"{100 * best:.1f} %)")
+    both = (far > 0) & (frr > 0)
+    det.plot(far[both], frr[both], lw=1.5, color="C0", label="plaintext (thresholds where FAR and FRR are both > 0)")
+    names: dict[float, list[str]] = {}
+    for p in report.points:
+        names.setdefault(p.delta, []).append(p.name)
+    pts = sorted({p.delta: p for p in report.points}.values(), key=lambda p: p.far[1])
+    marks = [("o", "C1")] + [(m, f"C{k + 2}") for k, m in enumerate("sD^Ph*X")]
+    for k, p in enumerate(pts):
+        c = p.counts(1)
+        fa, na, fr, ng = c["false_accepts"], c["impostor_pairs"], c["false_rejects"], c["genuine_pairs"]
+        marker, colour = marks[k % len(marks)]
+        x = fa / na if fa else RULE_OF_THREE / na
+        tar = (ng - fr) / ng if ng else float("nan")
+        label = (f"encrypted, {', '.join(names[p.delta])} at delta {p.delta:.3f}: FAR {_frac(fa, na)}, "
+                 f"TAR {_frac(ng - fr, ng)}")
+        if not fa:
+            label += "; FAR 0: drawn at its upper bound 3/n"
+        roc.plot([x], [tar], marker="<" if not fa else marker, color=colour, ms=8, ls="none", label=label)
+        y = fr / ng if fr else RULE_OF_THREE / ng
+        det_marker = marker if fa and fr else ("v" if fa else ("<" if fr else r"$\swarrow$"))
+        bounds = [w for w, zero in (("FAR", not fa), ("FRR", not fr)) if zero]
+        det.plot([x], [y], marker=det_marker, color=colour, ms=9 if det_marker.startswith("$") else 8, ls="none",
+                 label=f"{', '.join(names[p.delta])}: FAR {_frac(fa, na)}, FRR {_frac(fr, ng)}"
+                       + (f"; {' and '.join(bounds)} 0: drawn at the upper bound 3/n" if bounds else ""))
+    plain = FuncFormatter(lambda v, _pos: f"{v:g}")
+    for ax in (roc, det):
+        ax.set_xscale("log")
+        ax.set_xlabel("false accept rate (FAR)")
+        ax.grid(True, which="both", alpha=0.3)
+    roc.set_ylabel("true accept rate (TAR)")
+    roc.set_ylim(top=1.01)  # a TAR above 100 % means nothing
+    roc.set_title("ROC (markers: encrypted operating points, not a curve)", fontsize=10)
+    det.set_yscale("log")
+    det.set_ylabel("false reject rate (FRR)")
+    det.set_title("DET", fontsize=10)
+    for axis in (roc.xaxis, det.xaxis, det.yaxis):  # plain numbers, not 6x10^-1 (after the scales are set)
+        axis.set_major_formatter(plain)
+        axis.set_minor_formatter(FuncFormatter(lambda v, _pos: f"{v:g}" if f"{v:.0e}"[0] in "25" else ""))
+    for ax in (roc, det):
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), fontsize=6.5, frameon=False)
+    fig.suptitle(f"{report.description}\npreset {report.preset}, kappa {report.kappa}; a zero count n is drawn "
+                 f"at its 95 % upper bound 3/n (marker < or v)", fontsize=8)
+    fig.tight_layout()
+    return fig

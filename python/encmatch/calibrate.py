@@ -461,6 +461,10 @@ class Calibration:
         what = "non-mated searches hit" if self.dist.n_searches else "impostor pairs (model)"
         return f"0 of {trials:,} {what} (below {RULE_OF_THREE / trials:.2g} at 95 % confidence)"
 
+    def _fnmr_count(self, t: float) -> int:
+        """Genuine pairs scoring below ``t`` (the count behind the FNMR there)."""
+        return int(np.searchsorted(self.dist.genuine, t, side="left"))
+
     def to_dict(self) -> dict:
         """Plain-dict form (JSON-serialisable)."""
         d = self.dist
@@ -514,15 +518,18 @@ class Calibration:
             f"{target}: plaintext threshold {self.threshold:.4f}",
             f"{how} delta {self.delta:.4f} (kappa {self.kappa}: decision band +-{b['decision_band']:.2g}, "
             f"value band +-{b['value_band']:.3f})",
-            f"  1:1 at delta: FMR {rate_text(c['fmr_count'], d.n_impostor, 'impostor pairs')}, FNMR {_pct(c['fnmr'])}",
+            f"  1:1 at delta: FMR {rate_text(c['fmr_count'], d.n_impostor, 'impostor pairs')}, "
+            f"FNMR {rate_text(self._fnmr_count(self.delta), d.n_genuine, 'genuine pairs')}",
             f"  1:N at delta, N = {n:,}: FPIR {self._fpir_text(c['fpir'])} ({c['fpir_method']}; independence model "
             f"1 - (1 - FMR)^N: "
-            f"{_pct(c['fpir_independent'])}), FNIR {_pct(c['fnir'])}"
+            f"{_pct(c['fpir_independent'])}), FNIR {rate_text(self._fnmr_count(self.delta), d.n_genuine, 'genuine pairs')}"
             + (f"; the FPIR is a lower bound: {c['fpir_truncated']:,} searches have more than the {d.nonmated.k} "
                f"candidates kept at or above delta" if c["fpir_truncated"] else ""),
             f"  worst case in the decision band: FMR {rate_text(c['worst_fmr_count'], d.n_impostor)}, "
             f"FPIR {self._fpir_text(c['worst_fpir'])} "
-            f"(at delta - band), FNMR = FNIR {_pct(c['worst_fnmr'])} (at delta + band)",
+            f"(at delta - band), FNMR = FNIR "
+            f"{rate_text(self._fnmr_count(self.delta + b['decision_band']), d.n_genuine, 'genuine pairs')} "
+            f"(at delta + band)",
             f"  scores in the value band: {_pct(c['impostor_in_value_band'])} of impostor pairs, "
             f"{_pct(c['genuine_in_value_band'])} of genuine pairs",
             f"  a non-enrolled query against {n:,} entries: {c['expected_false_matches']:.3g} "

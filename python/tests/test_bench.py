@@ -119,3 +119,103 @@ def test_cli_rejects_bad_lists(tmp_path):
     assert p.returncode == 2
     p = run_cli("bench", "--encryption", "secret-key,rot13", "--out", tmp_path)
     assert p.returncode == 2 and "unknown encryption" in p.stderr
+
+
+# ---- honest reports (issue 17): no INSECURE row beside the papers' secure ones, no ± of one sample, readable plots
+
+
+def fake_doc(sizes=(2048,), passed=1, preset="toy", insecure=True, strategies=("bsgs-tbe", "dg"), kappa=8):
+    """A results document with made-up figures (no core run): ``passed`` timed trials per configuration."""
+    configs = []
+    for k in sizes:
+        for st in strategies:
+            spread = 0.0 if passed == 1 else 0.01
+            configs.append({
+                "K": k, "Km": 1, "strategy": st, "encryption": "public-key", "n1": 16, "workload": "synthetic",
+                "delta": 0.6, "trials": [], "passed": passed, "failed": 0,
+                "membership_s": 0.255 * k / 2048, "membership_std_s": spread,
+                "identification_s": 0.31 * k / 2048, "identification_std_s": spread,
+                "rtt_s": 0.4, "rtt_std_s": spread, "peak_rss_bytes": 2.1e8, "peak_rss_bytes_std": 0.0,
+                "key_disk_bytes": 5e7, "index_disk_bytes": 3e6 * k / 2048, "index_bytes_per_entry": 1500,
+                "setup": {"keygen_s": 1.0, "enroll_s": 0.5, "total_s": 2.0, "rotation_keys": 10,
+                          "trial": {"peak_rss_bytes": 2e8, "ok": True}},
+            })
+    return {
+        "created": "now", "hardware": {"cpu": "test cpu", "cores": 2, "ram_bytes": 8e9, "os": "linux", "python": "3"},
+        "parameters": {"preset": preset, "log_n": 12 if insecure else 15, "log_qp": 840, "kappa": kappa, "dim": DIM,
+                       "n1": 0, "trials": passed + 1, "matches": 1, "workload": "synthetic",
+                       "memory_budget_bytes": 0, "insecure": insecure, "seed": 0, "delta": 0.6},
+        "workloads": {str(k): {"delta": 0.6, "margin": 0.19, "min_planted_score": 0.999, "max_other_score": 0.2}
+                      for k in sizes},
+        "configs": configs,
+    }
+
+
+def test_insecure_rows_are_marked_and_kept_apart_from_the_papers():
+    md = bench.markdown_table(fake_doc(sizes=(1024, 2048), passed=3))
+    ours = [ln for ln in md.splitlines() if ln.startswith("| ") and "encmatch," in ln]
+    papers = [ln for ln in md.splitlines() if "papers/000 Table" in ln]
+    assert len(ours) == 4 and all("INSECURE toy" in ln for ln in ours) and papers
+    lines = md.splitlines()
+    apart = next(i for i, ln in enumerate(lines) if "NOT comparable" in ln and ln.startswith("## papers/000"))
+    assert max(lines.index(ln) for ln in ours) < apart < min(lines.index(ln) for ln in papers)
+    # at a secure preset the published rows stay beside ours, K by K, and nothing says INSECURE
+    md = bench.markdown_table(fake_doc(sizes=(1024, 2048), passed=3, preset="default", insecure=False))
+    assert "INSECURE" not in md and "NOT comparable" not in md
+    rows = [ln for ln in md.splitlines() if ln.startswith("| 1,024") or ln.startswith("| 2,048")]
+    assert [("papers/000" in ln) for ln in rows] == [False, False, True, True] * 2
+
+
+def test_single_sample_has_no_spread():
+    md = bench.markdown_table(fake_doc(passed=1))
+    ours = [ln for ln in md.splitlines() if "encmatch," in ln and ln.startswith("| ")]
+    assert ours and all("±" not in ln and "(n=1)" in ln for ln in ours)
+    assert "0.26 (n=1)" in ours[0]
+    assert "± 0.00" not in bench._summary_line(fake_doc(passed=1)["configs"][0])
+    many = bench.markdown_table(fake_doc(passed=3))
+    assert "0.26 ± 0.01" in many and "(n=1)" not in "".join(ln for ln in many.splitlines() if "encmatch," in ln)
+
+
+def _tick_texts(fig):
+    """Every tick label of the figure, drawn."""
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    return [t.get_text() for axis in (ax.xaxis, ax.yaxis) for minor in (False, True)
+            for t in axis.get_ticklabels(minor=minor) if t.get_text()]
+
+
+@pytest.mark.parametrize("sizes", [(2048,), (1024, 2048, 16384)])
+def test_plots_are_readable(sizes, tmp_path, monkeypatch):
+    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
+
+    drawn = []
+    monkeypatch.setattr(Figure, "savefig", lambda self, *a, **k: drawn.append(self))  # keep what write_outputs draws
+    monkeypatch.setattr(plt, "close", lambda *a: None)
+    doc = fake_doc(sizes=sizes, passed=1 if len(sizes) == 1 else 3)
+    bench.write_outputs(doc, tmp_path)
+    fig = drawn[0]  # time.png: membership and identification per strategy
+    ax = fig.axes[0]
+    texts = _tick_texts(fig)
+    assert texts and not any("times" in t or "^" in t or "\\cdot" in t for t in texts), texts
+    if len(sizes) == 1:  # one size: bars, not a line of single dots
+        assert len(ax.patches) == 4 and not [ln for ln in ax.get_lines() if ln.get_marker() not in ("None", "", None)
+                                               and len(ln.get_xdata()) == 1 and ln.get_linestyle() != "None"]
+        assert "bsgs-tbe membership" in texts and any("(n=1)" in t.get_text() for t in ax.texts)
+    else:
+        assert {"1,024", "2,048", "16,384"} <= set(texts)
+    assert "INSECURE" in ax.get_title()
+    for f in drawn:
+        assert not any("times" in t or "^" in t for t in _tick_texts(f))
+        plt.close(f)
+
+
+def test_check_out_dir(tmp_path):
+    assert bench.check_out_dir(tmp_path / "new" / "deeper") == tmp_path / "new" / "deeper"  # made by write_outputs
+    (tmp_path / "file").write_text("x")
+    from encmatch.errors import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match="is a file"):
+        bench.check_out_dir(tmp_path / "file")
+    with pytest.raises(InvalidArgument, match="not a folder"):
+        bench.check_out_dir(tmp_path / "file" / "sub")

@@ -12,8 +12,17 @@
   identification (:mod:`encmatch.accuracy`) and draws the ROC/DET plot.
 
 LABELLED is one labelled ``.npz`` (``emb`` + ``label``/``names`` or
-``name``) or photos. Inputs that cannot be used are listed on stderr; the
-rest is processed and the exit code is 2 when anything was skipped.
+``name``) or photos.
+
+Exit codes of ``embed``, ``calibrate`` and ``accuracy`` (:data:`SKIPPED_POLICY`,
+in each ``--help``): a photo that cannot be used (no face, unreadable, not
+an image) is listed on stderr, counted in the report and left out; it does
+not change the exit code: a complete report is exit 0 (``accuracy``: 1 on
+an encrypted decision wrong outside the guard band; ``calibrate``: 1 when
+delta fails the target). Exit 2 (bad input) is for arguments that cannot
+be used: a named input that does not exist, an output path whose folder
+does not exist or cannot be written (both checked before any work), or
+inputs of which nothing usable is left.
 """
 
 from __future__ import annotations
@@ -35,12 +44,23 @@ from ..defaults import DEFAULT_KAPPA
 from .embed import MULTIPLE, Collected, Problem, collect, embed_photos
 from .images import ID_RULES, is_photo_path
 from .models import DEFAULT_MODEL, MODELS
-from .store import check_dim, check_model, file_model, index_model, record_index_model
+from .store import check_dim, check_model, check_output_file, file_model, index_model, record_index_model
 
 __all__ = ["add_photo_arguments", "enroll_inputs", "finish_enroll", "query_inputs", "add_commands"]
 
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
+
+#: Parameter presets of the core (``encmatch info`` describes them); ``toy`` and ``toy-real`` are INSECURE.
+PRESETS = ("default", "real", "toy", "toy-real")
+
+#: What ``embed``, ``calibrate`` and ``accuracy`` do with inputs they cannot use (in their ``--help``).
+SKIPPED_POLICY = (
+    "Photos that cannot be used (no face, unreadable, not an image) are listed on stderr, counted in the report "
+    "and left out; they do not change the exit code. Exit 2 when an argument cannot be used (a named input "
+    "that does not exist, an output whose folder does not exist or is not writable: checked before any work) "
+    "or when nothing usable is left."
+)
 
 
 def _log(text: str) -> None:
@@ -171,27 +191,55 @@ def _row_names(paths: list[Path], field: str, got: Collected) -> list[str]:
 # ---- embed, calibrate, accuracy -------------------------------------------------
 
 
+def _check_inputs(paths) -> None:
+    """InvalidArgument naming every input path that does not exist (checked before any work)."""
+    missing = [str(p) for p in paths if not Path(p).exists()]
+    if missing:
+        raise InvalidArgument(f"no such file or folder: {', '.join(missing)}")
+
+
+def _note_skipped(problems: list[Problem], summary: str | None = None) -> list[dict]:
+    """:func:`_print`, then a closing note when inputs were skipped; returns them (``path``, ``reason``).
+
+    Skipped inputs do not change the exit code (:data:`SKIPPED_POLICY`).
+    """
+    _print(problems, summary)
+    skipped = [{"path": p.path, "reason": p.reason} for p in problems if p.skipped]
+    if skipped:
+        _log(f"note: {len(skipped)} input(s) skipped (listed above) and left out; the rest was processed")
+    return skipped
+
+
 def cmd_embed(args: argparse.Namespace) -> int:
-    """Embed photos into an ``.npz``; exit 2 when photos were skipped."""
+    """Embed photos into an ``.npz``: exit 0 when anything was written (skipped photos listed and counted),
+    2 when nothing was embedded or an argument cannot be used (:data:`SKIPPED_POLICY`)."""
+    _check_inputs(args.photos)
+    out_path = check_output_file(args.out, "-o")
     out = embed_photos(args.photos, args.model or DEFAULT_MODEL, ids=args.ids, multiple=args.multiple)
     if not len(out):
         _print(out.problems, out.summary())
         raise InvalidArgument("no face was embedded; nothing written")
-    code = _report(out.problems, out.summary())
-    path = out.save(args.out)
+    path = out.save(out_path)
+    _note_skipped(out.problems, out.summary())
     print(f"wrote {len(out):,} embeddings of {len(set(out.ids)):,} identities ({out.model}, {out.emb.shape[1]}-d) "
-          f"to {path}")
-    return code
+          f"to {path}" + (f"; {len(out.skipped)} input(s) skipped" if out.skipped else ""))
+    return 0
 
 
-def _labelled(args: argparse.Namespace) -> tuple[data_mod.FaceSet, list[Problem]]:
-    """The labelled set of ``calibrate``/``accuracy``: one ``.npz``, or photos embedded here."""
+def _labelled(args: argparse.Namespace) -> tuple[data_mod.FaceSet, dict | None]:
+    """The labelled set of ``calibrate``/``accuracy``: one ``.npz``, or photos embedded here.
+
+    Returns the set and, for photos, what made it (``photos``, ``embedded``,
+    ``skipped``: the inputs left out, already listed on stderr); ``None``
+    for an ``.npz``.
+    """
     inputs = [Path(p) for p in args.labelled]
+    _check_inputs(inputs)
     if len(inputs) == 1 and inputs[0].suffix.lower() == ".npz":
         faces = data_mod.load_faceset_file(inputs[0])
         check_model(args.model, file_model(inputs[0]), str(inputs[0]))
         check_dim(faces.emb.shape[1], args.model or file_model(inputs[0]), str(inputs[0]))
-        return faces, []
+        return faces, None
     bad = [str(p) for p in inputs if p.suffix.lower() in (".npy", ".npz")]
     if bad:
         raise InvalidArgument(f"give one labelled .npz or photos, not {', '.join(bad)} among several inputs")
@@ -199,31 +247,41 @@ def _labelled(args: argparse.Namespace) -> tuple[data_mod.FaceSet, list[Problem]
     if not len(out):
         _print(out.problems, out.summary())
         raise InvalidArgument("no face was embedded")
-    _log(out.summary())
+    skipped = _note_skipped(out.problems, out.summary())
     names, label = np.unique(np.asarray(out.ids), return_inverse=True)
-    return data_mod.FaceSet(emb=out.emb, label=label, names=names, source=", ".join(args.labelled)), out.problems
+    faces = data_mod.FaceSet(emb=out.emb, label=label, names=names, source=", ".join(args.labelled))
+    return faces, {"photos": out.photos, "embedded": len(out), "skipped": skipped}
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    """Score distributions and a suggested delta; exit 1 when delta fails the target inside the guard band."""
-    faces, problems = _labelled(args)
+    """Score distributions and a suggested delta; exit 1 when delta fails the target inside the guard band,
+    else 0 (skipped photos listed and counted, :data:`SKIPPED_POLICY`)."""
+    if args.plot:
+        check_output_file(args.plot, "--plot")
+    faces, inputs = _labelled(args)
     dist = calibrate_mod.ScoreDistributions.from_labelled(faces.emb, faces.label)
     cal = calibrate_mod.calibrate(dist, args.target_fmr, target_fpir=args.target_fpir, kappa=args.kappa,
                                   delta=args.delta, gallery_size=args.gallery_size or len(faces))
     if args.json:
-        print(json.dumps(cal.to_dict()))
+        print(json.dumps(dict(cal.to_dict(), inputs=inputs)))
     else:
         print(f"{len(faces):,} faces of {len(np.unique(faces.label)):,} identities ({faces.source})")
+        if inputs is not None:
+            print(accuracy_mod.inputs_line(inputs))
         print(cal.report())
     if args.plot:
         print(f"plot: {calibrate_mod.plot_distributions(cal, args.plot)}")
-    code = _report(problems)
-    return EXIT_FAILURE if not cal.ok else code
+    return 0 if cal.ok else EXIT_FAILURE
 
 
 def cmd_accuracy(args: argparse.Namespace) -> int:
-    """Encrypted vs plaintext identification on a labelled set; exit 1 on a decision wrong outside the band."""
-    faces, problems = _labelled(args)
+    """Encrypted vs plaintext identification on a labelled set; exit 1 on a decision wrong outside the band,
+    else 0 (skipped photos listed and counted in the report, :data:`SKIPPED_POLICY`)."""
+    if args.plot:
+        check_output_file(args.plot, "--plot")
+    if args.work is not None and not Path(args.work).is_dir() and not Path(args.work).parent.is_dir():
+        raise InvalidArgument(f"--work {args.work}: the folder {Path(args.work).parent} does not exist")
+    faces, inputs = _labelled(args)
     params = describe(args.preset, args.kappa, int(faces.emb.shape[1]))
     warn_if_insecure(params)
     sp = accuracy_mod.split(faces, probes=args.probes, max_gallery=args.max_gallery, seed=args.seed)
@@ -232,6 +290,7 @@ def cmd_accuracy(args: argparse.Namespace) -> int:
     report = accuracy_mod.run(sp, preset=args.preset, kappa=args.kappa, delta=args.delta,
                               target_fpir=args.target_fpir, work_dir=args.work,
                               log=None if args.json else _log, progress=not args.json)
+    report.inputs = inputs
     if args.json:
         print(json.dumps(report.to_dict()))
     else:
@@ -240,8 +299,7 @@ def cmd_accuracy(args: argparse.Namespace) -> int:
     if args.plot:
         print(f"plot: {accuracy_mod.plot(report, args.plot)}")
     warn_if_insecure(params)
-    code = _report(problems)
-    return EXIT_FAILURE if not report.ok else code
+    return 0 if report.ok else EXIT_FAILURE
 
 
 def _rate(text: str) -> float:
@@ -257,38 +315,48 @@ def _rate(text: str) -> float:
 
 def add_commands(sub) -> None:
     """Add the ``embed``, ``calibrate`` and ``accuracy`` subcommands to the CLI's subparsers."""
-    s = sub.add_parser("embed", help="detect, align and embed the faces of photos into an .npz")
+    s = sub.add_parser("embed", help="detect, align and embed the faces of photos into an .npz",
+                       description="Detect, align and embed the faces of photos into an .npz. Exit 0 when the "
+                                   "file was written. " + SKIPPED_POLICY)
     s.add_argument("photos", nargs="+", type=Path, metavar="PHOTO",
                    help="photo files or folders (searched recursively; people/alice/1.jpg -> alice)")
-    s.add_argument("-o", "--out", type=Path, required=True, help="the .npz to write")
+    s.add_argument("-o", "--out", type=Path, required=True,
+                   help="the .npz to write (required; its folder must exist)")
     add_photo_arguments(s, index=False)
     s.set_defaults(func=cmd_embed)
 
-    for name, text in (("calibrate", "genuine/impostor score distributions and a suggested delta"),
-                       ("accuracy", "encrypted vs plaintext identification: TP/FP/TN/FN, EER, TAR@FAR, ROC/DET")):
-        s = sub.add_parser(name, help=text)
+    for name, text, exits in (
+        ("calibrate", "genuine/impostor score distributions and a suggested delta",
+         "Exit 0 when delta meets the target, 1 when it fails it inside the guard band. "),
+        ("accuracy", "encrypted vs plaintext identification: TP/FP/TN/FN, EER, TAR@FAR, ROC/DET",
+         "Exit 0 when every encrypted decision equals the plaintext one outside the comparator's decision band, "
+         "1 when one does not. "),
+    ):
+        s = sub.add_parser(name, help=text, description=f"{text[0].upper()}{text[1:]}. {exits}{SKIPPED_POLICY}")
         s.add_argument("labelled", nargs="+", metavar="LABELLED",
                        help="one labelled .npz (emb + label/names or name), or photos (files, folders)")
         add_photo_arguments(s, index=False)
         s.add_argument("--kappa", type=int, default=DEFAULT_KAPPA, help="comparator depth budget (default: %(default)s)")
-        s.add_argument("--json", action="store_true", help="print the result as JSON")
-        s.add_argument("--plot", type=Path, default=None, metavar="PNG", help="write a plot to this PNG")
+        s.add_argument("--json", action="store_true", help="print the result as JSON (default: text)")
+        s.add_argument("--plot", type=Path, default=None, metavar="PNG",
+                       help="write a plot to this PNG (default: none; its folder must exist)")
         if name == "calibrate":
             target = s.add_mutually_exclusive_group()
             target.add_argument("--target-fpir", type=_rate, default=None,
                                 help="1:N target: false positive identification rate at the gallery size (default: "
                                      f"{calibrate_mod.DEFAULT_TARGET_FPIR:g} unless --target-fmr is given)")
             target.add_argument("--target-fmr", type=_rate, default=None,
-                                help="1:1 target instead: false-match rate per comparison")
-            s.add_argument("--delta", type=float, default=None, help="check this delta instead of suggesting one")
+                                help="1:1 target instead: false-match rate per comparison (default: none)")
+            s.add_argument("--delta", type=float, default=None,
+                           help="check this delta instead of suggesting one (default: suggest one)")
             s.add_argument("--gallery-size", type=int, default=None, metavar="N",
                            help="gallery entries per search, for FPIR and the expected false matches (default: the "
                                 "number of faces given)")
             s.set_defaults(func=cmd_calibrate)
         else:
-            s.add_argument("--preset", default="toy",
-                           help="parameter preset of the encrypted runs (default: %(default)s, INSECURE but the same "
-                                "comparator; 'default' for 128-bit security)")
+            s.add_argument("--preset", choices=PRESETS, default="default",
+                           help="parameter preset of the encrypted runs (default: %(default)s, 128-bit security; "
+                                "toy and toy-real are INSECURE, much faster, the same comparator)")
             s.add_argument("--delta", type=float, default=None,
                            help="operating threshold (default: the --target-fpir point's, else the plaintext "
                                 "threshold at FAR 0.1 %%)")
@@ -296,7 +364,8 @@ def add_commands(sub) -> None:
                            help="1:N point: FPIR at the gallery size, on the non-mated probes (default: %(default)g;"
                                 " needs 3/FPIR of them)")
             s.add_argument("--probes", type=int, default=200, help="probes, half mated (default: %(default)s)")
-            s.add_argument("--max-gallery", type=int, default=None, help="at most this many enrolled identities")
+            s.add_argument("--max-gallery", type=int, default=None,
+                           help="at most this many enrolled identities (default: half of those with two faces or more)")
             s.add_argument("--seed", type=int, default=0, help="split seed (default: %(default)s)")
             s.add_argument("--work", type=Path, default=None, help="work directory for keys and indexes "
                                                                     "(default: a temporary one)")

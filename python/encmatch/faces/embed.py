@@ -92,7 +92,8 @@ class Embedded:
         )
 
     def summary(self) -> str:
-        """One or two lines: how many photos were embedded, skipped and why, the speed."""
+        """One to three lines: how many photos were embedded, skipped and why (``skipped 2 input(s) (no face
+        found: 2)``), the speed."""
         n, tried = len(self), self.photos
         per_face = f", {1000 * self.seconds / n:.0f} ms per photo" if n else ""
         lines = [f"embedded {n:,} of {tried:,} photo(s) with {self.model} ({self.emb.shape[1]}-d) "
@@ -102,7 +103,8 @@ class Embedded:
             lines.append(f"{several} photo(s) showed several faces: the face nearest the centre was used")
         if self.skipped:
             why = Counter(_kind(p.reason) for p in self.skipped)
-            lines.append(f"skipped {len(self.skipped)}: " + ", ".join(f"{k} {v}" for k, v in why.most_common()))
+            lines.append(f"skipped {len(self.skipped)} input(s) (" + ", ".join(f"{k}: {v}" for k, v in why.most_common())
+                         + ")")
         return "\n".join(lines)
 
 

@@ -11,6 +11,10 @@ name (:data:`encmatch.faces.models.MODELS`) is therefore written
 and :func:`check_model` refuses to mix two different names. Files without
 a record (``.npy``, the shared ``embeddings_*.npz``) are checked by their
 dimension only.
+
+:func:`check_output_file` checks where a command will write (its folder
+exists and is writable, the path is not a folder) before any work is done,
+so that a typo costs an error line, not a run.
 """
 
 from __future__ import annotations
@@ -23,13 +27,16 @@ from typing import Sequence
 
 import numpy as np
 
+from .. import data as data_mod
 from ..errors import Corrupt, InvalidArgument, Mismatch
+from ..errors import IOError as DiskError
 from .models import model_spec
 
 __all__ = [
     "MODEL_FIELD",
     "INDEX_MODEL_FILE",
     "save_embeddings",
+    "check_output_file",
     "file_model",
     "check_model",
     "check_dim",
@@ -42,6 +49,27 @@ MODEL_FIELD = "model"
 
 #: File beside an index's manifest naming the face model of its vectors.
 INDEX_MODEL_FILE = "face-model.json"
+
+
+def check_output_file(path: str | os.PathLike, what: str = "output file") -> Path:
+    """Raise :class:`InvalidArgument` unless a file can be written at ``path``; returns it as a Path.
+
+    Checked before any work: the folder that will hold it exists, is a
+    folder and is writable, and ``path`` itself is not a folder. (An
+    existing file is replaced.) ``what`` names it in the message
+    (``-o``, ``--plot``).
+    """
+    path = Path(path)
+    folder = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise InvalidArgument(f"{what} {path} is a folder; give a file name")
+    if not folder.exists():
+        raise InvalidArgument(f"{what} {path}: the folder {folder} does not exist (create it first)")
+    if not folder.is_dir():
+        raise InvalidArgument(f"{what} {path}: {folder} is not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise InvalidArgument(f"{what} {path}: permission denied (cannot write in {folder})")
+    return path
 
 
 def save_embeddings(
@@ -57,6 +85,9 @@ def save_embeddings(
     (per row), ``names`` (distinct, sorted) and ``label`` (int32 index into
     ``names``), plus ``model`` and the arrays in ``extra`` (``file``,
     ``det``...). The file is written exactly at ``path``, whatever its ending.
+    A path that cannot be written raises :class:`InvalidArgument`
+    (:func:`check_output_file`), a failed write (disk full...)
+    :class:`encmatch.errors.IOError`; neither leaves a partial file.
     """
     path = Path(path)
     names, label = np.unique(np.asarray(list(ids), dtype=str), return_inverse=True)
@@ -65,6 +96,7 @@ def save_embeddings(
     check_dim(emb.shape[1], spec.name, str(path))
     arrays = {"emb": emb, "name": names[label], "names": names, "label": label.astype(np.int32),
               MODEL_FIELD: np.array(spec.name), **extra}
+    check_output_file(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         # np.savez cannot take an array called "file" (its own first parameter): write the zip directly.
@@ -73,6 +105,8 @@ def save_embeddings(
                 with zf.open(f"{name}.npy", "w", force_zip64=True) as out:
                     np.lib.format.write_array(out, np.asanyarray(arr), allow_pickle=False)
         os.replace(tmp, path)
+    except OSError as exc:
+        raise DiskError(f"cannot write {path}: {exc.strerror or exc}") from exc
     finally:
         tmp.unlink(missing_ok=True)
     return path
@@ -83,13 +117,8 @@ def file_model(path: str | os.PathLike) -> str | None:
     path = Path(path)
     if path.suffix != ".npz":
         return None
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            if MODEL_FIELD not in z.files:
-                return None
-            return model_spec(str(z[MODEL_FIELD])).name
-    except (OSError, ValueError, EOFError) as exc:
-        raise InvalidArgument(f"cannot read {path}: {exc}") from exc
+    recorded = data_mod.load_optional(path, MODEL_FIELD)
+    return None if recorded is None else model_spec(str(recorded)).name
 
 
 def check_model(expected: str | None, got: str | None, what: str) -> None:
