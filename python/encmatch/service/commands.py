@@ -187,6 +187,10 @@ def add_commands(sub: Any) -> None:
     ):
         a = actions.add_parser(name, help=helptext, description=helptext)
         add_remote_arguments(a)
+        for action in a._actions:
+            if action.dest == "server":
+                action.help = "the encmatch service, https://host:port" + (
+                    " (without it, ID is a local index directory)" if name == "info" else " (required)")
         if name != "list":
             a.add_argument("id", metavar="ID", help="the remote index id (info without --server: a local index "
                                                     "directory)" if name == "info" else "the remote index id")
