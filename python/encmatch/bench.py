@@ -463,8 +463,7 @@ def bench_config(
                     tr["peak_rss_bytes"] = sampler.peak
                     tr["trial"] = i
                     rec["trials"].append(tr)
-                    if hasattr(bar, "set_postfix"):  # tqdm on a terminal; the log lines off one have none
-                        bar.set_postfix(membership=f"{tr['membership_s']:.2f}s", ok=tr["ok"])
+                    bar.set_postfix(membership=f"{tr['membership_s']:.2f}s", ok=tr["ok"])
         rec["key_disk_bytes"] = _dir_bytes(client.server_key_dir)
         rec["key_bytes_sent"] = int((client.keygen_info or {}).get("server_key_bytes") or rec["key_disk_bytes"])
         rec["index_disk_bytes"] = _dir_bytes(index_dir)

@@ -16,6 +16,7 @@ Subcommands (``encmatch <command> --help`` for details)::
     accuracy  encrypted vs plaintext identification on a labelled set: TP/FP/TN/FN, EER, TAR@FAR, ROC/DET plot
     serve     the HTTP service (encrypted galleries and queries; docs/SERVICE.md)
     tenant    add, rotate, revoke or list the service's tenants and their tokens
+    index     list, inspect or delete the indexes of a service (``--server URL``)
     plan      capacity plan: workers, shards per worker, memory, latency (papers/003's scaling law)
 
 ``enroll``, ``query`` and ``decrypt`` take ``--server URL`` (the token from
@@ -235,7 +236,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     probes = face_commands.query_inputs(args, _read_query)
     sink = resultfiles.plan(args.out, len(probes.vectors), args.mode) if args.out is not None else None
     if args.server:
-        return service_commands.remote_query(args, probes.vectors, probes.labels, sink) or _skipped(probes)
+        return service_commands.remote_query(args, probes.vectors, probes.labels, sink) or face_commands.skipped_exit(probes.problems)
     with Client(args.keys) as client:
         warn_if_insecure(client.params)
         backend = cluster_commands.backend_from_args(args)
@@ -251,16 +252,7 @@ def cmd_query(args: argparse.Namespace) -> int:
                 labels = client.open_labels(index_info(args.index), labels_mod.local_files(args.index))
             run_probes(probes.vectors, probes.labels, args.mode, client, lambda q: server.search(q, args.mode),
                        sink, labels if args.decrypt else False, json_lines=args.json)
-    return _skipped(probes)
-
-
-def _skipped(probes) -> int:
-    """The exit code after a query: 2 (with an ``error:`` line) when inputs were skipped, else 0."""
-    skipped = sum(1 for p in probes.problems if p.skipped)
-    if skipped:
-        print(f"error: {skipped} input(s) skipped (listed above); the other probes were searched", file=sys.stderr)
-        return EXIT_USAGE
-    return 0
+    return face_commands.skipped_exit(probes.problems)
 
 
 def cmd_decrypt(args: argparse.Namespace) -> int:
@@ -417,6 +409,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     params = describe(args.preset, args.kappa, bench_mod.FACES_DIM if args.workload == "faces" else args.dim)
     warn_if_insecure(params)
     log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
+    bench_mod.check_out_dir(args.out)  # before any work
     log(f"parameters: {describe_params(params)}")
     doc = bench_mod.run(
         args.sizes, args.strategies, encryptions=args.encryption, matches=args.matches, n1=args.n1,

@@ -65,6 +65,7 @@ class LogLines:
         self.start = self.last = time.monotonic()
         self.lines = 0
         self.closed = False
+        self.postfix = ""
 
     def _write(self, text: str) -> None:
         print(f"{self.desc}: {text}" if self.desc else text, file=self.stream or sys.stderr, flush=True)
@@ -75,12 +76,12 @@ class LogLines:
         elapsed = time.monotonic() - self.start
         done = _amount(self.n, self.unit, self.unit_scale)
         if not self.total:
-            return f"{done}, {elapsed:.0f} s elapsed"
+            return f"{done}, {elapsed:.0f} s elapsed" + (f" ({self.postfix})" if self.postfix else "")
         text = f"{done.split(' ')[0]}/{_amount(self.total, self.unit, self.unit_scale)} ({100 * self.n / self.total:.0f} %)"
         text += f", {elapsed:.0f} s elapsed"
         if 0 < self.n < self.total:
             text += f", about {elapsed * (self.total - self.n) / self.n:.0f} s left"
-        return text
+        return text + (f" ({self.postfix})" if self.postfix else "")
 
     def update(self, n: float = 1) -> None:
         """Count ``n`` more; write a line when the interval has passed since the last one."""
@@ -89,6 +90,10 @@ class LogLines:
         if now - self.last >= self.interval:
             self.last = now
             self._write(self.line())
+
+    def set_postfix(self, **values: Any) -> None:
+        """Values shown at the end of the next lines (tqdm's ``set_postfix``), e.g. the last trial's time."""
+        self.postfix = ", ".join(f"{k}={v}" for k, v in values.items())
 
     def close(self) -> None:
         """Write the closing line (only after earlier lines: short work stays silent)."""

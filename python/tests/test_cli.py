@@ -320,3 +320,15 @@ def test_version_and_exit_codes_in_help():
     for command in ([], ["query"], ["enroll"], ["decrypt"]):
         text = ok(run_cli(*command, "--help")).stdout
         assert "exit codes: 0 success" in " ".join(text.split()) and "3 service unavailable" in " ".join(text.split())
+
+
+def test_an_unusable_embedding_file_among_good_ones_is_bad_input(ws, tmp_path):
+    """The good inputs are enrolled; the file that could not be used makes the exit code 2 (photos would not)."""
+    root = ws["root"]
+    p = ok(run_cli("enroll", "--keys", root / "keys", "--index", tmp_path / "ix", "--delta", DELTA,
+                   root / "query.npy", root / "wrongdim.npy"), 2)
+    assert "enrolled 1 vectors" in p.stdout
+    assert "wrongdim.npy" in p.stderr and "error: 1 embedding file(s) could not be used" in p.stderr
+    p = ok(run_cli("enroll", "--keys", root / "keys", "--index", tmp_path / "ix", root / "nothere.npy",
+                   root / "query.npy"), 2)
+    assert "no such file or folder: " in p.stderr and "enrolled" not in p.stdout  # checked before any work

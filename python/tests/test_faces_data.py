@@ -114,8 +114,10 @@ def test_cli_photos_to_encrypted_search(data_dir, mfn, keysets, tmp_path):
     more = tmp_path / "more" / "s7"
     more.mkdir(parents=True)
     (more / "1.pgm").write_bytes((orl / "s7" / "1.pgm").read_bytes())
+    (more / "broken.jpg").write_text("not a photo")  # a photo that cannot be used: listed, left out, exit 0
     p = ok(run_cli("enroll", "--keys", keys, "--index", index, "--delta", 0.5, gallery, more.parent))
     assert "enrolled 7 vectors" in p.stdout and "face model: mobilefacenet" in p.stdout
+    assert "broken.jpg: not an image" in p.stderr and "note: 1 photo(s) skipped" in p.stderr
     assert json.loads((index / "face-model.json").read_text())["model"] == "mobilefacenet"
 
     out = tmp_path / "r.bin"

@@ -53,3 +53,11 @@ def test_interval_from_the_environment(monkeypatch):
     for bad in ("soon", "-1"):
         monkeypatch.setenv(progress_mod.INTERVAL_ENV, bad)
         assert progress_mod.interval_seconds() == progress_mod.DEFAULT_INTERVAL
+
+
+def test_postfix_shows_on_the_lines():
+    out = io.StringIO()
+    bar = LogLines(total=2, desc="bench", unit="trial", stream=out, interval=0)
+    bar.set_postfix(membership="0.62s", ok=True)
+    bar.update(1)
+    assert out.getvalue().splitlines()[0].endswith("(membership=0.62s, ok=True)")

@@ -275,7 +275,7 @@ def test_defaults_are_consistent_and_shown():
     assert accuracy.run.__kwdefaults__["kappa"] == DEFAULT_KAPPA
     helps = {name: " ".join(sub[name].format_help().split()) for name in ("accuracy", "calibrate", "embed")}
     assert "{default,real,toy,toy-real}" in helps["accuracy"] and "(default: default," in helps["accuracy"]
-    assert f"(default: {DEFAULT_KAPPA})" in helps["accuracy"] and f"(default: {DEFAULT_KAPPA})" in helps["calibrate"]
+    assert f"(default: {DEFAULT_KAPPA}," in helps["accuracy"] and f"(default: {DEFAULT_KAPPA}," in helps["calibrate"]
     for name, text in helps.items():
         assert "do not change the exit code" in text and "Exit 2 when an argument cannot be used" in text, name
         for action in sub[name]._actions:

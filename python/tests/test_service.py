@@ -338,7 +338,7 @@ def test_bad_uploads(server, keys, data, ready, tmp_path):
     stage.mkdir()
     manifest = ready.service.manifest(ready.id)
     (stage / "manifest.json").write_text(json.dumps(manifest))
-    encmatch.Enroller(keys["a"] / "server").enroll(stage, data["gallery"][:50])
+    encmatch.Enroller(keys["a"] / "server").enroll(stage, data["gallery"][:50], fill=False)  # the stage holds no group files
     new_manifest = json.loads((stage / "manifest.json").read_text())
     name = new_manifest["groups"][-1]["file"]
     blob = (stage / name).read_bytes()

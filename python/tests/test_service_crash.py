@@ -61,7 +61,7 @@ def test_kill9_during_upload(tmp_path, keys, data):
     stage = tmp_path / "stage"
     stage.mkdir()
     (stage / "manifest.json").write_text(json.dumps(index.manifest))
-    encmatch.Enroller(keys / "server").enroll(stage, gallery[300:600])
+    encmatch.Enroller(keys / "server").enroll(stage, gallery[300:600], fill=False)
     manifest = json.loads((stage / "manifest.json").read_text())
     name = manifest["groups"][-1]["file"]
     blob = (stage / name).read_bytes()
@@ -233,7 +233,7 @@ def test_streamed_index_commit_decodes_new_groups(tmp_path, keys, data):
             stage = tmp_path / "stage"
             stage.mkdir()
             (stage / "manifest.json").write_text(json.dumps(index.manifest))
-            encmatch.Enroller(keys / "server").enroll(stage, gallery[100:200])
+            encmatch.Enroller(keys / "server").enroll(stage, gallery[100:200], fill=False)
             manifest = json.loads((stage / "manifest.json").read_text())
             name = manifest["groups"][-1]["file"]
             h = parse_header((stage / name).read_bytes())

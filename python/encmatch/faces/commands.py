@@ -37,29 +37,27 @@ import numpy as np
 from .. import accuracy as accuracy_mod
 from .. import calibrate as calibrate_mod
 from .. import data as data_mod
-from .._ui import describe_params, warn_if_insecure
+from .._ui import add_kappa_argument, add_preset_argument, describe_params, warn_if_insecure
 from ..client import describe
 from ..errors import InvalidArgument, Mismatch
-from ..defaults import DEFAULT_KAPPA
 from .embed import MULTIPLE, Collected, Problem, collect, embed_photos
 from .images import ID_RULES, is_photo_path
 from .models import DEFAULT_MODEL, MODELS
 from .store import check_dim, check_model, check_output_file, file_model, index_model, record_index_model
 
-__all__ = ["add_photo_arguments", "enroll_inputs", "finish_enroll", "query_inputs", "add_commands"]
+__all__ = ["add_photo_arguments", "enroll_inputs", "finish_enroll", "query_inputs", "skipped_exit", "add_commands"]
 
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 
 #: Parameter presets of the core (``encmatch info`` describes them); ``toy`` and ``toy-real`` are INSECURE.
-PRESETS = ("default", "real", "toy", "toy-real")
 
 #: What ``embed``, ``calibrate`` and ``accuracy`` do with inputs they cannot use (in their ``--help``).
 SKIPPED_POLICY = (
     "Photos that cannot be used (no face, unreadable, not an image) are listed on stderr, counted in the report "
     "and left out; they do not change the exit code. Exit 2 when an argument cannot be used (a named input "
-    "that does not exist, an output whose folder does not exist or is not writable: checked before any work) "
-    "or when nothing usable is left."
+    "that does not exist, an output whose folder does not exist or is not writable: checked before any work; "
+    "an embedding file of the wrong dimension or model, or unreadable) or when nothing usable is left."
 )
 
 
@@ -76,13 +74,24 @@ def _print(problems: list[Problem], summary: str | None = None) -> None:
         _log(summary)
 
 
+def skipped_exit(problems: list[Problem]) -> int:
+    """The closing line and exit code of ``enroll`` and ``query`` for the inputs they left out
+    (:data:`SKIPPED_POLICY`): photos that cannot be used are a note (exit 0); an embedding file that
+    cannot be used (wrong dimension or model, unreadable) is bad input (exit 2)."""
+    photos = sum(1 for p in problems if p.skipped and is_photo_path(p.path))
+    files = sum(1 for p in problems if p.skipped and not is_photo_path(p.path))
+    if files:
+        _log(f"error: {files} embedding file(s) could not be used (listed above); the rest was processed")
+        return EXIT_USAGE
+    if photos:
+        _log(f"note: {photos} photo(s) skipped (listed above) and left out; the rest was processed")
+    return 0
+
+
 def _report(problems: list[Problem], summary: str | None = None) -> int:
-    """:func:`_print`, then a closing error line if anything was skipped; the exit code (2 if so, else 0)."""
+    """:func:`_print`, then :func:`skipped_exit`'s closing line; its exit code."""
     _print(problems, summary)
-    skipped = sum(1 for p in problems if p.skipped)
-    if skipped:
-        _log(f"error: {skipped} input(s) skipped (listed above); the rest was processed")
-    return EXIT_USAGE if skipped else 0
+    return skipped_exit(problems)
 
 
 def add_photo_arguments(p: argparse.ArgumentParser, ids: bool = True, index: bool = True) -> None:
@@ -125,6 +134,7 @@ def enroll_inputs(args: argparse.Namespace, server_keys: Path) -> Collected:
 
     Bad inputs are printed and left out; InvalidArgument if nothing is left.
     """
+    _check_inputs(args.vectors)
     got = collect(
         args.vectors, dim=_key_dim(server_keys), model=_local_index_model(args), field=args.field,
         labels_from=args.labels_from, ids=args.ids, multiple=args.multiple,
@@ -153,6 +163,7 @@ def query_inputs(args: argparse.Namespace, read_row) -> Collected:
     """
     model = _local_index_model(args)
     paths = [Path(q) for q in args.queries]
+    _check_inputs(paths)
     if args.row is not None:
         if len(paths) != 1 or is_photo_path(paths[0]) or paths[0].suffix.lower() not in (".npy", ".npz"):
             raise InvalidArgument("--row picks one vector of a single .npy/.npz file")
@@ -336,7 +347,7 @@ def add_commands(sub) -> None:
         s.add_argument("labelled", nargs="+", metavar="LABELLED",
                        help="one labelled .npz (emb + label/names or name), or photos (files, folders)")
         add_photo_arguments(s, index=False)
-        s.add_argument("--kappa", type=int, default=DEFAULT_KAPPA, help="comparator depth budget (default: %(default)s)")
+        add_kappa_argument(s)
         s.add_argument("--json", action="store_true", help="print the result as JSON (default: text)")
         s.add_argument("--plot", type=Path, default=None, metavar="PNG",
                        help="write a plot to this PNG (default: none; its folder must exist)")
@@ -354,9 +365,7 @@ def add_commands(sub) -> None:
                                 "number of faces given)")
             s.set_defaults(func=cmd_calibrate)
         else:
-            s.add_argument("--preset", choices=PRESETS, default="default",
-                           help="parameter preset of the encrypted runs (default: %(default)s, 128-bit security; "
-                                "toy and toy-real are INSECURE, much faster, the same comparator)")
+            add_preset_argument(s)
             s.add_argument("--delta", type=float, default=None,
                            help="operating threshold (default: the --target-fpir point's, else the plaintext "
                                 "threshold at FAR 0.1 %%)")
