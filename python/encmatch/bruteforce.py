@@ -16,7 +16,7 @@ from ._core import as_matrix
 from .errors import InvalidArgument
 from .results import Result, check_mode, make_result
 
-__all__ = ["normalize", "cosine_scores", "search", "BruteForceIndex"]
+__all__ = ["normalize", "cosine_scores", "search", "BruteForceIndex", "expected_results", "same_answer"]
 
 
 def normalize(x: Any, name: str = "vectors") -> np.ndarray:
@@ -92,3 +92,17 @@ class BruteForceIndex:
     def __len__(self) -> int:
         """Number of vectors."""
         return len(self._vectors)
+
+
+def expected_results(gallery: np.ndarray, queries: np.ndarray, delta: float, mode: str) -> list[Result]:
+    """The exact (plaintext) answers of ``queries`` in ``mode``."""
+    scores = cosine_scores(gallery, queries)
+    return [make_result(mode, count=float((s >= delta).sum()), positions=np.flatnonzero(s >= delta))
+            for s in scores]
+
+
+def same_answer(got: Result, want: Result) -> bool:
+    """Whether two answers agree (count, and positions for identification)."""
+    if got.mode != want.mode or got.count != want.count:
+        return False
+    return want.mode == "membership" or np.array_equal(got.positions, want.positions)

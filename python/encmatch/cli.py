@@ -54,6 +54,7 @@ from . import labels as labels_mod
 from . import demo as demo_mod
 from . import resultfiles
 from .probes import run_probes
+from .summaries import cmd_info
 from . import validate as validate_mod
 from ._ui import (
     add_kappa_argument,
@@ -76,15 +77,11 @@ from .client import (
     describe,
     index_info,
     manifest_delta,
-    manifest_strategy,
     manifest_total,
-    presets,
-    version,
 )
 from .errors import USER_ERRORS, EncmatchError, InsecureParameters, InvalidArgument, NotFound, Unavailable
 from .cluster import cli as cluster_commands
 from .faces import commands as face_commands
-from .faces.store import index_model
 from .index import decrypted_to_result
 from .service import commands as service_commands
 from .results import MODES
@@ -311,52 +308,6 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     """Run the end-to-end demo."""
     return demo_mod.run(args)
-
-
-def cmd_info(args: argparse.Namespace) -> int:
-    """Show the core version and presets, or a key set, or an index."""
-    if args.index is None and args.keys is None:
-        v = version()
-        print(f"encmatch core {v.get('version', '?')} (lattigo {v.get('lattigo', '?')})")
-        print("presets (the vector dimension is chosen at keygen):")
-        for p in presets():
-            print(f"  {describe_params({k: v for k, v in p.items() if k not in ('dim', 'padded_dim')})}")
-        return 0
-    if args.keys is not None:
-        with Client(args.keys) as client:
-            warn_if_insecure(client.params)
-            print(f"keys: {client.key_dir} (key id {client.key_id})")
-            print(f"parameters: {describe_params(client.params)}")
-            print(f"strategy: {client.strategy}, n1 {client.n1}")
-            print(f"size on disk: {fmt_bytes(_disk_bytes(args.keys))} (server keys: "
-                  f"{fmt_bytes(_disk_bytes(client.server_key_dir))})")
-    if args.index is not None:
-        m = index_info(args.index)
-        warn_if_insecure(m.get("params"))
-        if args.json:
-            print(json.dumps(m))
-            return 0
-        print(f"index: {args.index}")
-        print(f"entries: {manifest_total(m):,}")
-        for key in ("delta", "key_id"):
-            if key in m:
-                print(f"{key}: {m[key]}")
-        name, n1 = manifest_strategy(m)
-        print(f"strategy: {name or 'unknown'}, n1 {n1}")
-        if isinstance(m.get("groups"), list):
-            print(f"groups: {len(m['groups'])}")
-        if m.get("params"):
-            print(f"parameters: {describe_params(m['params'])}")
-        sealed = labels_mod.local_files(args.index)
-        print(f"labels: {f'sealed, {len(sealed)} file(s)' if sealed else 'no'}")
-        print(f"face model: {index_model(args.index) or 'not recorded (vectors enrolled from files)'}")
-        print(f"size on disk: {fmt_bytes(_disk_bytes(args.index))}")
-    return 0
-
-
-def _disk_bytes(path: Path) -> int:
-    """Bytes of the files under ``path``."""
-    return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
 
 
 def strategies_table(res: dict, budget: int = 0) -> str:

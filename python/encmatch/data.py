@@ -27,6 +27,7 @@ from .errors import Corrupt, EncmatchError, InvalidArgument, NotFound
 
 __all__ = [
     "find_data_dir",
+    "separated_gallery",
     "FaceSet",
     "load_faces",
     "load_vectors",
@@ -189,6 +190,24 @@ def _reading(path: Path) -> Iterator[None]:
         raise Corrupt(f"cannot read {path}: {exc} (truncated or corrupt?)") from None
     except (OSError, EOFError, zipfile.BadZipFile, zlib.error, KeyError) as exc:
         raise Corrupt(f"cannot read {path}: {exc or type(exc).__name__} (truncated or corrupt?)") from None
+
+
+def separated_gallery(rng: np.random.Generator, dim: int, n: int, people: int,
+                      noise: float = 0.05) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A gallery whose scores to the queries are far from any threshold in (0.3, 0.8).
+
+    ``people`` orthogonal identities (``people <= dim``); each gallery
+    entry is one identity plus a little noise; the queries are the
+    identities themselves plus noise. Returns ``(gallery [n, dim],
+    identity of each entry [n], queries [people, dim])``.
+    """
+    if people > dim:
+        raise ValueError("people must be <= dim")
+    basis = np.linalg.qr(rng.standard_normal((dim, dim)))[0][:people]
+    who = rng.integers(0, people, n)
+    gallery = basis[who] + noise * rng.standard_normal((n, dim)) / np.sqrt(dim)
+    queries = basis + noise * rng.standard_normal((people, dim)) / np.sqrt(dim)
+    return gallery.astype(np.float32), who, queries.astype(np.float32)
 
 
 @dataclass

@@ -30,7 +30,8 @@ import encmatch
 from encmatch.errors import NotFound, ShardUnavailable, Unavailable
 from encmatch.service import Busy, RemoteIndex, ServiceClient, Unauthorized
 from encmatch.service.errors import error_from_response
-from encmatch.service.measure import add_tenant, expected_results, free_port
+from encmatch.service.measure import add_tenant, free_port
+from encmatch.bruteforce import expected_results
 
 from test_service import DELTA, CHUNK, data, keys, server  # noqa: F401 - the module's fixtures, shared
 

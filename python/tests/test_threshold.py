@@ -57,7 +57,7 @@ class Searcher:
 
     def __init__(self, s: dict, root: Path, seed: int = 9, n: int = 60):
         import encmatch
-        from encmatch.service.measure import separated_gallery
+        from encmatch.data import separated_gallery
 
         self.s = s
         rng = np.random.default_rng(seed)
@@ -83,7 +83,7 @@ class Searcher:
 
     def expected(self, q: int, mode: str):
         """The plaintext answer of probe ``q``."""
-        from encmatch.service.measure import expected_results
+        from encmatch.bruteforce import expected_results
 
         return expected_results(self.gallery, self.queries[q][None, :], DELTA, mode)[0]
 
@@ -110,7 +110,7 @@ def shares_of(s: dict, ct: bytes, parties) -> list[bytes]:
 def check_answer(sr: Searcher, info: dict, q: int, mode: str):
     """The combined answer equals the plaintext one."""
     from encmatch.index import decrypted_to_result
-    from encmatch.service.measure import same_answer
+    from encmatch.bruteforce import same_answer
 
     assert same_answer(decrypted_to_result(info["answer"]), sr.expected(q, mode)), (mode, info["answer"])
 

@@ -34,7 +34,8 @@ import ray
 
 from ..client import Client, Enroller, Server, describe
 from ..index import decrypted_to_result
-from ..service.measure import expected_results, same_answer, separated_gallery
+from ..bruteforce import expected_results, same_answer
+from ..data import separated_gallery
 from .ray_backend import RayBackend, RayServer
 
 __all__ = ["main"]

@@ -353,7 +353,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     index directory without it). An unknown index exits 2, an unreachable or refusing service 3."""
     if args.server is None:
         if args.action == "info":
-            from ..cli import cmd_info  # the local index summary of `encmatch info --index`
+            from ..summaries import cmd_info  # the local index summary of `encmatch info --index`
 
             return cmd_info(argparse.Namespace(index=Path(args.id), keys=None, json=args.json))
         raise InvalidArgument(f"index {args.action} needs --server URL (an encmatch service); a local index is a "

@@ -35,14 +35,15 @@ from typing import Any, Sequence
 import httpx
 import numpy as np
 
-from ..bruteforce import cosine_scores
+from ..bruteforce import expected_results, same_answer
 from ..client import Client, Enroller, Server, describe
+from ..data import separated_gallery
 from ..results import Result, make_result
 from ..defaults import DEFAULT_KAPPA
 from .remote import RemoteIndex, ServiceClient, create_index, enroll
 from .tenancy import TokenStore
 
-__all__ = ["ServerProcess", "free_port", "add_tenant", "separated_gallery", "expected_results", "run_load",
+__all__ = ["ServerProcess", "free_port", "add_tenant", "run_load",
            "run_overload", "rss_bytes", "percentiles", "measure_commit_check", "main"]
 
 
@@ -127,38 +128,6 @@ class ServerProcess:
             self.stop()
         finally:
             self.kill()
-
-
-def separated_gallery(rng: np.random.Generator, dim: int, n: int, people: int,
-                      noise: float = 0.05) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """A gallery whose scores to the queries are far from any threshold in (0.3, 0.8).
-
-    ``people`` orthogonal identities (``people <= dim``); each gallery
-    entry is one identity plus a little noise; the queries are the
-    identities themselves plus noise. Returns ``(gallery [n, dim],
-    identity of each entry [n], queries [people, dim])``.
-    """
-    if people > dim:
-        raise ValueError("people must be <= dim")
-    basis = np.linalg.qr(rng.standard_normal((dim, dim)))[0][:people]
-    who = rng.integers(0, people, n)
-    gallery = basis[who] + noise * rng.standard_normal((n, dim)) / np.sqrt(dim)
-    queries = basis + noise * rng.standard_normal((people, dim)) / np.sqrt(dim)
-    return gallery.astype(np.float32), who, queries.astype(np.float32)
-
-
-def expected_results(gallery: np.ndarray, queries: np.ndarray, delta: float, mode: str) -> list[Result]:
-    """The exact (plaintext) answers of ``queries`` in ``mode``."""
-    scores = cosine_scores(gallery, queries)
-    return [make_result(mode, count=float((s >= delta).sum()), positions=np.flatnonzero(s >= delta))
-            for s in scores]
-
-
-def same_answer(got: Result, want: Result) -> bool:
-    """Whether two answers agree (count, and positions for identification)."""
-    if got.mode != want.mode or got.count != want.count:
-        return False
-    return want.mode == "membership" or np.array_equal(got.positions, want.positions)
 
 
 def percentiles(values: Sequence[float]) -> dict:
