@@ -132,7 +132,7 @@ def memory_budget_bytes(memory_budget: Any) -> int:
     if memory_budget is None:
         return 0
     if isinstance(memory_budget, str):
-        return parse_size(memory_budget, bare="B", what="memory_budget")
+        return parse_size(memory_budget, bare=None, what="memory_budget")
     return _non_negative_int(memory_budget, "memory_budget")
 
 

@@ -106,7 +106,7 @@ class LogLines:
 
     def __iter__(self) -> Iterator[Any]:
         try:
-            for item in self.iterable or ():
+            for item in () if self.iterable is None else self.iterable:
                 yield item
                 self.update(1)
         finally:

@@ -3,7 +3,8 @@
 Every memory budget accepts such a string. A bare number keeps the unit
 of where it is written: gigabytes (10^9 bytes) on the command line
 (``--memory-budget 4``), bytes in the SDK (``memory_budget=4_000_000_000``,
-like Python's own resource APIs). 0 means unlimited.
+like Python's own resource APIs), where a string must name its unit
+(``"4"`` is refused: 4 bytes or 4 GB?). 0 means unlimited.
 """
 
 from __future__ import annotations
@@ -25,20 +26,23 @@ UNITS = {
 _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([a-zA-Z]*)\s*$")
 
 
-def parse_size(value: Any, *, bare: str, what: str = "memory budget") -> int:
-    """``value`` in bytes: an int or float counted in unit ``bare``, or a string with or without a unit.
+def parse_size(value: Any, *, bare: str | None, what: str = "memory budget") -> int:
+    """``value`` in bytes: a number counted in unit ``bare``, or a string with a unit (or without one,
+    counted in ``bare``; refused when ``bare`` is None).
 
-    InvalidArgument for a negative, non-finite or malformed value, or an
-    unknown unit.
+    InvalidArgument for a negative, non-finite or malformed value, a
+    missing or unknown unit.
     """
     if isinstance(value, bool):
         raise InvalidArgument(f"{what} must be a size such as '4GB', not {value!r}")
-    unit = bare.lower()
+    unit = (bare or "").lower()
     if isinstance(value, str):
         m = _SIZE.match(value)
         if not m:
             raise InvalidArgument(f"{what}: not a size: {value!r} (e.g. '4GB', '512MB', '1.5GiB')")
-        number, unit = float(m.group(1)), (m.group(2) or bare).lower()
+        if not m.group(2) and bare is None:
+            raise InvalidArgument(f"{what}: {value!r} names no unit; write it with one, e.g. '{m.group(1)}GB'")
+        number, unit = float(m.group(1)), (m.group(2) or bare or "").lower()
     else:
         try:
             number = float(value)

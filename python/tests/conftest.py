@@ -153,3 +153,9 @@ def run_cli(*args, cwd=None, env=None, timeout=600):
 def cli():
     """The :func:`run_cli` helper."""
     return run_cli
+
+
+def pytest_configure(config):
+    """The suite runs at the toy preset on purpose: its InsecureParameters warnings are expected
+    (test_usage.py checks that they are raised, inside pytest.warns, which sees them anyway)."""
+    config.addinivalue_line("filterwarnings", "ignore::encmatch.errors.InsecureParameters")

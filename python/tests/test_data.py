@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from encmatch import InvalidArgument, NotFound
+from encmatch import Corrupt, InvalidArgument, NotFound
 from encmatch.data import FaceSet, build_scenario, find_data_dir, load_faceset_file, load_labels, load_vectors
 
 
@@ -40,7 +40,7 @@ def test_load_vectors_and_labels(tmp_path):
     with pytest.raises(NotFound):
         load_vectors(tmp_path / "missing.npy")
     (tmp_path / "bad.npy").write_bytes(b"not numpy")
-    with pytest.raises(InvalidArgument):
+    with pytest.raises(Corrupt, match="not a .npy file"):
         load_vectors(tmp_path / "bad.npy")
     (tmp_path / "v.txt").write_text("1 2 3")
     with pytest.raises(InvalidArgument):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 
+import numpy as np
+
 from encmatch import progress as progress_mod
 from encmatch.progress import LogLines
 
@@ -61,3 +63,10 @@ def test_postfix_shows_on_the_lines():
     bar.set_postfix(membership="0.62s", ok=True)
     bar.update(1)
     assert out.getvalue().splitlines()[0].endswith("(membership=0.62s, ok=True)")
+
+
+def test_arrays_are_iterated_like_any_sequence():
+    """A numpy array of queries (no truth value) counts its rows."""
+    out = io.StringIO()
+    rows = list(LogLines(np.zeros((3, 4)), desc="search", stream=out, interval=0))
+    assert len(rows) == 3 and "search: 3/3 it (100 %)" in out.getvalue()

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import encmatch
-from encmatch import EncryptedIndex, InvalidArgument, Mismatch, Server
+from encmatch import Enroller, EncryptedIndex, InvalidArgument, Mismatch, Server
 
 from conftest import KAPPA, TOY, planted_gallery
 
@@ -46,12 +46,14 @@ def indexes(tmp_path_factory, data):
     def get(strategy: str) -> EncryptedIndex:
         if strategy not in opened:
             n1 = dict((s, n) for s, n, _ in CASES)[strategy]
-            ix = EncryptedIndex.create(root / strategy, dim=DIM, preset=TOY, kappa=KAPPA, delta=DELTA,
-                                       strategy=strategy, n1=n1)
-            half = len(gallery) // 2
-            ix.add(gallery[:half])  # every add starts a new group: two groups
-            ix.add(gallery[half:])
-            opened[strategy] = ix
+            with EncryptedIndex.create(root / strategy, dim=DIM, preset=TOY, kappa=KAPPA, delta=DELTA,
+                                       strategy=strategy, n1=n1) as ix:
+                half = len(gallery) // 2
+                ix.add(gallery[:half])
+                # a second group though the first has room (an add would fill it): results merged over groups
+                Enroller(ix.client.server_key_dir, owner_key_dir=ix.key_dir).enroll(ix.index_dir, gallery[half:],
+                                                                                   fill=False)
+            opened[strategy] = EncryptedIndex(root / strategy)
         return opened[strategy]
 
     yield get

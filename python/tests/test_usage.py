@@ -19,9 +19,11 @@ from conftest import KAPPA, TOY
 
 
 def test_sizes_with_units_mean_the_same_in_the_sdk_and_the_cli():
-    for text, expected in (("4GB", 4 * 10**9), ("512 MB", 512 * 10**6), ("1.5GiB", int(1.5 * 2**30)), ("0", 0)):
+    for text, expected in (("4GB", 4 * 10**9), ("512 MB", 512 * 10**6), ("1.5GiB", int(1.5 * 2**30)), ("0B", 0)):
         assert memory_budget_bytes(text) == expected
-        assert gigabytes(text) == (expected if text != "0" else 0)
+        assert gigabytes(text) == expected
+    with pytest.raises(InvalidArgument, match="names no unit"):
+        memory_budget_bytes("4")  # 4 bytes or 4 GB? the SDK asks
     assert gigabytes("4") == 4 * 10**9            # a bare number: GB on the command line
     assert memory_budget_bytes(4_000_000) == 4_000_000  # and bytes in the SDK
     assert memory_budget_bytes(None) == 0
