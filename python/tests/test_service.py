@@ -198,6 +198,9 @@ def test_cli_remote(server, keys, data, tmp_path):
     p = run_cli("enroll", "--server", server.url, "--index", index_id, "--keys", keys["a"],
                 "--encryption", "public-key", tmp_path / "gallery.npz", env=env)  # any enroller's, appended
     assert p.returncode == 0 and f"index {index_id} holds 600" in p.stdout, p.stderr
+    # the service path cannot fill the partial group: it says so, with the cost, as one line
+    assert "warning: group 0 on the service holds 300" in p.stderr and "cannot fill it" in p.stderr, p.stderr
+    assert "NewGroupWarning" not in p.stderr
     assert len(watcher) == 300  # its manifest is cached until it is told to look again
     watcher.refresh()
     assert len(watcher) == 600 and watcher.labels == data["labels"][:300] + [""] * 300  # appended unlabelled

@@ -396,7 +396,9 @@ def remote_enroll(args: argparse.Namespace, vectors: np.ndarray, labels: Any, en
     """``enroll --server``: encrypt here with ``enroller`` (``--encryption``: the public key of
     ``--keys``/server, or the key owner's secret key), upload, commit; creates the index when
     ``--index`` is absent."""
-    from .remote import create_index, enroll
+    import warnings
+
+    from .remote import NewGroupWarning, create_index, enroll
 
     server_keys = args.keys / "server"
     with service_client(args) as service:
@@ -412,8 +414,12 @@ def remote_enroll(args: argparse.Namespace, vectors: np.ndarray, labels: Any, en
                                       f"delta {manifest_delta(service.manifest(index_id))}, not {args.delta}")
         warn_if_insecure(service.index(index_id))
         t0 = time.perf_counter()
-        summary = enroll(service, index_id, enroller, vectors, labels)
+        with warnings.catch_warnings():  # the cost of a new group is printed as a warning: line below
+            warnings.simplefilter("ignore", NewGroupWarning)
+            summary = enroll(service, index_id, enroller, vectors, labels)
         dt = time.perf_counter() - t0
+        for note in summary.get("warnings") or []:
+            print(f"warning: {note}", file=sys.stderr)
     print(f"enrolled {summary['added']:,} vectors in {dt:.2f} s (uploaded {fmt_bytes(summary['uploaded_bytes'])}); "
           f"index {index_id} holds {summary['manifest']['count']:,}")
     return 0
