@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 import warnings
@@ -92,6 +93,8 @@ __all__ = ["main", "build_parser"]
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_UNAVAILABLE = 3
+#: A closed output pipe: quiet, as a shell's tools killed by SIGPIPE (128 + 13).
+EXIT_BROKEN_PIPE = 141
 
 #: The exit-code policy of every subcommand, as ``--help`` states it.
 EXIT_CODES = (
@@ -565,7 +568,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handlers below
+        return code
+    except BrokenPipeError:  # the reader went away (`encmatch decrypt results/ | head`): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     except Unavailable as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_UNAVAILABLE

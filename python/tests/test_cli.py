@@ -332,3 +332,17 @@ def test_an_unusable_embedding_file_among_good_ones_is_bad_input(ws, tmp_path):
     p = ok(run_cli("enroll", "--keys", root / "keys", "--index", tmp_path / "ix", root / "nothere.npy",
                    root / "query.npy"), 2)
     assert "no such file or folder: " in p.stderr and "enrolled" not in p.stdout  # checked before any work
+
+
+def test_a_closed_output_pipe_is_quiet(ws, tmp_path):
+    """``encmatch decrypt results/ | head -1``: no error line, no traceback when the reader stops."""
+    root = ws["root"]
+    ok(run_cli("query", "--keys", root / "keys", "--index", root / "index", "--out", tmp_path / "res",
+               root / "queries.npy"))
+    cmd = [sys.executable, "-m", "encmatch", "decrypt", "--keys", str(root / "keys"), "--index", str(root / "index"),
+           str(tmp_path / "res")]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # the reader goes away before the answers are written
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) in (0, 141)  # 141: as a tool killed by SIGPIPE
+    assert "Traceback" not in err and "Broken pipe" not in err, err
