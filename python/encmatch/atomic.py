@@ -1,6 +1,8 @@
-"""Durable file writes: a file is replaced whole or not at all.
+"""Durable file writes: a file is replaced whole or not at all; and the check, made before any
+work, that a destination folder can be written in.
 
-Shared by the SDK (label keys, sealed labels) and the service's storage.
+Shared by the SDK (label keys, sealed labels), the command line's outputs
+and the service's storage.
 """
 
 from __future__ import annotations
@@ -9,7 +11,9 @@ import os
 import secrets
 from pathlib import Path
 
-__all__ = ["write_atomic", "fsync_dir"]
+from .errors import InvalidArgument
+
+__all__ = ["write_atomic", "fsync_dir", "check_writable_folder"]
 
 
 def fsync_dir(path: Path) -> None:
@@ -35,3 +39,14 @@ def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
         tmp.unlink(missing_ok=True)
         raise
     fsync_dir(path.parent)
+
+
+def check_writable_folder(folder: Path, what: str) -> None:
+    """InvalidArgument unless ``folder`` exists, is a folder and this process may create files in it;
+    ``what`` (``--out results/``, ``-o x.npz``) starts the message."""
+    if not folder.exists():
+        raise InvalidArgument(f"{what}: the folder {folder} does not exist (create it first)")
+    if not folder.is_dir():
+        raise InvalidArgument(f"{what}: {folder} is not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise InvalidArgument(f"{what}: permission denied (cannot write in {folder})")

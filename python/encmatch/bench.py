@@ -58,6 +58,7 @@ from .progress import progress as progress_bar
 from . import data as data_mod
 from .bruteforce import cosine_scores
 from .client import Client, Enroller, Server, comparator, describe
+from .atomic import check_writable_folder
 from .errors import InvalidArgument
 from .index import decrypted_to_result
 from .defaults import DEFAULT_KAPPA
@@ -843,10 +844,7 @@ def check_out_dir(out_dir: str | os.PathLike) -> Path:
     probe = out
     while not probe.exists():
         probe = probe.parent
-    if not probe.is_dir():
-        raise InvalidArgument(f"--out {out}: {probe} is not a folder")
-    if not os.access(probe, os.W_OK | os.X_OK):
-        raise InvalidArgument(f"--out {out}: permission denied (cannot write in {probe})")
+    check_writable_folder(probe, f"--out {out}")
     return out
 
 

@@ -14,28 +14,17 @@ Every file is written atomically.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from .atomic import write_atomic
+from .atomic import check_writable_folder, write_atomic
 from .errors import Corrupt, InvalidArgument, NotFound
 
 __all__ = ["MANIFEST", "ResultFiles", "precheck", "plan", "expand"]
 
 #: The listing of a results folder.
 MANIFEST = "results.json"
-
-
-def _writable_dir(path: Path, what: str) -> None:
-    """InvalidArgument/NotFound unless ``path`` is an existing directory this process may write in."""
-    if not path.exists():
-        raise NotFound(f"{what}: the folder {path} does not exist")
-    if not path.is_dir():
-        raise InvalidArgument(f"{what}: {path} is not a folder")
-    if not os.access(path, os.W_OK | os.X_OK):
-        raise InvalidArgument(f"{what}: cannot write in {path} (permission denied)")
 
 
 @dataclass
@@ -70,9 +59,9 @@ def precheck(out: Path) -> None:
     (not a folder) in one. Run before any work; :func:`plan` completes it."""
     out = Path(out)
     if out.is_dir():
-        _writable_dir(out, f"--out {out}")
+        check_writable_folder(out, f"--out {out}")
     else:
-        _writable_dir(out.parent if str(out.parent) else Path("."), f"--out {out}")
+        check_writable_folder(out.parent, f"--out {out}")
 
 
 def plan(out: Path | None, count: int, mode: str) -> ResultFiles:
@@ -91,13 +80,13 @@ def plan(out: Path | None, count: int, mode: str) -> ResultFiles:
             raise InvalidArgument(f"--out {out}: {count} probes need a folder (one result file each), "
                                   "not a file")
         if not out.exists():
-            _writable_dir(out.parent if str(out.parent) else Path("."), f"--out {out}")
+            check_writable_folder(out.parent, f"--out {out}")
             out.mkdir()
-        _writable_dir(out, f"--out {out}")
+        check_writable_folder(out, f"--out {out}")
         if (out / MANIFEST).exists() or any(out.glob("[0-9][0-9][0-9][0-9].bin")):
             raise InvalidArgument(f"--out {out} already holds results of another query; choose an empty folder")
         return ResultFiles(out, True, mode)
-    _writable_dir(out.parent if str(out.parent) else Path("."), f"--out {out}")
+    check_writable_folder(out.parent, f"--out {out}")
     return ResultFiles(out, False, mode)
 
 

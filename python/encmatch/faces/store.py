@@ -28,6 +28,7 @@ from typing import Sequence
 import numpy as np
 
 from .. import data as data_mod
+from ..atomic import check_writable_folder
 from ..errors import Corrupt, InvalidArgument, Mismatch
 from ..errors import IOError as DiskError
 from .models import model_spec
@@ -60,15 +61,11 @@ def check_output_file(path: str | os.PathLike, what: str = "output file") -> Pat
     (``-o``, ``--plot``).
     """
     path = Path(path)
-    folder = path.parent if str(path.parent) else Path(".")
     if path.is_dir():
         raise InvalidArgument(f"{what} {path} is a folder; give a file name")
-    if not folder.exists():
-        raise InvalidArgument(f"{what} {path}: the folder {folder} does not exist (create it first)")
-    if not folder.is_dir():
-        raise InvalidArgument(f"{what} {path}: {folder} is not a folder")
-    if not os.access(folder, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        raise InvalidArgument(f"{what} {path}: permission denied (cannot write in {folder})")
+    check_writable_folder(path.parent, f"{what} {path}")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise InvalidArgument(f"{what} {path}: permission denied (cannot replace it)")
     return path
 
 
