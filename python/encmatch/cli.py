@@ -251,7 +251,7 @@ def cmd_query(args: argparse.Namespace) -> int:
             if args.decrypt:
                 labels = client.open_labels(index_info(args.index), labels_mod.local_files(args.index))
             run_probes(probes.vectors, probes.labels, args.mode, client, lambda q: server.search(q, args.mode),
-                       sink, labels if args.decrypt else False, json_lines=args.json)
+                       sink, decrypt=args.decrypt, labels=labels, json_lines=args.json)
     return face_commands.skipped_exit(probes.problems)
 
 

@@ -22,15 +22,15 @@ __all__ = ["run_probes"]
 
 
 def run_probes(vectors: np.ndarray, names: list[str], mode: str, client: Client,
-               search: Callable[[bytes], bytes], sink: resultfiles.ResultFiles | None, labels,
-               *, json_lines: bool = False, where: str = "") -> None:
+               search: Callable[[bytes], bytes], sink: resultfiles.ResultFiles | None, *, decrypt: bool = False,
+               labels: list[str] | None = None, json_lines: bool = False, where: str = "") -> None:
     """Encrypt, search (``search(query bytes) -> result bytes``), write and optionally decrypt each probe.
 
-    ``labels``: False to leave the results encrypted, else the index's
-    opened labels (or None) to print each answer. Prints the encryption,
-    search and decryption times apart (per probe and in total).
+    ``decrypt``: print each answer, its positions named by the index's
+    opened ``labels`` (when there are any). Prints the encryption, search
+    and decryption times apart (per probe and in total).
     """
-    t_enc = t_search = t_dec = 0.0
+    t_enc = t_dec = 0.0
     searches: list[float] = []
     size = 0
     for i, vec in enumerate(vectors):
@@ -45,7 +45,7 @@ def run_probes(vectors: np.ndarray, names: list[str], mode: str, client: Client,
         where_to = ""
         if sink is not None:
             where_to = f" -> {sink.write(i, names[i], result)}"
-        if labels is not False:
+        if decrypt:
             t3 = time.perf_counter()
             answer = decrypted_to_result(client.decrypt(result), labels)
             t_dec += time.perf_counter() - t3
@@ -63,7 +63,7 @@ def run_probes(vectors: np.ndarray, names: list[str], mode: str, client: Client,
     per = f", median {float(np.median(searches)):.2f} s per probe" if n > 1 else ""
     log = sys.stderr if json_lines else sys.stdout
     print(f"{n} probe(s): encrypted in {t_enc:.2f} s; {mode} search{where} {t_search:.2f} s{per}; "
-          f"{fmt_bytes(size)} of results" + (f"; decrypted in {t_dec:.2f} s" if labels is not False else ""),
+          f"{fmt_bytes(size)} of results" + (f"; decrypted in {t_dec:.2f} s" if decrypt else ""),
           file=log)
     if sink is not None and sink.folder:
         print(f"results: {sink.out} ({n} file(s) and {resultfiles.MANIFEST}; `encmatch decrypt {sink.out}`)",

@@ -175,28 +175,8 @@ def query_inputs(args: argparse.Namespace, read_row) -> Collected:
     _print(got.problems, got.embedded.summary() if got.embedded is not None else None)
     if got.vectors is None:
         raise InvalidArgument("no probe to search: every input was skipped")
-    names = list(got.labels) if got.labels is not None else [None] * len(got.vectors)
-    rows = _row_names(paths, args.field, got)
-    return Collected(got.vectors, [n if n else rows[i] for i, n in enumerate(names)], got.model, got.problems,
-                     got.embedded)
-
-
-def _row_names(paths: list[Path], field: str, got: Collected) -> list[str]:
-    """Fallback probe names, ``FILE[row]`` for the rows of embedding files (in ``collect``'s order:
-    files first, then photos), ``probe i`` where a row's file cannot be told."""
-    names: list[str] = []
-    skipped = {p.path for p in got.problems if p.skipped}
-    for path in paths:
-        if is_photo_path(path) or str(path) in skipped:
-            continue
-        try:
-            rows = np.asarray(data_mod.load_vectors(path, field))
-        except Exception:  # noqa: BLE001 - it was read once already; the name is only a fallback
-            continue
-        n = 1 if rows.ndim == 1 else len(rows)
-        names += [path.name] if rows.ndim == 1 else [f"{path.name}[{r}]" for r in range(n)]
-    total = len(got.vectors) if got.vectors is not None else 0
-    return (names + [f"probe {i}" for i in range(len(names), total)])[:total]
+    names = [label or origin for label, origin in zip(got.labels or [""] * len(got.origins), got.origins)]
+    return Collected(got.vectors, names, got.model, got.problems, got.embedded, got.origins)
 
 
 # ---- embed, calibrate, accuracy -------------------------------------------------

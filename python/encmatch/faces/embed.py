@@ -187,13 +187,18 @@ def embed_photos(
 
 @dataclass
 class Collected:
-    """Vectors gathered from photos and embedding files, with labels, their model and the problems met."""
+    """Vectors gathered from photos and embedding files, with labels, their model and the problems met.
+
+    ``origins`` says where each row came from: ``FILE[row]`` (``FILE`` for
+    a 1-D file) or a photo's id.
+    """
 
     vectors: np.ndarray | None
     labels: list[str] | None
     model: str | None
     problems: list[Problem]
     embedded: Embedded | None = None
+    origins: list[str] = field(default_factory=list)
 
 
 def collect(
@@ -223,6 +228,7 @@ def collect(
     problems: list[Problem] = []
     parts: list[np.ndarray] = []
     labels: list[str | None] = []
+    origins: list[str] = []
     known = model
     any_labels = False
     for path in files:
@@ -234,7 +240,8 @@ def collect(
             tag = file_model(path)
             check_model(known, tag, str(path))
             vecs = np.asarray(data_mod.load_vectors(path, field))
-            if vecs.ndim == 1:
+            flat = vecs.ndim == 1
+            if flat:
                 vecs = vecs[None, :]
             if vecs.ndim != 2:
                 raise InvalidArgument(f"expected vectors [n, dim], got shape {vecs.shape}")
@@ -253,6 +260,7 @@ def collect(
         any_labels = any_labels or by is not None
         parts.append(vecs)
         labels += rows
+        origins += [path.name] if flat else [f"{path.name}[{r}]" for r in range(len(vecs))]
     embedded = None
     if photo_args:
         use = known or DEFAULT_MODEL
@@ -268,9 +276,10 @@ def collect(
                 any_labels = True
                 parts.append(embedded.emb)
                 labels += embedded.ids
+                origins += list(embedded.ids)
     vectors = np.vstack(parts) if parts else None
     out_labels = [x or "" for x in labels] if any_labels and vectors is not None else None
-    return Collected(vectors, out_labels, known, problems, embedded)
+    return Collected(vectors, out_labels, known, problems, embedded, origins)
 
 
 def _check_key_dim(got: int, dim: int | None, what: str | None = None) -> None:

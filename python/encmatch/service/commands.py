@@ -438,8 +438,9 @@ def remote_query(args: argparse.Namespace, vectors: np.ndarray, names: list[str]
         if args.delta is not None and float(args.delta) != manifest_delta(manifest):
             raise InvalidArgument(f"the threshold belongs to the index: remote index {args.index} was created with "
                                   f"delta {manifest_delta(manifest)}; a search cannot use {args.delta}")
-        labels: Any = False
-        if getattr(args, "decrypt", False):
+        labels = None
+        decrypt = bool(getattr(args, "decrypt", False))
+        if decrypt:
             from .remote import remote_labels as fetch_labels
 
             labels = fetch_labels(service, str(args.index), client)
@@ -451,8 +452,8 @@ def remote_query(args: argparse.Namespace, vectors: np.ndarray, names: list[str]
             waits["queue"] += float(timings.get("queue_seconds", 0.0))
             return result
 
-        run_probes(vectors, names, args.mode, client, search, sink, labels, json_lines=getattr(args, "json", False),
-                   where=f" on {args.server} (round trips)")
+        run_probes(vectors, names, args.mode, client, search, sink, decrypt=decrypt, labels=labels,
+                   json_lines=getattr(args, "json", False), where=f" on {args.server} (round trips)")
         print(f"of which the service searched {waits['search']:.2f} s and queued {waits['queue']:.2f} s",
               file=sys.stderr if getattr(args, "json", False) else sys.stdout)
     return 0
