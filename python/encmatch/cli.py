@@ -227,16 +227,17 @@ def cmd_query(args: argparse.Namespace) -> int:
     encrypted results (and with ``--decrypt`` print the answers)."""
     if args.out is None and not args.decrypt:
         raise InvalidArgument("--out is required (or --decrypt to print the answers only)")
-    if args.delta is not None and not args.server:
-        check_same_delta(manifest_delta(index_info(args.index)), args.delta)
     if not args.server and not (args.index / "manifest.json").is_file():
         raise NotFound(f"{args.index} holds no index (nothing enrolled yet: `encmatch enroll --index {args.index}`)")
+    if args.delta is not None and not args.server:
+        check_same_delta(manifest_delta(index_info(args.index)), args.delta)
     if args.out is not None:  # before any photo is embedded or any key loaded
         resultfiles.precheck(args.out)
     probes = face_commands.query_inputs(args, _read_query)
     sink = resultfiles.plan(args.out, len(probes.vectors), args.mode) if args.out is not None else None
     if args.server:
-        return service_commands.remote_query(args, probes.vectors, probes.labels, sink) or face_commands.skipped_exit(probes.problems)
+        service_commands.remote_query(args, probes.vectors, probes.labels, sink)
+        return face_commands.skipped_exit(probes.problems)
     with Client(args.keys) as client:
         warn_if_insecure(client.params)
         backend = cluster_commands.backend_from_args(args)

@@ -425,7 +425,7 @@ def remote_enroll(args: argparse.Namespace, vectors: np.ndarray, labels: Any, en
     return 0
 
 
-def remote_query(args: argparse.Namespace, vectors: np.ndarray, names: list[str], sink) -> int:
+def remote_query(args: argparse.Namespace, vectors: np.ndarray, names: list[str], sink) -> None:
     """``query --server``: encrypt each probe here, search it on the service, write the encrypted results
     (``sink``, :mod:`encmatch.resultfiles`) and with ``--decrypt`` print the answers."""
     from ..probes import run_probes
@@ -456,7 +456,6 @@ def remote_query(args: argparse.Namespace, vectors: np.ndarray, names: list[str]
                    json_lines=getattr(args, "json", False), where=f" on {args.server} (round trips)")
         print(f"of which the service searched {waits['search']:.2f} s and queued {waits['queue']:.2f} s",
               file=sys.stderr if getattr(args, "json", False) else sys.stdout)
-    return 0
 
 
 def remote_labels(args: argparse.Namespace, client: Client) -> list[str] | None:
