@@ -159,3 +159,21 @@ def pytest_configure(config):
     """The suite runs at the toy preset on purpose: its InsecureParameters warnings are expected
     (test_usage.py checks that they are raised, inside pytest.warns, which sees them anyway)."""
     config.addinivalue_line("filterwarnings", "ignore::encmatch.errors.InsecureParameters")
+
+
+def fake_validate(flip: tuple[int, int] | None = None):
+    """A stand-in for validate.run: the plaintext decisions as the 'encrypted' ones, ``flip`` one pair."""
+    from encmatch.client import comparator
+    from encmatch.results import make_result
+    from encmatch.validate import compare
+
+    def run(gallery, queries, *, delta, **kw):
+        """The comparison report of the plaintext decisions at ``delta`` (one pair flipped)."""
+        s = cosine_scores(gallery, queries)
+        dec = s >= delta
+        if flip is not None:
+            dec[flip] = ~dec[flip]
+        ident = [make_result("identification", positions=np.flatnonzero(row)) for row in dec]
+        return compare(s, delta, comparator(10, delta), identification=ident, query_names=kw.get("query_names"))
+
+    return run

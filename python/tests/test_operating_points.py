@@ -17,7 +17,7 @@ import pytest
 from encmatch.calibrate import NonMated, ScoreDistributions, calibrate, fmr_for_fpir, fpir_independent, rate_text
 from encmatch.errors import InvalidArgument
 
-from conftest import run_cli
+from conftest import fake_validate, run_cli
 
 
 def ok(proc, code=0):
@@ -295,30 +295,12 @@ def _fake_split(seed: int = 0):
                  mated=np.array([True] * 40 + [False] * 60))
 
 
-def _fake_validate(flip: tuple[int, int] | None):
-    """A stand-in for validate.run: the plaintext decisions as the 'encrypted' ones, with one pair flipped."""
-    from encmatch.bruteforce import cosine_scores
-    from encmatch.client import comparator
-    from encmatch.results import make_result
-    from encmatch.validate import compare
-
-    def run(gallery, queries, *, delta, **kw):
-        s = cosine_scores(gallery, queries)
-        dec = s >= delta
-        if flip is not None:
-            dec[flip] = ~dec[flip]
-        ident = [make_result("identification", positions=np.flatnonzero(row)) for row in dec]
-        return compare(s, delta, comparator(10, delta), identification=ident, query_names=kw.get("query_names"))
-
-    return run
-
-
 def test_accuracy_reports_1n_rates_and_ground_truth_apart(monkeypatch):
     from encmatch import accuracy
 
     sp = _fake_split()
     scores = sp.probes @ sp.gallery.T
-    monkeypatch.setattr(accuracy.validate_mod, "run", _fake_validate(flip=(45, 3)))  # a non-mated probe given entry 3
+    monkeypatch.setattr(accuracy.validate_mod, "run", fake_validate(flip=(45, 3)))  # a non-mated probe given entry 3
     rep = accuracy.run(sp, target_fpir=0.05)
     assert rep.gallery_size == 10 and [p.name for p in rep.points] == ["EER", "FAR 1%", "FAR 0.1%", "FPIR 5%", "delta"]
     fp = rep.point("FPIR 5%")

@@ -32,7 +32,7 @@ from encmatch.faces import save_embeddings
 from encmatch.faces.embed import Embedded, Problem
 from encmatch.faces.store import check_output_file
 
-from conftest import run_cli
+from conftest import fake_validate, run_cli
 
 
 def well_split(seed: int = 0, noise: float = 0.35) -> Split:
@@ -46,25 +46,6 @@ def well_split(seed: int = 0, noise: float = 0.35) -> Split:
     return Split(gallery=g, gallery_ids=[f"p{i}" for i in range(10)], probes=probes,
                  probe_ids=[f"p{i % 10}" for i in range(40)] + [f"q{i}" for i in range(60)],
                  mated=np.array([True] * 40 + [False] * 60))
-
-
-def fake_validate(flip: tuple[int, int] | None = None):
-    """A stand-in for validate.run: the plaintext decisions as the 'encrypted' ones, ``flip`` one pair."""
-    from encmatch.bruteforce import cosine_scores
-    from encmatch.client import comparator
-    from encmatch.results import make_result
-    from encmatch.validate import compare
-
-    def run(gallery, queries, *, delta, **kw):
-        """The comparison report of the plaintext decisions at ``delta`` (one pair flipped)."""
-        s = cosine_scores(gallery, queries)
-        dec = s >= delta
-        if flip is not None:
-            dec[flip] = ~dec[flip]
-        ident = [make_result("identification", positions=np.flatnonzero(row)) for row in dec]
-        return compare(s, delta, comparator(10, delta), identification=ident, query_names=kw.get("query_names"))
-
-    return run
 
 
 def every_percentage_has_its_count(text: str) -> None:
