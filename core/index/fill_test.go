@@ -35,9 +35,9 @@ func randomVectors(n, seed int) []float32 {
 
 // decryptError decrypts every diagonal of group g and returns the largest
 // distance, over all slots, to the diagonals of the plaintext vectors all
-// (normalised, packed and pre-rotated as the enroller does): zero in the
-// free slots.
-func decryptError(t *testing.T, idx string, owner *keys.Client, g Group, all []float32) float64 {
+// (of dimension dim; normalised, packed and pre-rotated as the enroller
+// does): zero in the free slots.
+func decryptError(t *testing.T, idx string, owner *keys.Client, g Group, all []float32, dim int) float64 {
 	t.Helper()
 	m, err := Load(idx)
 	if err != nil {
@@ -51,7 +51,7 @@ func decryptError(t *testing.T, idx string, owner *keys.Client, g Group, all []f
 	l, slots := set.L(), set.Slots()
 	var vecs [][]float64
 	for i := g.Start; i < g.Start+g.Count; i++ {
-		v, err := packing.Normalize(all[i*4:(i+1)*4], 4, l, i)
+		v, err := packing.Normalize(all[i*dim:(i+1)*dim], dim, l, i)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -120,7 +120,7 @@ func TestAppendsFillTheLastGroup(t *testing.T) {
 	}
 	add(240, false)
 	m, _ := Load(idx)
-	fresh := decryptError(t, idx, owner, m.Groups[0], all)
+	fresh := decryptError(t, idx, owner, m.Groups[0], all, 4)
 	whole := m.Groups[0].Bytes
 	steps := []struct {
 		k      int
@@ -148,7 +148,7 @@ func TestAppendsFillTheLastGroup(t *testing.T) {
 		if files, _ := filepath.Glob(filepath.Join(idx, "group-*")); len(files) != 1 {
 			t.Fatalf("fill %d left %v", n+1, files)
 		}
-		e := decryptError(t, idx, owner, g, all)
+		e := decryptError(t, idx, owner, g, all, 4)
 		t.Logf("fill %d (%d entries, %s): max error %.3g (fresh group %.3g)", n+1, s.k, map[bool]string{true: "owner, seeded", false: "public key, whole"}[s.owner], e, fresh)
 		worst = math.Max(worst, e)
 		// One fresh noise per fill: the error grows at most linearly.
@@ -173,7 +173,7 @@ func TestAppendsFillTheLastGroup(t *testing.T) {
 		t.Fatalf("writes %+v", w)
 	}
 	for _, g := range m.Groups {
-		if e := decryptError(t, idx, owner, g, all); e > 8*fresh {
+		if e := decryptError(t, idx, owner, g, all, 4); e > 8*fresh {
 			t.Fatalf("group %d: error %.3g", g.Start, e)
 		}
 	}
@@ -240,7 +240,7 @@ func TestFillCrashSafety(t *testing.T) {
 	if string(after) != string(before) || err != nil || m2.Groups[0].File != groupFile(0, 0) || m2.Count != 3 {
 		t.Fatalf("the manifest changed before the fill was committed: %v %+v", err, m2)
 	}
-	if e := decryptError(t, idx, owner, m2.Groups[0], all); e > 1e-5 {
+	if e := decryptError(t, idx, owner, m2.Groups[0], all, 4); e > 1e-5 {
 		t.Fatalf("the named group no longer decrypts to its 3 entries: %.3g", e)
 	}
 	// A manifest naming the uncommitted file with the old count is refused.
@@ -258,7 +258,7 @@ func TestFillCrashSafety(t *testing.T) {
 	if g := m3.Groups[0]; g.File != groupFile(0, 1) || g.Count != 7 || !g.Seeded || len(m3.Groups) != 1 {
 		t.Fatalf("after the rerun: %+v", m3.Groups)
 	}
-	if e := decryptError(t, idx, owner, m3.Groups[0], all); e > 1e-5 {
+	if e := decryptError(t, idx, owner, m3.Groups[0], all, 4); e > 1e-5 {
 		t.Fatalf("refilled group: error %.3g", e)
 	}
 
@@ -381,7 +381,7 @@ func TestFillCosts(t *testing.T) {
 			t.Fatal(err)
 		}
 		load := time.Since(t1)
-		e := errorOf(t, idx, owner, g, all, dim)
+		e := decryptError(t, idx, owner, g, all, dim)
 		t.Logf("%-28s %6.2f s  file %9d B (%s)  load %.2f s  max error %.3g  per diagonal: write %.1f ms, load %.1f ms",
 			what, took.Seconds(), g.Bytes, map[bool]string{true: "seeded", false: "whole"}[g.Seeded], load.Seconds(), e,
 			1e3*took.Seconds()/float64(set.L()), 1e3*load.Seconds()/float64(set.L()))
@@ -431,40 +431,4 @@ func TestFillCosts(t *testing.T) {
 		seeded.Mask(rq, seed, uint64(i), poly)
 	}
 	t.Logf("one mask (regenerated c1): %.2f ms", 1e3*time.Since(t3).Seconds()/20)
-}
-
-// errorOf is decryptError for any dimension.
-func errorOf(t *testing.T, idx string, owner *keys.Client, g Group, all []float32, dim int) float64 {
-	t.Helper()
-	m, _ := Load(idx)
-	set := owner.Params
-	cts, err := LoadGroup(idx, m, set, g)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, slots := set.L(), set.Slots()
-	var vecs [][]float64
-	for i := g.Start; i < g.Start+g.Count; i++ {
-		v, err := packing.Normalize(all[i*dim:(i+1)*dim], dim, l, i)
-		if err != nil {
-			t.Fatal(err)
-		}
-		vecs = append(vecs, v)
-	}
-	diags, _ := packing.Diagonals(vecs, l, slots, m.ScoreScale)
-	strat, _ := m.SimilarityStrategy()
-	p := set.CKKS
-	dec, ecd := rlwe.NewDecryptor(p, owner.Secret), ckks.NewEncoder(p)
-	worst := 0.0
-	for i, ct := range cts {
-		want := packing.Rotate(diags[i], strat.PreRotation(i))
-		got := make([]float64, slots)
-		if err := ecd.Decode(dec.DecryptNew(ct), got); err != nil {
-			t.Fatal(err)
-		}
-		for j := range got {
-			worst = math.Max(worst, math.Abs(got[j]-want[j]))
-		}
-	}
-	return worst
 }
