@@ -58,3 +58,41 @@ func TestFilledGroupsSearchExactly(t *testing.T) {
 		check(t, f, srv, gal, f32(randomUnit(rng, dim)))
 	}
 }
+
+// TestFilledGroupCrowdedAtTheThreshold fills one group in six appends,
+// alternating the two enrollers, with 240 entries whose scores crowd delta
+// (spread over delta +- 0.03, at the default kappa, whose band of +-0.0076
+// holds about a quarter of them) among random ones, and checks both modes
+// against brute force after each append: fills add encryption noise, and
+// near delta is where it would show.
+func TestFilledGroupCrowdedAtTheThreshold(t *testing.T) {
+	rng := rand.New(rand.NewSource(5))
+	const dim, delta = 24, 0.5
+	f := newFixtureWith(t, params.Toy, params.DefaultKappa, dim, delta, strategy.BSGSTBE, 8)
+	q := randomUnit(rng, dim)
+	gal := gallery(rng, q, 100, nil)
+	f.enroll(t, gal)
+	for step := 0; step < 6; step++ {
+		var batch [][]float32
+		for i := 0; i < 40; i++ {
+			batch = append(batch, f32(atCosine(rng, q, delta-0.03+0.06*rng.Float64())))
+		}
+		for i := 0; i < 10; i++ {
+			batch = append(batch, f32(randomUnit(rng, dim)))
+		}
+		if step%2 == 0 {
+			f.enrollSeeded(t, batch)
+		} else {
+			f.enroll(t, batch)
+		}
+		gal = append(gal, batch...)
+		srv, err := Open(f.indexDir, f.serverKeys(), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g := srv.Manifest.Groups; len(g) != 1 || g[0].Count != len(gal) || g[0].Fills != step+1 {
+			t.Fatalf("append %d: groups %+v", step, g)
+		}
+		check(t, f, srv, gal, f32(q))
+	}
+}

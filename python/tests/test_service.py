@@ -417,7 +417,11 @@ def test_bad_uploads(server, keys, data, ready, tmp_path):
         # commits that rewrite history or are not manifests
         changed = json.loads(json.dumps(manifest))
         changed["groups"][0]["count"] -= 1
-        for body, status in (({"manifest": changed}, 409), ({"manifest": []}, 422), ({"manifest": {"groups": 3}}, 422),
+        # a client forging a fill: group 0 replaced by a "filled" file of more entries (the service never fills)
+        forged = json.loads(json.dumps(manifest))
+        forged["groups"][0].update(file="group-000000.fill-1.ct", fills=1, count=forged["groups"][0]["count"] + 1)
+        for body, status in (({"manifest": changed}, 409), ({"manifest": forged}, 409), ({"manifest": []}, 422),
+                             ({"manifest": {"groups": 3}}, 422),
                              ({"nothing": 1}, 422)):
             r = c.post(f"/v1/indexes/{ready.id}/commit", json=body)
             assert r.status_code == status, (body, r.text)
