@@ -3,8 +3,9 @@
 A gallery of face embeddings is encrypted under the client's public key
 (CKKS, Lattigo, in the Go core); a server searches it with encrypted
 queries and returns an encrypted answer only the client can read:
-*is this person enrolled?* (membership) or *which entries match?*
-(identification).
+*is this person enrolled?* (membership), *which entries match?*
+(identification) or, for an index enrolled with payloads, *what are the
+payloads of the matching records?* (payload fetch).
 
 The SDK:
 
@@ -49,11 +50,12 @@ from .errors import (
     LibraryNotFound,
     Mismatch,
     NotFound,
+    PayloadIncomplete,
     ShardUnavailable,
     Unavailable,
 )
 from .index import EncryptedIndex
-from .results import IdentificationResult, MembershipResult
+from .results import IdentificationResult, MembershipResult, PayloadResult
 
 __version__ = "0.1.0"
 
@@ -65,6 +67,7 @@ __all__ = [
     "EncryptedIndex",
     "MembershipResult",
     "IdentificationResult",
+    "PayloadResult",
     "describe",
     "presets",
     "version",
@@ -83,5 +86,6 @@ __all__ = [
     "LibraryNotFound",
     "ShardUnavailable",
     "Unavailable",
+    "PayloadIncomplete",
     "__version__",
 ]

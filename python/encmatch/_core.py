@@ -42,7 +42,10 @@ __all__ = [
     "as_matrix",
     "as_vector",
     "as_scores",
+    "as_payloads",
     "FLOAT32",
+    "INT16",
+    "MAX_PAYLOAD_WIDTH",
 ]
 
 #: Default location of the core library inside the package.
@@ -51,6 +54,12 @@ LIB_PATH = Path(__file__).resolve().parent / "_lib" / "libencmatch.so"
 #: The wire dtype of vectors: little-endian float32.
 FLOAT32 = np.dtype("<f4")
 _FLOAT64 = np.dtype("<f8")
+
+#: The wire dtype of payloads: little-endian int16.
+INT16 = np.dtype("<i2")
+
+#: The most payload values per record an index can hold.
+MAX_PAYLOAD_WIDTH = 64
 
 #: Vectors with an L2 norm at or below this are refused as zero vectors (as in the core).
 MIN_NORM = 1e-12
@@ -268,6 +277,41 @@ def as_scores(x: Any) -> np.ndarray:
     if not np.isfinite(arr).all():
         raise InvalidArgument("scores: NaN or infinite values")
     return arr
+
+
+def as_payloads(x: Any, n: int, width: int, name: str = "payloads") -> np.ndarray:
+    """Return payloads as a C-contiguous little-endian int16 array ``[n, width]``, checked.
+
+    ``[width]`` is taken as one record when ``n`` is 1. Integers of any
+    dtype, and floats that hold integers, are accepted; InvalidArgument for
+    anything else: a wrong shape, non-numeric values, NaN or infinities,
+    fractions, values outside int16 (-32768..32767).
+    """
+    try:
+        arr = np.asarray(x)
+    except (TypeError, ValueError) as exc:
+        raise InvalidArgument(f"{name}: not an array of integers ({exc})") from exc
+    if arr.dtype == object or arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.number) \
+            or np.issubdtype(arr.dtype, np.complexfloating):
+        raise InvalidArgument(f"{name}: expected integers, got dtype {arr.dtype}")
+    if arr.ndim == 1 and n == 1:
+        arr = arr[None, :]
+    if arr.shape != (n, width):
+        raise InvalidArgument(f"{name}: expected shape ({n}, {width}) (one row of {width} int16 value(s) per "
+                              f"vector), got {arr.shape}")
+    if np.issubdtype(arr.dtype, np.floating):
+        finite = np.isfinite(arr).all(axis=1)
+        if not finite.all():
+            raise InvalidArgument(f"{name}: NaN or infinite values in row(s) {_rows(np.flatnonzero(~finite))}")
+        whole = (arr == np.round(arr)).all(axis=1)
+        if not whole.all():
+            raise InvalidArgument(f"{name}: values that are not integers in row(s) {_rows(np.flatnonzero(~whole))}")
+    info = np.iinfo(INT16)
+    inside = ((arr >= info.min) & (arr <= info.max)).all(axis=1)
+    if not inside.all():
+        raise InvalidArgument(f"{name}: values outside int16 ({info.min}..{info.max}) in row(s) "
+                              f"{_rows(np.flatnonzero(~inside))}")
+    return np.ascontiguousarray(arr, dtype=INT16)
 
 
 def _rows(idx: np.ndarray, limit: int = 5) -> str:

@@ -9,7 +9,7 @@ from typing import TextIO
 
 from .client import AUTO, STRATEGIES
 from .errors import InvalidArgument
-from .results import MembershipResult, Result
+from .results import MembershipResult, PayloadResult, Result
 from .units import parse_size
 from .defaults import DEFAULT_KAPPA, DEFAULT_PRESET, PRESETS
 
@@ -25,6 +25,7 @@ __all__ = [
     "add_preset_argument",
     "add_kappa_argument",
     "print_answer",
+    "print_payloads",
 ]
 
 #: Printed whenever the toy (insecure) preset is in use.
@@ -144,10 +145,35 @@ def add_strategy_arguments(p: argparse.ArgumentParser, *, choice: bool = True, m
                        help="server cores, for the model (default: 0 = this machine's)")
 
 
+def print_payloads(res: PayloadResult) -> None:
+    """A payload answer as a table: one row per record (position, label when any, payload values)."""
+    if res.complete:
+        state = "complete"
+    elif res.bound is not None and res.count > res.bound:
+        state = f"INCOMPLETE: more than the bound, {len(res.positions)} returned"
+    else:
+        state = f"INCOMPLETE: {res.unresolved} could not be separated"
+    bound = f"bound {res.bound}, " if res.bound is not None else ""
+    print(f"payload: {res.count} match(es) ({bound}{state})")
+    if not len(res.positions):
+        return
+    labelled = bool(res.labels) and any(res.labels)
+    cols = [f"v{j}" for j in range(res.payloads.shape[1])]
+    rows = [[str(int(p))] + ([res.labels[i]] if labelled else []) + [str(int(v)) for v in res.payloads[i]]
+            for i, p in enumerate(res.positions)]
+    head = ["position"] + (["label"] if labelled else []) + cols
+    widths = [max(len(r[k]) for r in rows + [head]) for k in range(len(head))]
+    for r in [head] + rows:
+        print("  " + "  ".join(c.rjust(w) if k != 1 or not labelled else c.ljust(w)
+                               for k, (c, w) in enumerate(zip(r, widths))))
+
+
 def print_answer(res: Result, as_json: bool = False) -> None:
     """Print a decrypted answer (labels beside the positions when there are labels)."""
     if as_json:
         print(json.dumps(res.to_dict()))
+    elif isinstance(res, PayloadResult):
+        print_payloads(res)
     elif isinstance(res, MembershipResult):
         raw = f" (raw {res.raw_count:.3f})" if res.raw_count is not None else ""
         print(f"membership: {'ENROLLED' if res.enrolled else 'not enrolled'}; {res.count} match(es){raw}")

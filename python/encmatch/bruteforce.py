@@ -1,9 +1,11 @@
 """Exact plaintext search: the reference the encrypted search is checked against.
 
 Vectors are L2-normalised, scores are cosine similarities (float64), and a
-gallery entry matches when its score is ``>= delta`` - the decision the
-encrypted comparator approximates. Results have the same types as
-:meth:`encmatch.EncryptedIndex.search`.
+gallery entry matches when its score is ``>= delta`` (or ``> delta`` for an
+index created with ``rule=">"``) - the decision the encrypted comparator
+approximates. Results have the same types as
+:meth:`encmatch.EncryptedIndex.search`; :func:`payload_search` is the exact
+answer of the payload mode.
 """
 
 from __future__ import annotations
@@ -12,11 +14,12 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ._core import as_matrix
+from ._core import as_matrix, as_payloads
 from .errors import InvalidArgument
-from .results import Result, check_mode, make_result
+from .results import PAYLOAD, PayloadResult, Result, check_bound, check_mode, make_result, sort_records
 
-__all__ = ["normalize", "cosine_scores", "search", "BruteForceIndex", "expected_results", "same_answer"]
+__all__ = ["normalize", "cosine_scores", "search", "BruteForceIndex", "expected_results", "same_answer",
+           "matches", "payload_search"]
 
 
 def normalize(x: Any, name: str = "vectors") -> np.ndarray:
@@ -34,11 +37,48 @@ def cosine_scores(gallery: Any, queries: Any) -> np.ndarray:
     return q @ g.T
 
 
+def matches(scores: Any, delta: float, rule: str = ">=") -> np.ndarray:
+    """The match bits of ``scores`` at ``delta``: ``scores >= delta``, or ``scores > delta`` for ``rule=">"``."""
+    if rule == ">=":
+        return np.asarray(scores) >= delta
+    if rule == ">":
+        return np.asarray(scores) > delta
+    raise InvalidArgument(f"rule must be '>=' or '>', got {rule!r}")
+
+
+def payload_search(gallery: Any, payloads: Any, queries: Any, delta: float, rule: str = ">=",
+                   bound: int | None = None, labels: Sequence[str] | None = None) -> PayloadResult | list[PayloadResult]:
+    """The exact payload answer of ``queries`` (``[dim]``: one result; ``[q, dim]``: a list).
+
+    Every matching record (cosine score ``>= delta``, or ``> delta`` with
+    ``rule=">"``) in :class:`PayloadResult` form: ``payloads`` int16 sorted
+    lexicographically by payload then position, ``positions`` beside them,
+    ``count`` the number of matches. ``bound`` (default: none) only sets
+    ``complete`` (``count <= bound``) and ``bound``; the records are all
+    there, whatever the bound.
+    """
+    g = normalize(gallery, "gallery")
+    n = len(g)
+    width = np.asarray(payloads).shape[-1] if np.ndim(payloads) >= 1 else 0
+    pays = as_payloads(payloads, n, width)
+    scores = np.atleast_2d(cosine_scores(g, queries))
+    b = None if bound is None else check_bound(bound)
+    out = []
+    for row in matches(scores, delta, rule):
+        pos, pay = sort_records(np.flatnonzero(row), pays[row])
+        names = None if labels is None else [str(labels[p]) for p in pos]
+        out.append(PayloadResult(count=int(len(pos)), positions=pos, payloads=pay, width=width, bound=b,
+                                 complete=b is None or len(pos) <= b, labels=names))
+    return out[0] if np.ndim(queries) == 1 else out
+
+
 def results_from_scores(
     scores: np.ndarray, delta: float, mode: str, labels: Sequence[str] | None = None
 ) -> list[Result]:
     """Results of ``mode`` for each row of a ``[q, n]`` score matrix thresholded at ``delta``."""
     check_mode(mode)
+    if mode == PAYLOAD:
+        raise InvalidArgument("payload answers need the payloads: use payload_search")
     hits = np.atleast_2d(scores) >= delta
     if mode == "membership":
         return [make_result(mode, count=int(row.sum())) for row in hits]

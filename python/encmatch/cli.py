@@ -3,9 +3,9 @@
 Subcommands (``encmatch <command> --help`` for details)::
 
     keygen    generate a key set (client keys + server/ evaluation keys)
-    enroll    encrypt vectors from .npy/.npz into an index (created on first use)
+    enroll    encrypt vectors (and payloads) from .npy/.npz into an index (created on first use)
     query     encrypt a query, run the server, write the encrypted result
-    decrypt   decrypt a result: membership count or matched positions (+ labels, opened here)
+    decrypt   decrypt a result: membership count, matched positions (+ labels, opened here) or payloads
     validate  encrypted search vs brute force on real faces; exit 1 on disagreement
     demo      the end-to-end demo on LFW faces (``make demo``)
     info      core version and presets, or an index / key set summary
@@ -69,6 +69,7 @@ from ._ui import (
     warn_if_insecure,
 )
 from .client import (
+    RULES,
     STRATEGIES,
     Client,
     Enroller,
@@ -78,6 +79,8 @@ from .client import (
     describe,
     index_info,
     manifest_delta,
+    manifest_payload_width,
+    manifest_rule,
     manifest_total,
 )
 from .errors import USER_ERRORS, EncmatchError, InsecureParameters, InvalidArgument, NotFound, Unavailable
@@ -85,7 +88,7 @@ from .cluster import cli as cluster_commands
 from .faces import commands as face_commands
 from .index import decrypted_to_result
 from .service import commands as service_commands
-from .results import MODES
+from .results import MAX_BOUND, PAYLOAD, SEARCH_MODES, PayloadResult, incomplete_message
 from . import __version__
 
 __all__ = ["main", "build_parser"]
@@ -134,6 +137,7 @@ def cmd_keygen(args: argparse.Namespace) -> int:
     client = Client.generate(
         args.keys, preset=args.preset, kappa=args.kappa, dim=args.dim, strategy=args.strategy, n1=args.n1,
         expected_size=args.expected_size, memory_budget=args.memory_budget, workers=args.workers,
+        payload=args.payload,
     )
     with client:
         warn_if_insecure(client.params)
@@ -142,6 +146,8 @@ def cmd_keygen(args: argparse.Namespace) -> int:
         print(f"parameters: {describe_params(client.params)}")
         chosen = " (chosen by the cost model)" if args.strategy == "auto" else ""
         print(f"strategy: {client.strategy}, n1 {client.n1}{chosen}")
+        if args.payload:
+            print("payload: yes (one more level: indexes with payloads, `query --mode payload`)")
         if "rotation_keys" in info:
             print(f"rotation keys: {info['rotation_keys']}")
         if "server_key_bytes" in info:
@@ -170,10 +176,15 @@ def cmd_enroll(args: argparse.Namespace) -> int:
     server_keys = args.keys / "server"
     if not server_keys.is_dir():
         raise NotFound(f"no server keys in {server_keys} (run `encmatch keygen --keys {args.keys}` first)")
-    got = face_commands.enroll_inputs(args, server_keys)
+    payloads = None
+    if _records_input(args):
+        got, payloads = _read_records(args)
+    else:
+        got = face_commands.enroll_inputs(args, server_keys)
     vectors, labels = got.vectors, got.labels
     if args.server:
-        return service_commands.remote_enroll(args, vectors, labels, _enroller(args))
+        return service_commands.remote_enroll(args, vectors, labels, _enroller(args), payloads=payloads,
+                                              creation=lambda: _creation(args, server_keys, payloads))
     if args.index is None:
         raise InvalidArgument("--index is required (or --server URL)")
     enroller = _enroller(args)
@@ -181,13 +192,19 @@ def cmd_enroll(args: argparse.Namespace) -> int:
     if manifest is None:
         if args.delta is None:
             raise InvalidArgument("--delta is required to create a new index")
-        manifest = enroller.create_index(args.index, args.delta)
-        print(f"created index {args.index} (delta {args.delta})")
-    elif args.delta is not None:
-        check_same_delta(manifest_delta(manifest), args.delta)
+        width, rule = _creation(args, server_keys, payloads)
+        manifest = enroller.create_index(args.index, args.delta, payload_width=width, rule=rule)
+        extra = (f", payloads of {width} int16 value(s) per record" if width else "") + \
+            (f", rule score {rule} delta" if rule != ">=" else "")
+        print(f"created index {args.index} (delta {args.delta}{extra})")
+    else:
+        if args.delta is not None:
+            check_same_delta(manifest_delta(manifest), args.delta)
+        check_same_layout(manifest, args, str(args.index))
+    check_payload_input(manifest, payloads, str(args.index))
     warn_if_insecure(manifest.get("params"))
     t0 = time.perf_counter()
-    summary = enroller.enroll(args.index, vectors, labels, batch_size=args.batch_size)
+    summary = enroller.enroll(args.index, vectors, labels, batch_size=args.batch_size, payloads=payloads)
     dt = time.perf_counter() - t0
     total = summary.get("total", manifest_total(index_info(args.index)))
     print(f"enrolled {summary.get('added', len(vectors)):,} vectors in {dt:.2f} s; index holds {int(total):,}")
@@ -199,6 +216,94 @@ def cmd_enroll(args: argparse.Namespace) -> int:
         print(f"kept {summary['skipped']:,} vectors an earlier run of the same input had enrolled "
               "(interrupted or repeated): not added twice")
     return face_commands.finish_enroll(args, got)
+
+
+def _records_input(args: argparse.Namespace) -> bool:
+    """Whether ``enroll`` was given records with payloads: ``--payloads``, or a ``.npz`` with a ``payloads``
+    array (a file that cannot be read fails here, as bad input)."""
+    if args.payloads is not None:
+        return True
+    return any(Path(p).suffix.lower() == ".npz" and Path(p).is_file() and data_mod.is_records_file(p)
+               for p in args.vectors)
+
+
+def _read_records(args: argparse.Namespace) -> tuple[face_commands.Collected, np.ndarray]:
+    """The records of ``enroll``: vectors, labels (``--labels-from``) and payloads, from ``.npz`` files of
+    ``vectors`` and ``payloads`` arrays, or from one vectors file and ``--payloads FILE.npy``."""
+    paths = [Path(p) for p in args.vectors]
+    if args.payloads is not None and len(paths) != 1:
+        raise InvalidArgument("--payloads pairs with one vectors file (.npy or .npz); give one, or .npz records "
+                              "holding 'vectors' and 'payloads' arrays")
+    bad = [str(p) for p in paths if p.suffix.lower() not in (".npy", ".npz")]
+    if bad:
+        raise InvalidArgument(f"records with payloads are .npz (vectors + payloads) or .npy files, not {', '.join(bad)}")
+    if args.payloads is None:
+        plain = [str(p) for p in paths if not data_mod.is_records_file(p)]
+        if plain:
+            raise InvalidArgument(f"{', '.join(plain)}: no 'payloads' array, but other inputs have payloads: every "
+                                  "record of an enrollment carries its payload")
+    field = args.field if args.field != "emb" else None
+    parts, pays, labels = [], [], []
+    for p in paths:
+        v, pay = data_mod.load_records(p, args.payloads, field)
+        parts.append(v)
+        pays.append(pay)
+        if args.labels_from:
+            labels += data_mod.load_labels(p, args.labels_from)
+    widths = {x.shape[1] for x in pays}
+    if len(widths) > 1:
+        raise InvalidArgument(f"records of different payload widths ({', '.join(map(str, sorted(widths)))})")
+    dims = {x.shape[1] for x in parts}
+    if len(dims) > 1:
+        raise InvalidArgument(f"records of different dimensions ({', '.join(map(str, sorted(dims)))})")
+    vectors = np.concatenate(parts)
+    if args.labels_from and len(labels) != len(vectors):
+        raise InvalidArgument(f"--labels-from {args.labels_from}: {len(labels)} labels for {len(vectors)} vectors")
+    got = face_commands.Collected(vectors, labels if args.labels_from else None, None, [])
+    return got, np.concatenate(pays)
+
+
+def _creation(args: argparse.Namespace, server_keys: Path, payloads: np.ndarray | None) -> tuple[int, str]:
+    """``(payload_width, rule)`` of a new index: ``--payload-width`` (default: the records' payload width, else
+    0) and ``--rule`` (default ``>=``); a width above 0 needs keys made with ``keygen --payload``."""
+    width = args.payload_width
+    if width is None:
+        width = 0 if payloads is None else int(payloads.shape[1])
+    if width and not _key_meta(server_keys).get("payload"):
+        raise InvalidArgument(f"an index with payloads needs a payload key set (one more level): the keys in "
+                              f"{server_keys.parent} were made without `encmatch keygen --payload`")
+    return width, args.rule or ">="
+
+
+def _key_meta(server_keys: Path) -> dict:
+    """The key set's metadata (``server/keys.json``), or ``{}`` if unreadable (the core then says why)."""
+    try:
+        meta = json.loads((server_keys / "keys.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
+def check_same_layout(manifest: dict, args: argparse.Namespace, where: str) -> None:
+    """Refuse ``--payload-width`` or ``--rule`` other than an existing index's: both are fixed at creation."""
+    width, rule = manifest_payload_width(manifest), manifest_rule(manifest)
+    if args.payload_width is not None and args.payload_width != width:
+        raise InvalidArgument(f"index {where} was created with payload width {width}: --payload-width "
+                              f"{args.payload_width} cannot change it")
+    if args.rule is not None and args.rule != rule:
+        raise InvalidArgument(f"index {where} was created with the rule score {rule} delta: --rule {args.rule} "
+                              "cannot change it")
+
+
+def check_payload_input(manifest: dict, payloads: np.ndarray | None, where: str) -> None:
+    """Refuse records without payloads for an index that stores them, and payloads for one that does not."""
+    width = manifest_payload_width(manifest)
+    if width and payloads is None:
+        raise InvalidArgument(f"index {where} stores {width} int16 payload value(s) per record: enroll records "
+                              "(a .npz with 'vectors' and 'payloads' arrays, or VECTORS.npy --payloads FILE.npy)")
+    if not width and payloads is not None:
+        raise InvalidArgument(f"index {where} holds no payloads (created with payload width 0): these records' "
+                              "payloads have nowhere to go (create a new index with --payload-width)")
 
 
 def check_same_delta(index_delta: float, delta: float | None) -> None:
@@ -231,13 +336,19 @@ def cmd_query(args: argparse.Namespace) -> int:
         raise NotFound(f"{args.index} holds no index (nothing enrolled yet: `encmatch enroll --index {args.index}`)")
     if args.delta is not None and not args.server:
         check_same_delta(manifest_delta(index_info(args.index)), args.delta)
+    if args.bound is not None and args.mode != PAYLOAD:
+        raise InvalidArgument("--bound goes with --mode payload")
+    if args.mode == PAYLOAD and not args.server and not manifest_payload_width(index_info(args.index)):
+        raise InvalidArgument(f"index {args.index} holds no payloads (created with payload width 0): "
+                              "--mode payload needs an index enrolled with payloads")
     if args.out is not None:  # before any photo is embedded or any key loaded
         resultfiles.precheck(args.out)
     probes = face_commands.query_inputs(args, _read_query)
     sink = resultfiles.plan(args.out, len(probes.vectors), args.mode) if args.out is not None else None
+    extra = {"bound": args.bound} if args.mode == PAYLOAD else {}
     if args.server:
-        service_commands.remote_query(args, probes.vectors, probes.labels, sink)
-        return face_commands.skipped_exit(probes.problems)
+        incomplete = service_commands.remote_query(args, probes.vectors, probes.labels, sink)
+        return face_commands.skipped_exit(probes.problems) or (EXIT_FAILURE if incomplete else 0)
     with Client(args.keys) as client:
         warn_if_insecure(client.params)
         backend = cluster_commands.backend_from_args(args)
@@ -251,9 +362,10 @@ def cmd_query(args: argparse.Namespace) -> int:
             labels = None
             if args.decrypt:
                 labels = client.open_labels(index_info(args.index), labels_mod.local_files(args.index))
-            run_probes(probes.vectors, probes.labels, args.mode, client, lambda q: server.search(q, args.mode),
-                       sink, decrypt=args.decrypt, labels=labels, json_lines=args.json)
-    return face_commands.skipped_exit(probes.problems)
+            incomplete = run_probes(probes.vectors, probes.labels, args.mode, client,
+                                    lambda q: server.search(q, args.mode, **extra), sink, decrypt=args.decrypt,
+                                    labels=labels, json_lines=args.json)
+    return face_commands.skipped_exit(probes.problems) or (EXIT_FAILURE if incomplete else 0)
 
 
 def cmd_decrypt(args: argparse.Namespace) -> int:
@@ -268,15 +380,33 @@ def cmd_decrypt(args: argparse.Namespace) -> int:
             labels = service_commands.remote_labels(args, client)
         elif args.index is not None:
             labels = client.open_labels(index_info(args.index), labels_mod.local_files(args.index))
+        incomplete = 0
         for name, path in pairs:
-            res = decrypted_to_result(client.decrypt(path.read_bytes()), labels)
+            decrypted = client.decrypt(path.read_bytes())
+            res = decrypted_to_result(decrypted, labels)
             if args.json:
-                print(json.dumps({"probe": name, **res.to_dict()} if len(pairs) > 1 else res.to_dict()))
+                doc = json_answer(decrypted, res)
+                print(json.dumps({"probe": name, **doc} if len(pairs) > 1 else doc))
             else:
                 if len(pairs) > 1:
                     print(f"probe {name} ({path}):")
                 print_answer(res)
-    return 0
+            if isinstance(res, PayloadResult) and not res.complete:
+                incomplete += 1
+                print(f"error: {f'probe {name}: ' if len(pairs) > 1 else ''}{incomplete_message(res)}",
+                      file=sys.stderr)
+    return EXIT_FAILURE if incomplete else 0
+
+
+def json_answer(decrypted: dict, res) -> dict:
+    """The JSON of a decrypted answer: a payload answer's decrypted JSON as the core gives it (plus the
+    records' ``labels`` when the index has labels), any other answer's :meth:`to_dict`."""
+    if isinstance(res, PayloadResult):
+        doc = dict(decrypted)
+        if res.labels is not None:
+            doc["labels"] = res.labels
+        return doc
+    return res.to_dict()
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -392,6 +522,28 @@ def _int_list(text: str) -> list[int]:
     return values
 
 
+def _payload_width(text: str) -> int:
+    """argparse type: a payload width, 0 to 64."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if not 0 <= value <= 64:
+        raise argparse.ArgumentTypeError(f"want 0 to 64, got {value}")
+    return value
+
+
+def _bound(text: str) -> int:
+    """argparse type: a payload search's bound, 1 to MAX_BOUND."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if not 1 <= value <= MAX_BOUND:
+        raise argparse.ArgumentTypeError(f"want 1 to {MAX_BOUND}, got {value}")
+    return value
+
+
 def _strategy_list(text: str) -> list[str]:
     """argparse type: comma-separated strategy names (not ``auto``)."""
     names = [x.strip() for x in text.split(",") if x.strip()]
@@ -429,6 +581,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--dim", type=int, required=True, help="vector dimension (e.g. 192 for MobileFaceNet)")
     add_strategy_arguments(s)
     add_memory_budget_argument(s, "server memory, for --strategy auto")
+    s.add_argument("--payload", action="store_true",
+                   help="a payload key set: one more level in the modulus chain, needed for payload fetch "
+                        "(indexes created with --payload-width, `query --mode payload`)")
     s.set_defaults(func=cmd_keygen)
 
     s = sub.add_parser("enroll", help="encrypt vectors into an index")
@@ -440,6 +595,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="index directory (created if it does not exist); with --server the remote index id "
                         "(absent: a new remote index)")
     s.add_argument("--delta", type=float, default=None, help="match threshold, required when creating the index")
+    s.add_argument("--payloads", type=Path, default=None, metavar="FILE",
+                   help=".npy of int16 payloads [n, W], one row per vector of the single VECTORS file (records may "
+                        "instead be .npz files holding 'vectors' and 'payloads' arrays)")
+    s.add_argument("--payload-width", type=_payload_width, default=None, metavar="W",
+                   help="when creating the index: int16 payload values per record, 0 to 64, fixed for good; needs "
+                        "keys made with `keygen --payload` (default: the records' payload width, else 0)")
+    s.add_argument("--rule", choices=RULES, default=None,
+                   help="when creating the index: a match is score >= delta or score > delta (strict), fixed for "
+                        "good (default: >=)")
     s.add_argument("--field", default="emb", help="array of a .npz holding the vectors (default: %(default)s)")
     s.add_argument("--labels-from", default=None, metavar="FIELD", help="array of the .npz holding one label per row")
     s.add_argument("--batch-size", type=int, default=None, help="vectors per core call (default: one group)")
@@ -456,9 +620,14 @@ def build_parser() -> argparse.ArgumentParser:
                                    "FOLDER` reads them all). --decrypt prints the answers here too.")
     s.add_argument("--keys", type=Path, required=True, help="client key directory")
     s.add_argument("--index", type=Path, required=True, help="index directory (with --server: the remote index id)")
-    s.add_argument("--mode", choices=MODES, default="identification",
+    s.add_argument("--mode", choices=SEARCH_MODES, default="identification",
                    help="identification: the matching positions (and labels); membership: the count of matches "
-                        "and enrolled yes/no (default: %(default)s)")
+                        "and enrolled yes/no; payload: the payloads of the matching records, sorted (an index "
+                        "enrolled with payloads) (default: %(default)s)")
+    s.add_argument("--bound", type=_bound, default=None, metavar="B",
+                   help=f"with --mode payload: the public bound on the number of matches, 1 to {MAX_BOUND}; the "
+                        "result's size depends only on it, and more matches than B is an error, never a silent "
+                        "truncation (default: 32)")
     s.add_argument("--out", type=Path, default=None,
                    help="where the encrypted results go: a file for one probe, a folder for several "
                         "(required unless --decrypt)")

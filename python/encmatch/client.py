@@ -36,7 +36,7 @@ from . import _core
 from . import labels as labels_mod
 from .errors import Corrupt, InsecureParameters, Internal, InvalidArgument, NotFound
 from .journal import Journal, batch_digest
-from .results import check_mode
+from .results import PAYLOAD, check_bound, check_mode
 from .defaults import DEFAULT_KAPPA
 from .units import parse_size
 
@@ -54,6 +54,7 @@ __all__ = [
     "comparator",
     "choose_strategy",
     "STRATEGIES",
+    "RULES",
     "AUTO",
 ]
 
@@ -87,13 +88,18 @@ def presets() -> list[dict]:
     return _core.call("presets")[0].get("presets", [])
 
 
-def describe(preset: str = "default", kappa: int = DEFAULT_KAPPA, dim: int = 512) -> dict:
+def describe(preset: str = "default", kappa: int = DEFAULT_KAPPA, dim: int = 512, *, payload: bool = False) -> dict:
     """Parameter description of ``preset`` for depth budget ``kappa`` and dimension ``dim``.
 
     Keys: ``preset, insecure, log_n, ring, slots, log_q, log_p, log_qp,
-    security_bits, kappa, levels, dim, padded_dim, group_size``.
+    security_bits, kappa, levels, dim, padded_dim, group_size`` (and
+    ``payload``). ``payload``: the chain of a payload key set, one level
+    longer (:meth:`Client.generate`).
     """
-    return _core.call("describe", {"preset": preset, "kappa": int(kappa), "dim": int(dim)})[0]
+    args: dict = {"preset": preset, "kappa": int(kappa), "dim": int(dim)}
+    if payload:
+        args["payload"] = True
+    return _core.call("describe", args)[0]
 
 
 def index_info(index_dir: PathLike) -> dict:
@@ -202,6 +208,26 @@ def _read_key_meta(key_dir: Path) -> dict:
     return meta
 
 
+#: The threshold rules an index can be created with: a match is ``score >= delta`` or ``score > delta``.
+RULES = (">=", ">")
+
+
+def check_rule(rule: Any) -> str:
+    """``rule`` if it is one of :data:`RULES`; InvalidArgument otherwise."""
+    if not isinstance(rule, str) or rule not in RULES:
+        raise InvalidArgument(f"rule must be '>=' or '>' (a match is score >= delta, or score > delta), got {rule!r}")
+    return rule
+
+
+def check_payload_width(width: Any) -> int:
+    """``width`` (int16 payload values per record) as an int in 0..64; InvalidArgument otherwise."""
+    if isinstance(width, bool) or not isinstance(width, (int, np.integer)) \
+            or not 0 <= int(width) <= _core.MAX_PAYLOAD_WIDTH:
+        raise InvalidArgument(f"payload_width must be an integer from 0 (no payloads) to {_core.MAX_PAYLOAD_WIDTH}, "
+                              f"got {width!r}")
+    return int(width)
+
+
 def _require_dir(path: PathLike, what: str) -> Path:
     """Return ``path`` as a Path, raising NotFound with a clear message if it is not a directory."""
     p = Path(path)
@@ -257,6 +283,7 @@ class Client:
         expected_size: int | None = None,
         memory_budget: int | None = None,
         workers: int | None = None,
+        payload: bool = False,
     ) -> "Client":
         """Generate a new key set in ``key_dir`` (which must not hold keys yet) and open it.
 
@@ -268,9 +295,18 @@ class Client:
         ``workers`` cores (see :func:`choose_strategy`). The generation
         summary (strategy, n1, rotation keys, key sizes, seconds) is kept
         in :attr:`keygen_info`.
+
+        ``payload=True`` makes a key set whose modulus chain has one more
+        level, which payload fetch needs: only such a key set can create
+        an index with payloads (``payload_width > 0``,
+        :meth:`Enroller.create_index`).
         """
+        if not isinstance(payload, bool):
+            raise InvalidArgument(f"payload must be True or False, got {payload!r}")
         args = {"key_dir": Path(key_dir), "preset": preset, "kappa": int(kappa), "dim": _check_dim(dim)}
         args.update(_strategy_args(strategy, n1, expected_size, memory_budget, workers))
+        if payload:
+            args["payload"] = True
         res, _ = _core.call("keygen", args)
         labels_mod.generate_keys(Path(key_dir))  # the label key pair (sealed labels, encmatch.labels)
         client = cls(key_dir)
@@ -299,6 +335,11 @@ class Client:
         """True for the toy preset (no security; tests only)."""
         return bool(self.params.get("insecure", False))
 
+    @property
+    def payload(self) -> bool:
+        """True for a payload key set (one more level: indexes with payloads, payload fetch)."""
+        return bool(self.params.get("payload", False))
+
     def encrypt_query(self, vector: Any) -> bytes:
         """Encrypt one query vector (``[dim]`` or ``[1, dim]``); returns the query bytes."""
         return _encrypt_query(self._handle, self.dim, vector)
@@ -307,7 +348,11 @@ class Client:
         """Decrypt a search result.
 
         Membership: ``{"mode", "count", "raw_count"}``; identification:
-        ``{"mode", "matches": [positions], "total"}``.
+        ``{"mode", "matches": [positions], "total"}``; payload: ``{"mode",
+        "count", "raw_count", "bound", "width", "complete", "records":
+        [{"position", "payload"}] (sorted by payload, then position),
+        "matches", "unresolved", "uncertain", "total"}``
+        (:func:`encmatch.results.payload_result` makes a result of it).
         """
         if not isinstance(result, (bytes, bytearray, memoryview)):
             raise InvalidArgument(f"result must be bytes, not {type(result).__name__}")
@@ -411,16 +456,26 @@ class Enroller:
         """True when enrolling as the key owner (secret key, seeded halves)."""
         return self.owner_key_dir is not None
 
-    def create_index(self, index_dir: PathLike, delta: float) -> dict:
+    def create_index(self, index_dir: PathLike, delta: float, payload_width: int = 0, rule: str = ">=") -> dict:
         """Create an empty index in ``index_dir`` with match threshold ``delta``; returns its manifest.
 
         The threshold is the index's for good: every search of it uses
-        ``delta`` and no other (``docs/LEAKAGE.md``).
+        ``delta`` and no other (``docs/LEAKAGE.md``); so is ``rule``, how a
+        score is compared with it: ``">="`` (default) or ``">"`` (strict).
+        ``payload_width`` (0 to 64; 0: none) is the number of int16 payload
+        values every record carries, fetched by ``search(mode="payload")``;
+        it needs a payload key set (:meth:`Client.generate` with
+        ``payload=True``).
         """
         delta = check_delta(delta)
-        return _core.call(
-            "create_index", {"index_dir": Path(index_dir), "server_key_dir": self.server_key_dir, "delta": delta}
-        )[0]
+        width = check_payload_width(payload_width)
+        rule = check_rule(rule)
+        args: dict = {"index_dir": Path(index_dir), "server_key_dir": self.server_key_dir, "delta": delta}
+        if width:
+            args["payload_width"] = width
+        if rule != ">=":
+            args["rule"] = rule
+        return _core.call("create_index", args)[0]
 
     def enroll(
         self,
@@ -431,8 +486,14 @@ class Enroller:
         batch_size: int | None = None,
         progress: bool | None = None,
         fill: bool = True,
+        payloads: Any = None,
     ) -> dict:
         """Append ``vectors`` (``[n, dim]``, optionally with one label each) to the index.
+
+        ``payloads`` (``[n, W]`` integers within int16, ``[W]`` for one
+        vector) is required by an index with payloads (``payload_width`` W
+        > 0 in its manifest) and refused by one without; each row is
+        encrypted with its vector, in the same batch.
 
         Labels never reach the core or the index's manifest: each batch's
         are sealed under the key set's public label key into
@@ -467,6 +528,7 @@ class Enroller:
         dim = _manifest_dim(manifest)
         vecs = _core.as_matrix(vectors, dim, "vectors")
         n = len(vecs)
+        pays = _check_payloads(payloads, n, manifest_payload_width(manifest))
         labels_list = None
         if labels is not None:
             labels_list = [str(x) for x in (labels.tolist() if isinstance(labels, np.ndarray) else labels)]
@@ -493,7 +555,7 @@ class Enroller:
                                     [(start, batch_labels)])
 
         plan = _plan_batches(vecs, labels_list, journal, group, group_size,
-                             _last_group_count(manifest, group_size) if fill else 0)
+                             _last_group_count(manifest, group_size) if fill else 0, pays)
         show = progress if progress is not None else len(plan) > 1
         summary: dict = {"added": 0, "total": manifest_total(manifest)}
         added = skipped = 0
@@ -518,7 +580,8 @@ class Enroller:
                 if not fill:
                     args["new_groups"] = True
                 batch = journal.begin(digest, int(summary["total"]), hi - lo)
-                summary, _ = _core.call("enroll", args, vecs[lo:hi])
+                data = vecs[lo:hi] if pays is None else _with_payloads(vecs[lo:hi], pays[lo:hi])
+                summary, _ = _core.call("enroll", args, data)
                 start = int(summary["total"]) - int(summary["added"])
                 journal.finish(batch, start)
                 if seal_key is not None:  # after the groups are in: a crash leaves entries unlabelled, never mislabelled
@@ -538,6 +601,26 @@ class Enroller:
         return summary
 
 
+def _check_payloads(payloads: Any, n: int, width: int) -> np.ndarray | None:
+    """The payloads of ``n`` vectors for an index of ``width`` payload values (int16 ``[n, width]``), or
+    ``None`` for an index without payloads; InvalidArgument when they are missing, unwanted or bad."""
+    if width == 0:
+        if payloads is not None:
+            raise InvalidArgument("this index holds no payloads (created with payload_width 0): create one with "
+                                  "payload_width > 0 to store payloads")
+        return None
+    if payloads is None:
+        raise InvalidArgument(f"this index stores {width} int16 payload value(s) per record: give payloads "
+                              f"[{n}, {width}] with the vectors")
+    return _core.as_payloads(payloads, n, width)
+
+
+def _with_payloads(vecs: np.ndarray, pays: np.ndarray) -> np.ndarray:
+    """The core's input of an enrollment with payloads: the float32 vectors, then their int16 payloads (LE)."""
+    return np.concatenate([np.ascontiguousarray(vecs, dtype=_core.FLOAT32).view(np.uint8).ravel(),
+                           np.ascontiguousarray(pays, dtype=_core.INT16).view(np.uint8).ravel()])
+
+
 def _last_group_count(manifest: dict, group_size: int) -> int:
     """Entries in the index's last group when it has room (the core fills it first), else 0."""
     groups = manifest.get("groups") or []
@@ -546,7 +629,7 @@ def _last_group_count(manifest: dict, group_size: int) -> int:
 
 
 def _plan_batches(vecs: np.ndarray, labels: list[str] | None, journal: Journal, group: int, group_size: int,
-                  last: int) -> list[tuple[int, int, str, Any]]:
+                  last: int, payloads: np.ndarray | None = None) -> list[tuple[int, int, str, Any]]:
     """Cut ``vecs`` into core calls: ``(lo, hi, digest, kept)``, ``kept`` the journal's record of a batch
     an earlier run already enrolled (skipped), else None.
 
@@ -557,6 +640,11 @@ def _plan_batches(vecs: np.ndarray, labels: list[str] | None, journal: Journal, 
     done, of any size it records, before cutting anew.
     """
     n = len(vecs)
+
+    def digest(lo: int, hi: int) -> str:
+        return batch_digest(vecs[lo:hi], None if labels is None else labels[lo:hi],
+                            None if payloads is None else payloads[lo:hi])
+
     sizes = sorted({b.count for b in journal.batches if b.done and b.count > 0}, reverse=True)
     plan: list[tuple[int, int, str, Any]] = []
     lo = 0
@@ -564,7 +652,7 @@ def _plan_batches(vecs: np.ndarray, labels: list[str] | None, journal: Journal, 
         hit = None
         for k in sizes:
             if lo + k <= n:
-                d = batch_digest(vecs[lo:lo + k], None if labels is None else labels[lo:lo + k])
+                d = digest(lo, lo + k)
                 kept = journal.done(d)
                 if kept is not None:
                     hit = (lo, lo + k, d, kept)
@@ -574,7 +662,7 @@ def _plan_batches(vecs: np.ndarray, labels: list[str] | None, journal: Journal, 
             if group_size > 0:
                 size = min(size, group_size - last)
                 last = (last + size) % group_size
-            d = batch_digest(vecs[lo:lo + size], None if labels is None else labels[lo:lo + size])
+            d = digest(lo, lo + size)
             hit = (lo, lo + size, d, journal.done(d))
         plan.append(hit)
         lo = hit[1]
@@ -648,10 +736,13 @@ class Server:
         self.last_search: dict = {}
 
     def search(self, query: bytes, mode: str = "identification", *, signing_key: PathLike | None = None,
-               index: str | None = None, generation: int = 0) -> bytes:
+               index: str | None = None, generation: int = 0, bound: int | None = None) -> bytes:
         """Run an encrypted search at the index's threshold (there is no other); returns the encrypted result bytes.
 
-        ``mode`` is ``membership`` or ``identification``. With
+        ``mode`` is ``membership``, ``identification`` or ``payload`` (an
+        index with payloads only: the payloads of the matching records, in
+        a result whose size depends only on ``bound``, the public bound on
+        the number of matches, 1 to 4096, default 32). With
         ``signing_key`` (the server's ``server-signing.key``, from
         :func:`encmatch.threshold.generate_signing_key`) the search is one
         of a threshold key set: the result comes back bound to its query
@@ -664,6 +755,10 @@ class Server:
         if not isinstance(query, (bytes, bytearray, memoryview)):
             raise InvalidArgument(f"query must be bytes, not {type(query).__name__}")
         args: dict = {"handle": self._handle.get(), "mode": mode}
+        if mode == PAYLOAD:
+            args["bound"] = check_bound(bound)
+        elif bound is not None:
+            raise InvalidArgument(f"bound is the payload mode's, not the {mode} mode's")
         if signing_key is not None:
             args.update(signing_key=signing_key, index=index or "", generation=int(generation))
         elif index is not None or generation:
@@ -740,6 +835,16 @@ def manifest_total(manifest: dict) -> int:
         if key in manifest:
             return int(manifest[key])
     return 0
+
+
+def manifest_payload_width(manifest: dict) -> int:
+    """Payload values per record of an index (0: no payloads; older manifests have none)."""
+    return int(manifest.get("payload_width") or 0)
+
+
+def manifest_rule(manifest: dict) -> str:
+    """The threshold rule of an index, ``">="`` or ``">"`` (older manifests: ``">="``)."""
+    return str(manifest.get("rule") or ">=")
 
 
 def manifest_delta(manifest: dict) -> float:

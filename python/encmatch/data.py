@@ -4,7 +4,9 @@
   to the repository; ``$ENCMATCH_DATA`` overrides). The data is not part of
   the project and is never redistributed with it.
 - :func:`load_faces` reads one embedding set (``lfw``/``orl``, ``mfn``/``dlib``).
-- :func:`load_vectors` / :func:`load_labels` read user ``.npy``/``.npz`` files.
+- :func:`load_vectors` / :func:`load_labels` read user ``.npy``/``.npz`` files;
+  :func:`load_records` reads records with payloads (a ``.npz`` of
+  ``vectors`` and ``payloads``, or a ``.npy`` of vectors and one of payloads).
 - :func:`build_scenario` makes a gallery (one image per enrolled identity,
   padded to a full group with impostors) and queries (other images of
   enrolled people, and people who are not enrolled), as the demo and
@@ -32,6 +34,8 @@ __all__ = [
     "load_faces",
     "load_vectors",
     "load_labels",
+    "load_records",
+    "is_records_file",
     "Scenario",
     "build_scenario",
 ]
@@ -142,6 +146,63 @@ def load_labels(path: str | os.PathLike, field: str) -> list[str]:
             if "names" in z.files:
                 values = np.asarray(z["names"])[values]
     return [str(x) for x in values.tolist()]
+
+
+#: The arrays of a records ``.npz``: the vectors (``emb`` is accepted too) and their int16 payloads.
+RECORD_VECTORS = ("vectors", "emb")
+RECORD_PAYLOADS = "payloads"
+
+
+def is_records_file(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a ``.npz`` holding a ``payloads`` array (records with payloads); the errors of
+    :func:`load_vectors` for a file that cannot be read."""
+    path = Path(path)
+    if path.suffix.lower() != ".npz":
+        return False
+    with _reading(path), np.load(path, allow_pickle=False) as z:
+        return RECORD_PAYLOADS in z.files
+
+
+def load_records(path: str | os.PathLike, payloads: str | os.PathLike | None = None,
+                 field: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Read records: ``(vectors [n, d], payloads [n, W])``, as stored (checked by the enroller).
+
+    Either a ``.npz`` holding ``vectors`` (or ``field``, or ``emb``) and
+    ``payloads``, or a ``.npy``/``.npz`` of vectors with ``payloads`` naming
+    a ``.npy`` of the payloads (or a ``.npz`` with a ``payloads`` array).
+    A file that cannot be read is Corrupt/NotFound, as for
+    :func:`load_vectors`; arrays that do not pair up (another number of
+    rows) are InvalidArgument.
+    """
+    path = Path(path)
+    vectors = None
+    names = (field,) if field else RECORD_VECTORS
+    if path.suffix.lower() == ".npz":
+        for name in names:
+            vectors = load_optional(path, name)
+            if vectors is not None:
+                break
+        if vectors is None:
+            raise InvalidArgument(f"{path}: no array {' or '.join(repr(n) for n in names)} holding the vectors")
+    else:
+        vectors = load_vectors(path)
+    if payloads is None:
+        pays = load_optional(path, RECORD_PAYLOADS) if path.suffix.lower() == ".npz" else None
+        if pays is None:
+            raise InvalidArgument(f"{path}: no payloads (a .npz with 'vectors' and 'payloads' arrays, or "
+                                  "--payloads FILE.npy)")
+    else:
+        pays = load_vectors(payloads, RECORD_PAYLOADS)
+    vectors = np.asarray(vectors)
+    if vectors.ndim == 1:
+        vectors = vectors[None, :]
+    pays = np.asarray(pays)
+    if pays.ndim == 1 and len(vectors) == 1:
+        pays = pays[None, :]
+    if pays.ndim != 2 or len(pays) != len(vectors):
+        raise InvalidArgument(f"{payloads or path}: payloads of shape {pays.shape} for {len(vectors)} vectors "
+                              "(want one row of payload values per vector)")
+    return vectors, pays
 
 
 #: The first bytes of a NumPy ``.npy`` file and of a zip archive (``.npz``).

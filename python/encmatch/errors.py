@@ -29,6 +29,7 @@ __all__ = [
     "ShardUnavailable",
     "Unavailable",
     "InsecureParameters",
+    "PayloadIncomplete",
     "error_for",
     "USER_ERRORS",
 ]
@@ -115,6 +116,34 @@ class Unavailable(EncmatchError):
     succeed. The CLI exits 3 on it."""
 
     kind = "unavailable"
+
+
+class PayloadIncomplete(EncmatchError):
+    """A payload search whose answer is not complete: more records match than the public bound, or some
+    matches could not be separated. Never a silently truncated answer: ``count`` is the number of
+    matching records, ``bound`` the search's bound, ``result`` the partial
+    :class:`~encmatch.results.PayloadResult` (what could be decoded) and ``query`` the query's row
+    when several were searched. The CLI exits 1 on it."""
+
+    kind = "payload_incomplete"
+
+    def __init__(self, message: str, *, count: int = 0, bound: int | None = None, unresolved: int = 0,
+                 result: object = None, query: int | None = None):
+        """``message`` for humans; the numbers and the partial result for programs."""
+        super().__init__(message)
+        self.count = count
+        self.bound = bound
+        self.unresolved = unresolved
+        self.result = result
+        self.query = query
+
+    @property
+    def records(self) -> list[tuple[int, list[int]]]:
+        """The partial records ``(position, payload)`` that could be decoded."""
+        res = self.result
+        if res is None:
+            return []
+        return [(int(p), [int(v) for v in row]) for p, row in zip(res.positions, res.payloads)]
 
 
 class InsecureParameters(UserWarning):

@@ -7,6 +7,10 @@
         hit = index.search(probe, mode="membership")        # MembershipResult
         ids = index.search(probes, mode="identification")   # list of IdentificationResult
 
+    with EncryptedIndex.create("records", dim=128, delta=0.8, payload_width=7, rule=">") as index:
+        index.add(vectors, payloads=payloads)               # int16 [n, 7], encrypted with their vectors
+        got = index.search(probe, mode="payload", bound=32) # PayloadResult: count, payloads [k, 7] sorted
+
 On disk, ``path/keys`` is the key directory (the secret key included) and
 ``path/index`` the encrypted index (labels sealed in ``path/index/labels/``,
 only the key holder opens them). ``create(..., strategy=...)`` picks the
@@ -36,13 +40,18 @@ from .client import (
     Server,
     index_info,
     check_delta,
+    check_payload_width,
+    check_rule,
     manifest_delta,
+    manifest_payload_width,
+    manifest_rule,
     manifest_strategy,
     manifest_total,
     memory_budget_bytes,
 )
-from .errors import NotFound
-from .results import Result, check_mode, make_result
+from .errors import InvalidArgument, NotFound
+from .results import PAYLOAD, PayloadResult, Result, check_bound, check_mode, make_result, payload_result, \
+    require_complete
 from .defaults import DEFAULT_KAPPA
 
 __all__ = ["EncryptedIndex", "decrypted_to_result"]
@@ -51,8 +60,12 @@ PathLike = str | os.PathLike
 
 
 def decrypted_to_result(decrypted: dict, gallery_labels: Sequence[str] | None = None) -> Result:
-    """Turn :meth:`Client.decrypt`'s dict into a :class:`MembershipResult` or :class:`IdentificationResult`."""
+    """Turn :meth:`Client.decrypt`'s dict into a :class:`MembershipResult`, :class:`IdentificationResult` or
+    :class:`PayloadResult` (an incomplete payload answer is returned as such: ``complete`` False;
+    :func:`encmatch.results.require_complete` raises on it)."""
     mode = decrypted.get("mode", "")
+    if mode == PAYLOAD:
+        return payload_result(decrypted, gallery_labels)
     if mode == "membership":
         return make_result(mode, count=decrypted.get("count"), raw_count=decrypted.get("raw_count"))
     return make_result(mode, positions=decrypted.get("matches") or [], gallery_labels=gallery_labels)
@@ -108,6 +121,8 @@ class EncryptedIndex:
         expected_size: int | None = None,
         memory_budget: int | None = None,
         backend: Any = None,
+        payload_width: int = 0,
+        rule: str = ">=",
     ) -> "EncryptedIndex":
         """Generate keys and create an empty index at ``path`` (refuses existing keys: Exists).
 
@@ -118,15 +133,23 @@ class EncryptedIndex:
         the similarity strategy as in :meth:`Client.generate`; the memory
         budget (bytes) is also the server's for the returned index, and
         ``backend`` where it searches (see :meth:`__init__`).
+
+        ``payload_width`` (0 to 64; 0: none) int16 values are stored with
+        every record (:meth:`add` ``payloads=``) and fetched by
+        ``search(mode="payload")``; a width above 0 makes a payload key set
+        (one more level). ``rule`` is how scores meet delta, fixed here
+        too: ``">="`` (default) or ``">"`` (strict).
         """
         delta = check_delta(delta)
+        width = check_payload_width(payload_width)
+        rule = check_rule(rule)
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         with Client.generate(
             path / cls.KEYS, preset=preset, kappa=kappa, dim=dim, strategy=strategy, n1=n1,
-            expected_size=expected_size, memory_budget=memory_budget,
+            expected_size=expected_size, memory_budget=memory_budget, payload=width > 0,
         ) as client:
-            Enroller(client.server_key_dir).create_index(path / cls.INDEX, delta)
+            Enroller(client.server_key_dir).create_index(path / cls.INDEX, delta, payload_width=width, rule=rule)
         return cls(path, memory_budget=memory_budget, backend=backend)
 
     # ---- properties -----------------------------------------------------
@@ -150,6 +173,16 @@ class EncryptedIndex:
     def delta(self) -> float:
         """Match threshold (cosine similarity)."""
         return manifest_delta(self.manifest)
+
+    @property
+    def payload_width(self) -> int:
+        """int16 payload values per record (0: the index holds no payloads)."""
+        return manifest_payload_width(self.manifest)
+
+    @property
+    def rule(self) -> str:
+        """How a score meets delta: ``">="`` or ``">"`` (fixed at creation)."""
+        return manifest_rule(self.manifest)
 
     @property
     def params(self) -> dict:
@@ -186,8 +219,13 @@ class EncryptedIndex:
 
     # ---- operations -----------------------------------------------------
 
-    def add(self, vectors: Any, labels: Sequence[Any] | None = None, *, progress: bool | None = None) -> dict:
+    def add(self, vectors: Any, labels: Sequence[Any] | None = None, payloads: Any = None, *,
+            progress: bool | None = None) -> dict:
         """Encrypt and append ``vectors`` (``[n, dim]`` or one ``[dim]``); returns the enroll summary.
+
+        ``payloads`` (``[n, W]`` integers within int16, ``[W]`` for one
+        vector) is required by an index with payloads (:attr:`payload_width`
+        W > 0) and refused by one without.
 
         The vectors first fill the last group while it has room (it is
         rewritten whole, atomically), then start new groups; the summary
@@ -199,33 +237,61 @@ class EncryptedIndex:
         try:
             # The index owns its keys: enroll with the secret key (seeded, half the bytes).
             return Enroller(self.client.server_key_dir, owner_key_dir=self.key_dir).enroll(
-                self.index_dir, vectors, labels, progress=progress
+                self.index_dir, vectors, labels, progress=progress, payloads=payloads
             )
         finally:
             self.manifest = index_info(self.index_dir)
 
     def search(
-        self, queries: Any, mode: str = "identification", *, progress: bool | None = None
+        self, queries: Any, mode: str = "identification", *, progress: bool | None = None,
+        bound: int | None = None, strict: bool = True,
     ) -> Result | list[Result]:
         """Search one query (``[dim]``: returns one result) or several (``[q, dim]``: a list).
 
         ``mode="membership"`` gives :class:`MembershipResult` (``count``,
         ``enrolled``); ``mode="identification"`` gives
-        :class:`IdentificationResult` (``positions``, ``labels``).
+        :class:`IdentificationResult` (``positions``, ``labels``);
+        ``mode="payload"`` (an index with payloads) gives
+        :class:`PayloadResult`: ``count``, ``payloads`` int16 ``[k, W]``
+        sorted by payload then position, ``positions`` and ``labels`` of
+        those rows. ``bound`` (1 to 4096, default 32) is the payload
+        search's public bound on the number of matches: the result's size
+        depends only on it. An answer that is not complete (more matches
+        than ``bound``, or matches that could not be separated) raises
+        :class:`~encmatch.errors.PayloadIncomplete` (its ``result`` holds
+        what was decoded), or with ``strict=False`` is returned with
+        ``complete`` False.
         """
         check_mode(mode)
+        payload = mode == PAYLOAD
+        if payload:
+            bound = check_bound(bound)
+            if self.payload_width == 0:
+                raise InvalidArgument("this index holds no payloads (created with payload_width 0): mode 'payload' "
+                                      "needs an index created with payload_width > 0")
+        elif bound is not None:
+            raise InvalidArgument(f"bound is the payload mode's, not the {mode} mode's")
         single = np.ndim(queries) == 1
         qs = _core.as_matrix(queries, self.dim, "queries")
         out: list[Result] = []
         if len(self) == 0:  # nothing enrolled: nothing can match (the core refuses empty indexes)
-            out = [make_result(mode, count=0, positions=[]) for _ in qs]
+            if payload:
+                out = [PayloadResult(count=0, positions=np.zeros(0, np.int64),
+                                     payloads=np.zeros((0, self.payload_width), np.int16), bound=bound,
+                                     width=self.payload_width) for _ in qs]
+            else:
+                out = [make_result(mode, count=0, positions=[]) for _ in qs]
             return out[0] if single else out
         server = self._open_server()
         labels = self.labels
         show = progress if progress is not None else len(qs) > 8
-        for q in progress_bar(qs, desc=mode, unit="query", show=bool(show)):
-            result = server.search(self.client.encrypt_query(q), mode)
-            out.append(decrypted_to_result(self.client.decrypt(result), labels))
+        extra = {"bound": bound} if payload else {}
+        for i, q in enumerate(progress_bar(qs, desc=mode, unit="query", show=bool(show))):
+            result = server.search(self.client.encrypt_query(q), mode, **extra)
+            res = decrypted_to_result(self.client.decrypt(result), labels)
+            if strict:
+                require_complete(res, None if single else i)
+            out.append(res)
         return out[0] if single else out
 
     def info(self) -> dict:

@@ -8,7 +8,7 @@ entries for 10,000 vectors: one face matching at two positions).
 
 The journal (``index_dir/enrollments.json``, written atomically) records,
 per batch of at most one group, the SHA-256 of its content (dimension,
-vectors as float64 and labels) and the positions it took. Each batch is
+vectors as float64, labels and payloads) and the positions it took. Each batch is
 written as *pending* before the core call and *done* after it; a pending
 record found by the next enrollment is settled against the manifest (the
 group is in if the entry count reached its end, absent if the count is
@@ -37,13 +37,18 @@ JOURNAL_FILE = "enrollments.json"
 _VERSION = 1
 
 
-def batch_digest(vectors: np.ndarray, labels: Sequence[str] | None) -> str:
-    """SHA-256 (hex) of a batch: its shape, its vectors as little-endian float64 and its labels."""
+def batch_digest(vectors: np.ndarray, labels: Sequence[str] | None, payloads: np.ndarray | None = None) -> str:
+    """SHA-256 (hex) of a batch: its shape, its vectors as little-endian float64, its labels and, for an
+    index with payloads, its payloads as little-endian int16 (a batch without payloads hashes as before)."""
     v = np.ascontiguousarray(vectors, dtype="<f8")
     h = hashlib.sha256()
     h.update(f"encmatch-batch/v1 {v.shape[0]}x{v.shape[1]}\n".encode())
     h.update(v.tobytes())
     h.update(json.dumps(None if labels is None else list(labels)).encode())
+    if payloads is not None:
+        p = np.ascontiguousarray(payloads, dtype="<i2")
+        h.update(f"payloads {p.shape[0]}x{p.shape[1]}\n".encode())
+        h.update(p.tobytes())
     return h.hexdigest()
 
 

@@ -17,19 +17,24 @@ from . import resultfiles
 from ._ui import fmt_bytes, print_answer
 from .client import Client
 from .index import decrypted_to_result
+from .results import PayloadResult, incomplete_message
 
 __all__ = ["run_probes"]
 
 
 def run_probes(vectors: np.ndarray, names: list[str], mode: str, client: Client,
                search: Callable[[bytes], bytes], sink: resultfiles.ResultFiles | None, *, decrypt: bool = False,
-               labels: list[str] | None = None, json_lines: bool = False, where: str = "") -> None:
+               labels: list[str] | None = None, json_lines: bool = False, where: str = "") -> int:
     """Encrypt, search (``search(query bytes) -> result bytes``), write and optionally decrypt each probe.
 
     ``decrypt``: print each answer, its positions named by the index's
-    opened ``labels`` (when there are any). Prints the encryption, search
-    and decryption times apart (per probe and in total).
+    opened ``labels`` (when there are any); with ``json_lines`` one JSON
+    line per probe (a payload answer: the core's decrypted JSON). Prints the
+    encryption, search and decryption times apart (per probe and in
+    total). Returns the number of payload answers that were not complete
+    (each also an ``error:`` line on stderr).
     """
+    incomplete = 0
     t_enc = t_dec = 0.0
     searches: list[float] = []
     size = 0
@@ -47,13 +52,20 @@ def run_probes(vectors: np.ndarray, names: list[str], mode: str, client: Client,
             where_to = f" -> {sink.write(i, names[i], result)}"
         if decrypt:
             t3 = time.perf_counter()
-            answer = decrypted_to_result(client.decrypt(result), labels)
+            decrypted = client.decrypt(result)
+            answer = decrypted_to_result(decrypted, labels)
             t_dec += time.perf_counter() - t3
             if json_lines:
-                print(json.dumps({"probe": names[i], **answer.to_dict()}))
+                doc = answer.to_dict()
+                if isinstance(answer, PayloadResult):
+                    doc = dict(decrypted, **({"labels": answer.labels} if answer.labels is not None else {}))
+                print(json.dumps({"probe": names[i], **doc}))
             else:
                 print(f"probe {names[i]}:{where_to}")
                 print_answer(answer)
+            if isinstance(answer, PayloadResult) and not answer.complete:
+                incomplete += 1
+                print(f"error: probe {names[i]}: {incomplete_message(answer)}", file=sys.stderr)
         elif not json_lines:
             print(f"probe {names[i]}: {searches[-1]:.2f} s{where_to}")
     if sink is not None:
@@ -68,3 +80,4 @@ def run_probes(vectors: np.ndarray, names: list[str], mode: str, client: Client,
     if sink is not None and sink.folder:
         print(f"results: {sink.out} ({n} file(s) and {resultfiles.MANIFEST}; `encmatch decrypt {sink.out}`)",
               file=log)
+    return incomplete

@@ -46,6 +46,9 @@ def cmd_info(args: argparse.Namespace) -> int:
         for key in ("delta", "key_id"):
             if key in m:
                 print(f"{key}: {m[key]}")
+        print(f"rule: score {m.get('rule') or '>='} delta")
+        if m.get("payload_width"):
+            print(f"payloads: {int(m['payload_width'])} int16 value(s) per record")
         name, n1 = manifest_strategy(m)
         print(f"strategy: {name or 'unknown'}, n1 {n1}")
         if isinstance(m.get("groups"), list):

@@ -294,9 +294,15 @@ class RayServer:
                     ) from exc
         return out
 
-    def search(self, query: bytes, mode: str = "identification") -> bytes:
-        """Broadcast ``query`` to every actor, then merge their results into one encrypted result."""
+    def search(self, query: bytes, mode: str = "identification", *, bound: int | None = None) -> bytes:
+        """Broadcast ``query`` to every actor, then merge their results into one encrypted result.
+
+        The payload mode is not served here: its compacted results are not merged across shards.
+        """
         check_mode(mode)
+        if mode == "payload" or bound is not None:
+            raise InvalidArgument("the payload mode is not available with the Ray backend (shards' payload results "
+                                  "are not merged): search the index in one process")
         if not isinstance(query, (bytes, bytearray, memoryview)):
             raise InvalidArgument(f"query must be bytes, not {type(query).__name__}")
         if not self._actors:

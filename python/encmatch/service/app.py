@@ -57,7 +57,7 @@ from starlette.requests import ClientDisconnect
 from .. import __version__
 from ..client import version as core_version
 from ..errors import Corrupt, EncmatchError, InvalidArgument, Mismatch
-from ..results import MODES
+from ..results import SEARCH_MODES, check_bound
 from .errors import Busy, Conflict, Forbidden, RequestTimeout, TooLarge, Unauthorized, status_for
 from .frames import FrameError, parse_header
 from .scheduler import Loaded, Scheduler, check_in_subprocess, open_generation
@@ -639,15 +639,21 @@ def create_app(config: ServiceConfig) -> FastAPI:
               response_class=Response, responses={200: _OCTETS},
               summary="Encrypted search: query bytes in, encrypted result bytes out")
     async def search(request: Request, index_id: str,
-                     mode: str = Query("identification", description=" or ".join(MODES)),
+                     mode: str = Query("identification", description=" or ".join(SEARCH_MODES)),
+                     bound: int | None = Query(None, description="payload mode only: the public bound on the number "
+                                               "of matches, 1 to 4096 (default 32); the result's size depends only on it"),
                      delta: str | None = Query(None, description="refused unless it is the index's own threshold: "
                                                "a search cannot choose one (docs/LEAKAGE.md)"),
                      signed: bool = Query(False, description="answer with the result bound to its query and signed "
                                           "with the service's key, for threshold decryptors (docs/THRESHOLD.md)"),
                      tenant: str = Depends(tenant_of)) -> Response:
         """Run an encrypted search behind the bounded queue; the body is the query, the answer the result."""
-        if mode not in MODES:
-            raise InvalidArgument(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
+        if mode not in SEARCH_MODES:
+            raise InvalidArgument(f"unknown mode {mode!r}; expected one of {', '.join(SEARCH_MODES)}")
+        if bound is not None:
+            if mode != "payload":
+                raise InvalidArgument(f"bound is the payload mode's, not the {mode} mode's")
+            bound = check_bound(bound)
         if signed and config.signing_key is None:
             raise InvalidArgument("this service signs no searches: start it with --signing-key (docs/THRESHOLD.md)")
         key = (tenant, index_id)
@@ -673,7 +679,7 @@ def create_app(config: ServiceConfig) -> FastAPI:
         scheduler.refuse_if_full()
         query = await _read_body(request, cap)
         _check_query(query, entry)
-        result, info = await scheduler.search(key, query, mode, config.signing_key if signed else None)
+        result, info = await scheduler.search(key, query, mode, config.signing_key if signed else None, bound=bound)
         headers = {"X-Queue-Seconds": f"{info['queue_seconds']:.6f}",
                    "X-Search-Seconds": f"{info['search_seconds']:.6f}",
                    "X-Generation": str(info["generation"])}

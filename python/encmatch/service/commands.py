@@ -392,10 +392,13 @@ def cmd_index(args: argparse.Namespace) -> int:
     return 0
 
 
-def remote_enroll(args: argparse.Namespace, vectors: np.ndarray, labels: Any, enroller: Enroller) -> int:
+def remote_enroll(args: argparse.Namespace, vectors: np.ndarray, labels: Any, enroller: Enroller, *,
+                  payloads: np.ndarray | None = None, creation: Any = None) -> int:
     """``enroll --server``: encrypt here with ``enroller`` (``--encryption``: the public key of
     ``--keys``/server, or the key owner's secret key), upload, commit; creates the index when
-    ``--index`` is absent."""
+    ``--index`` is absent (``creation()``: its payload width and rule, else none and ``>=``).
+    ``payloads``: the records' int16 payloads, for an index with payloads."""
+    from ..cli import check_payload_input, check_same_layout
     import warnings
 
     from .remote import NewGroupWarning, create_index, enroll
@@ -405,18 +408,23 @@ def remote_enroll(args: argparse.Namespace, vectors: np.ndarray, labels: Any, en
         if args.index is None:
             if args.delta is None:
                 raise InvalidArgument("--delta is required to create a new remote index (or give --index ID)")
-            index_id = create_index(service, server_keys, args.delta)
-            print(f"created remote index {index_id} (delta {args.delta})")
+            width, rule = creation() if creation is not None else (0, ">=")
+            index_id = create_index(service, server_keys, args.delta, payload_width=width, rule=rule)
+            print(f"created remote index {index_id} (delta {args.delta}"
+                  + (f", payloads of {width} int16 value(s) per record" if width else "")
+                  + (f", rule score {rule} delta" if rule != ">=" else "") + ")")
         else:
             index_id = str(args.index)
             if args.delta is not None and float(args.delta) != manifest_delta(service.manifest(index_id)):
                 raise InvalidArgument(f"the threshold belongs to the index: remote index {index_id} was created with "
                                       f"delta {manifest_delta(service.manifest(index_id))}, not {args.delta}")
+            check_same_layout(service.manifest(index_id), args, f"{index_id} (remote)")
+        check_payload_input(service.manifest(index_id), payloads, f"{index_id} (remote)")
         warn_if_insecure(service.index(index_id))
         t0 = time.perf_counter()
         with warnings.catch_warnings():  # the cost of a new group is printed as a warning: line below
             warnings.simplefilter("ignore", NewGroupWarning)
-            summary = enroll(service, index_id, enroller, vectors, labels)
+            summary = enroll(service, index_id, enroller, vectors, labels, payloads=payloads)
         dt = time.perf_counter() - t0
         for note in summary.get("warnings") or []:
             print(f"warning: {note}", file=sys.stderr)
@@ -425,9 +433,10 @@ def remote_enroll(args: argparse.Namespace, vectors: np.ndarray, labels: Any, en
     return 0
 
 
-def remote_query(args: argparse.Namespace, vectors: np.ndarray, names: list[str], sink) -> None:
+def remote_query(args: argparse.Namespace, vectors: np.ndarray, names: list[str], sink) -> int:
     """``query --server``: encrypt each probe here, search it on the service, write the encrypted results
-    (``sink``, :mod:`encmatch.resultfiles`) and with ``--decrypt`` print the answers."""
+    (``sink``, :mod:`encmatch.resultfiles`) and with ``--decrypt`` print the answers. Returns the number
+    of incomplete payload answers."""
     from ..probes import run_probes
 
     if args.index is None:
@@ -447,15 +456,16 @@ def remote_query(args: argparse.Namespace, vectors: np.ndarray, names: list[str]
         waits = {"search": 0.0, "queue": 0.0}
 
         def search(q: bytes) -> bytes:
-            result, timings = service.search(str(args.index), q, args.mode)
+            result, timings = service.search(str(args.index), q, args.mode, bound=getattr(args, "bound", None))
             waits["search"] += float(timings.get("search_seconds", 0.0))
             waits["queue"] += float(timings.get("queue_seconds", 0.0))
             return result
 
-        run_probes(vectors, names, args.mode, client, search, sink, decrypt=decrypt, labels=labels,
-                   json_lines=getattr(args, "json", False), where=f" on {args.server} (round trips)")
+        incomplete = run_probes(vectors, names, args.mode, client, search, sink, decrypt=decrypt, labels=labels,
+                                json_lines=getattr(args, "json", False), where=f" on {args.server} (round trips)")
         print(f"of which the service searched {waits['search']:.2f} s and queued {waits['queue']:.2f} s",
               file=sys.stderr if getattr(args, "json", False) else sys.stdout)
+    return incomplete
 
 
 def remote_labels(args: argparse.Namespace, client: Client) -> list[str] | None:

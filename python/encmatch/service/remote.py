@@ -70,10 +70,10 @@ from ..progress import progress as progress_bar
 
 from .. import _core
 from .. import labels as labels_mod
-from ..client import Client, Enroller, check_delta, manifest_delta, manifest_total
+from ..client import Client, Enroller, check_delta, check_payload_width, check_rule, manifest_delta, manifest_total
 from ..errors import Corrupt, EncmatchError, InvalidArgument, Mismatch, Unavailable
 from ..index import decrypted_to_result
-from ..results import Result, check_mode, make_result
+from ..results import PAYLOAD, PayloadResult, Result, check_bound, check_mode, make_result, require_complete
 from .errors import Busy, Conflict, ShuttingDown, Unauthorized, error_from_response
 from .transport import PlaintextTokenWarning, is_loopback_host
 
@@ -320,7 +320,8 @@ class ServiceClient:
             raise Corrupt(f"sealed file {name}: the bytes received differ from the service's checksum")
         return data
 
-    def search(self, index_id: str, query: bytes, mode: str, *, signed: bool = False) -> tuple[bytes, dict]:
+    def search(self, index_id: str, query: bytes, mode: str, *, signed: bool = False,
+               bound: int | None = None) -> tuple[bytes, dict]:
         """``POST /v1/indexes/{id}/search``: result bytes and the service's timings (seconds).
 
         The search runs at the index's own threshold; there is no other.
@@ -329,6 +330,8 @@ class ServiceClient:
         run with ``--signing-key``).
         """
         params: dict[str, Any] = {"mode": mode}
+        if bound is not None:  # the payload mode's public bound on the matches (the service's default: 32)
+            params["bound"] = str(check_bound(bound))
         if signed:
             params["signed"] = "true"
         resp = self.request("POST", f"/v1/indexes/{index_id}/search", content=bytes(query), params=params,
@@ -543,7 +546,8 @@ class RemoteIndex:
 
     @classmethod
     def create(cls, url: str, token: str | None, keys: PathLike | Client, delta: float, *, label: str = "",
-               progress: bool | None = None, **kwargs: Any) -> "RemoteIndex":
+               progress: bool | None = None, payload_width: int = 0, rule: str = ">=",
+               **kwargs: Any) -> "RemoteIndex":
         """Create an empty index on the service for the key set ``keys`` with threshold ``delta``.
 
         ``delta`` (required, a cosine similarity in the open interval
@@ -553,13 +557,16 @@ class RemoteIndex:
 
         Uploads the evaluation keys the service needs (relinearization and
         rotation keys: not the public key, never the secret key) and
-        commits an empty manifest. ``kwargs`` go to the constructor.
+        commits an empty manifest. ``payload_width`` and ``rule`` are the
+        index's, as in :meth:`encmatch.Enroller.create_index` (a width above
+        0 needs a payload key set). ``kwargs`` go to the constructor.
         """
         delta = check_delta(delta)
         client, owned = _open_client(keys)
         try:
             with ServiceClient(url, token, **kwargs) as service:
-                index_id = create_index(service, client.server_key_dir, delta, label=label, progress=progress)
+                index_id = create_index(service, client.server_key_dir, delta, label=label, progress=progress,
+                                        payload_width=payload_width, rule=rule)
             index = cls(url, token, index_id, client, **kwargs)
         except BaseException:
             if owned:
@@ -610,32 +617,45 @@ class RemoteIndex:
 
     # ---- operations ----------------------------------------------------------------
 
-    def add(self, vectors: Any, labels: Sequence[Any] | None = None, *, progress: bool | None = None) -> dict:
-        """Encrypt ``vectors`` here (``[n, dim]``) as the key owner, upload the new groups and commit them.
+    def add(self, vectors: Any, labels: Sequence[Any] | None = None, payloads: Any = None, *,
+            progress: bool | None = None) -> dict:
+        """Encrypt ``vectors`` here (``[n, dim]``; with their ``payloads`` for an index with payloads) as the
+        key owner, upload the new groups and commit them.
 
         Returns the enrollment summary plus ``uploaded_bytes`` (see :func:`enroll`).
         """
         owner = Enroller(self.client.server_key_dir, owner_key_dir=self.client.key_dir)
-        summary = enroll(self.service, self.id, owner, vectors, labels, progress=progress)
+        summary = enroll(self.service, self.id, owner, vectors, labels, progress=progress, payloads=payloads)
         self._manifest = summary.pop("manifest")
         return summary
 
     def search(self, queries: Any, mode: str = "identification", *,
-               progress: bool | None = None) -> Result | list[Result]:
+               progress: bool | None = None, bound: int | None = None, strict: bool = True) -> Result | list[Result]:
         """Search one query (``[dim]``: one result) or several (``[q, dim]``: a list), as
-        :meth:`EncryptedIndex.search <encmatch.EncryptedIndex.search>` does."""
+        :meth:`EncryptedIndex.search <encmatch.EncryptedIndex.search>` does (``bound`` and ``strict``:
+        the payload mode's)."""
         check_mode(mode)
+        if mode == PAYLOAD:
+            bound = check_bound(bound)
+        elif bound is not None:
+            raise InvalidArgument(f"bound is the payload mode's, not the {mode} mode's")
         single = np.ndim(queries) == 1
         qs = _core.as_matrix(queries, self.dim, "queries")
         if len(self) == 0:
-            out = [make_result(mode, count=0, positions=[]) for _ in qs]
+            width = int(self.manifest.get("payload_width") or 0)
+            out = [PayloadResult(count=0, positions=np.zeros(0, np.int64), payloads=np.zeros((0, width), np.int16),
+                                 bound=bound, width=width) if mode == PAYLOAD else
+                   make_result(mode, count=0, positions=[]) for _ in qs]
             return out[0] if single else out
         labels = self.labels
         out = []
         show = progress if progress is not None else len(qs) > 8
-        for q in progress_bar(qs, desc=mode, unit="query", show=bool(show)):
-            result, self.last_search = self.service.search(self.id, self.client.encrypt_query(q), mode)
-            out.append(decrypted_to_result(self.client.decrypt(result), labels))
+        for i, q in enumerate(progress_bar(qs, desc=mode, unit="query", show=bool(show))):
+            result, self.last_search = self.service.search(self.id, self.client.encrypt_query(q), mode, bound=bound)
+            res = decrypted_to_result(self.client.decrypt(result), labels)
+            if strict:
+                require_complete(res, None if single else i)
+            out.append(res)
         return out[0] if single else out
 
     def delete(self) -> None:
@@ -661,7 +681,7 @@ class RemoteIndex:
 
 
 def create_index(service: ServiceClient, server_key_dir: PathLike, delta: float, *, label: str = "",
-                 progress: bool | None = None) -> str:
+                 progress: bool | None = None, payload_width: int = 0, rule: str = ">=") -> str:
     """Create an empty index on the service for the key set whose evaluation keys are in ``server_key_dir``.
 
     Uploads the keys the service needs (relinearization and rotation
@@ -670,19 +690,20 @@ def create_index(service: ServiceClient, server_key_dir: PathLike, delta: float,
     an enroller without the secret key can do it. Returns the index id.
     """
     delta = check_delta(delta)  # before anything reaches the service
+    payload_width, rule = check_payload_width(payload_width), check_rule(rule)
     server_keys = Path(server_key_dir)
     meta = json.loads((server_keys / "keys.json").read_text())
     status = service.create_index(meta, label)
     index_id = status["id"]
     _upload_all(service, index_id, [server_keys / n for n in status["missing_key_files"]], "keys", progress)
     with tempfile.TemporaryDirectory(prefix="encmatch-remote-") as tmp:
-        Enroller(server_keys).create_index(Path(tmp) / "index", delta)
+        Enroller(server_keys).create_index(Path(tmp) / "index", delta, payload_width=payload_width, rule=rule)
         service.commit(index_id, json.loads((Path(tmp) / "index" / "manifest.json").read_text()))
     return index_id
 
 
 def enroll(service: ServiceClient, index_id: str, enroller: Enroller, vectors: Any,
-           labels: Sequence[Any] | None = None, *, progress: bool | None = None) -> dict:
+           labels: Sequence[Any] | None = None, *, progress: bool | None = None, payloads: Any = None) -> dict:
     """Encrypt ``vectors`` here with ``enroller``, upload the new groups, commit.
 
     ``enroller`` is an :class:`~encmatch.Enroller`: with only the public
@@ -706,7 +727,7 @@ def enroll(service: ServiceClient, index_id: str, enroller: Enroller, vectors: A
         stage = Path(tmp) / "index"
         stage.mkdir()
         (stage / "manifest.json").write_text(json.dumps(manifest))
-        summary = enroller.enroll(stage, vectors, labels, progress=progress, fill=False)
+        summary = enroller.enroll(stage, vectors, labels, progress=progress, fill=False, payloads=payloads)
         notes = _new_group_cost(manifest, summary)
         for note in notes:
             warnings.warn(NewGroupWarning(note), stacklevel=2)

@@ -143,13 +143,14 @@ class Scheduler:
                     "indexes_loaded": len(self._loaded), "closing": self._closing}
 
     async def search(self, key: tuple[str, str], query: bytes, mode: str,
-                     signing_key: Path | None = None) -> tuple[bytes, dict]:
+                     signing_key: Path | None = None, *, bound: int | None = None) -> tuple[bytes, dict]:
         """Run one search of index ``key``; returns the result bytes and timings.
 
         With ``signing_key`` (the service's ``server-signing.key``) the result
         comes back bound to its query and signed, as threshold decryptors
         need it (:func:`encmatch.threshold.bind_search`; ``index`` the
-        index id, ``generation`` the generation searched).
+        index id, ``generation`` the generation searched). ``bound``: the payload mode's public
+        bound on the matches (``None``: the core's default).
 
         Raises Busy when the queue is full, ShuttingDown while stopping,
         Timeout past ``query_timeout``, NotFound if the index is not loaded
@@ -161,7 +162,7 @@ class Scheduler:
             self._pending += 1
         enqueued = time.monotonic()
         try:
-            fut = self._pool.submit(self._run, key, query, mode, enqueued, signing_key)
+            fut = self._pool.submit(self._run, key, query, mode, enqueued, signing_key, bound)
         except RuntimeError:  # the pool is shut down
             self._done(None)
             raise ShuttingDown("the service is shutting down") from None
@@ -177,7 +178,7 @@ class Scheduler:
             self._pending -= 1
 
     def _run(self, key: tuple[str, str], query: bytes, mode: str, enqueued: float,
-             signing_key: Path | None) -> tuple[bytes, dict]:
+             signing_key: Path | None, bound: int | None = None) -> tuple[bytes, dict]:
         """Worker thread: run one search under the index's lock, unless it is too late; sign it with
         ``signing_key`` when given."""
         waited = time.monotonic() - enqueued
@@ -198,7 +199,7 @@ class Scheduler:
                     self._running += 1
                 try:
                     t0 = time.perf_counter()
-                    out = entry.server.search(query, mode)
+                    out = entry.server.search(query, mode, **({"bound": bound} if mode == "payload" else {}))
                     seconds = time.perf_counter() - t0
                 finally:
                     with self._guard:

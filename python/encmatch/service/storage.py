@@ -701,6 +701,10 @@ class Storage:
                 raise InvalidArgument(
                     f"the threshold belongs to the index: it was created with delta {old_manifest.get('delta')} "
                     f"(uid {old_manifest.get('uid')}); a commit cannot change it (got {manifest.get('delta')})")
+            for key, default in (("payload_width", 0), ("rule", ">=")):  # fixed at creation, like delta
+                if manifest.get(key, default) != old_manifest.get(key, default):
+                    raise InvalidArgument(f"the index was created with {key} {old_manifest.get(key, default)!r}; "
+                                          f"a commit cannot change it (got {manifest.get(key, default)!r})")
         old_sealed = _read_json(old_dir / "sealed.json") if old_dir and (old_dir / "sealed.json").is_file() else []
         files = dict(cur["files"]) if cur else {}
         new_keys = [n for n in key_files(meta) if n not in files]  # all at the first commit; again after drop_keys
