@@ -57,11 +57,10 @@ def payload_search(gallery: Any, payloads: Any, queries: Any, delta: float, rule
     ``complete`` (``count <= bound``) and ``bound``; the records are all
     there, whatever the bound.
     """
-    g = normalize(gallery, "gallery")
-    n = len(g)
+    scores = np.atleast_2d(cosine_scores(gallery, queries))  # the same scores as every other brute force
+    n = scores.shape[1]
     width = np.asarray(payloads).shape[-1] if np.ndim(payloads) >= 1 else 0
     pays = as_payloads(payloads, n, width)
-    scores = np.atleast_2d(cosine_scores(g, queries))
     b = None if bound is None else check_bound(bound)
     out = []
     for row in matches(scores, delta, rule):
