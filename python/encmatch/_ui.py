@@ -69,6 +69,8 @@ def describe_params(p: dict) -> str:
     for key, label in (("kappa", "kappa"), ("levels", "levels"), ("dim", "dim")):
         if key in p:
             parts.append(f"{label} {p[key]}")
+    if p.get("payload"):
+        parts.append("payload level")
     if "padded_dim" in p and p.get("padded_dim") != p.get("dim"):
         parts.append(f"padded to {p['padded_dim']}")
     if "group_size" in p:
