@@ -113,6 +113,18 @@ func float32s(in []byte, n, dim int) ([]float32, error) {
 	return out, nil
 }
 
+// int16s decodes count little-endian int16 values.
+func int16s(in []byte, count int) ([]int16, error) {
+	if len(in) != 2*count {
+		return nil, fmt.Errorf("%w: expected %d int16 payload values (%d bytes), got %d bytes", errs.ErrInvalid, count, 2*count, len(in))
+	}
+	out := make([]int16, count)
+	for i := range out {
+		out[i] = int16(binary.LittleEndian.Uint16(in[2*i:]))
+	}
+	return out, nil
+}
+
 func version(_, _ []byte) (any, []byte, error) {
 	return map[string]string{"version": "0.1.0", "lattigo": "v6.2.0"}, nil, nil
 }
@@ -121,6 +133,8 @@ type paramArgs struct {
 	Preset string `json:"preset"`
 	Kappa  int    `json:"kappa"`
 	Dim    int    `json:"dim"`
+	// Payload: the chain gets the payload level (mode "payload").
+	Payload bool `json:"payload"`
 }
 
 func (a *paramArgs) set() (*params.Set, error) {
@@ -130,7 +144,7 @@ func (a *paramArgs) set() (*params.Set, error) {
 	if a.Kappa == 0 {
 		a.Kappa = params.DefaultKappa
 	}
-	s, err := params.New(a.Preset, a.Kappa, a.Dim)
+	s, err := params.NewWith(a.Preset, a.Kappa, a.Dim, a.Payload)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errs.ErrInvalid, err)
 	}
@@ -257,6 +271,8 @@ func createIndex(args, _ []byte) (any, []byte, error) {
 		IndexDir     string   `json:"index_dir"`
 		ServerKeyDir string   `json:"server_key_dir"`
 		Delta        *float64 `json:"delta"`
+		PayloadWidth int      `json:"payload_width"`
+		Rule         string   `json:"rule"`
 	}
 	if err := parse(args, &a); err != nil {
 		return nil, nil, err
@@ -267,7 +283,7 @@ func createIndex(args, _ []byte) (any, []byte, error) {
 	if a.Delta == nil {
 		return nil, nil, fmt.Errorf("%w: argument \"delta\" is required", errs.ErrInvalid)
 	}
-	m, err := index.Create(a.IndexDir, a.ServerKeyDir, *a.Delta)
+	m, err := index.CreateWith(a.IndexDir, a.ServerKeyDir, *a.Delta, index.CreateOptions{PayloadWidth: a.PayloadWidth, Rule: a.Rule})
 	return m, nil, err
 }
 
@@ -292,8 +308,22 @@ func enroll(args, in []byte) (any, []byte, error) {
 	if (a.ServerKeyDir == "") == (a.ClientKeyDir == "") {
 		return nil, nil, fmt.Errorf("%w: give exactly one of \"server_key_dir\" (public-key enrollment) and \"client_key_dir\" (the key owner's seeded enrollment)", errs.ErrInvalid)
 	}
-	data, err := float32s(in, a.N, a.Dim)
+	// The input is n*dim float32 values, then n*payload_width int16 values
+	// when the index holds payloads.
+	m, err := index.Load(a.IndexDir)
 	if err != nil {
+		return nil, nil, err
+	}
+	if a.N < 1 || a.Dim < 1 || a.Dim > len(in)/4/a.N {
+		return nil, nil, fmt.Errorf("%w: expected %d x %d float32 values (%d bytes) and %d int16 payload values, got %d bytes", errs.ErrInvalid, a.N, a.Dim, 4*a.N*a.Dim, a.N*m.PayloadWidth, len(in))
+	}
+	data, err := float32s(in[:4*a.N*a.Dim], a.N, a.Dim)
+	if err != nil {
+		return nil, nil, err
+	}
+	var opt index.EnrollOptions
+	opt.NewGroups = a.NewGroups
+	if opt.Payloads, err = int16s(in[4*a.N*a.Dim:], a.N*m.PayloadWidth); err != nil {
 		return nil, nil, err
 	}
 	if a.ClientKeyDir != "" {
@@ -301,14 +331,14 @@ func enroll(args, in []byte) (any, []byte, error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		sum, err := index.EnrollSeededWith(a.IndexDir, owner, data, a.N, a.Dim, index.EnrollOptions{NewGroups: a.NewGroups})
+		sum, err := index.EnrollSeededWith(a.IndexDir, owner, data, a.N, a.Dim, opt)
 		return sum, nil, err
 	}
 	pub, err := keys.LoadPublic(a.ServerKeyDir)
 	if err != nil {
 		return nil, nil, err
 	}
-	sum, err := index.EnrollWith(a.IndexDir, pub, data, a.N, a.Dim, index.EnrollOptions{NewGroups: a.NewGroups})
+	sum, err := index.EnrollWith(a.IndexDir, pub, data, a.N, a.Dim, opt)
 	return sum, nil, err
 }
 
@@ -514,6 +544,8 @@ func search(args, in []byte) (any, []byte, error) {
 		handleArgs
 		Mode  string   `json:"mode"`
 		Delta *float64 `json:"delta"`
+		// Bound is the public bound on the matches of a payload search.
+		Bound int `json:"bound"`
 		// SigningKey, when set, makes this the search of a threshold key
 		// set: the result comes back bound to its query and signed with
 		// this server key (threshold.BindSearch), as the decryptors need
@@ -542,7 +574,10 @@ func search(args, in []byte) (any, []byte, error) {
 			return nil, nil, err
 		}
 	}
-	out, st, err := s.Search(in, a.Mode)
+	if a.Bound != 0 && a.Mode != result.Payload {
+		return nil, nil, fmt.Errorf("%w: \"bound\" applies to mode %q only", errs.ErrInvalid, result.Payload)
+	}
+	out, st, err := s.SearchWith(in, a.Mode, engine.SearchOptions{Bound: a.Bound})
 	if err != nil || key == nil {
 		return st, out, err
 	}

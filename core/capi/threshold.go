@@ -52,6 +52,9 @@ func thresholdInit(args, _ []byte) (any, []byte, error) {
 	if err := required("out", a.Out); err != nil {
 		return nil, nil, err
 	}
+	if a.Payload {
+		return nil, nil, fmt.Errorf("%w: threshold key sets have no payload level (their flooding noise is measured on the comparator's chain only)", errs.ErrInvalid)
+	}
 	set, err := a.set()
 	if err != nil {
 		return nil, nil, err

@@ -255,16 +255,24 @@ func (c *Comparator) measureBands() (decision, value float64) {
 var ErrLevels = errors.New("comparator: not enough levels left")
 
 // Evaluate applies the comparator to a ciphertext of scaled scores, with
-// Lattigo's polynomial evaluator, stage by stage, in the Chebyshev basis. The
-// output has kappa fewer levels and the given scale.
+// Lattigo's polynomial evaluator, stage by stage, in the Chebyshev basis,
+// each stage at the default scale but the last, whose output has the given
+// scale, kappa levels below the input.
 func (c *Comparator) Evaluate(pe *polynomial.Evaluator, ct *rlwe.Ciphertext, scale rlwe.Scale) (*rlwe.Ciphertext, error) {
 	if ct.Level() < c.Kappa {
 		return nil, fmt.Errorf("%w: have %d, need %d", ErrLevels, ct.Level(), c.Kappa)
 	}
 	y := ct
 	for i, st := range c.stages {
+		// Every stage but the last is evaluated at the default scale: the
+		// output's scale (a payload search asks for a smaller one) is the
+		// last stage's target only.
+		target := pe.Parameters.DefaultScale()
+		if i == len(c.stages)-1 {
+			target = scale
+		}
 		var err error
-		if y, err = pe.Evaluate(y, polynomial.NewPolynomial(st), scale); err != nil {
+		if y, err = pe.Evaluate(y, polynomial.NewPolynomial(st), target); err != nil {
 			return nil, fmt.Errorf("comparator stage %d: %w", i, err)
 		}
 	}

@@ -16,7 +16,9 @@
 //  3. the comparator (package comparator) on the scores;
 //  4. membership: all groups added, an inner sum over the slots, and the
 //     known contribution of empty slots removed, so that slot 0 holds the
-//     match count; identification: one ciphertext per group.
+//     match count; identification: one ciphertext per group; payload: the
+//     match bits multiplied into the groups' payload columns and summed
+//     into a few ciphertexts of cells (package payload).
 package engine
 
 import (
@@ -29,6 +31,7 @@ import (
 	"encmatch/core/keys"
 	"encmatch/core/parallel"
 	"encmatch/core/params"
+	"encmatch/core/payload"
 	"encmatch/core/result"
 	"encmatch/core/strategy"
 
@@ -66,6 +69,8 @@ type Server struct {
 	strat  strategy.Strategy
 	served []index.Group
 	groups [][]*rlwe.Ciphertext
+	// columns are the served groups' payload columns, when held in memory.
+	columns [][]*rlwe.Ciphertext
 }
 
 // Open loads the evaluation keys and, when it fits the memory budget, the
@@ -109,6 +114,8 @@ func Open(indexDir, serverKeyDir string, opt Options) (*Server, error) {
 		if err != nil {
 			return nil, err
 		}
+		s.columns = append(s.columns, cts[set.L():])
+		cts = cts[:set.L()]
 		if strat.PreRotatedByServer() {
 			if err := s.preRotate(cts); err != nil {
 				return nil, err
@@ -152,7 +159,7 @@ func (s *Server) Served() []index.Group { return s.served }
 // to the index, fixed by whoever created it (a querier that could choose it
 // would recover scores by bisection).
 func (s *Server) Comparator() (*comparator.Comparator, error) {
-	c, err := comparator.New(s.Params.Kappa, s.Manifest.Delta, s.Manifest.ScoreScale)
+	c, err := comparator.New(s.Params.Kappa, s.Manifest.ComparatorDelta(), s.Manifest.ScoreScale)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errs.ErrInvalid, err)
 	}
@@ -171,12 +178,39 @@ type Stats struct {
 	Streamed    bool    `json:"streamed"`
 }
 
-// Search answers one framed query in mode membership or identification, at
-// the index's threshold (there is no other).
+// SearchOptions tune one search.
+type SearchOptions struct {
+	// Bound is the public bound on the number of matches of a payload
+	// search (0: payload.DefaultBound); the result's size depends on it.
+	Bound int
+}
+
+// Search answers one framed query in mode membership, identification or
+// payload, at the index's threshold (there is no other).
 func (s *Server) Search(query []byte, mode string) ([]byte, *Stats, error) {
+	return s.SearchWith(query, mode, SearchOptions{})
+}
+
+// SearchWith is Search with options.
+func (s *Server) SearchWith(query []byte, mode string, opt SearchOptions) ([]byte, *Stats, error) {
 	start := time.Now()
 	if err := result.CheckMode(mode); err != nil {
 		return nil, nil, err
+	}
+	var layout payload.Layout
+	scale := s.Params.CKKS.DefaultScale()
+	if mode == result.Payload {
+		if s.Manifest.PayloadWidth == 0 {
+			return nil, nil, fmt.Errorf("%w: the index holds no payloads (it was created without a payload width): search it by membership or identification", errs.ErrInvalid)
+		}
+		if opt.Bound == 0 {
+			opt.Bound = payload.DefaultBound
+		}
+		var err error
+		if layout, err = payload.NewLayout(s.Params.Slots(), len(s.Manifest.Groups), s.Manifest.PayloadWidth, opt.Bound); err != nil {
+			return nil, nil, fmt.Errorf("%w: %v", errs.ErrInvalid, err)
+		}
+		scale = rlwe.NewScale(payload.ResultScale)
 	}
 	cmp, err := s.Comparator()
 	if err != nil {
@@ -200,7 +234,11 @@ func (s *Server) Search(query []byte, mode string) ([]byte, *Stats, error) {
 	mont := s.montgomery(table)
 	st.Rotations = time.Since(t).Seconds()
 
-	outs, err := s.scoreAndCompare(mont, cmp, st)
+	var columns [][]*rlwe.Ciphertext
+	if mode == result.Payload {
+		columns = make([][]*rlwe.Ciphertext, groups)
+	}
+	outs, err := s.scoreAndCompare(mont, cmp, scale, columns, st)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -210,14 +248,30 @@ func (s *Server) Search(query []byte, mode string) ([]byte, *Stats, error) {
 	for _, g := range s.served {
 		res.Spans = append(res.Spans, result.Span{Start: g.Start, Count: g.Count})
 	}
-	if mode == result.Membership {
+	switch mode {
+	case result.Membership:
 		ct, err := s.membership(outs, cmp)
 		if err != nil {
 			return nil, nil, err
 		}
 		res.Ciphertexts = []*rlwe.Ciphertext{ct}
-	} else {
+	case result.Payload:
+		pg := make([]payload.Group, groups)
+		for i, g := range s.served {
+			pg[i] = payload.Group{Index: s.groupIndex(g), Start: g.Start, Count: g.Count, Bits: outs[i], Columns: columns[i]}
+		}
+		cts, err := payload.NewCompactor(s.Params.CKKS, s.keys.Keys, layout).Compact(pg)
+		if err != nil {
+			return nil, nil, err
+		}
+		res.Layout, res.Ciphertexts = &layout, cts
+	default:
 		res.Ciphertexts = outs
+	}
+	for _, ct := range res.Ciphertexts {
+		// A chain with the payload level leaves a level unused by the other
+		// modes: results always travel at level 0.
+		s.eval.DropLevel(ct, ct.Level())
 	}
 	out, err := result.Marshal(s.Manifest.Header(""), res)
 	if err != nil {
@@ -226,6 +280,16 @@ func (s *Server) Search(query []byte, mode string) ([]byte, *Stats, error) {
 	st.Aggregation = time.Since(t).Seconds()
 	st.Seconds = time.Since(start).Seconds()
 	return out, st, nil
+}
+
+// groupIndex is the position of a served group in the whole index.
+func (s *Server) groupIndex(g index.Group) int {
+	for i, h := range s.Manifest.Groups {
+		if h.Start == g.Start {
+			return i
+		}
+	}
+	return -1
 }
 
 // preRotate rotates diagonal i by -j*n1 (j = i/n1), in place (bsgs-tbs, at

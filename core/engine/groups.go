@@ -47,7 +47,9 @@ func (s *Server) residentBytes(ek *keys.Evaluation) int64 {
 // feed sends every group's diagonals, chunk by chunk, one channel per group,
 // from memory or streamed from disk. Reading runs ahead of the computation
 // by at most two chunks and one group. It stops early when done closes.
-func (s *Server) feed(done <-chan struct{}) (<-chan chan chunk, <-chan error) {
+// When columns is not nil, columns[g] receives group g's payload columns
+// before its channel closes.
+func (s *Server) feed(done <-chan struct{}, columns [][]*rlwe.Ciphertext) (<-chan chan chunk, <-chan error) {
 	groups := make(chan chan chunk, 1)
 	errc := make(chan error, 1)
 	size := s.chunkSize()
@@ -61,6 +63,12 @@ func (s *Server) feed(done <-chan struct{}) (<-chan chan chunk, <-chan error) {
 				return
 			}
 			send := func(first int, cts []*rlwe.Ciphertext) error {
+				if first >= s.strat.L { // the payload columns, read after the diagonals
+					if columns != nil {
+						columns[g] = cts
+					}
+					return nil
+				}
 				select {
 				case ch <- chunk{first, cts}:
 					return nil
@@ -74,6 +82,9 @@ func (s *Server) feed(done <-chan struct{}) (<-chan chan chunk, <-chan error) {
 			} else {
 				for first := 0; first < len(s.groups[g]) && err == nil; first += size {
 					err = send(first, s.groups[g][first:min(first+size, len(s.groups[g]))])
+				}
+				if columns != nil {
+					columns[g] = s.columns[g]
 				}
 			}
 			if err != nil && err != errStopped {
@@ -92,10 +103,10 @@ var errStopped = fmt.Errorf("stopped")
 
 // scoreAndCompare computes every group's scores and runs the comparator on
 // them; a group's comparator overlaps the next group's products.
-func (s *Server) scoreAndCompare(table montTable, cmp *comparator.Comparator, st *Stats) ([]*rlwe.Ciphertext, error) {
+func (s *Server) scoreAndCompare(table montTable, cmp *comparator.Comparator, scale rlwe.Scale, columns [][]*rlwe.Ciphertext, st *Stats) ([]*rlwe.Ciphertext, error) {
 	done := make(chan struct{})
 	defer close(done)
-	groups, feedErr := s.feed(done)
+	groups, feedErr := s.feed(done, columns)
 	outs := make([]*rlwe.Ciphertext, len(s.served))
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -122,7 +133,7 @@ func (s *Server) scoreAndCompare(table montTable, cmp *comparator.Comparator, st
 			defer wg.Done()
 			defer func() { <-sem }()
 			t := time.Now()
-			out, err := cmp.Evaluate(s.poly, scores, s.Params.CKKS.DefaultScale())
+			out, err := cmp.Evaluate(s.poly, scores, scale)
 			mu.Lock()
 			defer mu.Unlock()
 			outs[g] = out

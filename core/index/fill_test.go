@@ -220,13 +220,13 @@ func TestFillCrashSafety(t *testing.T) {
 	}
 	strat, _ := m.SimilarityStrategy()
 	ecd := ckks.NewEncoder(pub.Params.CKKS)
-	pt := func(diags [][]float64, i int) (*rlwe.Plaintext, error) {
-		d := packing.Rotate(diags[i], strat.PreRotation(i))
+	pt := func(src groupPlain, i int) (*rlwe.Plaintext, error) {
+		d := packing.Rotate(src.diags[i], strat.PreRotation(i))
 		p := ckks.NewPlaintext(pub.Params.CKKS, pub.Params.CKKS.MaxLevel())
 		return p, ecd.Encode(d, p)
 	}
 	enc := rlwe.NewEncryptor(pub.Params.CKKS, pub.Key)
-	g, err := fillGroup(idx, m, pub.Params, 0, vecs, func() (groupEncryptor, error) {
+	g, err := fillGroup(idx, m, pub.Params, 0, vecs, nil, func() (groupEncryptor, error) {
 		return publicKeyGroup{enc, pub.Params.CKKS}, nil
 	}, pt)
 	if err != nil {

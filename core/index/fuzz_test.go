@@ -111,8 +111,8 @@ func tinyGroup(t testing.TB, seededGroup bool) []byte {
 		}
 		payload = append(payload, record(b)...)
 	}
-	if int64(len(payload)) != groupPayload(p, set.L(), p.MaxLevel(), seededGroup) {
-		t.Fatalf("group payload of %d bytes, expected %d", len(payload), groupPayload(p, set.L(), p.MaxLevel(), seededGroup))
+	if int64(len(payload)) != groupPayload(p, set.L(), 0, seededGroup) {
+		t.Fatalf("group payload of %d bytes, expected %d", len(payload), groupPayload(p, set.L(), 0, seededGroup))
 	}
 	return payload
 }
@@ -123,7 +123,7 @@ func decodeGroup(b []byte, seededGroup bool) error {
 	set := tinySet()
 	g := Group{File: groupFile(0, 0), Count: 1, Seeded: seededGroup}
 	n := 0
-	err := readRecords(bytes.NewReader(b), int64(len(b)), set, g, 1, func(_ int, cts []*rlwe.Ciphertext) error {
+	err := readRecords(bytes.NewReader(b), int64(len(b)), set, g, 0, 1, func(_ int, cts []*rlwe.Ciphertext) error {
 		n += len(cts)
 		return nil
 	})

@@ -49,6 +49,7 @@ import (
 	"encmatch/core/packing"
 	"encmatch/core/parallel"
 	"encmatch/core/params"
+	"encmatch/core/payload"
 	"encmatch/core/seeded"
 	"encmatch/core/strategy"
 
@@ -94,6 +95,50 @@ type Manifest struct {
 	// UID is a random identifier made at creation: sealed labels name it
 	// in their associated data, so labels of another index are refused.
 	UID string `json:"uid,omitempty"`
+	// PayloadWidth is the number of int16 values enrolled beside each
+	// vector (0: none), fetched by mode "payload" (package payload).
+	PayloadWidth int `json:"payload_width,omitempty"`
+	// Rule is the threshold rule fixed at creation: ">=" (a score equal to
+	// delta matches) or ">" (it does not). Indexes made before rules
+	// existed have none: ">=" with the boundary at delta itself.
+	Rule string `json:"rule,omitempty"`
+}
+
+// Threshold rules.
+const (
+	RuleAtLeast = ">="
+	RuleAbove   = ">"
+)
+
+// MaxPayloadWidth bounds the int16 values per record.
+const MaxPayloadWidth = 64
+
+// TieShift is how far the comparator's boundary is moved from delta,
+// toward the side the rule excludes, so that a score exactly equal to
+// delta falls on the side its rule says: far above the error of an
+// encrypted score (about 1e-8 at 128-d, 5e-6 at 512-d after fills) and far
+// below the value band (0.0037 to 0.0076 at kappa 13).
+const TieShift = 1.0 / (1 << 16)
+
+// ComparatorDelta is the threshold the comparator is built for: delta
+// moved by TieShift toward the side the rule excludes (delta itself for
+// an index without a rule).
+func (m *Manifest) ComparatorDelta() float64 {
+	switch m.Rule {
+	case RuleAbove:
+		return m.Delta + TieShift
+	case RuleAtLeast:
+		return m.Delta - TieShift
+	}
+	return m.Delta
+}
+
+// Matches is the rule applied to an exact score: what brute force says.
+func (m *Manifest) Matches(score float64) bool {
+	if m.Rule == RuleAbove {
+		return score > m.Delta
+	}
+	return score >= m.Delta
 }
 
 // groupHeader is the envelope header of group g's file. Its kind names the
@@ -107,6 +152,9 @@ func (m *Manifest) groupHeader(g Group) envelope.Header {
 	}
 	if g.Seeded {
 		kind += "/seeded"
+	}
+	if m.PayloadWidth > 0 {
+		kind += fmt.Sprintf("/payload=%d", m.PayloadWidth)
 	}
 	if g.Fills > 0 {
 		// A filled group's file says which version it is and how many
@@ -145,7 +193,7 @@ func (m *Manifest) SimilarityStrategy() (strategy.Strategy, error) {
 
 // ParamSet rebuilds the parameter set of the manifest.
 func (m *Manifest) ParamSet() (*params.Set, error) {
-	set, err := keys.ParamSet(m.Params.Preset, m.Params.Kappa, m.Params.Dim)
+	set, err := keys.ParamSetWith(m.Params.Preset, m.Params.Kappa, m.Params.Dim, m.Params.Payload)
 	if err != nil {
 		return nil, fmt.Errorf("%w: manifest parameters: %v", errs.ErrCorrupt, err)
 	}
@@ -168,8 +216,14 @@ func (m *Manifest) validate() error {
 	if err := CheckDelta(m.Delta); err != nil {
 		return bad("%v", err)
 	}
-	if err := comparator.Check(m.Params.Kappa, m.Delta, m.ScoreScale); err != nil {
+	if err := comparator.Check(m.Params.Kappa, m.ComparatorDelta(), m.ScoreScale); err != nil {
 		return bad("%v", err)
+	}
+	if m.Rule != "" && m.Rule != RuleAtLeast && m.Rule != RuleAbove {
+		return bad("unknown threshold rule %q", m.Rule)
+	}
+	if m.PayloadWidth < 0 || m.PayloadWidth > MaxPayloadWidth || (m.PayloadWidth > 0 && !m.Params.Payload) {
+		return bad("payload width %d (at most %d, and only with the payload level)", m.PayloadWidth, MaxPayloadWidth)
 	}
 	if err := keys.CheckDim(m.Params.Dim); err != nil {
 		return bad("%v", err)
@@ -227,6 +281,20 @@ func CheckDelta(delta float64) error {
 // Create makes an empty index bound to a server key set, with threshold
 // delta: the only one its searches will ever use.
 func Create(dir, serverKeyDir string, delta float64) (*Manifest, error) {
+	return CreateWith(dir, serverKeyDir, delta, CreateOptions{})
+}
+
+// CreateOptions are the choices fixed when an index is created.
+type CreateOptions struct {
+	// PayloadWidth int16 values enrolled beside each vector (0: none); it
+	// needs a key set with the payload level.
+	PayloadWidth int
+	// Rule is RuleAtLeast (the default) or RuleAbove.
+	Rule string
+}
+
+// CreateWith is Create with options.
+func CreateWith(dir, serverKeyDir string, delta float64, opt CreateOptions) (*Manifest, error) {
 	meta, set, err := keys.LoadServerMeta(serverKeyDir)
 	if err != nil {
 		return nil, err
@@ -234,7 +302,20 @@ func Create(dir, serverKeyDir string, delta float64) (*Manifest, error) {
 	if err := CheckDelta(delta); err != nil {
 		return nil, err
 	}
-	if err := comparator.Check(set.Kappa, delta, comparator.DefaultScoreScale); err != nil {
+	if opt.Rule == "" {
+		opt.Rule = RuleAtLeast
+	}
+	if opt.Rule != RuleAtLeast && opt.Rule != RuleAbove {
+		return nil, fmt.Errorf("%w: threshold rule %q (want %q or %q)", errs.ErrInvalid, opt.Rule, RuleAtLeast, RuleAbove)
+	}
+	if opt.PayloadWidth < 0 || opt.PayloadWidth > MaxPayloadWidth {
+		return nil, fmt.Errorf("%w: payload width %d outside [0, %d]", errs.ErrInvalid, opt.PayloadWidth, MaxPayloadWidth)
+	}
+	if opt.PayloadWidth > 0 && !set.Payload {
+		return nil, fmt.Errorf("%w: payloads need a key set with the payload level (keygen with payload), and %s has none", errs.ErrInvalid, serverKeyDir)
+	}
+	probe := &Manifest{Delta: delta, Rule: opt.Rule}
+	if err := comparator.Check(set.Kappa, probe.ComparatorDelta(), comparator.DefaultScoreScale); err != nil {
 		return nil, fmt.Errorf("%w: %v", errs.ErrInvalid, err)
 	}
 	var uid [16]byte
@@ -252,7 +333,7 @@ func Create(dir, serverKeyDir string, delta float64) (*Manifest, error) {
 	}
 	m := &Manifest{Format: formatV1, Strategy: meta.Strategy, N1: meta.N1, KeyID: meta.KeyID, Fingerprint: meta.Fingerprint,
 		Params: set.Describe(), Delta: delta, ScoreScale: comparator.DefaultScoreScale, Groups: []Group{},
-		UID: hex.EncodeToString(uid[:])}
+		UID: hex.EncodeToString(uid[:]), PayloadWidth: opt.PayloadWidth, Rule: opt.Rule}
 	return m, envelope.WriteJSON(filepath.Join(dir, manifestFile), m)
 }
 
@@ -319,6 +400,9 @@ type EnrollOptions struct {
 	// has room: for an enroller that does not hold the group files (the
 	// service's staging directory holds only the manifest).
 	NewGroups bool
+	// Payloads are the n x PayloadWidth int16 values of the vectors,
+	// row-major: required by an index with payloads, refused by one without.
+	Payloads []int16
 }
 
 // Enroll validates, normalises, packs and encrypts n vectors of dimension
@@ -429,6 +513,12 @@ func enroll(dir string, meta *keys.Meta, set *params.Set, data []float32, n, dim
 	if n < 1 || len(data) != n*dim {
 		return nil, fmt.Errorf("%w: %d values for %d vectors of dimension %d", errs.ErrInvalid, len(data), n, dim)
 	}
+	if pw := m.PayloadWidth; len(opt.Payloads) != n*pw {
+		if pw == 0 {
+			return nil, fmt.Errorf("%w: the index holds no payloads (it was created without a payload width), %d payload values given", errs.ErrInvalid, len(opt.Payloads))
+		}
+		return nil, fmt.Errorf("%w: %d payload values for %d vectors of %d payload values each", errs.ErrInvalid, len(opt.Payloads), n, pw)
+	}
 	l, slots := set.L(), set.Slots()
 	vecs := make([][]float64, n)
 	for i := range vecs {
@@ -443,16 +533,27 @@ func enroll(dir string, meta *keys.Meta, set *params.Set, data []float32, n, dim
 		return nil, err
 	}
 	ecd := ckks.NewEncoder(set.CKKS)
-	// plaintext encodes diagonal i of diags as the layout wants it
-	// (pre-rotated for bsgs-tbe), at the top level and default scale.
-	plaintext := func(diags [][]float64, i int) (*rlwe.Plaintext, error) {
-		d := diags[i]
+	// plaintext encodes record i of a group: diagonal i (i < l) as the
+	// layout wants it (pre-rotated for bsgs-tbe), at the top level and
+	// default scale, or payload column i-l at the payload level and
+	// payload.PayloadScale.
+	plaintext := func(src groupPlain, i int) (*rlwe.Plaintext, error) {
+		if i >= l {
+			pt := ckks.NewPlaintext(set.CKKS, PayloadLevel)
+			pt.Scale = rlwe.NewScale(payload.PayloadScale)
+			return pt, ecd.Encode(src.columns[i-l], pt)
+		}
+		d := src.diags[i]
 		if strat.PreRotatedByEnroller() {
 			d = packing.Rotate(d, strat.PreRotation(i))
 		}
 		pt := ckks.NewPlaintext(set.CKKS, set.CKKS.MaxLevel())
 		return pt, ecd.Encode(d, pt)
 	}
+	pw := m.PayloadWidth
+	records := l + 2*pw
+	// rows returns the payloads of vectors [lo, hi).
+	rows := func(lo, hi int) []int16 { return opt.Payloads[lo*pw : hi*pw] }
 	sum := &EnrollSummary{Added: n, GroupSlots: slots}
 	commit := func(gi int, g Group, filled bool, added int) error {
 		var old string
@@ -486,7 +587,7 @@ func enroll(dir string, meta *keys.Meta, set *params.Set, data []float32, n, dim
 	lo := 0
 	if last := len(m.Groups) - 1; !opt.NewGroups && last >= 0 && m.Groups[last].Count < slots {
 		lo = min(slots-m.Groups[last].Count, n)
-		g, err := fillGroup(dir, m, set, last, vecs[:lo], newGroup, plaintext)
+		g, err := fillGroup(dir, m, set, last, vecs[:lo], rows(0, lo), newGroup, plaintext)
 		if err != nil {
 			return nil, err
 		}
@@ -500,13 +601,17 @@ func enroll(dir string, meta *keys.Meta, set *params.Set, data []float32, n, dim
 		if err != nil {
 			return nil, err
 		}
+		src := groupPlain{diags, nil}
+		if pw > 0 {
+			src.columns = payload.PayloadColumns(rows(lo, hi), pw, 0, slots)
+		}
 		genc, err := newGroup()
 		if err != nil {
 			return nil, err
 		}
-		cts := make([]*rlwe.Ciphertext, l)
-		if err := parallel.For(l, func(i int) error {
-			pt, err := plaintext(diags, i)
+		cts := make([]*rlwe.Ciphertext, records)
+		if err := parallel.For(records, func(i int) error {
+			pt, err := plaintext(src, i)
 			if err != nil {
 				return err
 			}
@@ -535,8 +640,8 @@ func enroll(dir string, meta *keys.Meta, set *params.Set, data []float32, n, dim
 // that adding their encryption to the stored diagonals (or re-encrypting the
 // sum under a fresh seed) gives the diagonals of the whole group. The old
 // file is read in one streamed pass, each record checked (StreamGroup).
-func fillGroup(dir string, m *Manifest, set *params.Set, gi int, vecs [][]float64,
-	newGroup func() (groupEncryptor, error), plaintext func([][]float64, int) (*rlwe.Plaintext, error)) (Group, error) {
+func fillGroup(dir string, m *Manifest, set *params.Set, gi int, vecs [][]float64, payloads []int16,
+	newGroup func() (groupEncryptor, error), plaintext func(groupPlain, int) (*rlwe.Plaintext, error)) (Group, error) {
 	l, slots := set.L(), set.Slots()
 	g := m.Groups[gi]
 	if g.Count+len(vecs) > slots {
@@ -551,15 +656,19 @@ func fillGroup(dir string, m *Manifest, set *params.Set, gi int, vecs [][]float6
 	if err != nil {
 		return g, err
 	}
+	src := groupPlain{diags, nil}
+	if m.PayloadWidth > 0 {
+		src.columns = payload.PayloadColumns(payloads, m.PayloadWidth, g.Count, slots)
+	}
 	genc, err := newGroup()
 	if err != nil {
 		return g, err
 	}
-	cts := make([]*rlwe.Ciphertext, l)
+	cts := make([]*rlwe.Ciphertext, l+2*m.PayloadWidth)
 	err = StreamGroup(dir, m, set, g, max(1, min(l, 2*parallel.Workers())), func(first int, chunk []*rlwe.Ciphertext) error {
 		return parallel.For(len(chunk), func(k int) error {
 			i := first + k
-			pt, err := plaintext(diags, i)
+			pt, err := plaintext(src, i)
 			if err != nil {
 				return err
 			}
@@ -597,7 +706,7 @@ func removeStrayFiles(dir string, m *Manifest) {
 // writeGroup writes group g's diagonals; with a seed, the seed and only
 // the c0 half of each ciphertext.
 func writeGroup(path string, m *Manifest, g Group, p ckks.Parameters, cts []*rlwe.Ciphertext, seed *seeded.Seed) (int64, error) {
-	err := envelope.WriteFileStream(path, m.groupHeader(g), groupPayload(p, len(cts), cts[0].Level(), seed != nil), 0o644, func(w io.Writer) error {
+	err := envelope.WriteFileStream(path, m.groupHeader(g), groupPayload(p, len(cts)-2*m.PayloadWidth, 2*m.PayloadWidth, seed != nil), 0o644, func(w io.Writer) error {
 		if seed != nil {
 			if _, err := w.Write(record(seed[:])); err != nil {
 				return err
@@ -650,19 +759,33 @@ func storedDegree(seededGroup bool) int {
 	return 1
 }
 
-// groupPayload is the payload size of a group of l diagonals at level.
-func groupPayload(p ckks.Parameters, l, level int, seededGroup bool) int64 {
-	n := int64(l) * int64(recordOverhead+codec.PackedSize(p, storedDegree(seededGroup), level))
+// groupPayload is the payload size of a group of l diagonals at the top
+// level and cols payload columns at PayloadLevel.
+func groupPayload(p ckks.Parameters, l, cols int, seededGroup bool) int64 {
+	deg := storedDegree(seededGroup)
+	n := int64(l)*int64(recordOverhead+codec.PackedSize(p, deg, p.MaxLevel())) +
+		int64(cols)*int64(recordOverhead+codec.PackedSize(p, deg, PayloadLevel))
 	if seededGroup {
 		n += recordOverhead + seeded.SeedSize
 	}
 	return n
 }
 
+// PayloadLevel is the level of the payload columns: the level of the
+// comparator's output on a chain with the payload level (params.NewWith).
+const PayloadLevel = 1
+
+// groupPlain is what a group's records encode: its diagonals and its
+// payload columns (none without payloads).
+type groupPlain struct {
+	diags, columns [][]float64
+}
+
 // BytesPerGroup is the size of a group file's payload at the parameters of
-// set: stored whole (public-key enrollment) or seeded (secret-key).
-func BytesPerGroup(set *params.Set, seededGroup bool) int64 {
-	return groupPayload(set.CKKS, set.L(), set.CKKS.MaxLevel(), seededGroup)
+// set for payloadWidth int16 per record: stored whole (public-key
+// enrollment) or seeded (secret-key).
+func BytesPerGroup(set *params.Set, payloadWidth int, seededGroup bool) int64 {
+	return groupPayload(set.CKKS, set.L(), 2*payloadWidth, seededGroup)
 }
 
 // LoadGroup reads group g after verifying the whole file's SHA-256.
@@ -670,7 +793,7 @@ func LoadGroup(dir string, m *Manifest, set *params.Set, g Group) ([]*rlwe.Ciphe
 	path := filepath.Join(dir, g.File)
 	var cts []*rlwe.Ciphertext
 	err := envelope.ReadFileStream(path, m.groupHeader(g), func(r io.Reader, n int64) error {
-		return readRecords(r, n, set, g, set.L(), func(first int, chunk []*rlwe.Ciphertext) error {
+		return readRecords(r, n, set, g, 2*m.PayloadWidth, set.L(), func(first int, chunk []*rlwe.Ciphertext) error {
 			cts = append(cts, chunk...)
 			return nil
 		})
@@ -692,7 +815,7 @@ func StreamGroup(dir string, m *Manifest, set *params.Set, g Group, chunk int, e
 		return groupError(path, err)
 	}
 	defer ps.Close()
-	if err := readRecords(ps, ps.Len, set, g, chunk, emit); err != nil {
+	if err := readRecords(ps, ps.Len, set, g, 2*m.PayloadWidth, chunk, emit); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	return nil
@@ -730,15 +853,15 @@ func readRecord(r io.Reader, buf []byte, size int, what string) ([]byte, error) 
 	return b, nil
 }
 
-// readRecords decodes the l diagonal records of a group payload,
-// regenerating the uniform halves of a seeded group.
-func readRecords(r io.Reader, n int64, set *params.Set, g Group, chunk int, emit func(int, []*rlwe.Ciphertext) error) error {
-	p, l, level := set.CKKS, set.L(), set.CKKS.MaxLevel()
-	if want := groupPayload(p, l, level, g.Seeded); n != want {
-		return fmt.Errorf("%w: %d payload bytes, expected %d for %d diagonals", errs.ErrCorrupt, n, want, l)
+// readRecords decodes the l diagonal records of a group payload, in chunks
+// of chunk diagonals, then its cols payload columns, in one chunk of their
+// own (first = l), regenerating the uniform halves of a seeded group.
+func readRecords(r io.Reader, n int64, set *params.Set, g Group, cols, chunk int, emit func(int, []*rlwe.Ciphertext) error) error {
+	p, l := set.CKKS, set.L()
+	if want := groupPayload(p, l, cols, g.Seeded); n != want {
+		return fmt.Errorf("%w: %d payload bytes, expected %d for %d diagonals and %d payload columns", errs.ErrCorrupt, n, want, l, cols)
 	}
-	size := codec.PackedSize(p, storedDegree(g.Seeded), level)
-	buf := make([]byte, recordOverhead+max(size, seeded.SeedSize))
+	buf := make([]byte, recordOverhead+max(codec.PackedSize(p, storedDegree(g.Seeded), p.MaxLevel()), seeded.SeedSize))
 	var seed seeded.Seed
 	if g.Seeded {
 		b, err := readRecord(r, buf, seeded.SeedSize, "the seed")
@@ -747,11 +870,17 @@ func readRecords(r io.Reader, n int64, set *params.Set, g Group, chunk int, emit
 		}
 		copy(seed[:], b)
 	}
-	rq := p.RingQ().AtLevel(level)
 	var batch []*rlwe.Ciphertext
 	first := 0
-	for i := 0; i < l; i++ {
+	for i := 0; i < l+cols; i++ {
 		what := fmt.Sprintf("%s diagonal %d", g.File, i)
+		level := p.MaxLevel()
+		if i >= l {
+			what = fmt.Sprintf("%s payload column %d", g.File, i-l)
+			level = PayloadLevel
+		}
+		rq := p.RingQ().AtLevel(level)
+		size := codec.PackedSize(p, storedDegree(g.Seeded), level)
 		b, err := readRecord(r, buf, size, what)
 		if err != nil {
 			return err
@@ -765,8 +894,11 @@ func readRecords(r io.Reader, n int64, set *params.Set, g Group, chunk int, emit
 			seeded.Mask(rq, seed, uint64(i), c1)
 			ct.Value = append(ct.Value, c1)
 		}
+		if i >= l && !ct.Scale.Equal(rlwe.NewScale(payload.PayloadScale)) {
+			return fmt.Errorf("%w: %s is not at the payload columns' scale", errs.ErrCorrupt, what)
+		}
 		batch = append(batch, ct)
-		if len(batch) == chunk || i == l-1 {
+		if (i < l && len(batch) == chunk) || i == l-1 || i == l+cols-1 {
 			if err := emit(first, batch); err != nil {
 				return err
 			}

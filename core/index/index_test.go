@@ -196,8 +196,8 @@ func TestSeededGroups(t *testing.T) {
 		t.Fatalf("groups %+v", m.Groups)
 	}
 	for _, g := range m.Groups {
-		if over := g.Bytes - BytesPerGroup(pub.Params, g.Seeded); over < 0 || over > 256 {
-			t.Fatalf("group %s: %d bytes, BytesPerGroup says %d", g.File, g.Bytes, BytesPerGroup(pub.Params, g.Seeded))
+		if over := g.Bytes - BytesPerGroup(pub.Params, 0, g.Seeded); over < 0 || over > 256 {
+			t.Fatalf("group %s: %d bytes, BytesPerGroup says %d", g.File, g.Bytes, BytesPerGroup(pub.Params, 0, g.Seeded))
 		}
 	}
 	a, err := LoadGroup(idx, m, pub.Params, whole)
@@ -234,7 +234,7 @@ func TestSeededGroups(t *testing.T) {
 
 	path := filepath.Join(idx, half.File)
 	data, _ := os.ReadFile(path)
-	seedAt := len(data) - 32 - int(BytesPerGroup(pub.Params, true)) + 8 // after the seed record's length
+	seedAt := len(data) - 32 - int(BytesPerGroup(pub.Params, 0, true)) + 8 // after the seed record's length
 	data[seedAt+5] ^= 1
 	os.WriteFile(path, data, 0o644)
 	err = StreamGroup(idx, m, pub.Params, half, 4, func(int, []*rlwe.Ciphertext) error { return nil })

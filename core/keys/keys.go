@@ -61,6 +61,8 @@ type Meta struct {
 	Insecure       bool     `json:"insecure"`
 	Kappa          int      `json:"kappa"`
 	Dim            int      `json:"dim"`
+	// Payload: the chain has the payload level (params.NewWith).
+	Payload        bool     `json:"payload,omitempty"`
 	Fingerprint    string   `json:"fingerprint"`
 	Strategy       string   `json:"strategy"`
 	N1             int      `json:"n1"`
@@ -76,7 +78,7 @@ func (m *Meta) Params() (*params.Set, error) {
 	if err := CheckDim(m.Dim); err != nil {
 		return nil, fmt.Errorf("%w: key metadata: %v", errs.ErrCorrupt, err)
 	}
-	set, err := ParamSet(m.Preset, m.Kappa, m.Dim)
+	set, err := ParamSetWith(m.Preset, m.Kappa, m.Dim, m.Payload)
 	if err != nil {
 		return nil, fmt.Errorf("%w: key metadata: %v", errs.ErrCorrupt, err)
 	}
@@ -100,6 +102,7 @@ var paramCache struct {
 type paramKey struct {
 	preset     string
 	kappa, dim int
+	payload    bool
 }
 
 // paramCacheSize bounds paramCache (a set at the default preset holds
@@ -113,16 +116,21 @@ const paramCacheSize = 8
 // checked first (CheckDim). The caller gets its own copy of the Set (the
 // CKKS parameters inside are immutable and shared).
 func ParamSet(preset string, kappa, dim int) (*params.Set, error) {
+	return ParamSetWith(preset, kappa, dim, false)
+}
+
+// ParamSetWith is ParamSet for a set with or without the payload level.
+func ParamSetWith(preset string, kappa, dim int, payload bool) (*params.Set, error) {
 	if err := CheckDim(dim); err != nil {
 		return nil, err
 	}
-	key := paramKey{preset, kappa, dim}
+	key := paramKey{preset, kappa, dim, payload}
 	paramCache.Lock()
 	set, ok := paramCache.m[key]
 	paramCache.Unlock()
 	if !ok {
 		var err error
-		if set, err = params.New(preset, kappa, dim); err != nil {
+		if set, err = params.NewWith(preset, kappa, dim, payload); err != nil {
 			return nil, err
 		}
 		paramCache.Lock()
@@ -222,7 +230,7 @@ func Generate(dir string, set *params.Set, strat strategy.Strategy) (*Summary, e
 	}
 	rots := strat.Rotations()
 	meta := &Meta{Format: formatV1, KeyID: hex.EncodeToString(id), Preset: set.Preset, Insecure: set.Insecure,
-		Kappa: set.Kappa, Dim: set.Dim, Fingerprint: set.Fingerprint(), Strategy: strat.Name, N1: strat.N1,
+		Kappa: set.Kappa, Dim: set.Dim, Payload: set.Payload, Fingerprint: set.Fingerprint(), Strategy: strat.Name, N1: strat.N1,
 		Rotations: rots, GaloisElements: GaloisElements(set, rots)}
 
 	p := set.CKKS

@@ -71,11 +71,38 @@ func specialPrimes(logQ []int) int {
 	}
 }
 
+// payloadSpecialPrimes gives the special primes of a chain with the payload
+// level: as many as the chain without it has (specialPrimes), so that its
+// keys have about the same number of digits, each as large as still fits
+// the N = 2^15 bound (48 bits at kappa 13: log2(QP) = 735 + 144 = 879),
+// and never above logPi.
+func payloadSpecialPrimes(logQ []int) []int {
+	np := specialPrimes(logQ[:len(logQ)-1])
+	sumQ := 0
+	for _, b := range logQ {
+		sumQ += b
+	}
+	bits := min(logPi, (MaxLogQPFor128[15]-sumQ)/np)
+	out := make([]int, np)
+	for i := range out {
+		out[i] = bits
+	}
+	return out
+}
+
+// MinSpecialPrimeBits is the smallest special prime a chain may use: key
+// switching divides by P, so P must stay at least as large as a rescaling
+// prime for its noise to vanish against the scale.
+const MinSpecialPrimeBits = logScale
+
 // Set is a fully specified encmatch parameter set.
 type Set struct {
 	Preset   string // one of Presets
 	Kappa    int    // comparator depth budget
 	Dim      int    // embedding dimension as given by the user
+	// Payload adds one level below the comparator, on which the server
+	// multiplies match bits into encrypted payloads (package payload).
+	Payload  bool
 	CKKS     ckks.Parameters
 	Insecure bool
 }
@@ -92,6 +119,7 @@ type Description struct {
 	LogQP        float64 `json:"log_qp"`
 	SecurityBits int     `json:"security_bits"`
 	Kappa        int     `json:"kappa"`
+	Payload      bool    `json:"payload,omitempty"`
 	Levels       int     `json:"levels"`
 	Dim          int     `json:"dim"`
 	PaddedDim    int     `json:"padded_dim"`
@@ -102,6 +130,13 @@ type Description struct {
 // New builds the parameter set of a preset for a comparator depth kappa and
 // an embedding dimension dim.
 func New(preset string, kappa, dim int) (*Set, error) {
+	return NewWith(preset, kappa, dim, false)
+}
+
+// NewWith is New, with the payload level when payload is set: one more
+// 45-bit prime at the bottom of the chain, the special primes shrunk to
+// keep log2(QP) within the 128-bit bound (payloadSpecialPrimes).
+func NewWith(preset string, kappa, dim int, payload bool) (*Set, error) {
 	var logN int
 	ringType := ring.Standard
 	switch preset {
@@ -128,15 +163,27 @@ func New(preset string, kappa, dim int) (*Set, error) {
 	if PaddedDim(dim) > slots {
 		return nil, fmt.Errorf("embedding dimension %d (padded to %d) does not fit in %d slots of preset %q", dim, PaddedDim(dim), slots, preset)
 	}
-	// One level for the similarity product, kappa for the comparator.
+	// One level for the similarity product, kappa for the comparator, and
+	// with payloads one for the product of match bits and payloads.
+	levels := 1 + kappa
+	if payload {
+		levels++
+	}
 	logQ := []int{logQ0}
-	for i := 0; i < 1+kappa; i++ {
+	for i := 0; i < levels; i++ {
 		logQ = append(logQ, logScale)
 	}
-	np := specialPrimes(logQ)
-	logP := make([]int, np)
-	for i := range logP {
-		logP[i] = logPi
+	var logP []int
+	if payload {
+		logP = payloadSpecialPrimes(logQ)
+		if logP[0] < MinSpecialPrimeBits {
+			return nil, fmt.Errorf("preset %q at kappa=%d has no room for the payload level within 128-bit security (special primes of %d bits)", preset, kappa, logP[0])
+		}
+	} else {
+		logP = make([]int, specialPrimes(logQ))
+		for i := range logP {
+			logP[i] = logPi
+		}
 	}
 	p, err := ckks.NewParametersFromLiteral(ckks.ParametersLiteral{
 		LogN:            logN,
@@ -148,7 +195,7 @@ func New(preset string, kappa, dim int) (*Set, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building CKKS parameters: %w", err)
 	}
-	s := &Set{Preset: preset, Kappa: kappa, Dim: dim, CKKS: p, Insecure: preset != Default && preset != Real}
+	s := &Set{Preset: preset, Kappa: kappa, Dim: dim, Payload: payload, CKKS: p, Insecure: preset != Default && preset != Real}
 	if !s.Insecure && s.SecurityBits() < 128 {
 		return nil, fmt.Errorf("preset %q at kappa=%d has log2(QP)=%.1f > %d: below 128-bit security", preset, kappa, p.LogQP(), MaxLogQPFor128[logN])
 	}
@@ -190,6 +237,9 @@ func (s *Set) Fingerprint() string {
 	lit, _ := json.Marshal(s.CKKS.ParametersLiteral())
 	h := sha256.New()
 	fmt.Fprintf(h, "encmatch/v1|%s|%d|%d|", s.Preset, s.Kappa, s.Dim)
+	if s.Payload {
+		h.Write([]byte("payload|")) // sets without it keep their fingerprints
+	}
 	h.Write(lit)
 	return hex.EncodeToString(h.Sum(nil))[:32]
 }
@@ -207,6 +257,7 @@ func (s *Set) Describe() Description {
 		LogQP:        s.CKKS.LogQP(),
 		SecurityBits: s.SecurityBits(),
 		Kappa:        s.Kappa,
+		Payload:      s.Payload,
 		Levels:       s.CKKS.MaxLevel(),
 		Dim:          s.Dim,
 		PaddedDim:    s.L(),
@@ -220,6 +271,9 @@ func (s *Set) Label() string {
 	tag := "128-bit"
 	if s.Insecure {
 		tag = "INSECURE, tests only"
+	}
+	if s.Payload {
+		tag = "payload level, " + tag
 	}
 	return fmt.Sprintf("%s (logN=%d, kappa=%d, %s)", s.Preset, s.CKKS.LogN(), s.Kappa, tag)
 }

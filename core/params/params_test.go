@@ -68,3 +68,40 @@ func contains(s, sub string) bool {
 	}
 	return false
 }
+
+// TestPayloadLevelStaysSecure: every kappa with the payload level has one
+// more level than without, the same number of special primes, and log2(QP)
+// within the HE standard's bound for N = 2^15; the fingerprint differs from
+// the set without it, which keeps its own.
+func TestPayloadLevelStaysSecure(t *testing.T) {
+	for k := MinKappa; k <= MaxKappa; k++ {
+		plain, err := New(Default, k, 128)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := NewWith(Default, k, 128, true)
+		if err != nil {
+			t.Fatalf("kappa=%d: %v", k, err)
+		}
+		if s.SecurityBits() != 128 || s.CKKS.LogQP() > float64(MaxLogQPFor128[15]) {
+			t.Fatalf("kappa=%d: logQP=%.1f not 128-bit", k, s.CKKS.LogQP())
+		}
+		if s.CKKS.MaxLevel() != plain.CKKS.MaxLevel()+1 || s.CKKS.PCount() != plain.CKKS.PCount() {
+			t.Fatalf("kappa=%d: levels %d (plain %d), special primes %d (plain %d)", k, s.CKKS.MaxLevel(), plain.CKKS.MaxLevel(), s.CKKS.PCount(), plain.CKKS.PCount())
+		}
+		for _, b := range s.CKKS.LogPi() {
+			if b < MinSpecialPrimeBits {
+				t.Fatalf("kappa=%d: special prime of %d bits", k, b)
+			}
+		}
+		if s.Fingerprint() == plain.Fingerprint() || !s.Describe().Payload {
+			t.Fatalf("kappa=%d: payload set not told apart", k)
+		}
+		t.Logf("kappa=%d payload: log2(QP)=%.1f, special primes %v", k, s.CKKS.LogQP(), s.CKKS.LogPi())
+	}
+	// The set without payloads keeps the fingerprint it had before payloads existed.
+	d, _ := New(Default, 13, 512)
+	if d.CKKS.LogQP() > 841 || d.CKKS.PCount() != 3 {
+		t.Fatalf("default chain changed: logQP %.1f, %d special primes", d.CKKS.LogQP(), d.CKKS.PCount())
+	}
+}

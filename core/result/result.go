@@ -5,8 +5,9 @@
 // is a JSON header followed by ciphertexts: one for membership (slot 0 holds
 // the number of matches over the whole gallery), one per group for
 // identification (slot t of group g is 1 when gallery entry
-// groups[g].start + t matches, else 0). Neither ever holds a similarity
-// score.
+// groups[g].start + t matches, else 0), and for payload fetch the few
+// ciphertexts of cells that package payload lays out (its header says how).
+// None ever holds a similarity score.
 package result
 
 import (
@@ -19,6 +20,7 @@ import (
 	"encmatch/core/codec"
 	"encmatch/core/envelope"
 	"encmatch/core/errs"
+	"encmatch/core/payload"
 
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
@@ -34,12 +36,14 @@ const (
 const (
 	Membership     = "membership"
 	Identification = "identification"
+	// Payload returns the payloads of the matching records (package payload).
+	Payload = "payload"
 )
 
 // CheckMode validates a mode name.
 func CheckMode(mode string) error {
-	if mode != Membership && mode != Identification {
-		return fmt.Errorf("%w: unknown search mode %q (want %q or %q)", errs.ErrInvalid, mode, Membership, Identification)
+	if mode != Membership && mode != Identification && mode != Payload {
+		return fmt.Errorf("%w: unknown search mode %q (want %q, %q or %q)", errs.ErrInvalid, mode, Membership, Identification, Payload)
 	}
 	return nil
 }
@@ -56,6 +60,8 @@ type Header struct {
 	Delta float64 `json:"delta"`
 	Total int     `json:"total"`
 	Spans []Span  `json:"groups"`
+	// Layout is the payload result's cells (mode payload only).
+	Layout *payload.Layout `json:"layout,omitempty"`
 }
 
 // Missing returns the gallery ranges in [0, Total) that no span covers,
@@ -108,14 +114,14 @@ func Merge(p ckks.Parameters, parts []*Result) (*Result, error) {
 		return nil, fmt.Errorf("%w: nothing to merge", errs.ErrInvalid)
 	}
 	first := parts[0]
-	out := &Result{Header: Header{Mode: first.Mode, Delta: first.Delta, Total: first.Total}}
+	out := &Result{Header: Header{Mode: first.Mode, Delta: first.Delta, Total: first.Total, Layout: first.Layout}}
 	type group struct {
 		span Span
 		ct   *rlwe.Ciphertext
 	}
 	var groups []group
 	for i, r := range parts {
-		if r.Mode != first.Mode || r.Delta != first.Delta || r.Total != first.Total {
+		if r.Mode != first.Mode || r.Delta != first.Delta || r.Total != first.Total || (r.Layout == nil) != (first.Layout == nil) || (r.Layout != nil && *r.Layout != *first.Layout) {
 			return nil, fmt.Errorf("%w: part %d is a %s result at delta %v over %d entries, part 0 a %s result at delta %v over %d",
 				errs.ErrMismatch, i, r.Mode, r.Delta, r.Total, first.Mode, first.Delta, first.Total)
 		}
@@ -137,19 +143,26 @@ func Merge(p ckks.Parameters, parts []*Result) (*Result, error) {
 		}
 		return out, nil
 	}
-	sum := first.Ciphertexts[0].CopyNew()
+	// Membership counts and payload cells add up (a payload layout places
+	// every group by its index in the whole index).
 	eval := ckks.NewEvaluator(p, nil)
-	for i, r := range parts[1:] {
-		ct := r.Ciphertexts[0]
-		if ct.Level() != sum.Level() || ct.Scale.Cmp(sum.Scale) != 0 {
-			return nil, fmt.Errorf("%w: part %d's count is at level %d and scale 2^%.1f, part 0's at level %d and scale 2^%.1f",
-				errs.ErrMismatch, i+1, ct.Level(), ct.Scale.Log2(), sum.Level(), sum.Scale.Log2())
+	for k := range first.Ciphertexts {
+		sum := first.Ciphertexts[k].CopyNew()
+		for i, r := range parts[1:] {
+			if len(r.Ciphertexts) != len(first.Ciphertexts) {
+				return nil, fmt.Errorf("%w: part %d holds %d ciphertexts, part 0 %d", errs.ErrMismatch, i+1, len(r.Ciphertexts), len(first.Ciphertexts))
+			}
+			ct := r.Ciphertexts[k]
+			if ct.Level() != sum.Level() || ct.Scale.Cmp(sum.Scale) != 0 {
+				return nil, fmt.Errorf("%w: part %d's count is at level %d and scale 2^%.1f, part 0's at level %d and scale 2^%.1f",
+					errs.ErrMismatch, i+1, ct.Level(), ct.Scale.Log2(), sum.Level(), sum.Scale.Log2())
+			}
+			if err := eval.Add(sum, ct, sum); err != nil {
+				return nil, fmt.Errorf("merging counts: %w", err)
+			}
 		}
-		if err := eval.Add(sum, ct, sum); err != nil {
-			return nil, fmt.Errorf("merging counts: %w", err)
-		}
+		out.Ciphertexts = append(out.Ciphertexts, sum)
 	}
-	out.Ciphertexts = []*rlwe.Ciphertext{sum}
 	return out, nil
 }
 
@@ -162,9 +175,17 @@ type Answer struct {
 	// Membership: the number of matches, rounded, and as decrypted.
 	Count    int     `json:"count"`
 	RawCount float64 `json:"raw_count"`
-	// Identification: matching gallery positions, ascending.
-	Matches []int   `json:"matches"`
-	Seconds float64 `json:"seconds"`
+	// Identification and payload: matching gallery positions, ascending.
+	Matches []int `json:"matches"`
+	// Payload: the bound and width, the decoded records sorted by payload,
+	// and whether the answer is whole (see payload.Answer).
+	Bound      int              `json:"bound,omitempty"`
+	Width      int              `json:"width,omitempty"`
+	Records    []payload.Record `json:"records,omitempty"`
+	Complete   bool             `json:"complete"`
+	Unresolved int              `json:"unresolved"`
+	Uncertain  int              `json:"uncertain"`
+	Seconds    float64          `json:"seconds"`
 }
 
 // SlotTolerance is how far outside [0, 1] a decrypted comparator output
@@ -200,9 +221,37 @@ func (r *Result) Read(values [][]float64) (*Answer, error) {
 	if len(values) != len(r.Ciphertexts) {
 		return nil, fmt.Errorf("%w: %d decrypted ciphertexts for a result of %d", errs.ErrInvalid, len(values), len(r.Ciphertexts))
 	}
-	out := &Answer{Mode: r.Mode, Delta: r.Delta, Total: r.Total, Matches: []int{}}
+	out := &Answer{Mode: r.Mode, Delta: r.Delta, Total: r.Total, Matches: []int{}, Complete: true}
 	foreign := func(what string, v float64) error {
 		return fmt.Errorf("%w: %s (%s decrypts to %v)", errs.ErrMismatch, ForeignKeyMessage, what, v)
+	}
+	if r.Mode == Payload {
+		// A cell sums at most Layout.MaxCellValue: a foreign key's noise is
+		// about 2^24 at the payload result's scale.
+		hi := r.Layout.MaxCellValue() + SlotTolerance
+		for i, vs := range values {
+			for t, v := range vs {
+				if !(v >= -SlotTolerance && v <= hi) {
+					return nil, foreign(fmt.Sprintf("payload ciphertext %d slot %d", i, t), v)
+				}
+			}
+		}
+		spans := make([]payload.Span, len(r.Spans))
+		for i, sp := range r.Spans {
+			spans[i] = payload.Span{Index: i, Start: sp.Start, Count: sp.Count}
+		}
+		a, err := payload.Decode(*r.Layout, spans, values)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", errs.ErrCorrupt, err)
+		}
+		out.Count, out.RawCount, out.Records = a.Count, a.RawCount, a.Records
+		out.Complete, out.Unresolved, out.Uncertain = a.Complete, a.Unresolved, a.Uncertain
+		out.Bound, out.Width = r.Layout.Bound, r.Layout.Width
+		for _, rec := range a.Records {
+			out.Matches = append(out.Matches, rec.Position)
+		}
+		sort.Ints(out.Matches)
+		return out, nil
 	}
 	if r.Mode == Membership {
 		if len(values[0]) == 0 {
@@ -310,8 +359,11 @@ func Unmarshal(data []byte, want envelope.Header, p ckks.Parameters) (*Result, e
 // ciphertextCount is the number of ciphertexts a result with this header
 // holds: one for membership, one per group for identification.
 func (h *Header) ciphertextCount() int {
-	if h.Mode == Membership {
+	switch h.Mode {
+	case Membership:
 		return 1
+	case Payload:
+		return h.Layout.Ciphertexts()
 	}
 	return len(h.Spans)
 }
@@ -340,6 +392,18 @@ func (h *Header) checkHeader(p ckks.Parameters) error {
 	}
 	if _, err := h.Missing(); err != nil {
 		return err
+	}
+	if (h.Mode == Payload) != (h.Layout != nil) {
+		return bad("a %s result with%s a payload layout", h.Mode, map[bool]string{true: "", false: "out"}[h.Layout != nil])
+	}
+	if h.Layout != nil {
+		// The layout must be the one its public inputs give: nothing else
+		// decodes.
+		l := *h.Layout
+		want, err := payload.NewLayout(p.MaxSlots(), l.Groups, l.Width, l.Bound)
+		if err != nil || want != l || (len(h.Spans) > 0 && len(h.Spans) > l.Groups) {
+			return bad("payload layout %+v is not one these parameters make (%v)", l, err)
+		}
 	}
 	return nil
 }

@@ -1,0 +1,286 @@
+package engine
+
+import (
+	"errors"
+	"math"
+	"math/rand"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"testing"
+
+	"encmatch/core/client"
+	"encmatch/core/comparator"
+	"encmatch/core/errs"
+	"encmatch/core/index"
+	"encmatch/core/keys"
+	"encmatch/core/params"
+	"encmatch/core/payload"
+	"encmatch/core/result"
+	"encmatch/core/strategy"
+)
+
+// newPayloadFixture is a key set with the payload level and an index of
+// payloads of width values per record under rule.
+func newPayloadFixture(t *testing.T, kappa, dim int, delta float64, width int, rule string) *fixture {
+	t.Helper()
+	dir := t.TempDir()
+	set, err := params.NewWith(params.Toy, kappa, dim, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	strat, err := strategy.New(strategy.BSGSTBE, 8, set.L())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{keyDir: filepath.Join(dir, "keys"), indexDir: filepath.Join(dir, "index"), set: set}
+	if _, err := keys.Generate(f.keyDir, set, strat); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := index.CreateWith(f.indexDir, f.serverKeys(), delta, index.CreateOptions{PayloadWidth: width, Rule: rule}); err != nil {
+		t.Fatal(err)
+	}
+	if f.client, err = client.Open(f.keyDir); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// enrollPayloads enrolls vecs and their payloads, by the key owner or
+// under the public key (each fills the last group first).
+func (f *fixture) enrollPayloads(t *testing.T, vecs [][]float32, pay []int16, owner bool) {
+	t.Helper()
+	opt := index.EnrollOptions{Payloads: pay}
+	var err error
+	if owner {
+		c, lerr := keys.LoadClient(f.keyDir)
+		if lerr != nil {
+			t.Fatal(lerr)
+		}
+		_, err = index.EnrollSeededWith(f.indexDir, c, flatten(vecs), len(vecs), f.set.Dim, opt)
+	} else {
+		pub, lerr := keys.LoadPublic(f.serverKeys())
+		if lerr != nil {
+			t.Fatal(lerr)
+		}
+		_, err = index.EnrollWith(f.indexDir, pub, flatten(vecs), len(vecs), f.set.Dim, opt)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// bruteForcePayloads is the workload's answer: the payloads of every
+// record whose exact score passes the rule, sorted, and their positions.
+func bruteForcePayloads(m *index.Manifest, gal [][]float32, pay []int16, q []float32) (rows [][]int16, positions []int) {
+	w := m.PayloadWidth
+	type rec struct {
+		pos int
+		p   []int16
+	}
+	var recs []rec
+	for i, g := range gal {
+		if m.Matches(cosine(q, g)) {
+			recs = append(recs, rec{i, pay[i*w : (i+1)*w]})
+		}
+	}
+	sort.Slice(recs, func(a, b int) bool {
+		for k := range recs[a].p {
+			if recs[a].p[k] != recs[b].p[k] {
+				return recs[a].p[k] < recs[b].p[k]
+			}
+		}
+		return recs[a].pos < recs[b].pos
+	})
+	rows = [][]int16{}
+	for _, r := range recs {
+		rows = append(rows, r.p)
+		positions = append(positions, r.pos)
+	}
+	return rows, positions
+}
+
+func randomPayloads(rng *rand.Rand, n, width int) []int16 {
+	out := make([]int16, n*width)
+	for i := range out {
+		out[i] = int16(rng.Intn(65536) - 32768)
+	}
+	out[0], out[1] = math.MaxInt16, math.MinInt16 // the extremes travel too
+	return out
+}
+
+func payloadSearch(t *testing.T, f *fixture, srv *Server, q []float32, bound int) *result.Answer {
+	t.Helper()
+	qb, err := f.client.EncryptQuery(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, _, err := srv.SearchWith(qb, result.Payload, SearchOptions{Bound: bound})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ans, err := f.client.Decrypt(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ans
+}
+
+// TestPayloadSearchMatchesBruteForce: three groups (two full, one partial,
+// enrolled in batches that fill the last group by both enrollers), 24
+// matches just above delta and 300 non-matches just below it, all outside
+// the comparator's value band but within 0.03 of delta: the decrypted
+// payloads are exactly the brute-force ones, sorted, in memory and
+// streamed; membership and identification still answer on the same index.
+func TestPayloadSearchMatchesBruteForce(t *testing.T) {
+	rng := rand.New(rand.NewSource(18))
+	const dim, delta, width = 64, 0.5, 7
+	f := newPayloadFixture(t, 13, dim, delta, width, index.RuleAbove)
+	cmp, err := comparator.New(13, delta, comparator.DefaultScoreScale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := randomUnit(rng, dim)
+	var planted []float64
+	for i := 0; i < 24; i++ {
+		planted = append(planted, delta+cmp.ValueBand+0.001+rng.Float64()*0.03)
+	}
+	for i := 0; i < 300; i++ {
+		planted = append(planted, delta-cmp.ValueBand-0.001-rng.Float64()*0.03)
+	}
+	gal := gallery(rng, q, 4700, planted)
+	pay := randomPayloads(rng, len(gal), width)
+	f.enrollPayloads(t, gal[:1500], pay[:1500*width], false)
+	f.enrollPayloads(t, gal[1500:3000], pay[1500*width:3000*width], true) // fills group 0, starts group 1
+	f.enrollPayloads(t, gal[3000:], pay[3000*width:], false)              // fills group 1, starts group 2
+	for _, streamed := range []bool{false, true} {
+		opt := Options{}
+		if streamed {
+			opt.MemoryBudget = 1
+		}
+		srv, err := Open(f.indexDir, f.serverKeys(), opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g := srv.Manifest.Groups; len(g) != 3 || g[0].Fills != 1 || g[1].Fills != 1 || srv.Streamed != streamed {
+			t.Fatalf("groups %+v", g)
+		}
+		rows, positions := bruteForcePayloads(srv.Manifest, gal, pay, f32(q))
+		if len(rows) != 24 {
+			t.Fatalf("brute force finds %d matches, planted 24", len(rows))
+		}
+		ans := payloadSearch(t, f, srv, f32(q), 32)
+		if !ans.Complete || ans.Count != 24 || ans.Uncertain != 0 || len(ans.Records) != 24 {
+			t.Fatalf("streamed=%v: complete %v count %d (raw %.4f) uncertain %d records %d", streamed, ans.Complete, ans.Count, ans.RawCount, ans.Uncertain, len(ans.Records))
+		}
+		for i, r := range ans.Records {
+			if r.Position != positions[i] || !reflect.DeepEqual(r.Payload, rows[i]) {
+				t.Fatalf("streamed=%v: record %d is %d %v, brute force %d %v", streamed, i, r.Position, r.Payload, positions[i], rows[i])
+			}
+		}
+		// The other modes on a chain with the payload level.
+		if m := check(t, f, srv, gal, f32(q)); len(m) != 24 {
+			t.Fatalf("identification found %d matches", len(m))
+		}
+		// More matches than the bound: the exact count, marked incomplete.
+		over := payloadSearch(t, f, srv, f32(q), 8)
+		if over.Complete || over.Count != 24 {
+			t.Fatalf("bound 8: complete %v count %d", over.Complete, over.Count)
+		}
+		for _, r := range over.Records {
+			if k := sort.SearchInts(sortedCopy(positions), r.Position); k == len(positions) || sortedCopy(positions)[k] != r.Position {
+				t.Fatalf("bound 8: decoded a non-match at %d", r.Position)
+			}
+		}
+	}
+}
+
+func sortedCopy(v []int) []int {
+	out := append([]int(nil), v...)
+	sort.Ints(out)
+	return out
+}
+
+// TestPayloadRuleDecidesExactTies: delta is set to the exact score of one
+// record (its float32 vectors' cosine): ">=" returns it, ">" does not.
+func TestPayloadRuleDecidesExactTies(t *testing.T) {
+	rng := rand.New(rand.NewSource(19))
+	const dim, width = 16, 2
+	q := f32(randomUnit(rng, dim))
+	gal := gallery(rng, randomUnit(rng, dim), 300, nil)
+	tie := f32(atCosine(rng, unit(float64s(q)), 0.6))
+	gal = append(gal, tie)
+	delta := cosine(q, tie)
+	pay := randomPayloads(rng, len(gal), width)
+	for _, rule := range []string{index.RuleAtLeast, index.RuleAbove} {
+		f := newPayloadFixture(t, 13, dim, delta, width, rule)
+		f.enrollPayloads(t, gal, pay, true)
+		srv, err := Open(f.indexDir, f.serverKeys(), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows, _ := bruteForcePayloads(srv.Manifest, gal, pay, q)
+		ans := payloadSearch(t, f, srv, q, 32)
+		got := [][]int16{}
+		for _, r := range ans.Records {
+			got = append(got, r.Payload)
+		}
+		if !reflect.DeepEqual(got, rows) || (rule == index.RuleAtLeast) != (len(rows) > 0) {
+			t.Fatalf("rule %q: payloads %v, brute force %v (uncertain %d)", rule, got, rows, ans.Uncertain)
+		}
+	}
+}
+
+func float64s(v []float32) []float64 {
+	out := make([]float64, len(v))
+	for i, x := range v {
+		out[i] = float64(x)
+	}
+	return out
+}
+
+// TestPayloadInputsRefused: payload mode on an index without payloads,
+// payloads for an index without them, the wrong number of them, a payload
+// index on keys without the payload level, and an unknown rule.
+func TestPayloadInputsRefused(t *testing.T) {
+	rng := rand.New(rand.NewSource(20))
+	plain := newFixture(t, params.Toy, 8, 8, 0.5)
+	vecs := gallery(rng, randomUnit(rng, 8), 4, nil)
+	plain.enroll(t, vecs)
+	srv, err := Open(plain.indexDir, plain.serverKeys(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	qb, _ := plain.client.EncryptQuery(vecs[0])
+	if _, _, err := srv.SearchWith(qb, result.Payload, SearchOptions{}); !errors.Is(err, errs.ErrInvalid) {
+		t.Fatalf("payload search of an index without payloads: %v", err)
+	}
+	pub, _ := keys.LoadPublic(plain.serverKeys())
+	if _, err := index.EnrollWith(plain.indexDir, pub, flatten(vecs), 4, 8, index.EnrollOptions{Payloads: make([]int16, 4)}); !errors.Is(err, errs.ErrInvalid) {
+		t.Fatalf("payloads for an index without them: %v", err)
+	}
+	if _, err := index.CreateWith(filepath.Join(t.TempDir(), "p"), plain.serverKeys(), 0.5, index.CreateOptions{PayloadWidth: 3}); !errors.Is(err, errs.ErrInvalid) {
+		t.Fatalf("a payload index on keys without the payload level: %v", err)
+	}
+	f := newPayloadFixture(t, 8, 8, 0.5, 3, "")
+	if _, err := index.CreateWith(filepath.Join(t.TempDir(), "r"), f.serverKeys(), 0.5, index.CreateOptions{Rule: "=>"}); !errors.Is(err, errs.ErrInvalid) {
+		t.Fatalf("rule =>: %v", err)
+	}
+	pub, _ = keys.LoadPublic(f.serverKeys())
+	for _, n := range []int{0, 11, 13} {
+		if _, err := index.EnrollWith(f.indexDir, pub, flatten(vecs), 4, 8, index.EnrollOptions{Payloads: make([]int16, n)}); !errors.Is(err, errs.ErrInvalid) {
+			t.Fatalf("%d payload values for 4 records of 3: %v", n, err)
+		}
+	}
+	if _, err := index.EnrollWith(f.indexDir, pub, flatten(vecs), 4, 8, index.EnrollOptions{Payloads: make([]int16, 12)}); err != nil {
+		t.Fatal(err)
+	}
+	srv, err = Open(f.indexDir, f.serverKeys(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	qb, _ = f.client.EncryptQuery(vecs[0])
+	if _, _, err := srv.SearchWith(qb, result.Payload, SearchOptions{Bound: payload.MaxBound + 1}); !errors.Is(err, errs.ErrInvalid) {
+		t.Fatalf("bound above the maximum: %v", err)
+	}
+}

@@ -1,0 +1,100 @@
+package payload
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"encmatch/core/params"
+
+	"github.com/tuneinsight/lattigo/v6/core/rlwe"
+	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
+)
+
+// TestCompactMatchesModel: the encrypted compaction of three groups (one
+// partial, given out of order) decrypts to the plaintext model up to CKKS
+// noise well below the decoder's tolerances (0.0045 measured here, N = 2^12),
+// and decodes to the records whose bits are set.
+func TestCompactMatchesModel(t *testing.T) {
+	set, err := params.NewWith(params.Toy, 8, 16, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := set.CKKS
+	K := p.MaxSlots()
+	kgen := rlwe.NewKeyGenerator(p)
+	sk := kgen.GenSecretKeyNew()
+	var rots []int
+	for r := 1; r < K; r *= 2 {
+		rots = append(rots, r)
+	}
+	gks := kgen.GenGaloisKeysNew(p.GaloisElements(rots), sk)
+	keys := rlwe.NewMemEvaluationKeySet(kgen.GenRelinearizationKeyNew(sk), gks...)
+	enc := rlwe.NewEncryptor(p, sk)
+	ecd := ckks.NewEncoder(p)
+	dec := rlwe.NewDecryptor(p, sk)
+
+	const width, level = 3, 1
+	spans := []Span{{0, 0, K}, {1, K, K}, {2, 2 * K, 700}}
+	rng := rand.New(rand.NewPCG(9, 9))
+	l, err := NewLayout(K, 3, width, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var groups []Group
+	bits := make([][]float64, len(spans))
+	pays := make([][]int16, len(spans))
+	for i, sp := range spans {
+		bits[i] = make([]float64, K)
+		for _, s := range []int{rng.IntN(sp.Count), rng.IntN(sp.Count)} {
+			bits[i][s] = 1
+		}
+		pays[i] = make([]int16, sp.Count*width)
+		for k := range pays[i] {
+			pays[i][k] = int16(rng.IntN(65536) - 32768)
+		}
+		pt := ckks.NewPlaintext(p, level)
+		pt.Scale = rlwe.NewScale(ResultScale)
+		if err := ecd.Encode(bits[i], pt); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := enc.EncryptNew(pt)
+		g := Group{Index: sp.Index, Start: sp.Start, Count: sp.Count, Bits: b}
+		for _, col := range PayloadColumns(pays[i], width, 0, K) {
+			pt := ckks.NewPlaintext(p, level)
+			pt.Scale = rlwe.NewScale(PayloadScale)
+			if err := ecd.Encode(col, pt); err != nil {
+				t.Fatal(err)
+			}
+			ct, _ := enc.EncryptNew(pt)
+			g.Columns = append(g.Columns, ct)
+		}
+		groups = append(groups, g)
+	}
+	groups[0], groups[2] = groups[2], groups[0] // any order
+	out, err := NewCompactor(p, keys, l).Compact(groups)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Model(l, spans, bits, pays)
+	values := make([][]float64, len(out))
+	worst := 0.0
+	for i, ct := range out {
+		values[i] = make([]float64, K)
+		if err := ecd.Decode(dec.DecryptNew(ct), values[i]); err != nil {
+			t.Fatal(err)
+		}
+		for s := range values[i] {
+			worst = math.Max(worst, math.Abs(values[i][s]-want[i][s]))
+		}
+	}
+	t.Logf("largest difference from the model: %.3g", worst)
+	if worst > byteTolerance/5 { // a fifth of what the decoder tolerates
+
+		t.Fatalf("encrypted compaction differs from the model by %.3g", worst)
+	}
+	ans, err := Decode(l, spans, values)
+	if err != nil || !ans.Complete || ans.Count != 6 || len(ans.Records) != 6 {
+		t.Fatalf("decode: %+v %v", ans, err)
+	}
+}
