@@ -55,12 +55,12 @@ const (
 
 // Meta describes a key set; it is stored as client.json and server/keys.json.
 type Meta struct {
-	Format         int      `json:"format"`
-	KeyID          string   `json:"key_id"`
-	Preset         string   `json:"preset"`
-	Insecure       bool     `json:"insecure"`
-	Kappa          int      `json:"kappa"`
-	Dim            int      `json:"dim"`
+	Format   int    `json:"format"`
+	KeyID    string `json:"key_id"`
+	Preset   string `json:"preset"`
+	Insecure bool   `json:"insecure"`
+	Kappa    int    `json:"kappa"`
+	Dim      int    `json:"dim"`
 	// Payload: the chain has the payload level (params.NewWith).
 	Payload        bool     `json:"payload,omitempty"`
 	Fingerprint    string   `json:"fingerprint"`

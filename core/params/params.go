@@ -97,9 +97,9 @@ const MinSpecialPrimeBits = logScale
 
 // Set is a fully specified encmatch parameter set.
 type Set struct {
-	Preset   string // one of Presets
-	Kappa    int    // comparator depth budget
-	Dim      int    // embedding dimension as given by the user
+	Preset string // one of Presets
+	Kappa  int    // comparator depth budget
+	Dim    int    // embedding dimension as given by the user
 	// Payload adds one level below the comparator, on which the server
 	// multiplies match bits into encrypted payloads (package payload).
 	Payload  bool
