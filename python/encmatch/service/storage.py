@@ -149,11 +149,14 @@ def check_key_meta(meta: Any, allow_insecure: bool) -> dict:
         raise InvalidArgument("keys: galois_elements must be 1 to 4096 positive integers")
     if not re.match(r"^[0-9a-f]{1,64}$", meta["key_id"]):
         raise InvalidArgument("keys: key_id must be hex")
-    params = describe(meta["preset"], meta["kappa"], meta["dim"])
+    if not isinstance(meta.get("payload", False), bool):
+        raise InvalidArgument("keys: field 'payload' must be true or false")
+    payload = bool(meta.get("payload", False))  # a payload key set: one more level (issue 18)
+    params = describe(meta["preset"], meta["kappa"], meta["dim"], payload=payload)
     if params.get("fingerprint") != meta["fingerprint"]:
         raise Mismatch(
             f"keys: fingerprint {meta['fingerprint']} does not match the parameters they name "
-            f"({meta['preset']}, kappa={meta['kappa']}, dim={meta['dim']})"
+            f"({meta['preset']}, kappa={meta['kappa']}, dim={meta['dim']}{', payload' if payload else ''})"
         )
     if params.get("insecure") and not allow_insecure:
         raise Forbidden(
@@ -175,7 +178,8 @@ def allowed_kinds(name: str, meta: dict) -> set[str]:
     other name: a gallery group of the index's layout (core/index
     ``groupHeader``: ``gallery-group/plain`` or
     ``gallery-group/prerotated-n1=<n1>`` for ``bsgs-tbe``, each with or
-    without ``/seeded``). Everything else is refused.
+    without ``/seeded``; a payload key set's groups also end in
+    ``/payload=<W>``, see :func:`group_kind`). Everything else is refused.
     """
     if name in set(key_files(meta)):
         return {_KEY_KINDS.get(name, _GALOIS_KIND)}
@@ -183,6 +187,16 @@ def allowed_kinds(name: str, meta: dict) -> set[str]:
         return {_SEALED_KIND}
     layout = f"{_GROUP_KIND}/prerotated-n1={meta['n1']}" if meta["strategy"] == "bsgs-tbe" else f"{_GROUP_KIND}/plain"
     return {layout, layout + "/seeded"}
+
+
+_PAYLOAD_SUFFIX = re.compile(r"/payload=([1-9]|[1-5][0-9]|6[0-4])$")
+
+
+def group_kind(kind: str, meta: dict) -> str:
+    """A group's envelope kind without its ``/payload=<W>`` suffix when the keys are a payload key set
+    (the kinds :func:`allowed_kinds` names do not spell W; the core checks it against the manifest when
+    it loads the commit)."""
+    return _PAYLOAD_SUFFIX.sub("", kind) if meta.get("payload") and kind.startswith(_GROUP_KIND + "/") else kind
 
 
 @dataclass
@@ -620,8 +634,9 @@ class Storage:
             raise Corrupt(f"{name}: {exc}") from None
         meta = _read_json(d / "keys" / "keys.json")
         allowed = allowed_kinds(name, meta)
+        kind = group_kind(h.kind, meta)
         problem: EncmatchError | None = None
-        if h.kind not in allowed and not (h.kind in _PUBLIC_KINDS or h.kind.startswith(_GROUP_KIND + "/")):
+        if kind not in allowed and not (h.kind in _PUBLIC_KINDS or h.kind.startswith(_GROUP_KIND + "/")):
             what = "a secret key" if "secret" in h.kind else f"of kind {h.kind[:60]!r}"
             problem = Forbidden(f"{name} is {what}: the service accepts only {', '.join(sorted(allowed))} "
                                 "under this name and never holds secret material")
@@ -630,7 +645,7 @@ class Storage:
                                f"the index's keys have {meta['fingerprint']})")
         elif h.key_id != meta["key_id"]:
             problem = Mismatch(f"{name} belongs to key set {h.key_id}, the index to {meta['key_id']}")
-        elif h.kind not in allowed:
+        elif kind not in allowed:
             problem = Mismatch(f"{name} must be {' or '.join(sorted(allowed))}, it is a {h.kind}")
         elif h.total_length != size:
             problem = Corrupt(f"{name}: declared {size} bytes, its header announces {h.total_length}")
