@@ -350,7 +350,21 @@ func indexInfo(args, _ []byte) (any, []byte, error) {
 		return nil, nil, err
 	}
 	m, err := index.Load(a.IndexDir)
-	return m, nil, err
+	if err != nil {
+		return nil, nil, err
+	}
+	// The comparator's own threshold (moved by the index's rule) and the
+	// guard band, where answers may differ from the rule: the comparator's
+	// value band, and with a rule the sliver between delta and it.
+	c, err := comparator.New(m.Params.Kappa, m.ComparatorDelta(), m.ScoreScale)
+	if err != nil {
+		return nil, nil, err
+	}
+	return struct {
+		*index.Manifest
+		ComparatorDelta float64    `json:"comparator_delta"`
+		GuardBand       [2]float64 `json:"guard_band"`
+	}{m, c.Delta, [2]float64{min(m.Delta, c.Delta-c.ValueBand), max(m.Delta, c.Delta+c.ValueBand)}}, nil, nil
 }
 
 func clientOpen(args, _ []byte) (any, []byte, error) {

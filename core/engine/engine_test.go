@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"encmatch/core/client"
-	"encmatch/core/comparator"
 	"encmatch/core/errs"
 	"encmatch/core/index"
 	"encmatch/core/keys"
@@ -187,7 +186,7 @@ func gallery(rng *rand.Rand, q []float64, n int, planted []float64) [][]float32 
 // count must lie within what the value band allows.
 func check(t *testing.T, f *fixture, srv *Server, gal [][]float32, q []float32) (matches []int) {
 	t.Helper()
-	cmp, err := comparator.New(f.set.Kappa, srv.Manifest.Delta, srv.Manifest.ScoreScale)
+	cmp, err := srv.Comparator() // at the index's delta, or moved by its rule
 	if err != nil {
 		t.Fatal(err)
 	}

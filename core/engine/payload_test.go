@@ -128,8 +128,8 @@ func payloadSearch(t *testing.T, f *fixture, srv *Server, q []float32, bound int
 
 // TestPayloadSearchMatchesBruteForce: three groups (two full, one partial,
 // enrolled in batches that fill the last group by both enrollers), 24
-// matches just above delta and 300 non-matches just below it, all outside
-// the comparator's value band but within 0.03 of delta: the decrypted
+// matches just above the guard band of rule ">" (delta, delta + 2.1 value
+// bands) and 300 non-matches just below delta, all within 0.05 of it: the decrypted
 // payloads are exactly the brute-force ones, sorted, in memory and
 // streamed; membership and identification still answer on the same index.
 func TestPayloadSearchMatchesBruteForce(t *testing.T) {
@@ -143,10 +143,11 @@ func TestPayloadSearchMatchesBruteForce(t *testing.T) {
 	q := randomUnit(rng, dim)
 	var planted []float64
 	for i := 0; i < 24; i++ {
-		planted = append(planted, delta+cmp.ValueBand+0.001+rng.Float64()*0.03)
+		// Rule ">": the guard band is (delta, delta + 2.1 bands).
+		planted = append(planted, delta+2.1*cmp.ValueBand+0.001+rng.Float64()*0.03)
 	}
 	for i := 0; i < 300; i++ {
-		planted = append(planted, delta-cmp.ValueBand-0.001-rng.Float64()*0.03)
+		planted = append(planted, delta-0.001-rng.Float64()*0.03)
 	}
 	gal := gallery(rng, q, 4700, planted)
 	pay := randomPayloads(rng, len(gal), width)
@@ -202,15 +203,22 @@ func sortedCopy(v []int) []int {
 }
 
 // TestPayloadRuleDecidesExactTies: delta is set to the exact score of one
-// record (its float32 vectors' cosine): ">=" returns it, ">" does not.
+// record (its float32 vectors' cosine): ">=" returns it, ">" does not, as
+// a clean match bit (the guard band lies on the included side), in every
+// mode.
 func TestPayloadRuleDecidesExactTies(t *testing.T) {
 	rng := rand.New(rand.NewSource(19))
-	const dim, width = 16, 2
+	const dim, width = 64, 2 // no random record within 0.05 of delta
 	q := f32(randomUnit(rng, dim))
 	gal := gallery(rng, randomUnit(rng, dim), 300, nil)
 	tie := f32(atCosine(rng, unit(float64s(q)), 0.6))
 	gal = append(gal, tie)
 	delta := cosine(q, tie)
+	for i, g := range gal[:len(gal)-1] {
+		if math.Abs(cosine(q, g)-delta) < 0.05 {
+			t.Fatalf("record %d scores %.4f, within the guard band of delta %.4f", i, cosine(q, g), delta)
+		}
+	}
 	pay := randomPayloads(rng, len(gal), width)
 	for _, rule := range []string{index.RuleAtLeast, index.RuleAbove} {
 		f := newPayloadFixture(t, 13, dim, delta, width, rule)
@@ -225,8 +233,17 @@ func TestPayloadRuleDecidesExactTies(t *testing.T) {
 		for _, r := range ans.Records {
 			got = append(got, r.Payload)
 		}
-		if !reflect.DeepEqual(got, rows) || (rule == index.RuleAtLeast) != (len(rows) > 0) {
-			t.Fatalf("rule %q: payloads %v, brute force %v (uncertain %d)", rule, got, rows, ans.Uncertain)
+		if !reflect.DeepEqual(got, rows) || (rule == index.RuleAtLeast) != (len(rows) > 0) || !ans.Complete || ans.Uncertain != 0 {
+			t.Fatalf("rule %q: payloads %v, brute force %v (complete %v, uncertain %d)", rule, got, rows, ans.Complete, ans.Uncertain)
+		}
+		qb, _ := f.client.EncryptQuery(q)
+		res, _, err := srv.Search(qb, result.Membership)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mem, err := f.client.Decrypt(res)
+		if err != nil || math.Abs(mem.RawCount-float64(len(rows))) > 1e-3 {
+			t.Fatalf("rule %q: membership count %.5f, brute force %d (%v)", rule, mem.RawCount, len(rows), err)
 		}
 	}
 }

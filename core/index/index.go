@@ -99,8 +99,10 @@ type Manifest struct {
 	// vector (0: none), fetched by mode "payload" (package payload).
 	PayloadWidth int `json:"payload_width,omitempty"`
 	// Rule is the threshold rule fixed at creation: ">=" (a score equal to
-	// delta matches) or ">" (it does not). Indexes made before rules
-	// existed have none: ">=" with the boundary at delta itself.
+	// delta matches) or ">" (it does not), with the comparator's guard band
+	// on the side the rule includes (ComparatorDelta). Without a rule, as
+	// in indexes made before rules existed: ">=" with the band on both
+	// sides of delta.
 	Rule string `json:"rule,omitempty"`
 }
 
@@ -111,26 +113,34 @@ const (
 )
 
 // MaxPayloadWidth bounds the int16 values per record.
-const MaxPayloadWidth = 64
+const MaxPayloadWidth = payload.MaxWidth
 
-// TieShift is how far the comparator's boundary is moved from delta,
-// toward the side the rule excludes, so that a score exactly equal to
-// delta falls on the side its rule says: far above the error of an
-// encrypted score (about 1e-8 at 128-d, 5e-6 at 512-d after fills) and far
-// below the value band (0.0037 to 0.0076 at kappa 13).
-const TieShift = 1.0 / (1 << 16)
+// TieMargin is how far beyond the comparator's value band at delta its
+// boundary is moved for an index with a rule (a fraction of the band).
+const TieMargin = 0.1
 
-// ComparatorDelta is the threshold the comparator is built for: delta
-// moved by TieShift toward the side the rule excludes (delta itself for
-// an index without a rule).
+// ComparatorDelta is the threshold the comparator is built for. An index
+// with a rule moves it by (1 + TieMargin) value bands toward the side the
+// rule includes, so that every score on the excluded side, a score
+// exactly equal to delta included, gives an exact 0 (">") and every score
+// on the included side an exact 1 (">="): ties follow the rule in every
+// mode, and the guard band, where match bits are fractional, lies wholly
+// on the included side: (delta, delta + 2.1 bands) for ">", (delta - 2.1
+// bands, delta) for ">=". An index without a rule (made before rules
+// existed) keeps delta, with the band on both sides of it.
 func (m *Manifest) ComparatorDelta() float64 {
-	switch m.Rule {
-	case RuleAbove:
-		return m.Delta + TieShift
-	case RuleAtLeast:
-		return m.Delta - TieShift
+	if m.Rule == "" {
+		return m.Delta
 	}
-	return m.Delta
+	c, err := comparator.New(m.Params.Kappa, m.Delta, m.ScoreScale)
+	if err != nil {
+		return m.Delta // refused by validate's check of delta itself
+	}
+	shift := (1 + TieMargin) * c.ValueBand
+	if m.Rule == RuleAbove {
+		return m.Delta + shift
+	}
+	return m.Delta - shift
 }
 
 // Matches is the rule applied to an exact score: what brute force says.
@@ -216,6 +226,9 @@ func (m *Manifest) validate() error {
 	if err := CheckDelta(m.Delta); err != nil {
 		return bad("%v", err)
 	}
+	if err := comparator.Check(m.Params.Kappa, m.Delta, m.ScoreScale); err != nil {
+		return bad("%v", err)
+	}
 	if err := comparator.Check(m.Params.Kappa, m.ComparatorDelta(), m.ScoreScale); err != nil {
 		return bad("%v", err)
 	}
@@ -289,7 +302,8 @@ type CreateOptions struct {
 	// PayloadWidth int16 values enrolled beside each vector (0: none); it
 	// needs a key set with the payload level.
 	PayloadWidth int
-	// Rule is RuleAtLeast (the default) or RuleAbove.
+	// Rule is RuleAtLeast or RuleAbove, or none: ">=" with the comparator's
+	// guard band on both sides of delta (ComparatorDelta).
 	Rule string
 }
 
@@ -302,10 +316,7 @@ func CreateWith(dir, serverKeyDir string, delta float64, opt CreateOptions) (*Ma
 	if err := CheckDelta(delta); err != nil {
 		return nil, err
 	}
-	if opt.Rule == "" {
-		opt.Rule = RuleAtLeast
-	}
-	if opt.Rule != RuleAtLeast && opt.Rule != RuleAbove {
+	if opt.Rule != "" && opt.Rule != RuleAtLeast && opt.Rule != RuleAbove {
 		return nil, fmt.Errorf("%w: threshold rule %q (want %q or %q)", errs.ErrInvalid, opt.Rule, RuleAtLeast, RuleAbove)
 	}
 	if opt.PayloadWidth < 0 || opt.PayloadWidth > MaxPayloadWidth {
@@ -314,9 +325,12 @@ func CreateWith(dir, serverKeyDir string, delta float64, opt CreateOptions) (*Ma
 	if opt.PayloadWidth > 0 && !set.Payload {
 		return nil, fmt.Errorf("%w: payloads need a key set with the payload level (keygen with payload), and %s has none", errs.ErrInvalid, serverKeyDir)
 	}
-	probe := &Manifest{Delta: delta, Rule: opt.Rule}
-	if err := comparator.Check(set.Kappa, probe.ComparatorDelta(), comparator.DefaultScoreScale); err != nil {
+	if err := comparator.Check(set.Kappa, delta, comparator.DefaultScoreScale); err != nil {
 		return nil, fmt.Errorf("%w: %v", errs.ErrInvalid, err)
+	}
+	probe := &Manifest{Delta: delta, Rule: opt.Rule, ScoreScale: comparator.DefaultScoreScale, Params: set.Describe()}
+	if err := comparator.Check(set.Kappa, probe.ComparatorDelta(), comparator.DefaultScoreScale); err != nil {
+		return nil, fmt.Errorf("%w: threshold %v with rule %q: %v", errs.ErrInvalid, delta, opt.Rule, err)
 	}
 	var uid [16]byte
 	if _, err := rand.Read(uid[:]); err != nil {

@@ -53,6 +53,8 @@ const (
 	headerColumns = 1 + PositionBytes
 	// MaxBound is the largest bound on the number of matches a search takes.
 	MaxBound = 4096
+	// MaxWidth is the largest number of int16 values per record.
+	MaxWidth = 64
 	// DefaultBound is the workload's bound.
 	DefaultBound = 32
 	// cellsPerBound is how many cells of each copy a match may use: with
@@ -83,13 +85,13 @@ func NewLayout(slots, groups, width, bound int) (Layout, error) {
 	if slots < 2 || slots&(slots-1) != 0 {
 		return l, fmt.Errorf("payload layout: %d slots is not a power of two", slots)
 	}
-	if width < 1 || groups < 1 {
-		return l, fmt.Errorf("payload layout: width %d and groups %d must be positive", width, groups)
+	if width < 1 || width > MaxWidth || groups < 1 {
+		return l, fmt.Errorf("payload layout: width %d (at most %d) and groups %d must be positive", width, MaxWidth, groups)
 	}
 	if bound < 1 || bound > MaxBound {
 		return l, fmt.Errorf("the bound on the number of matches must lie in [1, %d], got %d", MaxBound, bound)
 	}
-	if groups*slots > MaxRecords {
+	if groups > MaxRecords/slots {
 		return l, fmt.Errorf("payload fetch holds at most %d gallery slots (%d groups of %d)", MaxRecords, groups, slots)
 	}
 	m := 1

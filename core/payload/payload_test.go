@@ -36,7 +36,7 @@ func expected(spans []Span, bits [][]float64, payloads [][]int16, width int) []R
 	for i, sp := range spans {
 		for s := 0; s < sp.Count; s++ {
 			if bits[i][s] >= 0.5 {
-				out = append(out, Record{Position: sp.Start + s, Payload: payloads[i][s*width : (s+1)*width], Weight: bits[i][s]})
+				out = append(out, Record{Position: sp.Start + s, Payload: payloads[i][s*width : (s+1)*width]})
 			}
 		}
 	}
@@ -210,20 +210,21 @@ func TestDecodeReportsWhatItCannot(t *testing.T) {
 	}
 }
 
-// TestDecodeFractionalBits: a lone score inside the guard band (bit 0.7
-// or 0.3) is read by its weight: a match at 0.7, not at 0.3, and counted
-// as uncertain; a clean answer has no uncertain record.
+// TestDecodeFractionalBits: a score inside the guard band (bit 0.7 or
+// 0.3) is never read as a record: its cells are left, reported as
+// uncertain, the answer incomplete; the clean match is read.
 func TestDecodeFractionalBits(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	spans := spansOf(2048)
 	l, _ := NewLayout(2048, 1, 7, 8)
 	pay := gallery(rng, spans, 7)
-	bits := bitsFor(spans, 2048, map[int]bool{10: true})
-	bits[0][900] = 0.7
-	bits[0][1500] = 0.3
-	ans, _ := Decode(l, spans, Model(l, spans, bits, pay))
-	if len(ans.Records) != 2 || ans.Records[0].Position+ans.Records[1].Position != 910 || ans.Uncertain != 2 {
-		t.Fatalf("fractional bits: %+v", ans)
+	for _, frac := range []float64{0.7, 0.3, 0.5} {
+		bits := bitsFor(spans, 2048, map[int]bool{10: true})
+		bits[0][900] = frac
+		ans, _ := Decode(l, spans, Model(l, spans, bits, pay))
+		if len(ans.Records) != 1 || ans.Records[0].Position != 10 || ans.Uncertain != 2 || ans.Complete {
+			t.Fatalf("bit %v: %+v", frac, ans)
+		}
 	}
 }
 
