@@ -101,7 +101,7 @@ def check_payloads(ix, gallery, payloads, probes, bound=32, *, require_outside=T
     if require_outside:
         assert outside.all(), f"probes {np.flatnonzero(~outside)} have scores within the value band {band}"
     want = payload_search(gallery, payloads, probes, ix.delta, ix.rule, bound, labels=labels)
-    got = ix.search(probes, "payload", bound=bound)
+    got = ix.search(probes, "payload", bound=bound, strict=False)  # probes inside the band may be incomplete
     checked = 0
     for i, (g, w) in enumerate(zip(got, want)):
         assert isinstance(g, PayloadResult) and g.payloads.dtype == np.int16 and g.payloads.shape[1] == ix.payload_width
