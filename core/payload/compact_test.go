@@ -17,6 +17,7 @@ import (
 // and decodes to the records whose bits are set.
 func TestCompactMatchesModel(t *testing.T) {
 	compactMatchesModel(t, params.Toy, 3)
+	compactMatchesModel(t, params.ToyReal, 2) // real slots: the conjugate-invariant ring
 }
 
 // TestCompactNoiseAtTheSecureRing measures the same at N = 2^15 (skipped

@@ -239,3 +239,34 @@ func TestLayoutRefusesWhatItCannotHold(t *testing.T) {
 		t.Fatalf("workload layout %+v, %v", l, err)
 	}
 }
+
+// FuzzDecode: any decrypted values (a forged or corrupt result that passed
+// the frame checks) decode without a panic to records inside the gallery,
+// each read from a cell that names it.
+func FuzzDecode(f *testing.F) {
+	f.Add([]byte{0}, uint16(3))
+	f.Add([]byte{1, 155, 3, 0, 128, 0, 127, 255}, uint16(17))
+	spans := spansOf(2048, 500)
+	l, _ := NewLayout(2048, 2, 2, 4)
+	f.Fuzz(func(t *testing.T, data []byte, at uint16) {
+		values := make([][]float64, l.Ciphertexts())
+		for i := range values {
+			values[i] = make([]float64, l.Slots)
+		}
+		// Write the bytes as cell values of copy 0, column by column, from cell at.
+		for k, b := range data {
+			c, j := k%l.Columns(), (int(at)+k/l.Columns())%l.Cells
+			ct, slot := l.Where(0, c, j)
+			values[ct][slot] = float64(b)
+		}
+		ans, err := Decode(l, spans, values)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range ans.Records {
+			if r.Position < 0 || r.Position >= 2548 || len(r.Payload) != 2 {
+				t.Fatalf("decoded %+v", r)
+			}
+		}
+	})
+}

@@ -12,6 +12,7 @@ import (
 	"encmatch/core/envelope"
 	"encmatch/core/errs"
 	"encmatch/core/params"
+	"encmatch/core/payload"
 
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
@@ -290,4 +291,30 @@ func TestMissingSpans(t *testing.T) {
 			t.Errorf("%v: CheckComplete %v", c.spans, complete)
 		}
 	}
+}
+
+// FuzzUnmarshalPayload fuzzes the result decoder with a valid payload
+// result of fuzzpatch.TinyParams (8 slots: a layout of 8 cells, 12
+// ciphertexts), whose header carries the layout it must re-derive.
+func FuzzUnmarshalPayload(f *testing.F) {
+	p := fuzzpatch.TinyParams()
+	h := hdr
+	h.Kind = KindResult
+	l, err := payload.NewLayout(p.MaxSlots(), 1, 1, 1)
+	if err != nil {
+		f.Fatal(err)
+	}
+	var cts []*rlwe.Ciphertext
+	for i := 0; i < l.Ciphertexts(); i++ {
+		cts = append(cts, sample(f, p, 0))
+	}
+	r, err := Marshal(hdr, &Result{Header: Header{Mode: Payload, Delta: 0.5, Total: 5, Spans: []Span{{0, 5}}, Layout: &l}, Ciphertexts: cts})
+	if err != nil {
+		f.Fatal(err)
+	}
+	if _, err := Unmarshal(r, hdr, p); err != nil {
+		f.Fatalf("the valid payload result is refused: %v", err)
+	}
+	_, body, _ := envelope.Open(r)
+	fuzzFrame(f, h, body, func(b []byte) error { _, err := Unmarshal(b, hdr, p); return err })
 }
