@@ -27,13 +27,21 @@ import (
 // count query (membership) and one payload query, each timed from the
 // query's encryption to its decryption, stage by stage; every answer is
 // checked against brute force. Peak RSS is the process's (run one size per
-// process).
+// process). ENCMATCH_BENCH_PLAIN=1 runs the count query alone on a key set
+// without the payload level and an index without payloads: the price of
+// the level on a count query.
 //
 //	ENCMATCH_BENCH_RECORDS=50000 go test -run '^$' -bench PayloadWorkload -benchtime 3x -timeout 60m ./engine/
 func BenchmarkPayloadWorkload(b *testing.B) {
 	const dim, width, delta, bound = 128, 7, 0.5, 32
 	n := envInt("ENCMATCH_BENCH_RECORDS", 1000)
-	set, err := params.NewWith(params.Default, params.DefaultKappa, dim, true)
+	withPayload := os.Getenv("ENCMATCH_BENCH_PLAIN") == ""
+	modes := []string{result.Membership, result.Payload}
+	w := width
+	if !withPayload {
+		modes, w = modes[:1], 0
+	}
+	set, err := params.NewWith(params.Default, params.DefaultKappa, dim, withPayload)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -50,7 +58,7 @@ func BenchmarkPayloadWorkload(b *testing.B) {
 	}
 	keygen := time.Since(t0).Seconds()
 	srvKeys := filepath.Join(keyDir, keys.ServerDir)
-	if _, err := index.CreateWith(indexDir, srvKeys, delta, index.CreateOptions{PayloadWidth: width, Rule: index.RuleAbove}); err != nil {
+	if _, err := index.CreateWith(indexDir, srvKeys, delta, index.CreateOptions{PayloadWidth: w, Rule: index.RuleAbove}); err != nil {
 		b.Fatal(err)
 	}
 	rng := rand.New(rand.NewSource(2026))
@@ -61,12 +69,16 @@ func BenchmarkPayloadWorkload(b *testing.B) {
 	}
 	gal := gallery(rng, q, n-len(planted), planted)
 	pay := randomPayloads(rng, n, width)
+	enrolled := pay
+	if !withPayload {
+		enrolled = nil
+	}
 	owner, err := keys.LoadClient(keyDir)
 	if err != nil {
 		b.Fatal(err)
 	}
 	t0 = time.Now()
-	if _, err := index.EnrollSeededWith(indexDir, owner, flatten(gal), n, dim, index.EnrollOptions{Payloads: pay}); err != nil {
+	if _, err := index.EnrollSeededWith(indexDir, owner, flatten(gal), n, dim, index.EnrollOptions{Payloads: enrolled}); err != nil {
 		b.Fatal(err)
 	}
 	encryptDB := time.Since(t0).Seconds()
@@ -80,7 +92,9 @@ func BenchmarkPayloadWorkload(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	rows, _ := bruteForcePayloads(srv.Manifest, gal, pay, f32(q))
+	m := *srv.Manifest
+	m.PayloadWidth = width
+	rows, _ := bruteForcePayloads(&m, gal, pay, f32(q))
 	b.Logf("%d records x %d-d, %d groups, %s, strategy %s n1=%d: keygen %.1f s (%d rotation keys, %.2f GB server keys), encrypt DB %.1f s (%.1f MB), server preprocessing %.1f s",
 		n, dim, len(srv.Manifest.Groups), set.Label(), strat.Name, strat.N1, keygen, sum.RotationKeys, float64(sum.ServerKeyBytes)/1e9, encryptDB, float64(dirBytes(indexDir))/1e6, preprocess)
 
@@ -88,7 +102,7 @@ func BenchmarkPayloadWorkload(b *testing.B) {
 	var qBytes, rBytes [2]int
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		for m, mode := range []string{result.Membership, result.Payload} {
+		for m, mode := range modes {
 			t0 := time.Now()
 			qb, err := c.EncryptQuery(f32(q))
 			if err != nil {
@@ -127,7 +141,7 @@ func BenchmarkPayloadWorkload(b *testing.B) {
 	}
 	b.StopTimer()
 	per := float64(b.N)
-	for m, mode := range []string{"count", "payload"} {
+	for m, mode := range []string{"count", "payload"}[:len(modes)] {
 		b.ReportMetric(stages[m].encrypt/per, mode+"-encrypt-s")
 		b.ReportMetric(stages[m].search/per, mode+"-server-s")
 		b.ReportMetric(stages[m].decrypt/per, mode+"-decrypt-s")
