@@ -195,7 +195,7 @@ def cmd_enroll(args: argparse.Namespace) -> int:
         width, rule = _creation(args, server_keys, payloads)
         manifest = enroller.create_index(args.index, args.delta, payload_width=width, rule=rule)
         extra = (f", payloads of {width} int16 value(s) per record" if width else "") + \
-            (f", rule score {rule} delta" if rule != ">=" else "")
+            (f", rule score {rule} delta" if rule else "")
         print(f"created index {args.index} (delta {args.delta}{extra})")
     else:
         if args.delta is not None:
@@ -263,16 +263,17 @@ def _read_records(args: argparse.Namespace) -> tuple[face_commands.Collected, np
     return got, np.concatenate(pays)
 
 
-def _creation(args: argparse.Namespace, server_keys: Path, payloads: np.ndarray | None) -> tuple[int, str]:
+def _creation(args: argparse.Namespace, server_keys: Path, payloads: np.ndarray | None) -> tuple[int, str | None]:
     """``(payload_width, rule)`` of a new index: ``--payload-width`` (default: the records' payload width, else
-    0) and ``--rule`` (default ``>=``); a width above 0 needs keys made with ``keygen --payload``."""
+    0) and ``--rule`` (default none: ``>=`` with the band on both sides); a width above 0 needs keys made
+    with ``keygen --payload``."""
     width = args.payload_width
     if width is None:
         width = 0 if payloads is None else int(payloads.shape[1])
     if width and not _key_meta(server_keys).get("payload"):
         raise InvalidArgument(f"an index with payloads needs a payload key set (one more level): the keys in "
                               f"{server_keys.parent} were made without `encmatch keygen --payload`")
-    return width, args.rule or ">="
+    return width, args.rule
 
 
 def _key_meta(server_keys: Path) -> dict:
@@ -603,7 +604,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "keys made with `keygen --payload` (default: the records' payload width, else 0)")
     s.add_argument("--rule", choices=RULES, default=None,
                    help="when creating the index: a match is score >= delta or score > delta (strict), fixed for "
-                        "good (default: >=)")
+                        "good; exact ties follow the rule and the guard band lies on the side it includes "
+                        "(default: >= with the guard band on both sides of delta)")
     s.add_argument("--field", default="emb", help="array of a .npz holding the vectors (default: %(default)s)")
     s.add_argument("--labels-from", default=None, metavar="FIELD", help="array of the .npz holding one label per row")
     s.add_argument("--batch-size", type=int, default=None, help="vectors per core call (default: one group)")

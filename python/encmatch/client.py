@@ -212,8 +212,11 @@ def _read_key_meta(key_dir: Path) -> dict:
 RULES = (">=", ">")
 
 
-def check_rule(rule: Any) -> str:
-    """``rule`` if it is one of :data:`RULES`; InvalidArgument otherwise."""
+def check_rule(rule: Any) -> str | None:
+    """``rule`` if it is one of :data:`RULES` or ``None`` (no rule: ``>=`` with the guard band on both sides
+    of delta); InvalidArgument otherwise."""
+    if rule is None:
+        return None
     if not isinstance(rule, str) or rule not in RULES:
         raise InvalidArgument(f"rule must be '>=' or '>' (a match is score >= delta, or score > delta), got {rule!r}")
     return rule
@@ -456,12 +459,17 @@ class Enroller:
         """True when enrolling as the key owner (secret key, seeded halves)."""
         return self.owner_key_dir is not None
 
-    def create_index(self, index_dir: PathLike, delta: float, payload_width: int = 0, rule: str = ">=") -> dict:
+    def create_index(self, index_dir: PathLike, delta: float, payload_width: int = 0,
+                     rule: str | None = None) -> dict:
         """Create an empty index in ``index_dir`` with match threshold ``delta``; returns its manifest.
 
         The threshold is the index's for good: every search of it uses
         ``delta`` and no other (``docs/LEAKAGE.md``); so is ``rule``, how a
-        score is compared with it: ``">="`` (default) or ``">"`` (strict).
+        score is compared with it: ``">"`` (strict) or ``">="``, with exact
+        ties decided by the rule and the comparator's guard band wholly on
+        the side the rule includes (``index_info``'s ``guard_band``); ``None``
+        (default) is ``>=`` with the guard band on both sides of delta, as
+        indexes made before rules (docs/PAYLOAD.md).
         ``payload_width`` (0 to 64; 0: none) is the number of int16 payload
         values every record carries, fetched by ``search(mode="payload")``;
         it needs a payload key set (:meth:`Client.generate` with
@@ -473,7 +481,7 @@ class Enroller:
         args: dict = {"index_dir": Path(index_dir), "server_key_dir": self.server_key_dir, "delta": delta}
         if width:
             args["payload_width"] = width
-        if rule != ">=":
+        if rule is not None:
             args["rule"] = rule
         return _core.call("create_index", args)[0]
 

@@ -122,7 +122,7 @@ class EncryptedIndex:
         memory_budget: int | None = None,
         backend: Any = None,
         payload_width: int = 0,
-        rule: str = ">=",
+        rule: str | None = None,
     ) -> "EncryptedIndex":
         """Generate keys and create an empty index at ``path`` (refuses existing keys: Exists).
 
@@ -138,7 +138,10 @@ class EncryptedIndex:
         every record (:meth:`add` ``payloads=``) and fetched by
         ``search(mode="payload")``; a width above 0 makes a payload key set
         (one more level). ``rule`` is how scores meet delta, fixed here
-        too: ``">="`` (default) or ``">"`` (strict).
+        too: ``">"`` (strict) or ``">="``, exact ties decided by the rule and
+        the guard band wholly on the side it includes; ``None`` (default):
+        ``>=`` with the guard band on both sides of delta (see
+        :meth:`Enroller.create_index <encmatch.Enroller.create_index>`).
         """
         delta = check_delta(delta)
         width = check_payload_width(payload_width)
@@ -183,6 +186,13 @@ class EncryptedIndex:
     def rule(self) -> str:
         """How a score meets delta: ``">="`` or ``">"`` (fixed at creation)."""
         return manifest_rule(self.manifest)
+
+    @property
+    def guard_band(self) -> tuple[float, float] | None:
+        """``(low, high)``: the scores whose answers may differ from the rule (the comparator's guard band,
+        moved to the included side of delta by a rule), as the core reports it; ``None`` if it does not."""
+        band = self.manifest.get("guard_band")
+        return (float(band[0]), float(band[1])) if band else None
 
     @property
     def params(self) -> dict:

@@ -46,7 +46,9 @@ def cmd_info(args: argparse.Namespace) -> int:
         for key in ("delta", "key_id"):
             if key in m:
                 print(f"{key}: {m[key]}")
-        print(f"rule: score {m.get('rule') or '>='} delta")
+        band = m.get("guard_band")
+        print(f"rule: score {m.get('rule') or '>='} delta" + ("" if m.get("rule") else " (no rule: the guard band on both sides)")
+              + (f"; guard band [{band[0]:.4f}, {band[1]:.4f}]" if band else ""))
         if m.get("payload_width"):
             print(f"payloads: {int(m['payload_width'])} int16 value(s) per record")
         name, n1 = manifest_strategy(m)

@@ -72,10 +72,11 @@ def payload_keys(tmp_path_factory):
 
 @pytest.fixture
 def payload_index(tmp_path, payload_keys):
-    """``payload_index(dim, delta, width=7, rule=">=")``: an empty EncryptedIndex with payloads."""
+    """``payload_index(dim, delta, width=7, rule=None)``: an empty EncryptedIndex with payloads (no rule:
+    ``>=`` with the guard band on both sides of delta)."""
     opened: list = []
 
-    def make(dim: int, delta: float, width: int = WIDTH, rule: str = ">=") -> EncryptedIndex:
+    def make(dim: int, delta: float, width: int = WIDTH, rule: str | None = None) -> EncryptedIndex:
         path = tmp_path / f"pix{len(opened)}"
         path.mkdir()
         (path / "keys").symlink_to(payload_keys(dim), target_is_directory=True)
@@ -89,6 +90,19 @@ def payload_index(tmp_path, payload_keys):
         ix.close()
 
 
+def in_guard_band(ix, scores: np.ndarray) -> np.ndarray:
+    """Where answers may differ from the rule: the index's guard band as the core reports it (with a rule:
+    wholly on the side the rule includes, an exact tie at delta decided), else delta +- the value band."""
+    band = ix.guard_band
+    if band is None:  # a core that does not report it: the comparator's value band at delta
+        vb = comparator(KAPPA, ix.delta)["value_band"]
+        band = (ix.delta - vb, ix.delta + vb)
+    inside = (scores >= band[0]) & (scores <= band[1])
+    if ix.info().get("rule"):
+        inside &= scores != ix.delta  # ties follow the rule
+    return inside
+
+
 def check_payloads(ix, gallery, payloads, probes, bound=32, *, require_outside=True, labels=None):
     """Search ``probes`` in payload mode and assert each answer equals brute force exactly (count,
     positions, payloads in order, complete) for every probe with no score within the value band.
@@ -96,10 +110,9 @@ def check_payloads(ix, gallery, payloads, probes, bound=32, *, require_outside=T
     ``require_outside``: the probes were built so; assert it. Returns ``(results, expected, checked)``.
     """
     scores = cosine_scores(gallery, probes)
-    band = comparator(KAPPA, ix.delta)["value_band"]
-    outside = (np.abs(scores - ix.delta) > band).all(axis=1)
+    outside = (~in_guard_band(ix, scores)).all(axis=1)
     if require_outside:
-        assert outside.all(), f"probes {np.flatnonzero(~outside)} have scores within the value band {band}"
+        assert outside.all(), f"probes {np.flatnonzero(~outside)} have scores within the guard band {ix.guard_band}"
     want = payload_search(gallery, payloads, probes, ix.delta, ix.rule, bound, labels=labels)
     got = ix.search(probes, "payload", bound=bound, strict=False)  # probes inside the band may be incomplete
     checked = 0
@@ -314,14 +327,14 @@ def test_real_faces_payloads_equal_brute_force(lfw, payload_index):
     assert all(lab for lab in hit.labels)
 
 
-def crowded(rng, dim, delta, above, below, n_fill, groups_of=None):
-    """A gallery crowding delta: for each probe j, ``above[j]`` scores in delta + [0.01, 0.05] and
-    ``below[j]`` in delta - [0.05, 0.01], plus filler scoring in [-0.3, 0.3] against every probe."""
+def crowded(rng, dim, delta, above, below, n_fill, near=0.01):
+    """A gallery crowding delta: for each probe j, ``above[j]`` scores in delta + [near, 0.05] and
+    ``below[j]`` in delta - [0.05, near], plus filler scoring in [-0.3, 0.3] against every probe."""
     k = len(above)
     basis = orthonormal(rng, dim, k)
     parts = []
     for j in range(k):
-        s = np.concatenate([delta + rng.uniform(0.01, 0.05, above[j]), delta - rng.uniform(0.01, 0.05, below[j])])
+        s = np.concatenate([delta + rng.uniform(near, 0.05, above[j]), delta - rng.uniform(near, 0.05, below[j])])
         parts.append(at_scores(rng, basis, j, s))
     parts.append(filler(rng, basis, n_fill, 0.3))
     gallery = np.vstack(parts)
@@ -349,23 +362,46 @@ def test_crowded_threshold_payloads_exact(payload_index):
 
 
 def test_strict_rule_index(payload_index):
-    """The rule is the index's: '>' and '>=' indexes of the same records, scores outside the band, each
-    equal to brute force under its own rule (exact ties are the brute-force test's: the comparator cannot
-    resolve them); the rule is kept in the manifest and on reopening."""
+    """The rule is the index's: '>' and '>=' indexes of the same records, scores crowding delta outside the
+    guard band (which a rule moves to the side it includes), each equal to brute force under its own rule;
+    the rule is kept in the manifest and on reopening."""
     rng = np.random.default_rng(11)
     delta = 0.5
-    gallery, probes = crowded(rng, 16, delta, above=[5, 12], below=[9, 3], n_fill=150)
+    gallery, probes = crowded(rng, 16, delta, above=[5, 12], below=[9, 3], n_fill=150, near=0.015)
     pays = random_payloads(rng, len(gallery))
     for rule in (">", ">="):
         ix = payload_index(16, delta, rule=rule)
         ix.add(gallery, payloads=pays)
         assert ix.rule == rule and ix.info()["rule"] == rule
+        lo, hi = ix.guard_band
+        assert (lo == delta < hi) if rule == ">" else (lo < hi == delta)  # the band on the included side
         _, want, _ = check_payloads(ix, gallery, pays, probes)
         assert [w.count for w in want] == [5, 12]
         path = ix.path
         ix.close()
         with EncryptedIndex(path) as again:
             assert again.rule == rule and again.payload_width == WIDTH
+
+
+def test_exact_ties_follow_the_rule(payload_index):
+    """delta set to the exact (float64) cosine of one record: '>=' returns it, '>' does not, encrypted as in
+    brute force; the other scores are crowded 0.015 to 0.05 from delta on both sides."""
+    rng = np.random.default_rng(13)
+    gallery, probes = crowded(rng, 16, 0.5, above=[6], below=[6], n_fill=100, near=0.015)
+    tie = at_scores(rng, probes.astype(np.float64), 0, [0.5]).astype(np.float32)
+    gallery = np.vstack([gallery[:40], tie, gallery[40:]])
+    delta = float(cosine_scores(gallery, probes)[0, 40])
+    assert abs(delta - 0.5) < 1e-6
+    pays = random_payloads(rng, len(gallery))
+    got = {}
+    for rule in (">=", ">"):
+        ix = payload_index(16, delta, rule=rule)
+        ix.add(gallery, payloads=pays)
+        _, want, _ = check_payloads(ix, gallery, pays, probes)
+        got[rule] = want[0]
+        assert ix.search(probes[0], "membership").count == want[0].count
+    assert got[">="].count == 7 and 40 in got[">="].positions
+    assert got[">"].count == 6 and 40 not in got[">"].positions
 
 
 def test_more_matches_than_the_bound(payload_index):
@@ -503,7 +539,7 @@ def ok(p, code=0):
 def test_cli_round_trip(tmp_path):
     rng = np.random.default_rng(21)
     delta, dim = 0.5, 16
-    gallery, probes = crowded(rng, dim, delta, above=[6, 3], below=[5, 5], n_fill=60)
+    gallery, probes = crowded(rng, dim, delta, above=[6, 3], below=[5, 5], n_fill=60, near=0.015)
     pays = random_payloads(rng, len(gallery))
     names = np.array([f"rec-{i}" for i in range(len(gallery))])
     keys = tmp_path / "keys"
@@ -597,7 +633,7 @@ def test_service_passes_payloads_through(tmp_path, payload_keys):
     try:
         rng = np.random.default_rng(4)
         delta = 0.5
-        gallery, probes = crowded(rng, 16, delta, above=[4, 9], below=[6, 2], n_fill=80)
+        gallery, probes = crowded(rng, 16, delta, above=[4, 9], below=[6, 2], n_fill=80, near=0.015)
         pays = random_payloads(rng, len(gallery))
         with RemoteIndex.create(proc.url, token, payload_keys(16), delta, payload_width=WIDTH, rule=">") as ix:
             assert ix.manifest["payload_width"] == WIDTH and ix.manifest["rule"] == ">"

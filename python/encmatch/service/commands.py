@@ -396,7 +396,7 @@ def remote_enroll(args: argparse.Namespace, vectors: np.ndarray, labels: Any, en
                   payloads: np.ndarray | None = None, creation: Any = None) -> int:
     """``enroll --server``: encrypt here with ``enroller`` (``--encryption``: the public key of
     ``--keys``/server, or the key owner's secret key), upload, commit; creates the index when
-    ``--index`` is absent (``creation()``: its payload width and rule, else none and ``>=``).
+    ``--index`` is absent (``creation()``: its payload width and rule, else none).
     ``payloads``: the records' int16 payloads, for an index with payloads."""
     from ..cli import check_payload_input, check_same_layout
     import warnings
@@ -408,11 +408,11 @@ def remote_enroll(args: argparse.Namespace, vectors: np.ndarray, labels: Any, en
         if args.index is None:
             if args.delta is None:
                 raise InvalidArgument("--delta is required to create a new remote index (or give --index ID)")
-            width, rule = creation() if creation is not None else (0, ">=")
+            width, rule = creation() if creation is not None else (0, None)
             index_id = create_index(service, server_keys, args.delta, payload_width=width, rule=rule)
             print(f"created remote index {index_id} (delta {args.delta}"
                   + (f", payloads of {width} int16 value(s) per record" if width else "")
-                  + (f", rule score {rule} delta" if rule != ">=" else "") + ")")
+                  + (f", rule score {rule} delta" if rule else "") + ")")
         else:
             index_id = str(args.index)
             if args.delta is not None and float(args.delta) != manifest_delta(service.manifest(index_id)):

@@ -546,7 +546,7 @@ class RemoteIndex:
 
     @classmethod
     def create(cls, url: str, token: str | None, keys: PathLike | Client, delta: float, *, label: str = "",
-               progress: bool | None = None, payload_width: int = 0, rule: str = ">=",
+               progress: bool | None = None, payload_width: int = 0, rule: str | None = None,
                **kwargs: Any) -> "RemoteIndex":
         """Create an empty index on the service for the key set ``keys`` with threshold ``delta``.
 
@@ -681,7 +681,7 @@ class RemoteIndex:
 
 
 def create_index(service: ServiceClient, server_key_dir: PathLike, delta: float, *, label: str = "",
-                 progress: bool | None = None, payload_width: int = 0, rule: str = ">=") -> str:
+                 progress: bool | None = None, payload_width: int = 0, rule: str | None = None) -> str:
     """Create an empty index on the service for the key set whose evaluation keys are in ``server_key_dir``.
 
     Uploads the keys the service needs (relinearization and rotation

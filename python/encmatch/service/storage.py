@@ -716,7 +716,7 @@ class Storage:
                 raise InvalidArgument(
                     f"the threshold belongs to the index: it was created with delta {old_manifest.get('delta')} "
                     f"(uid {old_manifest.get('uid')}); a commit cannot change it (got {manifest.get('delta')})")
-            for key, default in (("payload_width", 0), ("rule", ">=")):  # fixed at creation, like delta
+            for key, default in (("payload_width", 0), ("rule", "")):  # fixed at creation, like delta
                 if manifest.get(key, default) != old_manifest.get(key, default):
                     raise InvalidArgument(f"the index was created with {key} {old_manifest.get(key, default)!r}; "
                                           f"a commit cannot change it (got {manifest.get(key, default)!r})")
