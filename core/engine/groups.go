@@ -38,8 +38,10 @@ func (s *Server) residentBytes(ek *keys.Evaluation) int64 {
 	if s.strat.FullTable() {
 		table = int64(s.strat.L)
 	}
-	// Decoded diagonals take full 64-bit words, whatever their packed size on disk.
-	groups := int64(len(s.served)) * int64(s.strat.L) * ct
+	// Decoded diagonals take full 64-bit words, whatever their packed size
+	// on disk; payload columns are two primes deep.
+	cols := int64(2*s.Manifest.PayloadWidth) * int64(ckks.NewCiphertext(s.Params.CKKS, 1, index.PayloadLevel).BinarySize())
+	groups := int64(len(s.served)) * (int64(s.strat.L)*ct + cols)
 	live := int64(ek.Keys.BinarySize()) + table*ct + groups
 	return int64(float64(live) * strategy.RuntimeOverhead)
 }
