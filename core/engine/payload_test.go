@@ -301,3 +301,66 @@ func TestPayloadInputsRefused(t *testing.T) {
 		t.Fatalf("bound above the maximum: %v", err)
 	}
 }
+
+// TestPayloadShardsMerge: two shards of a three-group payload index (one
+// streamed) answer with results laid out for the whole index; merged (cell
+// ciphertexts added), they decode to the unsharded answer; one shard alone
+// is refused as incomplete.
+func TestPayloadShardsMerge(t *testing.T) {
+	rng := rand.New(rand.NewSource(23))
+	const dim, delta, width = 64, 0.5, 3
+	f := newPayloadFixture(t, 8, dim, delta, width, index.RuleAbove)
+	q := randomUnit(rng, dim)
+	gal := gallery(rng, q, 4500, []float64{0.9, 0.8, 0.75, 0.7, 0.95, 1.0, 0.85})
+	pay := randomPayloads(rng, len(gal), width)
+	f.enrollPayloads(t, gal, pay, true)
+	full, err := Open(f.indexDir, f.serverKeys(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shardA, err := Open(f.indexDir, f.serverKeys(), Options{Groups: []int{2, 0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shardB, err := Open(f.indexDir, f.serverKeys(), Options{Groups: []int{1}, MemoryBudget: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := payloadSearch(t, f, full, f32(q), 16)
+	rows, _ := bruteForcePayloads(full.Manifest, gal, pay, f32(q))
+	if !want.Complete || len(want.Records) != len(rows) {
+		t.Fatalf("unsharded: %+v, brute force %d", want, len(rows))
+	}
+	qb, _ := f.client.EncryptQuery(f32(q))
+	var parts []*result.Result
+	for _, shard := range []*Server{shardA, shardB} {
+		b, _, err := shard.SearchWith(qb, result.Payload, SearchOptions{Bound: 16})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := result.Unmarshal(b, shard.Manifest.Header(""), shard.Params.CKKS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts = append(parts, r)
+	}
+	merged, err := result.Merge(f.set.CKKS, parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := result.Marshal(full.Manifest.Header(""), merged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.client.Decrypt(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got.Records, want.Records) || got.Count != want.Count || !got.Complete {
+		t.Fatalf("merged %+v, unsharded %+v", got, want)
+	}
+	one, _ := result.Marshal(full.Manifest.Header(""), parts[0])
+	if _, err := f.client.Decrypt(one); !errors.Is(err, errs.ErrInvalid) {
+		t.Fatalf("one shard's payload result decrypted: %v", err)
+	}
+}

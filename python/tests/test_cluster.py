@@ -233,3 +233,33 @@ def test_set_threads():
             encmatch.client.set_threads(-1)
     finally:
         encmatch.client.set_threads(before)
+
+
+def test_payload_mode_through_ray(cluster, tmp_path):
+    """Payload results of the shards are laid out for the whole index and merged by the core (cells added):
+    the sharded answer equals the in-process one and brute force, for every query."""
+    from encmatch.bruteforce import payload_search
+    from encmatch.data import separated_gallery
+
+    rng = np.random.default_rng(8)
+    # 16 orthogonal identities: identities 0-11 (the queries) keep 3 entries each, 12-15 pad to 2 groups.
+    entries, who, queries = separated_gallery(rng, DIM, 4000, 16)
+    keep = np.concatenate([np.flatnonzero(who == p)[:3] for p in range(12)] + [np.flatnonzero(who >= 12)])
+    gallery, queries = entries[np.sort(keep)], queries[:12]
+    assert len(gallery) > 2048
+    payloads = rng.integers(-32768, 32768, size=(len(gallery), 3), dtype=np.int16)
+    path = tmp_path / "payload-idx"
+    with EncryptedIndex.create(path, dim=DIM, preset="toy", kappa=8, delta=DELTA, strategy="bsgs-tbe",
+                               payload_width=3, rule=">") as index:
+        index.add(gallery, payloads=payloads)
+        assert len(index.info()["groups"]) == 2
+        local = index.search(queries, mode="payload", bound=8)
+    want = payload_search(gallery, payloads, queries, DELTA, rule=">", bound=8)
+    assert all(w.count == 3 for w in want)
+    with EncryptedIndex(path, backend=RayBackend(workers=2)) as sharded:
+        got = sharded.search(queries, mode="payload", bound=8)
+        assert sharded._open_server().last_search["groups"] == 2
+    for g, l, w in zip(got, local, want):
+        assert g.count == l.count == w.count
+        np.testing.assert_array_equal(g.payloads, w.payloads)
+        np.testing.assert_array_equal(l.payloads, w.payloads)

@@ -126,9 +126,9 @@ class ShardWorker:
                 "threads": set_threads(0)["threads"], "gpus": [str(g) for g in ray.get_gpu_ids()],
                 "load_seconds": self._load_seconds, "node": ray.get_runtime_context().get_node_id()}
 
-    def search(self, query: bytes, mode: str) -> tuple[bytes, dict]:
+    def search(self, query: bytes, mode: str, bound: int | None = None) -> tuple[bytes, dict]:
         """Search this actor's groups; returns the partial (encrypted) result and the core's timings."""
-        out = self._server.search(query, mode)
+        out = self._server.search(query, mode, bound=bound)
         return out, dict(self._server.last_search)
 
     def close(self) -> None:
@@ -297,20 +297,20 @@ class RayServer:
     def search(self, query: bytes, mode: str = "identification", *, bound: int | None = None) -> bytes:
         """Broadcast ``query`` to every actor, then merge their results into one encrypted result.
 
-        The payload mode is not served here: its compacted results are not merged across shards.
+        Payload results merge like counts: every shard lays its cells out for
+        the whole index, and the core adds the shards' cell ciphertexts.
         """
         check_mode(mode)
-        if mode == "payload" or bound is not None:
-            raise InvalidArgument("the payload mode is not available with the Ray backend (shards' payload results "
-                                  "are not merged): search the index in one process")
+        if mode != "payload" and bound is not None:
+            raise InvalidArgument(f"bound is the payload mode's, not the {mode} mode's")
         if not isinstance(query, (bytes, bytearray, memoryview)):
             raise InvalidArgument(f"query must be bytes, not {type(query).__name__}")
         if not self._actors:
             raise Internal("the Ray server is closed")
         t0 = time.perf_counter()
         ref = ray.put(bytes(query))
-        answers = self._gather([a.search.remote(ref, mode) for a in self._actors],
-                               resubmit=lambda shard: self._actors[shard].search.remote(ref, mode))
+        answers = self._gather([a.search.remote(ref, mode, bound) for a in self._actors],
+                               resubmit=lambda shard: self._actors[shard].search.remote(ref, mode, bound))
         t1 = time.perf_counter()
         merged, info = merge_results(self.index_dir, [part for part, _ in answers])
         if not info.get("complete"):
