@@ -308,8 +308,8 @@ func TestPayloadInputsRefused(t *testing.T) {
 // is refused as incomplete.
 func TestPayloadShardsMerge(t *testing.T) {
 	rng := rand.New(rand.NewSource(23))
-	const dim, delta, width = 64, 0.5, 3
-	f := newPayloadFixture(t, 8, dim, delta, width, index.RuleAbove)
+	const dim, delta, width = 64, 0.6, 3 // no random record near delta
+	f := newPayloadFixture(t, 13, dim, delta, width, index.RuleAbove)
 	q := randomUnit(rng, dim)
 	gal := gallery(rng, q, 4500, []float64{0.9, 0.8, 0.75, 0.7, 0.95, 1.0, 0.85})
 	pay := randomPayloads(rng, len(gal), width)

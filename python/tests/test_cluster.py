@@ -243,7 +243,7 @@ def test_payload_mode_through_ray(cluster, tmp_path):
 
     rng = np.random.default_rng(8)
     # 16 orthogonal identities: identities 0-11 (the queries) keep 3 entries each, 12-15 pad to 2 groups.
-    entries, who, queries = separated_gallery(rng, DIM, 4000, 16)
+    entries, who, queries = separated_gallery(rng, DIM, 9000, 16)
     keep = np.concatenate([np.flatnonzero(who == p)[:3] for p in range(12)] + [np.flatnonzero(who >= 12)])
     gallery, queries = entries[np.sort(keep)], queries[:12]
     assert len(gallery) > 2048
