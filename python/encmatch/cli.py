@@ -80,7 +80,6 @@ from .client import (
     index_info,
     manifest_delta,
     manifest_payload_width,
-    manifest_rule,
     manifest_total,
 )
 from .errors import USER_ERRORS, EncmatchError, InsecureParameters, InvalidArgument, NotFound, Unavailable
@@ -88,6 +87,7 @@ from .cluster import cli as cluster_commands
 from .faces import commands as face_commands
 from .index import decrypted_to_result
 from .service import commands as service_commands
+from .layout_checks import check_payload_input, check_same_layout
 from .results import MAX_BOUND, PAYLOAD, SEARCH_MODES, PayloadResult, incomplete_message
 from . import __version__
 
@@ -283,28 +283,6 @@ def _key_meta(server_keys: Path) -> dict:
     except (OSError, ValueError):
         return {}
     return meta if isinstance(meta, dict) else {}
-
-
-def check_same_layout(manifest: dict, args: argparse.Namespace, where: str) -> None:
-    """Refuse ``--payload-width`` or ``--rule`` other than an existing index's: both are fixed at creation."""
-    width, rule = manifest_payload_width(manifest), manifest_rule(manifest)
-    if args.payload_width is not None and args.payload_width != width:
-        raise InvalidArgument(f"index {where} was created with payload width {width}: --payload-width "
-                              f"{args.payload_width} cannot change it")
-    if args.rule is not None and args.rule != rule:
-        raise InvalidArgument(f"index {where} was created with the rule score {rule} delta: --rule {args.rule} "
-                              "cannot change it")
-
-
-def check_payload_input(manifest: dict, payloads: np.ndarray | None, where: str) -> None:
-    """Refuse records without payloads for an index that stores them, and payloads for one that does not."""
-    width = manifest_payload_width(manifest)
-    if width and payloads is None:
-        raise InvalidArgument(f"index {where} stores {width} int16 payload value(s) per record: enroll records "
-                              "(a .npz with 'vectors' and 'payloads' arrays, or VECTORS.npy --payloads FILE.npy)")
-    if not width and payloads is not None:
-        raise InvalidArgument(f"index {where} holds no payloads (created with payload width 0): these records' "
-                              "payloads have nowhere to go (create a new index with --payload-width)")
 
 
 def check_same_delta(index_delta: float, delta: float | None) -> None:

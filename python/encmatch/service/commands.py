@@ -398,7 +398,7 @@ def remote_enroll(args: argparse.Namespace, vectors: np.ndarray, labels: Any, en
     ``--keys``/server, or the key owner's secret key), upload, commit; creates the index when
     ``--index`` is absent (``creation()``: its payload width and rule, else none).
     ``payloads``: the records' int16 payloads, for an index with payloads."""
-    from ..cli import check_payload_input, check_same_layout
+    from ..layout_checks import check_payload_input, check_same_layout
     import warnings
 
     from .remote import NewGroupWarning, create_index, enroll
