@@ -364,3 +364,68 @@ func TestPayloadShardsMerge(t *testing.T) {
 		t.Fatalf("one shard's payload result decrypted: %v", err)
 	}
 }
+
+// TestPayloadAtTheSecurePreset: the same check at N = 2^15, kappa 13 (the
+// default preset with the payload level; skipped with -short): 30 matches
+// just above the guard band of ">" and 400 non-matches just below delta
+// among 6,000 records of 128-d, both enrollers; payloads exactly brute
+// force's, and the bound of 16 reported as exceeded with the exact count.
+func TestPayloadAtTheSecurePreset(t *testing.T) {
+	if testing.Short() {
+		t.Skip("N = 2^15 keys and a group take about a minute")
+	}
+	rng := rand.New(rand.NewSource(2615))
+	const dim, delta, width = 128, 0.5, 7
+	set, err := params.NewWith(params.Default, params.DefaultKappa, dim, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	strat, err := strategy.New(strategy.BSGSTBE, 16, set.L())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	f := &fixture{keyDir: filepath.Join(dir, "keys"), indexDir: filepath.Join(dir, "index"), set: set}
+	if _, err := keys.Generate(f.keyDir, set, strat); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := index.CreateWith(f.indexDir, f.serverKeys(), delta, index.CreateOptions{PayloadWidth: width, Rule: index.RuleAbove}); err != nil {
+		t.Fatal(err)
+	}
+	if f.client, err = client.Open(f.keyDir); err != nil {
+		t.Fatal(err)
+	}
+	cmp, err := comparator.New(set.Kappa, delta, comparator.DefaultScoreScale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := randomUnit(rng, dim)
+	var planted []float64
+	for i := 0; i < 30; i++ {
+		planted = append(planted, delta+2.1*cmp.ValueBand+0.001+rng.Float64()*0.04)
+	}
+	for i := 0; i < 400; i++ {
+		planted = append(planted, delta-0.001-rng.Float64()*0.04)
+	}
+	gal := gallery(rng, q, 5570, planted)
+	pay := randomPayloads(rng, len(gal), width)
+	f.enrollPayloads(t, gal[:3000], pay[:3000*width], false)
+	f.enrollPayloads(t, gal[3000:], pay[3000*width:], true) // the owner fills the public-key group
+	srv, err := Open(f.indexDir, f.serverKeys(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, positions := bruteForcePayloads(srv.Manifest, gal, pay, f32(q))
+	ans := payloadSearch(t, f, srv, f32(q), 32)
+	if len(rows) != 30 || !ans.Complete || ans.Count != 30 || len(ans.Records) != 30 {
+		t.Fatalf("complete %v count %d (raw %.4f) records %d uncertain %d; brute force %d", ans.Complete, ans.Count, ans.RawCount, len(ans.Records), ans.Uncertain, len(rows))
+	}
+	for i, r := range ans.Records {
+		if r.Position != positions[i] || !reflect.DeepEqual(r.Payload, rows[i]) {
+			t.Fatalf("record %d is %d %v, brute force %d %v", i, r.Position, r.Payload, positions[i], rows[i])
+		}
+	}
+	if over := payloadSearch(t, f, srv, f32(q), 16); over.Complete || over.Count != 30 {
+		t.Fatalf("bound 16: complete %v count %d", over.Complete, over.Count)
+	}
+}
