@@ -88,8 +88,14 @@ func (c *Compactor) Compact(groups []Group) ([]*rlwe.Ciphertext, error) {
 		out[i].Scale = groups[0].Bits.Scale
 	}
 	var mu sync.Mutex
+	// One evaluator per worker (evaluators hold buffers), reused across columns.
+	evals := make(chan *ckks.Evaluator, parallel.Workers())
+	for range parallel.Workers() {
+		evals <- ckks.NewEvaluator(c.p, c.keys)
+	}
 	err := parallel.For(l.Columns(), func(col int) error {
-		eval := ckks.NewEvaluator(c.p, c.keys) // one per worker: evaluators hold buffers
+		eval := <-evals
+		defer func() { evals <- eval }()
 		parts, err := c.column(eval, groups, col, level)
 		if err != nil {
 			return fmt.Errorf("payload column %d: %w", col, err)
