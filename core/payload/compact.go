@@ -102,8 +102,8 @@ func (c *Compactor) Compact(groups []Group) ([]*rlwe.Ciphertext, error) {
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		for copy, part := range parts {
-			ct, _ := l.Where(copy, col, 0)
+		for side, part := range parts {
+			ct, _ := l.Where(side, col, 0)
 			if err := eval.Add(out[ct], part, out[ct]); err != nil {
 				return err
 			}

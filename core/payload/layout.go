@@ -38,10 +38,7 @@
 // never silently truncated.
 package payload
 
-import (
-	"fmt"
-	"math/bits"
-)
+import "fmt"
 
 // Column layout of a record.
 const (
@@ -129,9 +126,9 @@ func (l Layout) Ciphertexts() int { return 2 * l.PerCopy() }
 // either copy.
 func (l Layout) cellRecords() int { return l.Groups * l.Block() }
 
-// Cell returns the cell of slot s of group g in copy 0 or 1.
-func (l Layout) Cell(copy, g, s int) int {
-	if copy == 0 {
+// Cell returns the cell of slot s of group g in copy (side) 0 or 1.
+func (l Layout) Cell(side, g, s int) int {
+	if side == 0 {
 		return s % l.Cells
 	}
 	return ((s/l.Block()-g)%l.Cells + l.Cells) % l.Cells
@@ -139,10 +136,10 @@ func (l Layout) Cell(copy, g, s int) int {
 
 // Where gives the ciphertext (counted over the whole result, copy 0 first)
 // and slot holding column c of cell j of a copy.
-func (l Layout) Where(copy, c, j int) (ct, slot int) {
+func (l Layout) Where(side, c, j int) (ct, slot int) {
 	w := l.Block()
 	ct, k := c/w, c%w
-	if copy == 0 {
+	if side == 0 {
 		return ct, k*l.Cells + j
 	}
 	return l.PerCopy() + ct, ((j*w-k)%l.Slots + l.Slots) % l.Slots
@@ -159,9 +156,6 @@ func powersOfTwo(k int) []int {
 	}
 	return out
 }
-
-// log2 of a power of two.
-func log2(n int) int { return bits.TrailingZeros(uint(n)) }
 
 // Values returns the columns of one record: its count, the bytes of its
 // position and the high and low bytes of each payload value + 32768.
