@@ -32,20 +32,27 @@ func newFixture(t *testing.T, preset string, kappa, dim int, delta float64) *fix
 
 func newFixtureWith(t *testing.T, preset string, kappa, dim int, delta float64, name string, n1 int) *fixture {
 	t.Helper()
-	dir := t.TempDir()
 	set, err := params.New(preset, kappa, dim)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newFixtureOf(t, set, name, n1, delta, index.CreateOptions{})
+}
+
+// newFixtureOf generates keys of set for strategy name (n1) and creates an
+// index at delta with opt.
+func newFixtureOf(t *testing.T, set *params.Set, name string, n1 int, delta float64, opt index.CreateOptions) *fixture {
+	t.Helper()
 	strat, err := strategy.New(name, n1, set.L())
 	if err != nil {
 		t.Fatal(err)
 	}
+	dir := t.TempDir()
 	f := &fixture{keyDir: filepath.Join(dir, "keys"), indexDir: filepath.Join(dir, "index"), set: set}
 	if _, err := keys.Generate(f.keyDir, set, strat); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := index.Create(f.indexDir, f.serverKeys(), delta); err != nil {
+	if _, err := index.CreateWith(f.indexDir, f.serverKeys(), delta, opt); err != nil {
 		t.Fatal(err)
 	}
 	if f.client, err = client.Open(f.keyDir); err != nil {
@@ -84,7 +91,13 @@ func (f *fixture) enrollSeeded(t *testing.T, vecs [][]float32) {
 // room (the tests that need several groups).
 func (f *fixture) enrollNewGroup(t *testing.T, vecs [][]float32, seededStore bool) {
 	t.Helper()
-	opt := index.EnrollOptions{NewGroups: true}
+	f.enrollAs(t, vecs, seededStore, index.EnrollOptions{NewGroups: true})
+}
+
+// enrollAs encrypts vecs with opt, as the key owner (secret key, seeded
+// halves) or under the public key.
+func (f *fixture) enrollAs(t *testing.T, vecs [][]float32, seededStore bool, opt index.EnrollOptions) {
+	t.Helper()
 	var err error
 	if seededStore {
 		owner, lerr := keys.LoadClient(f.keyDir)

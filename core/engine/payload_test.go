@@ -9,7 +9,6 @@ import (
 	"sort"
 	"testing"
 
-	"encmatch/core/client"
 	"encmatch/core/comparator"
 	"encmatch/core/errs"
 	"encmatch/core/index"
@@ -20,54 +19,42 @@ import (
 	"encmatch/core/strategy"
 )
 
-// newPayloadFixture is a key set with the payload level and an index of
-// payloads of width values per record under rule.
-func newPayloadFixture(t *testing.T, kappa, dim int, delta float64, width int, rule string) *fixture {
+// newPayloadFixture is a key set of preset with the payload level
+// (bsgs-tbe with n1) and an index of payloads of width values per record
+// under rule.
+func newPayloadFixture(t *testing.T, preset string, kappa, dim, n1 int, delta float64, width int, rule string) *fixture {
 	t.Helper()
-	dir := t.TempDir()
-	set, err := params.NewWith(params.Toy, kappa, dim, true)
+	set, err := params.NewWith(preset, kappa, dim, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	strat, err := strategy.New(strategy.BSGSTBE, 8, set.L())
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &fixture{keyDir: filepath.Join(dir, "keys"), indexDir: filepath.Join(dir, "index"), set: set}
-	if _, err := keys.Generate(f.keyDir, set, strat); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := index.CreateWith(f.indexDir, f.serverKeys(), delta, index.CreateOptions{PayloadWidth: width, Rule: rule}); err != nil {
-		t.Fatal(err)
-	}
-	if f.client, err = client.Open(f.keyDir); err != nil {
-		t.Fatal(err)
-	}
-	return f
+	return newFixtureOf(t, set, strategy.BSGSTBE, n1, delta, index.CreateOptions{PayloadWidth: width, Rule: rule})
 }
 
 // enrollPayloads enrolls vecs and their payloads, by the key owner or
 // under the public key (each fills the last group first).
 func (f *fixture) enrollPayloads(t *testing.T, vecs [][]float32, pay []int16, owner bool) {
 	t.Helper()
-	opt := index.EnrollOptions{Payloads: pay}
-	var err error
-	if owner {
-		c, lerr := keys.LoadClient(f.keyDir)
-		if lerr != nil {
-			t.Fatal(lerr)
-		}
-		_, err = index.EnrollSeededWith(f.indexDir, c, flatten(vecs), len(vecs), f.set.Dim, opt)
-	} else {
-		pub, lerr := keys.LoadPublic(f.serverKeys())
-		if lerr != nil {
-			t.Fatal(lerr)
-		}
-		_, err = index.EnrollWith(f.indexDir, pub, flatten(vecs), len(vecs), f.set.Dim, opt)
-	}
+	f.enrollAs(t, vecs, owner, index.EnrollOptions{Payloads: pay})
+}
+
+// crowdOfRuleAbove gives above scores just beyond the guard band of rule ">"
+// at delta (delta, delta + 2.1 value bands] and below scores just below
+// delta, each at most spread away from it.
+func crowdOfRuleAbove(t *testing.T, rng *rand.Rand, kappa int, delta float64, above, below int, spread float64) []float64 {
+	t.Helper()
+	cmp, err := comparator.New(kappa, delta, comparator.DefaultScoreScale)
 	if err != nil {
 		t.Fatal(err)
 	}
+	var planted []float64
+	for i := 0; i < above; i++ {
+		planted = append(planted, delta+2.1*cmp.ValueBand+0.001+rng.Float64()*spread)
+	}
+	for i := 0; i < below; i++ {
+		planted = append(planted, delta-0.001-rng.Float64()*spread)
+	}
+	return planted
 }
 
 // bruteForcePayloads is the workload's answer: the payloads of every
@@ -135,21 +122,9 @@ func payloadSearch(t *testing.T, f *fixture, srv *Server, q []float32, bound int
 func TestPayloadSearchMatchesBruteForce(t *testing.T) {
 	rng := rand.New(rand.NewSource(18))
 	const dim, delta, width = 64, 0.5, 7
-	f := newPayloadFixture(t, 13, dim, delta, width, index.RuleAbove)
-	cmp, err := comparator.New(13, delta, comparator.DefaultScoreScale)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := newPayloadFixture(t, params.Toy, 13, dim, 8, delta, width, index.RuleAbove)
 	q := randomUnit(rng, dim)
-	var planted []float64
-	for i := 0; i < 24; i++ {
-		// Rule ">": the guard band is (delta, delta + 2.1 bands).
-		planted = append(planted, delta+2.1*cmp.ValueBand+0.001+rng.Float64()*0.03)
-	}
-	for i := 0; i < 300; i++ {
-		planted = append(planted, delta-0.001-rng.Float64()*0.03)
-	}
-	gal := gallery(rng, q, 4700, planted)
+	gal := gallery(rng, q, 4700, crowdOfRuleAbove(t, rng, 13, delta, 24, 300, 0.03))
 	pay := randomPayloads(rng, len(gal), width)
 	f.enrollPayloads(t, gal[:1500], pay[:1500*width], false)
 	f.enrollPayloads(t, gal[1500:3000], pay[1500*width:3000*width], true) // fills group 0, starts group 1
@@ -221,7 +196,7 @@ func TestPayloadRuleDecidesExactTies(t *testing.T) {
 	}
 	pay := randomPayloads(rng, len(gal), width)
 	for _, rule := range []string{index.RuleAtLeast, index.RuleAbove} {
-		f := newPayloadFixture(t, 13, dim, delta, width, rule)
+		f := newPayloadFixture(t, params.Toy, 13, dim, 8, delta, width, rule)
 		f.enrollPayloads(t, gal, pay, true)
 		srv, err := Open(f.indexDir, f.serverKeys(), Options{})
 		if err != nil {
@@ -279,7 +254,7 @@ func TestPayloadInputsRefused(t *testing.T) {
 	if _, err := index.CreateWith(filepath.Join(t.TempDir(), "p"), plain.serverKeys(), 0.5, index.CreateOptions{PayloadWidth: 3}); !errors.Is(err, errs.ErrInvalid) {
 		t.Fatalf("a payload index on keys without the payload level: %v", err)
 	}
-	f := newPayloadFixture(t, 8, 8, 0.5, 3, "")
+	f := newPayloadFixture(t, params.Toy, 8, 8, 8, 0.5, 3, "")
 	if _, err := index.CreateWith(filepath.Join(t.TempDir(), "r"), f.serverKeys(), 0.5, index.CreateOptions{Rule: "=>"}); !errors.Is(err, errs.ErrInvalid) {
 		t.Fatalf("rule =>: %v", err)
 	}
@@ -309,7 +284,7 @@ func TestPayloadInputsRefused(t *testing.T) {
 func TestPayloadShardsMerge(t *testing.T) {
 	rng := rand.New(rand.NewSource(23))
 	const dim, delta, width = 64, 0.6, 3 // no random record near delta
-	f := newPayloadFixture(t, 13, dim, delta, width, index.RuleAbove)
+	f := newPayloadFixture(t, params.Toy, 13, dim, 8, delta, width, index.RuleAbove)
 	q := randomUnit(rng, dim)
 	gal := gallery(rng, q, 4500, []float64{0.9, 0.8, 0.75, 0.7, 0.95, 1.0, 0.85})
 	pay := randomPayloads(rng, len(gal), width)
@@ -334,28 +309,9 @@ func TestPayloadShardsMerge(t *testing.T) {
 	qb, _ := f.client.EncryptQuery(f32(q))
 	var parts []*result.Result
 	for _, shard := range []*Server{shardA, shardB} {
-		b, _, err := shard.SearchWith(qb, result.Payload, SearchOptions{Bound: 16})
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := result.Unmarshal(b, shard.Manifest.Header(""), shard.Params.CKKS)
-		if err != nil {
-			t.Fatal(err)
-		}
-		parts = append(parts, r)
+		parts = append(parts, shardResult(t, shard, qb, result.Payload, SearchOptions{Bound: 16}))
 	}
-	merged, err := result.Merge(f.set.CKKS, parts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := result.Marshal(full.Manifest.Header(""), merged)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := f.client.Decrypt(b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := mergeAndDecrypt(t, f, full, parts)
 	if !reflect.DeepEqual(got.Records, want.Records) || got.Count != want.Count || !got.Complete {
 		t.Fatalf("merged %+v, unsharded %+v", got, want)
 	}
@@ -376,38 +332,9 @@ func TestPayloadAtTheSecurePreset(t *testing.T) {
 	}
 	rng := rand.New(rand.NewSource(2615))
 	const dim, delta, width = 128, 0.5, 7
-	set, err := params.NewWith(params.Default, params.DefaultKappa, dim, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	strat, err := strategy.New(strategy.BSGSTBE, 16, set.L())
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	f := &fixture{keyDir: filepath.Join(dir, "keys"), indexDir: filepath.Join(dir, "index"), set: set}
-	if _, err := keys.Generate(f.keyDir, set, strat); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := index.CreateWith(f.indexDir, f.serverKeys(), delta, index.CreateOptions{PayloadWidth: width, Rule: index.RuleAbove}); err != nil {
-		t.Fatal(err)
-	}
-	if f.client, err = client.Open(f.keyDir); err != nil {
-		t.Fatal(err)
-	}
-	cmp, err := comparator.New(set.Kappa, delta, comparator.DefaultScoreScale)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := newPayloadFixture(t, params.Default, params.DefaultKappa, dim, 16, delta, width, index.RuleAbove)
 	q := randomUnit(rng, dim)
-	var planted []float64
-	for i := 0; i < 30; i++ {
-		planted = append(planted, delta+2.1*cmp.ValueBand+0.001+rng.Float64()*0.04)
-	}
-	for i := 0; i < 400; i++ {
-		planted = append(planted, delta-0.001-rng.Float64()*0.04)
-	}
-	gal := gallery(rng, q, 5570, planted)
+	gal := gallery(rng, q, 5570, crowdOfRuleAbove(t, rng, params.DefaultKappa, delta, 30, 400, 0.04))
 	pay := randomPayloads(rng, len(gal), width)
 	f.enrollPayloads(t, gal[:3000], pay[:3000*width], false)
 	f.enrollPayloads(t, gal[3000:], pay[3000*width:], true) // the owner fills the public-key group

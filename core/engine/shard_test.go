@@ -70,18 +70,7 @@ func TestShardsMergeToTheFullAnswer(t *testing.T) {
 			}
 			parts = append(parts, r)
 		}
-		merged, err := result.Merge(f.set.CKKS, parts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		mb, err := result.Marshal(full.Manifest.Header(""), merged)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := f.client.Decrypt(mb)
-		if err != nil {
-			t.Fatal(err)
-		}
+		got := mergeAndDecrypt(t, f, full, parts)
 		if !reflect.DeepEqual(got.Matches, want.Matches) || got.Count != want.Count || math.Abs(got.RawCount-want.RawCount) > 1e-3 {
 			t.Errorf("%s: merged %v/%d (%.5f), whole %v/%d (%.5f)", mode, got.Matches, got.Count, got.RawCount, want.Matches, want.Count, want.RawCount)
 		}
@@ -192,4 +181,37 @@ func TestPublicKeyQuery(t *testing.T) {
 	if _, err := querier.EncryptQuery(make([]float32, dim)); !errors.Is(err, errs.ErrInvalid) {
 		t.Errorf("zero query: %v", err)
 	}
+}
+
+// shardResult searches one shard and decodes its partial result.
+func shardResult(t *testing.T, shard *Server, qb []byte, mode string, opt SearchOptions) *result.Result {
+	t.Helper()
+	b, _, err := shard.SearchWith(qb, mode, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := result.Unmarshal(b, shard.Manifest.Header(""), shard.Params.CKKS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// mergeAndDecrypt merges the shards' results, frames the merge as full's
+// result and decrypts it.
+func mergeAndDecrypt(t *testing.T, f *fixture, full *Server, parts []*result.Result) *result.Answer {
+	t.Helper()
+	merged, err := result.Merge(f.set.CKKS, parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := result.Marshal(full.Manifest.Header(""), merged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.client.Decrypt(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
 }
