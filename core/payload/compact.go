@@ -87,16 +87,20 @@ func (c *Compactor) Compact(groups []Group) ([]*rlwe.Ciphertext, error) {
 		out[i] = ckks.NewCiphertext(c.p, 1, level-1)
 		out[i].Scale = groups[0].Bits.Scale
 	}
+	masks, err := c.placeMasks(level)
+	if err != nil {
+		return nil, err
+	}
 	var mu sync.Mutex
 	// One evaluator per worker (evaluators hold buffers), reused across columns.
 	evals := make(chan *ckks.Evaluator, parallel.Workers())
 	for range parallel.Workers() {
 		evals <- ckks.NewEvaluator(c.p, c.keys)
 	}
-	err := parallel.For(l.Columns(), func(col int) error {
+	err = parallel.For(l.Columns(), func(col int) error {
 		eval := <-evals
 		defer func() { evals <- eval }()
-		parts, err := c.column(eval, groups, col, level)
+		parts, err := c.column(eval, groups, masks, col, level)
 		if err != nil {
 			return fmt.Errorf("payload column %d: %w", col, err)
 		}
@@ -116,11 +120,51 @@ func (c *Compactor) Compact(groups []Group) ([]*rlwe.Ciphertext, error) {
 	return out, nil
 }
 
+// masks are the plaintexts that place a column's cells, the same for every
+// query at a level: block[k] keeps slots [k*m, (k+1)*m) (copy 1, column
+// k mod w), stride keeps slots j*w (copy 2). They are encoded at
+// q/PayloadScale, q the level's prime, so that the rescale after them
+// leaves the bits' scale.
+type masks struct {
+	block  []*rlwe.Plaintext
+	stride *rlwe.Plaintext
+}
+
+// placeMasks encodes the masks once per search, for the columns present.
+func (c *Compactor) placeMasks(level int) (*masks, error) {
+	l := c.Layout
+	w := l.Block()
+	enc := ckks.NewEncoder(c.p)
+	scale := rlwe.NewScale(c.p.Q()[level]).Div(rlwe.NewScale(PayloadScale))
+	encode := func(keep func(slot int) bool) (*rlwe.Plaintext, error) {
+		v := make([]float64, l.Slots)
+		for s := range v {
+			if keep(s) {
+				v[s] = 1
+			}
+		}
+		pt := ckks.NewPlaintext(c.p, level)
+		pt.Scale = scale
+		return pt, enc.Encode(v, pt)
+	}
+	out := &masks{block: make([]*rlwe.Plaintext, min(w, l.Columns()))}
+	var err error
+	for k := range out.block {
+		if out.block[k], err = encode(func(s int) bool { return s/l.Cells == k }); err != nil {
+			return nil, err
+		}
+	}
+	if out.stride, err = encode(func(s int) bool { return s%w == 0 }); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // column returns column col's contribution to the result ciphertext of
 // each copy that holds it: the column of every group times its bits,
 // summed into cells (at the bits' level), masked and rescaled (one level
 // down, at the bits' scale) and moved to its place.
-func (c *Compactor) column(eval *ckks.Evaluator, groups []Group, col, level int) ([2]*rlwe.Ciphertext, error) {
+func (c *Compactor) column(eval *ckks.Evaluator, groups []Group, m *masks, col, level int) ([2]*rlwe.Ciphertext, error) {
 	l := c.Layout
 	var parts [2]*rlwe.Ciphertext
 	ys := make([]*rlwe.Ciphertext, len(groups))
@@ -166,21 +210,12 @@ func (c *Compactor) column(eval *ckks.Evaluator, groups []Group, col, level int)
 	// Place: copy 1's cells in block k = col mod w, copy 2's cells (at
 	// slots j*w) masked and moved to j*w - k.
 	k := col % w
-	mask1 := make([]float64, l.Slots)
-	for j := 0; j < l.Cells; j++ {
-		mask1[k*l.Cells+j] = 1
-	}
-	mask2 := make([]float64, l.Slots)
-	for j := 0; j < l.Cells; j++ {
-		mask2[j*w] = 1
-	}
-	maskScale := rlwe.NewScale(c.p.Q()[level]).Div(rlwe.NewScale(PayloadScale))
 	var err error
 	for i, x := range []struct {
 		ct   *rlwe.Ciphertext
-		mask []float64
-	}{{s1, mask1}, {s2, mask2}} {
-		if parts[i], err = c.mulPlain(eval, x.ct, x.mask, maskScale); err != nil {
+		mask *rlwe.Plaintext
+	}{{s1, m.block[k]}, {s2, m.stride}} {
+		if parts[i], err = eval.MulNew(x.ct, x.mask); err != nil {
 			return parts, err
 		}
 		if err = eval.Rescale(parts[i], parts[i]); err != nil {
