@@ -63,6 +63,22 @@ func newFixtureOf(t *testing.T, set *params.Set, name string, n1 int, delta floa
 
 func (f *fixture) serverKeys() string { return filepath.Join(f.keyDir, keys.ServerDir) }
 
+// open opens a server of the whole index, holding its groups in memory or,
+// with streamed, under a budget nothing fits: every group streamed from
+// disk per query.
+func (f *fixture) open(t *testing.T, streamed bool) *Server {
+	t.Helper()
+	opt := Options{}
+	if streamed {
+		opt.MemoryBudget = 1
+	}
+	srv, err := Open(f.indexDir, f.serverKeys(), opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv
+}
+
 // enroll encrypts vecs under the public key.
 func (f *fixture) enroll(t *testing.T, vecs [][]float32) {
 	t.Helper()
@@ -300,14 +316,7 @@ func TestEndToEndRealRing(t *testing.T) {
 		gal := gallery(rng, q, 5000, []float64{0.52, 0.505, 0.502, 0.498, 0.495, 0.48, 0.9, 1.0})
 		f.enroll(t, gal[:4500])       // a full group and a partial one
 		f.enrollSeeded(t, gal[4500:]) // fills the partial one (seeded)
-		opt := Options{}
-		if c.stream {
-			opt.MemoryBudget = 1
-		}
-		srv, err := Open(f.indexDir, f.serverKeys(), opt)
-		if err != nil {
-			t.Fatal(err)
-		}
+		srv := f.open(t, c.stream)
 		if g := srv.Manifest.Groups; len(g) != 2 || g[0].Count != 4096 || g[1].Count != len(gal)-4096 || g[1].Fills != 1 || !g[1].Seeded {
 			t.Fatalf("%s: groups %+v", c.name, srv.Manifest.Groups)
 		}
@@ -342,14 +351,7 @@ func TestStrategiesAgree(t *testing.T) {
 		} else {
 			f.enroll(t, gal)
 		}
-		opt := Options{}
-		if c.stream {
-			opt.MemoryBudget = 1 // nothing fits: stream every group from disk
-		}
-		srv, err := Open(f.indexDir, f.serverKeys(), opt)
-		if err != nil {
-			t.Fatal(err)
-		}
+		srv := f.open(t, c.stream)
 		if srv.Streamed != c.stream {
 			t.Fatalf("%s: streamed=%v", c.name, srv.Streamed)
 		}

@@ -33,14 +33,7 @@ func TestFilledGroupsSearchExactly(t *testing.T) {
 	f.enrollSeeded(t, tail[5:]) // 0.45, 0.6, ...
 	gal = append(gal, tail...)
 	for _, streamed := range []bool{false, true} {
-		opt := Options{}
-		if streamed {
-			opt.MemoryBudget = 1
-		}
-		srv, err := Open(f.indexDir, f.serverKeys(), opt)
-		if err != nil {
-			t.Fatal(err)
-		}
+		srv := f.open(t, streamed)
 		if g := srv.Manifest.Groups; len(g) != 1 || g[0].Count != len(gal) || g[0].Fills != 3 || !g[0].Seeded || srv.Streamed != streamed {
 			t.Fatalf("groups %+v streamed %v", g, srv.Streamed)
 		}

@@ -130,14 +130,7 @@ func TestPayloadSearchMatchesBruteForce(t *testing.T) {
 	f.enrollPayloads(t, gal[1500:3000], pay[1500*width:3000*width], true) // fills group 0, starts group 1
 	f.enrollPayloads(t, gal[3000:], pay[3000*width:], false)              // fills group 1, starts group 2
 	for _, streamed := range []bool{false, true} {
-		opt := Options{}
-		if streamed {
-			opt.MemoryBudget = 1
-		}
-		srv, err := Open(f.indexDir, f.serverKeys(), opt)
-		if err != nil {
-			t.Fatal(err)
-		}
+		srv := f.open(t, streamed)
 		if g := srv.Manifest.Groups; len(g) != 3 || g[0].Fills != 1 || g[1].Fills != 1 || srv.Streamed != streamed {
 			t.Fatalf("groups %+v", g)
 		}
@@ -289,18 +282,7 @@ func TestPayloadShardsMerge(t *testing.T) {
 	gal := gallery(rng, q, 4500, []float64{0.9, 0.8, 0.75, 0.7, 0.95, 1.0, 0.85})
 	pay := randomPayloads(rng, len(gal), width)
 	f.enrollPayloads(t, gal, pay, true)
-	full, err := Open(f.indexDir, f.serverKeys(), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	shardA, err := Open(f.indexDir, f.serverKeys(), Options{Groups: []int{2, 0}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	shardB, err := Open(f.indexDir, f.serverKeys(), Options{Groups: []int{1}, MemoryBudget: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	full, shardA, shardB := f.openShards(t)
 	want := payloadSearch(t, f, full, f32(q), 16)
 	rows, _ := bruteForcePayloads(full.Manifest, gal, pay, f32(q))
 	if !want.Complete || len(want.Records) != len(rows) {

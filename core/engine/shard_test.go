@@ -27,18 +27,7 @@ func TestShardsMergeToTheFullAnswer(t *testing.T) {
 	f.enroll(t, gal[:600])
 	f.enrollNewGroup(t, gal[600:1100], true)
 	f.enrollNewGroup(t, gal[1100:], false)
-	full, err := Open(f.indexDir, f.serverKeys(), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	shardA, err := Open(f.indexDir, f.serverKeys(), Options{Groups: []int{2, 0}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	shardB, err := Open(f.indexDir, f.serverKeys(), Options{Groups: []int{1}, MemoryBudget: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	full, shardA, shardB := f.openShards(t)
 	if !shardB.Streamed || len(shardA.Served()) != 2 {
 		t.Fatalf("shard B streamed %v, shard A serves %d groups", shardB.Streamed, len(shardA.Served()))
 	}
@@ -181,6 +170,23 @@ func TestPublicKeyQuery(t *testing.T) {
 	if _, err := querier.EncryptQuery(make([]float32, dim)); !errors.Is(err, errs.ErrInvalid) {
 		t.Errorf("zero query: %v", err)
 	}
+}
+
+// openShards opens a three-group index whole, and as two shards: groups 2
+// and 0 in memory, group 1 streamed.
+func (f *fixture) openShards(t *testing.T) (full, shardA, shardB *Server) {
+	t.Helper()
+	var err error
+	if full, err = Open(f.indexDir, f.serverKeys(), Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if shardA, err = Open(f.indexDir, f.serverKeys(), Options{Groups: []int{2, 0}}); err != nil {
+		t.Fatal(err)
+	}
+	if shardB, err = Open(f.indexDir, f.serverKeys(), Options{Groups: []int{1}, MemoryBudget: 1}); err != nil {
+		t.Fatal(err)
+	}
+	return full, shardA, shardB
 }
 
 // shardResult searches one shard and decodes its partial result.
