@@ -113,12 +113,15 @@ func float32s(in []byte, n, dim int) ([]float32, error) {
 	return out, nil
 }
 
-// int16s decodes count little-endian int16 values.
-func int16s(in []byte, count int) ([]int16, error) {
-	if len(in) != 2*count {
-		return nil, fmt.Errorf("%w: expected %d int16 payload values (%d bytes), got %d bytes", errs.ErrInvalid, count, 2*count, len(in))
+// int16s decodes little-endian int16 values (none from no bytes).
+func int16s(in []byte) ([]int16, error) {
+	if len(in)%2 != 0 {
+		return nil, fmt.Errorf("%w: %d bytes of int16 payload values: not a whole number of values", errs.ErrInvalid, len(in))
 	}
-	out := make([]int16, count)
+	if len(in) == 0 {
+		return nil, nil
+	}
+	out := make([]int16, len(in)/2)
 	for i := range out {
 		out[i] = int16(binary.LittleEndian.Uint16(in[2*i:]))
 	}
@@ -308,14 +311,10 @@ func enroll(args, in []byte) (any, []byte, error) {
 	if (a.ServerKeyDir == "") == (a.ClientKeyDir == "") {
 		return nil, nil, fmt.Errorf("%w: give exactly one of \"server_key_dir\" (public-key enrollment) and \"client_key_dir\" (the key owner's seeded enrollment)", errs.ErrInvalid)
 	}
-	// The input is n*dim float32 values, then n*payload_width int16 values
-	// when the index holds payloads.
-	m, err := index.Load(a.IndexDir)
-	if err != nil {
-		return nil, nil, err
-	}
+	// The input is n*dim float32 values, then the int16 payloads (n times
+	// the index's payload width: the enroller checks the count).
 	if a.N < 1 || a.Dim < 1 || a.Dim > len(in)/4/a.N {
-		return nil, nil, fmt.Errorf("%w: expected %d x %d float32 values (%d bytes) and %d int16 payload values, got %d bytes", errs.ErrInvalid, a.N, a.Dim, 4*a.N*a.Dim, a.N*m.PayloadWidth, len(in))
+		return nil, nil, fmt.Errorf("%w: expected %d x %d float32 values (%d bytes), then the payloads when the index holds them, got %d bytes", errs.ErrInvalid, a.N, a.Dim, 4*a.N*a.Dim, len(in))
 	}
 	data, err := float32s(in[:4*a.N*a.Dim], a.N, a.Dim)
 	if err != nil {
@@ -323,7 +322,7 @@ func enroll(args, in []byte) (any, []byte, error) {
 	}
 	var opt index.EnrollOptions
 	opt.NewGroups = a.NewGroups
-	if opt.Payloads, err = int16s(in[4*a.N*a.Dim:], a.N*m.PayloadWidth); err != nil {
+	if opt.Payloads, err = int16s(in[4*a.N*a.Dim:]); err != nil {
 		return nil, nil, err
 	}
 	if a.ClientKeyDir != "" {
