@@ -96,7 +96,7 @@ func Open(indexDir, serverKeyDir string, opt Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	served, err := selectGroups(m, opt.Groups)
+	served, err := SelectGroups(m, opt.Groups)
 	if err != nil {
 		return nil, err
 	}
@@ -126,9 +126,9 @@ func Open(indexDir, serverKeyDir string, opt Options) (*Server, error) {
 	return s, nil
 }
 
-// selectGroups returns the manifest's groups at positions pick (all of
+// SelectGroups returns the manifest's groups at positions pick (all of
 // them when pick is nil), refusing positions out of range or repeated.
-func selectGroups(m *index.Manifest, pick []int) ([]index.Group, error) {
+func SelectGroups(m *index.Manifest, pick []int) ([]index.Group, error) {
 	if pick == nil {
 		return m.Groups, nil
 	}
@@ -244,10 +244,7 @@ func (s *Server) SearchWith(query []byte, mode string, opt SearchOptions) ([]byt
 	}
 
 	t = time.Now()
-	res := &result.Result{Header: result.Header{Mode: mode, Delta: s.Manifest.Delta, Total: s.Manifest.Count}}
-	for _, g := range s.served {
-		res.Spans = append(res.Spans, result.Span{Start: g.Start, Count: g.Count})
-	}
+	res := NewResult(s.Manifest, s.served, mode)
 	switch mode {
 	case result.Membership:
 		ct, err := s.membership(outs, cmp)
@@ -268,18 +265,33 @@ func (s *Server) SearchWith(query []byte, mode string, opt SearchOptions) ([]byt
 	default:
 		res.Ciphertexts = outs
 	}
-	for _, ct := range res.Ciphertexts {
-		// A chain with the payload level leaves a level unused by the other
-		// modes: results always travel at level 0.
-		s.eval.DropLevel(ct, ct.Level())
-	}
-	out, err := result.Marshal(s.Manifest.Header(""), res)
+	out, err := Marshal(s.eval, s.Manifest, res)
 	if err != nil {
 		return nil, nil, err
 	}
 	st.Aggregation = time.Since(t).Seconds()
 	st.Seconds = time.Since(start).Seconds()
 	return out, st, nil
+}
+
+// NewResult is the empty result of a search in mode over the groups
+// served: its header and the spans it covers.
+func NewResult(m *index.Manifest, served []index.Group, mode string) *result.Result {
+	res := &result.Result{Header: result.Header{Mode: mode, Delta: m.Delta, Total: m.Count}}
+	for _, g := range served {
+		res.Spans = append(res.Spans, result.Span{Start: g.Start, Count: g.Count})
+	}
+	return res
+}
+
+// Marshal frames a result of the index m, its ciphertexts brought to
+// level 0 first (a chain with the payload level leaves a level unused by
+// the other modes: results always travel at level 0).
+func Marshal(eval *ckks.Evaluator, m *index.Manifest, res *result.Result) ([]byte, error) {
+	for _, ct := range res.Ciphertexts {
+		eval.DropLevel(ct, ct.Level())
+	}
+	return result.Marshal(m.Header(""), res)
 }
 
 // groupIndex is the position of a served group in the whole index.
@@ -397,9 +409,8 @@ func (s *Server) montgomery(table []*rlwe.Ciphertext) montTable {
 }
 
 // membership adds the served groups' comparator outputs, sums all slots
-// into every slot and removes what the empty slots contribute (each scores
-// exactly 0, so each adds the public constant f(0)): slot 0 then holds the
-// number of matches among the served groups' entries.
+// into every slot and removes what the empty slots contribute: slot 0 then
+// holds the number of matches among the served groups' entries.
 func (s *Server) membership(outs []*rlwe.Ciphertext, cmp *comparator.Comparator) (*rlwe.Ciphertext, error) {
 	acc := outs[0].CopyNew()
 	for _, o := range outs[1:] {
@@ -407,18 +418,22 @@ func (s *Server) membership(outs []*rlwe.Ciphertext, cmp *comparator.Comparator)
 			return nil, err
 		}
 	}
-	slots := s.Params.Slots()
-	if err := s.eval.InnerSum(acc, 1, slots, acc); err != nil {
+	if err := s.eval.InnerSum(acc, 1, s.Params.Slots(), acc); err != nil {
 		return nil, fmt.Errorf("membership inner sum: %w", err)
 	}
-	empty := len(s.served) * slots
-	for _, g := range s.served {
+	return acc, SubtractEmpty(s.eval, acc, s.served, s.Params.Slots(), cmp)
+}
+
+// SubtractEmpty removes from the inner sum acc of the groups served what
+// their empty slots contribute: each scores exactly 0, so each adds the
+// public constant f(0) of the comparator.
+func SubtractEmpty(eval *ckks.Evaluator, acc *rlwe.Ciphertext, served []index.Group, slots int, cmp *comparator.Comparator) error {
+	empty := len(served) * slots
+	for _, g := range served {
 		empty -= g.Count
 	}
 	if empty > 0 {
-		if err := s.eval.Sub(acc, float64(empty)*cmp.Model(0), acc); err != nil {
-			return nil, err
-		}
+		return eval.Sub(acc, float64(empty)*cmp.Model(0), acc)
 	}
-	return acc, nil
+	return nil
 }

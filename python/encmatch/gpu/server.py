@@ -1,0 +1,200 @@
+"""The GPU search engine: one shard of an index searched on a GPU.
+
+:class:`GpuServer` keeps the shard contract of :class:`encmatch.client.Server`
+(open a set of groups, search an encrypted query, return a partial result
+in the core's format that :func:`encmatch.client.merge_results` combines),
+and computes what the core's engine computes, operation for operation,
+with the kernels of :mod:`encmatch.gpu.ring`: its results are the same
+bytes as the CPU engine's. Keys, enrollment, decryption and threshold
+decryption stay with the core (Lattigo); the core converts the keys and
+the diagonals into arrays once, when the shard is opened
+(``offload_*`` methods of the C ABI), and each query and result per
+request. Membership and identification are served; payload fetches run on
+the CPU engine.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Sequence
+
+import numpy as np
+
+from .. import _core
+from ..errors import InvalidArgument
+from .backend import get_backend
+from .program import Program
+from .ring import Ring
+
+__all__ = ["GpuServer"]
+
+_WIRE = np.dtype("<u8")
+
+# Products accumulated per kernel launch: 64 products of residues below
+# 2^61 fit in the kernels' 128-bit accumulators.
+_CHUNK = 32
+
+
+class GpuServer:
+    """A shard of the index at ``index_dir`` on a device.
+
+    ``groups`` are positions in the manifest (None: all); ``device`` is
+    ``"cuda"``, ``"cpu"`` (the same kernels on the CPU, for tests) or
+    ``"auto"``."""
+
+    def __init__(self, index_dir: os.PathLike | str, server_key_dir: os.PathLike | str,
+                 groups: Sequence[int] | None = None, device: str = "auto"):
+        start = time.perf_counter()
+        args: dict[str, Any] = {"index_dir": str(index_dir), "server_key_dir": str(server_key_dir)}
+        if groups is not None:
+            args["groups"] = [int(g) for g in groups]
+        res, _ = _core.call("offload_open", args)
+        self._handle = _core.Handle(self, res["handle"])
+        self.manifest: dict = res["manifest"]
+        desc = res["description"]
+        self.description = desc
+        self.backend = get_backend(device)
+        self.device = self.backend.device
+        self.ring = Ring(self.backend, desc)
+        self.strategy, self.n1, self.l = desc["strategy"], int(desc["n1"]), int(desc["l"])
+        self.groups = desc["groups"]
+        self.level = int(desc["query_level"])
+        self._galois = {int(k): int(v) for k, v in desc["galois"].items()}
+        self._inner = [int(x) for x in desc["inner_sum"]]
+        self._keys = {0: self._key(0)}
+        for g in sorted(set(self._galois.values())):
+            self._keys[g] = self._key(g)
+        self._diags = []
+        for i in range(len(self.groups)):
+            info, out = _core.call("offload_group", {"handle": self._handle.get(), "group": i})
+            if info["level"] != self.level:
+                raise InvalidArgument(f"group {i} is stored at level {info['level']}, queries at {self.level}")
+            r = self.level + 1
+            self._diags.append(self.backend.put(np.frombuffer(out, dtype=_WIRE).reshape(self.l, 2, r, self.ring.n)))
+            del out
+        spec, _ = _core.call("offload_program", {"handle": self._handle.get()})
+        self.program = Program(self.ring, spec)
+        self.backend.synchronize()
+        self.open_seconds = time.perf_counter() - start
+
+    def _key(self, galois: int) -> Any:
+        _, out = _core.call("offload_key", {"handle": self._handle.get(), "galois": int(galois)})
+        rows = self.ring.nq + self.ring.alpha
+        return self.backend.put(np.frombuffer(out, dtype=_WIRE).reshape(-1, 2, rows, self.ring.n))
+
+    def close(self) -> None:
+        """Frees the core's plan (device memory goes with the object)."""
+        self._handle.close()
+        self._diags, self._keys = [], {}
+
+    # ------------------------------------------------------------ search
+    def search(self, query: bytes, mode: str = "membership") -> tuple[bytes, dict]:
+        """Answers one framed query in mode ``membership`` or
+        ``identification``: the framed partial result and timings."""
+        if mode not in ("membership", "identification"):
+            raise InvalidArgument(f"the GPU engine answers membership and identification, not {mode!r} (payload fetches run on the CPU engine)")
+        be, ring = self.backend, self.ring
+        t0 = time.perf_counter()
+        info, raw = _core.call("offload_query", {"handle": self._handle.get()}, query)
+        r = int(info["level"]) + 1
+        q = be.put(np.frombuffer(raw, dtype=_WIRE).reshape(2, r, ring.n))
+        table = self._table(q, r)
+        be.synchronize()
+        t1 = time.perf_counter()
+        scores = be.xp.stack([self._scores(table, d, r) for d in self._diags])
+        be.synchronize()
+        t2 = time.perf_counter()
+        outs = self.program.run(scores, self._keys[0])
+        be.synchronize()
+        t3 = time.perf_counter()
+        if mode == "membership":
+            outs = self._inner_sum(outs)[None]
+        out = be.get(outs)
+        _, res = _core.call("offload_result", {"handle": self._handle.get(), "mode": mode}, out.tobytes())
+        t4 = time.perf_counter()
+        stats = {"mode": mode, "groups": len(self._diags), "device": self.device, "rotations_seconds": t1 - t0,
+                 "similarity_seconds": t2 - t1, "comparison_seconds": t3 - t2, "aggregation_seconds": t4 - t3,
+                 "seconds": t4 - t0}
+        return res, stats
+
+    def _rotate(self, ct: Any, dec: Any, rotation: int, r: int) -> Any:
+        g = self._galois[rotation]
+        return self.ring.rotate_hoisted(ct, dec, self._keys[g], g, r)
+
+    def _table(self, q: Any, r: int) -> Any:
+        """The query's rotations: the n1 baby steps (bsgs-tbs, bsgs-tbe)
+        or all l (dg; bsgs-diagonal by double hoisting)."""
+        ring, xp = self.ring, self.backend.xp
+        full = self.strategy in ("dg", "bsgs-diagonal")
+        size = self.l if full else self.n1
+        table = self.backend.empty((size, 2, r, ring.n))
+        table[0] = q
+        dec = ring.decompose(q[1], 1, r)
+        babies = range(1, self.l) if self.strategy == "dg" else range(1, min(self.n1, self.l))
+        for b in babies:
+            table[b] = self._rotate(q, dec, b, r)
+        if self.strategy == "bsgs-diagonal":
+            giants = range(self.n1, self.l, self.n1)
+            for b in range(self.n1):
+                rots = [g for g in giants if g + b < self.l]
+                if not rots:
+                    continue
+                dec_b = ring.decompose(xp.ascontiguousarray(table[b, 1]), 1, r)
+                for g in rots:
+                    table[g + b] = self._rotate(table[b], dec_b, g, r)
+        return table
+
+    def _accumulate(self, table: Any, diags: Any, r: int) -> Any:
+        """sum_i table[i] (x) diags[i], a degree-2 ciphertext."""
+        acc = self.backend.empty((3, r, self.ring.n))
+        for c in range(0, len(diags), _CHUNK):
+            nb = min(_CHUNK, len(diags) - c)
+            self.backend.launch("tensor_acc", r * self.ring.n, acc, table[c:c + nb], diags[c:c + nb], nb, r,
+                                table.shape[-2], diags.shape[-2], self.ring.n, int(c == 0), self.ring.mods)
+        return acc
+
+    def _scores(self, table: Any, diags: Any, r: int) -> Any:
+        """One group's rescaled scores (engine.groupScores)."""
+        ring = self.ring
+        if self.strategy in ("dg", "bsgs-diagonal"):
+            acc = self._accumulate(table, diags, r)
+            scores = ring.relinearize(acc[None], self._keys[0], 1, r)[0]
+        else:
+            total = None
+            for first in range(0, self.l, self.n1):
+                nb = min(self.n1, self.l - first)
+                acc = self._accumulate(table[:nb], diags[first:first + nb], r)
+                part = self._giant_step(acc, first, r)
+                total = part if total is None else ring.add_qp(total, part, 2, r)
+            scores = ring.mod_down(total, 2, r)
+        return ring.rescale(scores, 2, r)
+
+    def _giant_step(self, acc: Any, rotation: int, r: int) -> Any:
+        """P times Rot_rotation(Relin(acc)) modulo QP (engine's giantSum.add)."""
+        ring, xp = self.ring, self.backend.xp
+        a, n = ring.alpha, ring.n
+        zeros = self.backend.zeros((1, a, n))
+        rel = ring.key_product(ring.decompose(acc[2], 1, r), self._keys[0], 1, r)[0]
+        if rotation == 0:
+            pc = ring.mul_p(acc[0:2], 2, r)
+            return ring.add_qp(rel, xp.concatenate([pc, xp.concatenate([zeros, zeros])], axis=1), 2, r)
+        x1 = ring.mod_down(xp.ascontiguousarray(rel[1:2]).copy(), 1, r, plus=xp.ascontiguousarray(acc[1:2]))
+        g = self._galois[rotation]
+        ks = ring.key_product(ring.decompose(x1, 1, r), self._keys[g], 1, r)[0]
+        px0 = xp.concatenate([ring.mul_p(acc[0:1], 1, r), zeros], axis=1)
+        c0 = ring.add_qp(ring.add_qp(xp.ascontiguousarray(ks[0:1]), px0, 1, r), xp.ascontiguousarray(rel[0:1]), 1, r)
+        return ring.permute(xp.concatenate([c0, ks[1:2]]), g, 2, ring.qp_mods(r))
+
+    def _inner_sum(self, outs: Any) -> Any:
+        """The groups' outputs added, then summed over all slots (Lattigo's
+        InnerSum for a power-of-two count)."""
+        ring = self.ring
+        r = outs.shape[-2]
+        ct = outs[0]
+        for i in range(1, outs.shape[0]):
+            ct = ring.add_q(ct, outs[i], 2, r)
+        for rotation in self._inner:
+            dec = ring.decompose(self.backend.xp.ascontiguousarray(ct[1]), 1, r)
+            ct = ring.add_q(ct, self._rotate(ct, dec, rotation, r), 2, r)
+        return ct
