@@ -57,11 +57,13 @@ func offloadKey(args, _ []byte) (any, []byte, error) {
 	return map[string]any{}, out, err
 }
 
-// offloadGroup returns the diagonals of one served group.
+// offloadGroup returns diagonals first..first+count-1 of one served group.
 func offloadGroup(args, _ []byte) (any, []byte, error) {
 	var a struct {
 		handleArgs
 		Group int `json:"group"`
+		First int `json:"first"`
+		Count int `json:"count"`
 	}
 	if err := parse(args, &a); err != nil {
 		return nil, nil, err
@@ -70,7 +72,7 @@ func offloadGroup(args, _ []byte) (any, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	out, level, err := pl.Group(a.Group)
+	out, level, err := pl.Group(a.Group, a.First, a.Count)
 	return map[string]any{"level": level}, out, err
 }
 

@@ -57,6 +57,9 @@ type Plan struct {
 	mu        sync.Mutex
 	diagScale *rlwe.Scale // the groups' diagonals' scale, once one is exported
 	program   *Program
+	// loaded is the group being exported in chunks (loadedGroup).
+	loaded      []*rlwe.Ciphertext
+	loadedGroup int
 }
 
 // Open opens the groups at positions groups (nil: all) of the index at
@@ -203,42 +206,35 @@ func (pl *Plan) Key(galEl uint64) ([]byte, error) {
 	return out, nil
 }
 
-// Group returns the diagonals of served group i (its position among the
-// served groups) as an array of shape (l, 2, level+1, N), rotated by
-// -j*n1 for bsgs-tbs as engine.Open rotates them, with their level.
-func (pl *Plan) Group(i int) ([]byte, int, error) {
+// Group returns diagonals first to first+count-1 of served group i (its
+// position among the served groups) as an array of shape (count, 2,
+// level+1, N), rotated by -j*n1 for bsgs-tbs as engine.Open rotates them,
+// with their level. The group is read from disk when its first chunk is
+// asked for and kept until its last one has been returned, so that an
+// executor can copy a group in chunks without holding all of it twice.
+func (pl *Plan) Group(i, first, count int) ([]byte, int, error) {
 	if i < 0 || i >= len(pl.served) {
 		return nil, 0, fmt.Errorf("%w: served group %d does not exist (the shard has %d)", errs.ErrInvalid, i, len(pl.served))
 	}
-	cts, err := index.LoadGroup(pl.dir, pl.Manifest, pl.Params, pl.served[i])
-	if err != nil {
-		return nil, 0, err
-	}
-	cts = cts[:pl.Strategy.L]
-	level, scale := cts[0].Level(), cts[0].Scale
-	for d, ct := range cts {
-		if ct.Level() != level || ct.Degree() != 1 || ct.Scale.Cmp(scale) != 0 || !ct.IsNTT {
-			return nil, 0, fmt.Errorf("%w: diagonal %d of group %d differs from diagonal 0 in level, degree, scale or domain", errs.ErrCorrupt, d, i)
-		}
-	}
-	if pl.Strategy.PreRotatedByServer() {
-		if err := parallel.For(len(cts), func(d int) error {
-			if r := pl.Strategy.PreRotation(d); r != 0 {
-				return pl.eval.Rotate(cts[d], r, cts[d])
-			}
-			return nil
-		}); err != nil {
-			return nil, 0, err
-		}
+	l := pl.Strategy.L
+	if first < 0 || count < 1 || first+count > l {
+		return nil, 0, fmt.Errorf("%w: diagonals %d to %d of a group of %d", errs.ErrInvalid, first, first+count-1, l)
 	}
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
-	if pl.diagScale == nil {
-		pl.diagScale = &scale
-	} else if pl.diagScale.Cmp(scale) != 0 {
-		return nil, 0, fmt.Errorf("%w: group %d's diagonals have another scale than the other groups'", errs.ErrCorrupt, i)
+	if pl.loaded == nil || pl.loadedGroup != i {
+		pl.loaded = nil
+		cts, err := pl.loadGroup(i)
+		if err != nil {
+			return nil, 0, err
+		}
+		pl.loaded, pl.loadedGroup = cts, i
 	}
-	n := pl.Params.CKKS.N()
+	cts := pl.loaded[first : first+count]
+	if first+count == l {
+		pl.loaded = nil
+	}
+	level, n := cts[0].Level(), pl.Params.CKKS.N()
 	out := make([]byte, len(cts)*2*(level+1)*n*8)
 	off := 0
 	for _, ct := range cts {
@@ -247,6 +243,39 @@ func (pl *Plan) Group(i int) ([]byte, int, error) {
 		}
 	}
 	return out, level, nil
+}
+
+// loadGroup reads served group i's diagonals, checks that they share one
+// level, degree, scale and domain (and the other groups' scale), and
+// rotates them for bsgs-tbs. The caller holds pl.mu.
+func (pl *Plan) loadGroup(i int) ([]*rlwe.Ciphertext, error) {
+	cts, err := index.LoadGroup(pl.dir, pl.Manifest, pl.Params, pl.served[i])
+	if err != nil {
+		return nil, err
+	}
+	cts = cts[:pl.Strategy.L]
+	level, scale := cts[0].Level(), cts[0].Scale
+	for d, ct := range cts {
+		if ct.Level() != level || ct.Degree() != 1 || ct.Scale.Cmp(scale) != 0 || !ct.IsNTT {
+			return nil, fmt.Errorf("%w: diagonal %d of group %d differs from diagonal 0 in level, degree, scale or domain", errs.ErrCorrupt, d, i)
+		}
+	}
+	if pl.diagScale == nil {
+		pl.diagScale = &scale
+	} else if pl.diagScale.Cmp(scale) != 0 {
+		return nil, fmt.Errorf("%w: group %d's diagonals have another scale than the other groups'", errs.ErrCorrupt, i)
+	}
+	if pl.Strategy.PreRotatedByServer() {
+		if err := parallel.For(len(cts), func(d int) error {
+			if r := pl.Strategy.PreRotation(d); r != 0 {
+				return pl.eval.Rotate(cts[d], r, cts[d])
+			}
+			return nil
+		}); err != nil {
+			return nil, err
+		}
+	}
+	return cts, nil
 }
 
 // Query checks a framed query as the engine does and returns its

@@ -156,7 +156,7 @@ def call(method: str, args: dict | None = None, data: Any = None) -> tuple[dict,
     del keep
     try:
         text = ctypes.string_at(out_json.value).decode("utf-8", "replace") if out_json.value else ""
-        payload = ctypes.string_at(out_buf.value, out_len.value) if out_buf.value and out_len.value > 0 else None
+        payload = _copy_out(out_buf.value, out_len.value) if out_buf.value and out_len.value > 0 else None
     finally:
         if out_json.value:
             lib.EMFree(out_json)
@@ -171,6 +171,14 @@ def call(method: str, args: dict | None = None, data: Any = None) -> tuple[dict,
     if rc != 0:
         raise error_for(result.get("kind"), result.get("error") or f"core method {method!r} failed")
     return result, payload
+
+
+def _copy_out(ptr: int, size: int) -> bytes:
+    """The core's returned bytes, copied (ctypes.string_at takes a C int
+    size before Python 3.13: larger buffers are copied through an array)."""
+    if size < 1 << 31:
+        return ctypes.string_at(ptr, size)
+    return bytes((ctypes.c_char * size).from_address(ptr))
 
 
 def _json_default(obj: Any) -> Any:

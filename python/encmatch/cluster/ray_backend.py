@@ -98,11 +98,13 @@ class ShardWorker:
     """A Ray actor holding some groups of an index (a core :class:`Server` opened on them)."""
 
     def __init__(self, index_dir: str, keys: dict[str, bytes], groups: list[int], memory_budget: int,
-                 threads: int):
+                 threads: int, engine: str = "cpu"):
         """Write ``keys`` to a private directory and open the groups ``groups`` of ``index_dir``.
 
         ``threads`` bounds the core's threads to the CPUs Ray gave this
-        actor (each actor is a process of its own).
+        actor (each actor is a process of its own). ``engine`` ``"gpu"``
+        searches with :class:`encmatch.gpu.GpuServer` on the GPU Ray gave
+        the actor (its groups held in GPU memory), ``"cpu"`` with the core.
         """
         set_threads(threads)
         _sweep_stale_key_dirs()
@@ -113,7 +115,12 @@ class ShardWorker:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_bytes(data)
             t0 = time.perf_counter()
-            self._server = Server(index_dir, self._key_dir, memory_budget, groups=groups)
+            if engine == "gpu":
+                from ..gpu import GpuServer
+
+                self._server = GpuServer(index_dir, self._key_dir, groups=groups, device="cuda")
+            else:
+                self._server = Server(index_dir, self._key_dir, memory_budget, groups=groups)
             self._load_seconds = time.perf_counter() - t0
         except BaseException:
             shutil.rmtree(self._key_dir, ignore_errors=True)
@@ -123,6 +130,7 @@ class ShardWorker:
     def info(self) -> dict:
         """This actor's process, groups, threads, GPUs, load time and whether it streams its groups."""
         return {"pid": os.getpid(), "groups": self._groups, "streamed": self._server.streamed,
+                "engine": "gpu" if hasattr(self._server, "device") else "cpu",
                 "threads": set_threads(0)["threads"], "gpus": [str(g) for g in ray.get_gpu_ids()],
                 "load_seconds": self._load_seconds, "node": ray.get_runtime_context().get_node_id()}
 
@@ -148,7 +156,9 @@ class RayBackend:
     uses ``ceil(num_cpus)`` threads). ``max_restarts`` / ``task_retries``:
     how often a dead actor is restarted and its search retried.
     ``timeout``: seconds a search may take (``None``: no limit).
-    ``placement_wait``: seconds to wait for the cluster to free the CPUs
+    ``engine``: ``"cpu"`` (the core) or ``"gpu"`` (:mod:`encmatch.gpu`,
+    which needs ``num_gpus`` > 0: a fraction puts several shards on one GPU;
+    membership and identification only). ``placement_wait``: seconds to wait for the cluster to free the CPUs
     and GPUs the actors need (another index's actors being stopped) before
     refusing the layout. ``spread``: place the actors on as many nodes as
     possible (Ray's SPREAD scheduling) instead of filling the driver's node
@@ -170,8 +180,13 @@ class RayBackend:
     placement_wait: float = 30.0
     spread: bool = False
     recovery_wait: float = 120.0
+    engine: str = "cpu"
 
     def __post_init__(self) -> None:
+        if self.engine not in ("cpu", "gpu"):
+            raise InvalidArgument(f"engine must be 'cpu' or 'gpu', got {self.engine!r}")
+        if self.engine == "gpu" and self.num_gpus <= 0:
+            raise InvalidArgument("the GPU engine needs num_gpus > 0 per actor (a fraction shares a GPU)")
         if self.num_cpus <= 0 or self.num_gpus < 0:
             raise InvalidArgument(f"num_cpus must be > 0 and num_gpus >= 0, got {self.num_cpus}, {self.num_gpus}")
         if self.max_restarts < 0 or self.task_retries < 0:
@@ -213,7 +228,8 @@ class RayServer:
             scheduling_strategy="SPREAD" if self.backend.spread else "DEFAULT",
         )
         threads = max(1, math.ceil(self.backend.num_cpus))
-        self._actors = [worker.remote(str(self.index_dir), self._keys, groups, self.memory_budget, threads)
+        self._actors = [worker.remote(str(self.index_dir), self._keys, groups, self.memory_budget, threads,
+                                      self.backend.engine)
                         for groups in self.layout]
         try:
             self.actor_info = self._gather([a.info.remote() for a in self._actors])

@@ -63,6 +63,8 @@ class Backend:
 
     def __init__(self, device: str):
         self.device = device
+        #: Kernel launches so far (benchmarks report launches per search).
+        self.launches = 0
         if device == "cuda":
             import cupy
 
@@ -115,8 +117,16 @@ class Backend:
         if threads <= 0:
             return
         fn = self._kernels[name]
+        self.launches += 1
         if self.device == "cuda":
-            conv = [a if c == "p" else np.int64(a) for c, a in zip(sig, args)]
+            conv = []
+            for pos, (c, a) in enumerate(zip(sig, args)):
+                if c == "p":
+                    if not (isinstance(a, self.xp.ndarray) and a.flags.c_contiguous):
+                        raise TypeError(f"{name}: argument {pos} is not a contiguous device array ({type(a).__name__})")
+                    conv.append(a)
+                else:
+                    conv.append(np.int64(a))
             blocks = min((threads + _BLOCK - 1) // _BLOCK, self._sms * 32)
             fn((blocks,), (_BLOCK,), tuple(conv))
         else:

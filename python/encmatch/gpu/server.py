@@ -65,18 +65,27 @@ class GpuServer:
         self._keys = {0: self._key(0)}
         for g in sorted(set(self._galois.values())):
             self._keys[g] = self._key(g)
-        self._diags = []
-        for i in range(len(self.groups)):
-            info, out = _core.call("offload_group", {"handle": self._handle.get(), "group": i})
-            if info["level"] != self.level:
-                raise InvalidArgument(f"group {i} is stored at level {info['level']}, queries at {self.level}")
-            r = self.level + 1
-            self._diags.append(self.backend.put(np.frombuffer(out, dtype=_WIRE).reshape(self.l, 2, r, self.ring.n)))
-            del out
+        self._diags = [self._group(i) for i in range(len(self.groups))]
         spec, _ = _core.call("offload_program", {"handle": self._handle.get()})
         self.program = Program(self.ring, spec)
         self.backend.synchronize()
         self.open_seconds = time.perf_counter() - start
+        #: The groups are always held on the device (never streamed).
+        self.streamed = False
+        #: Timings of the last :meth:`search` (``mode, seconds, groups, device``...).
+        self.last_search: dict = {}
+
+    def _group(self, i: int) -> Any:
+        """Served group i's diagonals on the device, copied in chunks."""
+        r = self.level + 1
+        out = self.backend.empty((self.l, 2, r, self.ring.n))
+        for first in range(0, self.l, _CHUNK):
+            count = min(_CHUNK, self.l - first)
+            info, raw = _core.call("offload_group", {"handle": self._handle.get(), "group": i, "first": first, "count": count})
+            if info["level"] != self.level:
+                raise InvalidArgument(f"group {i} is stored at level {info['level']}, queries at {self.level}")
+            out[first:first + count] = self.backend.put(np.frombuffer(raw, dtype=_WIRE).reshape(count, 2, r, self.ring.n))
+        return out
 
     def _key(self, galois: int) -> Any:
         _, out = _core.call("offload_key", {"handle": self._handle.get(), "galois": int(galois)})
@@ -84,25 +93,58 @@ class GpuServer:
         return self.backend.put(np.frombuffer(out, dtype=_WIRE).reshape(-1, 2, rows, self.ring.n))
 
     def close(self) -> None:
-        """Frees the core's plan (device memory goes with the object)."""
+        """Frees the core's plan and the device arrays (idempotent)."""
         self._handle.close()
         self._diags, self._keys = [], {}
 
+    @property
+    def closed(self) -> bool:
+        """True once closed."""
+        return self._handle.closed
+
+    def __enter__(self) -> "GpuServer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     # ------------------------------------------------------------ search
-    def search(self, query: bytes, mode: str = "membership") -> tuple[bytes, dict]:
-        """Answers one framed query in mode ``membership`` or
-        ``identification``: the framed partial result and timings."""
+    def search(self, query: bytes, mode: str = "identification", *, bound: int | None = None) -> bytes:
+        """Answers one framed query at the index's threshold in mode
+        ``membership`` or ``identification``: the framed (partial, for a
+        shard) encrypted result, as :meth:`encmatch.client.Server.search`;
+        the timings go to :attr:`last_search`."""
         if mode not in ("membership", "identification"):
             raise InvalidArgument(f"the GPU engine answers membership and identification, not {mode!r} (payload fetches run on the CPU engine)")
-        be, ring = self.backend, self.ring
+        if bound is not None:
+            raise InvalidArgument(f"bound is the payload mode's, not the {mode} mode's")
+        if not isinstance(query, (bytes, bytearray, memoryview)):
+            raise InvalidArgument(f"query must be bytes, not {type(query).__name__}")
         t0 = time.perf_counter()
         info, raw = _core.call("offload_query", {"handle": self._handle.get()}, query)
-        r = int(info["level"]) + 1
-        q = be.put(np.frombuffer(raw, dtype=_WIRE).reshape(2, r, ring.n))
+        q = np.frombuffer(raw, dtype=_WIRE).reshape(2, int(info["level"]) + 1, self.ring.n)
+        outs, stats = self.compute(q, mode, self._diags)
+        t1 = time.perf_counter()
+        _, res = _core.call("offload_result", {"handle": self._handle.get(), "mode": mode}, self.backend.get(outs).tobytes())
+        stats["aggregation_seconds"] += time.perf_counter() - t1
+        stats["seconds"] = time.perf_counter() - t0
+        self.last_search = stats
+        return res
+
+    def compute(self, query: np.ndarray, mode: str, diags: Sequence[Any]) -> tuple[Any, dict]:
+        """The search's arithmetic on the device: a query ciphertext
+        (2 x r rows) against the groups diags (device arrays), returning
+        the output ciphertexts (membership: 1, identification: one per
+        group) on the device, and the phases' timings. :meth:`search`
+        frames them; benchmarks call this directly."""
+        be = self.backend
+        t0 = time.perf_counter()
+        r = query.shape[1]
+        q = be.put(query)
         table = self._table(q, r)
         be.synchronize()
         t1 = time.perf_counter()
-        scores = be.xp.stack([self._scores(table, d, r) for d in self._diags])
+        scores = be.xp.stack([self._scores(table, d, r) for d in diags])
         be.synchronize()
         t2 = time.perf_counter()
         outs = self.program.run(scores, self._keys[0])
@@ -110,13 +152,11 @@ class GpuServer:
         t3 = time.perf_counter()
         if mode == "membership":
             outs = self._inner_sum(outs)[None]
-        out = be.get(outs)
-        _, res = _core.call("offload_result", {"handle": self._handle.get(), "mode": mode}, out.tobytes())
+        be.synchronize()
         t4 = time.perf_counter()
-        stats = {"mode": mode, "groups": len(self._diags), "device": self.device, "rotations_seconds": t1 - t0,
-                 "similarity_seconds": t2 - t1, "comparison_seconds": t3 - t2, "aggregation_seconds": t4 - t3,
-                 "seconds": t4 - t0}
-        return res, stats
+        return outs, {"mode": mode, "groups": len(diags), "device": self.device, "rotations_seconds": t1 - t0,
+                      "similarity_seconds": t2 - t1, "comparison_seconds": t3 - t2, "aggregation_seconds": t4 - t3,
+                      "seconds": t4 - t0}
 
     def _rotate(self, ct: Any, dec: Any, rotation: int, r: int) -> Any:
         g = self._galois[rotation]
