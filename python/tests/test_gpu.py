@@ -201,6 +201,7 @@ def test_bad_input_is_refused(indexes, tmp_path):
 
 
 def test_ray_gpu_engine_needs_gpus():
+    pytest.importorskip("ray")
     from encmatch.cluster.ray_backend import RayBackend
 
     with pytest.raises(InvalidArgument, match="num_gpus"):
@@ -212,6 +213,7 @@ def test_ray_gpu_engine_needs_gpus():
 @pytest.mark.skipif(not cuda_available(), reason="no CUDA GPU")
 def test_ray_actors_run_the_gpu_engine(indexes):
     """Ray actors with num_gpus search their shards on the GPU; the merged answer is the core's."""
+    pytest.importorskip("ray")
     from encmatch.cluster.ray_backend import RayBackend
 
     keys, index, queries = indexes("bsgs-tbe")

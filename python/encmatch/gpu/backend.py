@@ -69,7 +69,7 @@ class Backend:
             import cupy
 
             self.xp = cupy
-            opts = ("--std=c++17", "-fmad=false")
+            opts = ("--std=c++17", "--fmad=false")
             self._module = cupy.RawModule(code=SOURCE.read_text(), options=opts)
             self._kernels = {name: self._module.get_function(name) for name in SIGNATURES}
             self._sms = cupy.cuda.Device().attributes["MultiProcessorCount"]

@@ -21,15 +21,15 @@ typedef long long i64;
 #define DEV static inline
 #define GRID_LOOP(i, n) _Pragma("omp parallel for") for (i64 i = 0; i < (i64)(n); i++)
 DEV u64 mulhi(u64 a, u64 b) { return (u64)(((unsigned __int128)a * b) >> 64); }
-DEV double ddiv(double a, double b) { return a / b; }
-DEV double dadd(double a, double b) { return a + b; }
+DEV double em_ddiv(double a, double b) { return a / b; }
+DEV double em_dadd(double a, double b) { return a + b; }
 #else
 #define KERNEL extern "C" __global__
 #define DEV __device__ __forceinline__
 #define GRID_LOOP(i, n) for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < (i64)(n); i += (i64)gridDim.x * blockDim.x)
 DEV u64 mulhi(u64 a, u64 b) { return __umul64hi(a, b); }
-DEV double ddiv(double a, double b) { return __ddiv_rn(a, b); }
-DEV double dadd(double a, double b) { return __dadd_rn(a, b); }
+DEV double em_ddiv(double a, double b) { return __ddiv_rn(a, b); }
+DEV double em_dadd(double a, double b) { return __dadd_rn(a, b); }
 #endif
 
 // Moduli table: for each prime, q and floor(2^128 / q) as (high, low).
@@ -311,7 +311,7 @@ KERNEL void decompose(u64* out, const u64* x, i64 p, i64 r, i64 alpha, i64 digit
             const Mod mj = mod_at(mods, first + j);
             const u64 xv = add_mod(xi[(first + j) * n], hf[d * alpha + j], mj.q);
             y[j] = mul_shoup(xv, yc[2 * (d * alpha + j)], yc[2 * (d * alpha + j) + 1], mj.q);
-            vf = dadd(vf, ddiv((double)y[j], (double)mj.q));
+            vf = em_dadd(vf, em_ddiv((double)y[j], (double)mj.q));
         }
         const u64 v = (u64)vf;
         for (i64 t = 0; t < rows; t++) {
@@ -367,7 +367,7 @@ KERNEL void mod_up_p(u64* ext, const u64* x, i64 p, i64 r, i64 alpha, i64 n, i64
             const Mod mj = mod_at(mods, pmod0 + j);
             const u64 xv = add_mod(xi[j * n], hf[j], mj.q);
             y[j] = mul_shoup(xv, yc[2 * j], yc[2 * j + 1], mj.q);
-            vf = dadd(vf, ddiv((double)y[j], (double)mj.q));
+            vf = em_dadd(vf, em_ddiv((double)y[j], (double)mj.q));
         }
         const u64 v = (u64)vf;
         for (i64 t = 0; t < r; t++) {

@@ -54,8 +54,8 @@ class Ring:
         self.n = 1 << self.logn
         self.q = [int(x) for x in desc["q"]]
         self.p = [int(x) for x in desc["p"]]
-        if not self.p:
-            raise InvalidArgument("the GPU engine needs special primes P (key switching without P is not supported)")
+        if not 1 <= len(self.p) <= 8:
+            raise InvalidArgument(f"the GPU engine needs 1 to 8 special primes P, the parameters have {len(self.p)}")
         self.nq, self.alpha = len(self.q), len(self.p)
         self.moduli = self.q + self.p
         psi = [int(x) for x in desc["psi"]]
@@ -368,9 +368,9 @@ class Ring:
         g ciphertexts of degree ``degree`` at r rows."""
         if len(ins) > 3:
             raise InvalidArgument("a linear step of more than three ciphertexts")
-        ideg = [x.shape[-3] - 1 for x in ins] + [0] * (3 - len(ins))
-        irows = [x.shape[-2] for x in ins] + [1] * (3 - len(ins))
-        meta = self.be.put(np.array(ideg + irows, dtype=np.int64))
+        ideg = tuple(x.shape[-3] - 1 for x in ins) + (0,) * (3 - len(ins))
+        irows = tuple(x.shape[-2] for x in ins) + (1,) * (3 - len(ins))
+        meta = self._cached(("linear", ideg, irows), lambda: self.be.put(np.array(ideg + irows, dtype=np.int64)))
         ptrs = list(ins) + [constant] * (3 - len(ins))
         out = self.be.empty((g, degree + 1, r, self.n))
         self.be.launch("linear", out.size, out, ptrs[0], ptrs[1], ptrs[2], meta[:3], meta[3:], len(ins),
