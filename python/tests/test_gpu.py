@@ -158,6 +158,8 @@ def test_results_equal_the_cpu_engines(indexes, device, strategy):
             for mode in ("membership", "identification"):
                 assert gpu.search(qb, mode) == cpu.search(qb, mode), (strategy, mode)
                 assert gpu.last_search["groups"] == 2
+        if device == "cuda":  # the searches ran as captured CUDA graphs
+            assert gpu.graphs and gpu.last_search["graph"], gpu.graph_error
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -98,18 +98,26 @@ def _median(xs: list[float]) -> float:
     return float(statistics.median(xs))
 
 
-def _time_compute(gpu: Any, q: np.ndarray, mode: str, diags: list, trials: int) -> dict:
-    gpu.compute(q, mode, diags)  # warm-up (kernels compiled, pools filled)
+def _time_compute(gpu: Any, q: np.ndarray, mode: str, diags: list, trials: int, graphs: bool) -> dict:
+    """Median of trials searches, after a warm-up (kernels compiled, pools
+    filled, the graph captured), eager or as a CUDA graph."""
+    gpu.graphs = graphs
+    first = time.perf_counter()
+    gpu.compute(q, mode, diags)
+    first = time.perf_counter() - first
     totals, phases = [], []
     launches = gpu.backend.launches
     for _ in range(trials):
         _, st = gpu.compute(q, mode, diags)
         totals.append(st["seconds"])
         phases.append(st)
-    per = (gpu.backend.launches - launches) / trials
-    keys = ("rotations_seconds", "similarity_seconds", "comparison_seconds", "aggregation_seconds")
-    return {"median_seconds": _median(totals), "min_seconds": min(totals), "max_seconds": max(totals),
-            "trials": trials, "launches_per_search": per, **{k: _median([p[k] for p in phases]) for k in keys}}
+    out = {"median_seconds": _median(totals), "min_seconds": min(totals), "max_seconds": max(totals),
+           "trials": trials, "first_call_seconds": first, "graph": bool(phases[-1].get("graph")),
+           "launches_per_search": (gpu.backend.launches - launches) / trials}
+    for k in ("rotations_seconds", "similarity_seconds", "comparison_seconds", "aggregation_seconds"):
+        if k in phases[-1]:
+            out[k] = _median([p[k] for p in phases])
+    return out
 
 
 def _secure(work: Path, args: argparse.Namespace, log: Any) -> dict:
@@ -159,18 +167,30 @@ def _secure(work: Path, args: argparse.Namespace, log: Any) -> dict:
             b = gpu.search(qb, mode)
             equal.append({"mode": mode, "equal": b == cpu_res[(mode, qb)]})
     out["conformance"] = equal
-    log(f"secure conformance: {sum(e['equal'] for e in equal)} of {len(equal)} results byte-identical")
+    out["graphs"], out["graph_error"] = gpu.graphs, gpu.graph_error
+    log(f"secure conformance ({'graphs' if gpu.graphs else 'eager'}): {sum(e['equal'] for e in equal)} of {len(equal)} results byte-identical"
+        + (f" [graphs off: {gpu.graph_error}]" if gpu.graph_error else ""))
     _, raw = _query_array(gpu, qbs[0])
     rows = []
     g = 1
     while g <= args.groups * args.replicate:
         diags = [gpu._diags[i % len(gpu._diags)] for i in range(g)]
         for mode in ("membership", "identification"):
-            row = {"groups": g, "entries": g * slots, "mode": mode, "replicated": g > len(gpu._diags)}
-            row.update(_time_compute(gpu, raw, mode, diags, args.trials))
-            rows.append(row)
-            log(f"gpu K={g * slots} ({g} groups{', replicated' if row['replicated'] else ''}) {mode}: median {row['median_seconds'] * 1e3:.1f} ms "
-                f"(rot {row['rotations_seconds'] * 1e3:.1f}, sim {row['similarity_seconds'] * 1e3:.1f}, cmp {row['comparison_seconds'] * 1e3:.1f}, agg {row['aggregation_seconds'] * 1e3:.1f}; {row['launches_per_search']:.0f} launches)")
+            for graphs in ((False, True) if gpu.device == "cuda" else (False,)):
+                row = {"groups": g, "entries": g * slots, "mode": mode, "replicated": g > len(gpu._diags)}
+                row.update(_time_compute(gpu, raw, mode, diags, args.trials, graphs))
+                rows.append(row)
+                phases = ""
+                if "similarity_seconds" in row:
+                    phases = (f" (rot {row['rotations_seconds'] * 1e3:.1f}, sim {row['similarity_seconds'] * 1e3:.1f}, "
+                              f"cmp {row['comparison_seconds'] * 1e3:.1f}, agg {row['aggregation_seconds'] * 1e3:.1f}; "
+                              f"{row['launches_per_search']:.0f} launches)")
+                log(f"gpu K={g * slots} ({g} groups{', replicated' if row['replicated'] else ''}) {mode} "
+                    f"{'graph' if row['graph'] else 'eager'}: median {row['median_seconds'] * 1e3:.1f} ms{phases}"
+                    + (f" [graphs off: {gpu.graph_error}]" if graphs and not row["graph"] else ""))
+        if gpu.device == "cuda":
+            gpu.release_graphs()
+            gpu.graphs = True
         g *= 2
     out["gpu_timings"] = rows
     if pool is not None:
@@ -196,7 +216,7 @@ def _worker(args: argparse.Namespace) -> None:
     gpu = GpuServer(args.index, Path(args.keys) / "server", groups=[args.group], device=args.device)
     client = Client(args.keys)
     _, q = _query_array(gpu, client.encrypt_query(_unit(np.random.default_rng(1), 1, args.dim)[0]))
-    gpu.compute(q, "membership", gpu._diags)
+    gpu.compute(q, "membership", gpu._diags)  # warm-up (and the graph's capture)
     Path(args.ready).touch()
     while not Path(args.start).exists():
         time.sleep(0.01)
@@ -205,7 +225,8 @@ def _worker(args: argparse.Namespace) -> None:
     for _ in range(args.trials):
         _, st = gpu.compute(q, "membership", gpu._diags)
         ts.append(st["seconds"])
-    print(json.dumps({"group": args.group, "median_seconds": _median(ts), "wall_seconds": time.perf_counter() - t0, "trials": args.trials}))
+    print(json.dumps({"group": args.group, "median_seconds": _median(ts), "wall_seconds": time.perf_counter() - t0,
+                      "trials": args.trials, "graph": gpu.graphs}))
 
 
 def _shared(work: Path, secure: dict, args: argparse.Namespace, log: Any) -> dict:
