@@ -20,6 +20,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +66,9 @@ class Backend:
         self.device = device
         #: Kernel launches so far (benchmarks report launches per search).
         self.launches = 0
+        #: While a dict: each launch's time is added under its kernel's name
+        #: (see :meth:`profile_stop`); None: no profiling.
+        self._profile: list | None = None
         if device == "cuda":
             import cupy
 
@@ -118,6 +122,44 @@ class Backend:
             return
         fn = self._kernels[name]
         self.launches += 1
+        if self._profile is not None:
+            self._profile.append((name, self._mark()))
+        try:
+            self._launch(name, sig, fn, threads, args)
+        finally:
+            if self._profile is not None:
+                self._profile.append((None, self._mark()))
+
+    def _mark(self) -> Any:
+        if self.device == "cuda":
+            event = self.xp.cuda.Event()
+            event.record()
+            return event
+        return time.perf_counter()
+
+    def profile_start(self) -> None:
+        """Times every launch from now on (on CUDA with events, which adds
+        little to the kernels' own time)."""
+        self.synchronize()
+        self._profile = []
+
+    def profile_stop(self) -> dict[str, dict]:
+        """Per kernel name: launches and total milliseconds since
+        :meth:`profile_start`."""
+        self.synchronize()
+        marks, self._profile = self._profile or [], None
+        out: dict[str, dict] = {}
+        for (name, start), (_, end) in zip(marks[0::2], marks[1::2]):
+            if self.device == "cuda":
+                ms = self.xp.cuda.get_elapsed_time(start, end)
+            else:
+                ms = (end - start) * 1e3
+            entry = out.setdefault(name, {"launches": 0, "ms": 0.0})
+            entry["launches"] += 1
+            entry["ms"] += ms
+        return out
+
+    def _launch(self, name: str, sig: str, fn: Any, threads: int, args: tuple) -> None:
         if self.device == "cuda":
             conv = []
             for pos, (c, a) in enumerate(zip(sig, args)):

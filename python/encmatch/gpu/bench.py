@@ -52,9 +52,11 @@ def _near(rng: np.random.Generator, v: np.ndarray, cos: float) -> np.ndarray:
     return (cos * v + np.sqrt(1 - cos * cos) * w).astype(np.float32)
 
 
-def _make_index(work: Path, preset: str, kappa: int, dim: int, strategy: str, n: int, seed: int, delta: float = 0.5) -> tuple[Path, Path, list[np.ndarray], dict]:
+def _make_index(work: Path, preset: str, kappa: int, dim: int, strategy: str, n: int, seed: int, delta: float = 0.5,
+                owner: bool = False) -> tuple[Path, Path, list[np.ndarray], dict]:
     """Keys, an index of n random unit vectors (with a crowd planted around
-    delta for the first query) and three queries; with timings."""
+    delta for the first query) and three queries; with timings. With owner
+    the key owner enrolls (secret-key encryption, seeded halves)."""
     rng = np.random.default_rng(seed)
     keys, index = work / "keys", work / "index"
     t = time.perf_counter()
@@ -64,7 +66,7 @@ def _make_index(work: Path, preset: str, kappa: int, dim: int, strategy: str, n:
     queries = [gallery[3].copy(), _unit(rng, 1, dim)[0], gallery[n - 1].copy()]
     for i, c in enumerate(np.linspace(delta - 0.2, delta + 0.2, min(40, n // 4))):
         gallery[10 + i] = _near(rng, queries[0], float(c))
-    en = Enroller(keys / "server")
+    en = Enroller(keys / "server", owner_key_dir=keys if owner else None)
     en.create_index(index, delta)
     t = time.perf_counter()
     en.enroll(index, gallery, progress=False)
@@ -128,25 +130,28 @@ def _secure(work: Path, args: argparse.Namespace, log: Any) -> dict:
 
     slots = int(_core.call("describe", {"preset": args.preset, "kappa": args.kappa, "dim": args.dim})[0]["slots"])
     n = args.groups * slots
-    keys, index, queries, info = _make_index(work / "secure", args.preset, args.kappa, args.dim, args.strategy, n, seed=7)
+    keys, index, queries, info = _make_index(work / "secure", args.preset, args.kappa, args.dim, args.strategy, n, seed=7,
+                                             owner=args.owner_enroll)
     out.update(info)
     log(f"{args.preset}: keys in {info['keygen_seconds']:.1f} s, {n} entries enrolled in {info['enroll_seconds']:.1f} s")
     client = Client(keys)
-    qbs = [client.encrypt_query(q) for q in queries]
-    t = time.perf_counter()
-    cpu = Server(index, keys / "server")
-    out["cpu_open_seconds"] = time.perf_counter() - t
-    cpu_res, cpu_t = {}, {}
-    for mode in ("membership", "identification"):
-        ts = []
-        for qb in qbs:
-            t = time.perf_counter()
-            cpu_res[(mode, qb)] = cpu.search(qb, mode)
-            ts.append(time.perf_counter() - t)
-        cpu_t[mode] = _median(ts)
-        log(f"cpu engine {mode}, {args.groups} groups: median {cpu_t[mode]:.2f} s over {len(ts)} queries")
-    out["cpu_seconds"] = cpu_t
-    cpu.close()
+    qbs = [client.encrypt_query(q) for q in queries][: max(1, args.cpu_queries)]
+    cpu_res: dict = {}
+    if args.cpu_queries > 0:
+        t = time.perf_counter()
+        cpu = Server(index, keys / "server")
+        out["cpu_open_seconds"] = time.perf_counter() - t
+        cpu_t = {}
+        for mode in ("membership", "identification"):
+            ts = []
+            for qb in qbs:
+                t = time.perf_counter()
+                cpu_res[(mode, qb)] = cpu.search(qb, mode)
+                ts.append(time.perf_counter() - t)
+            cpu_t[mode] = _median(ts)
+            log(f"cpu engine {mode}, {args.groups} groups: median {cpu_t[mode]:.2f} s over {len(ts)} queries")
+        out["cpu_seconds"] = cpu_t
+        cpu.close()
 
     t = time.perf_counter()
     gpu = GpuServer(index, keys / "server", device=args.device)
@@ -165,12 +170,16 @@ def _secure(work: Path, args: argparse.Namespace, log: Any) -> dict:
     for mode in ("membership", "identification"):
         for qb in qbs:
             b = gpu.search(qb, mode)
-            equal.append({"mode": mode, "equal": b == cpu_res[(mode, qb)]})
+            if (mode, qb) in cpu_res:
+                equal.append({"mode": mode, "equal": b == cpu_res[(mode, qb)]})
     out["conformance"] = equal
     out["graphs"], out["graph_error"] = gpu.graphs, gpu.graph_error
-    log(f"secure conformance ({'graphs' if gpu.graphs else 'eager'}): {sum(e['equal'] for e in equal)} of {len(equal)} results byte-identical"
-        + (f" [graphs off: {gpu.graph_error}]" if gpu.graph_error else ""))
+    if equal:
+        log(f"secure conformance ({'graphs' if gpu.graphs else 'eager'}): {sum(e['equal'] for e in equal)} of {len(equal)} results byte-identical"
+            + (f" [graphs off: {gpu.graph_error}]" if gpu.graph_error else ""))
     _, raw = _query_array(gpu, qbs[0])
+    if args.profile:
+        out["profile"] = _profile(gpu, raw, log)
     rows = []
     g = 1
     while g <= args.groups * args.replicate:
@@ -199,6 +208,22 @@ def _secure(work: Path, args: argparse.Namespace, log: Any) -> dict:
     gpu.close()
     client.close()
     return out
+
+
+def _profile(gpu: Any, q: np.ndarray, log: Any) -> dict:
+    """Per-kernel times of one eager membership search over all the
+    shard's groups (after a warm-up)."""
+    graphs, gpu.graphs = gpu.graphs, False
+    gpu.compute(q, "membership", gpu._diags)
+    gpu.backend.profile_start()
+    _, st = gpu.compute(q, "membership", gpu._diags)
+    prof = gpu.backend.profile_stop()
+    gpu.graphs = graphs
+    total = sum(v["ms"] for v in prof.values())
+    log(f"profile of one eager membership search ({st['seconds'] * 1e3:.1f} ms with events; kernels {total:.1f} ms):")
+    for name, v in sorted(prof.items(), key=lambda kv: -kv[1]["ms"]):
+        log(f"  {name:16s} {v['launches']:6d} launches {v['ms']:8.2f} ms ({v['ms'] / v['launches'] * 1e3:.1f} us each)")
+    return {"search_seconds": st["seconds"], "kernels": prof}
 
 
 def _query_array(gpu: Any, qb: bytes) -> tuple[dict, np.ndarray]:
@@ -270,6 +295,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trials", type=int, default=5)
     ap.add_argument("--processes", type=int, default=0)
     ap.add_argument("--skip-secure", action="store_true")
+    ap.add_argument("--cpu-queries", type=int, default=3, help="queries through the CPU engine (0: none, no conformance)")
+    ap.add_argument("--owner-enroll", action="store_true", help="enroll as the key owner (seeded halves)")
+    ap.add_argument("--profile", action="store_true", help="per-kernel times of one search")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--index", help=argparse.SUPPRESS)
     ap.add_argument("--keys", help=argparse.SUPPRESS)
