@@ -24,6 +24,9 @@ def add_backend_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--actor-cpus", type=float, default=1.0, help="CPUs per actor (default: %(default)s)")
     g.add_argument("--actor-gpus", type=float, default=0.0,
                    help="GPUs per actor, fractions allowed so shards share a GPU (default: %(default)s)")
+    g.add_argument("--actor-engine", choices=("cpu", "gpu"), default="cpu",
+                   help="search engine of each actor: the core on CPUs (default) or encmatch.gpu on the actor's "
+                        "GPU (needs --actor-gpus; membership and identification)")
     g.add_argument("--max-restarts", type=int, default=3,
                    help="restarts of a dead actor before its shard is unavailable (default: %(default)s)")
     g.add_argument("--spread", action="store_true",
@@ -41,7 +44,7 @@ def backend_from_args(args: argparse.Namespace):
 
     return RayBackend(address=args.ray_address, shards_per_actor=args.shards_per_actor, workers=args.ray_workers,
                       num_cpus=args.actor_cpus, num_gpus=args.actor_gpus, max_restarts=args.max_restarts,
-                      spread=args.spread, recovery_wait=args.recovery_wait)
+                      spread=args.spread, recovery_wait=args.recovery_wait, engine=args.actor_engine)
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
