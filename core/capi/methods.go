@@ -384,6 +384,8 @@ type handleArgs struct {
 	Handle int64 `json:"handle"`
 }
 
+func (h handleArgs) handleID() int64 { return h.Handle }
+
 // queryEncrypter is what encrypt_query needs of a handle: a client (secret
 // key) or a querier (public key).
 type queryEncrypter interface {

@@ -15,6 +15,14 @@ func init() {
 	methods["offload_result"] = offloadResult
 }
 
+// plan parses args (which embed handleArgs) and returns their plan.
+func plan(args []byte, a interface{ handleID() int64 }) (*offload.Plan, error) {
+	if err := parse(args, a); err != nil {
+		return nil, err
+	}
+	return getHandle[*offload.Plan](a.handleID())
+}
+
 // offloadOpen opens a shard (index_dir, server_key_dir, groups as for
 // server_open) and describes it.
 func offloadOpen(args, _ []byte) (any, []byte, error) {
@@ -46,10 +54,7 @@ func offloadKey(args, _ []byte) (any, []byte, error) {
 		handleArgs
 		Galois uint64 `json:"galois"`
 	}
-	if err := parse(args, &a); err != nil {
-		return nil, nil, err
-	}
-	pl, err := getHandle[*offload.Plan](a.Handle)
+	pl, err := plan(args, &a)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -65,10 +70,7 @@ func offloadGroup(args, _ []byte) (any, []byte, error) {
 		First int `json:"first"`
 		Count int `json:"count"`
 	}
-	if err := parse(args, &a); err != nil {
-		return nil, nil, err
-	}
-	pl, err := getHandle[*offload.Plan](a.Handle)
+	pl, err := plan(args, &a)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -79,10 +81,7 @@ func offloadGroup(args, _ []byte) (any, []byte, error) {
 // offloadQuery checks a framed query and returns its ciphertext.
 func offloadQuery(args, in []byte) (any, []byte, error) {
 	var a handleArgs
-	if err := parse(args, &a); err != nil {
-		return nil, nil, err
-	}
-	pl, err := getHandle[*offload.Plan](a.Handle)
+	pl, err := plan(args, &a)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -93,10 +92,7 @@ func offloadQuery(args, in []byte) (any, []byte, error) {
 // offloadProgram returns the comparator's recorded program.
 func offloadProgram(args, _ []byte) (any, []byte, error) {
 	var a handleArgs
-	if err := parse(args, &a); err != nil {
-		return nil, nil, err
-	}
-	pl, err := getHandle[*offload.Plan](a.Handle)
+	pl, err := plan(args, &a)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -113,10 +109,7 @@ func offloadResult(args, in []byte) (any, []byte, error) {
 		handleArgs
 		Mode string `json:"mode"`
 	}
-	if err := parse(args, &a); err != nil {
-		return nil, nil, err
-	}
-	pl, err := getHandle[*offload.Plan](a.Handle)
+	pl, err := plan(args, &a)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -73,9 +73,20 @@ type Server struct {
 	columns [][]*rlwe.Ciphertext
 }
 
-// Open loads the evaluation keys and, when it fits the memory budget, the
-// whole index, checking that they belong together.
-func Open(indexDir, serverKeyDir string, opt Options) (*Server, error) {
+// Shard is what a server of some groups of an index loads first: the
+// manifest, the evaluation keys (checked to be the index's), the
+// similarity strategy and the groups it serves.
+type Shard struct {
+	Manifest *index.Manifest
+	Keys     *keys.Evaluation
+	Strategy strategy.Strategy
+	Served   []index.Group
+}
+
+// LoadShard loads the manifest of the index at indexDir and the server
+// keys at serverKeyDir, checking that they belong together, and selects
+// the groups at positions groups (nil: all; see SelectGroups).
+func LoadShard(indexDir, serverKeyDir string, groups []int) (*Shard, error) {
 	m, err := index.Load(indexDir)
 	if err != nil {
 		return nil, err
@@ -91,15 +102,26 @@ func Open(indexDir, serverKeyDir string, opt Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	set := ek.Params
 	strat, err := m.SimilarityStrategy()
 	if err != nil {
 		return nil, err
 	}
-	served, err := SelectGroups(m, opt.Groups)
+	served, err := SelectGroups(m, groups)
 	if err != nil {
 		return nil, err
 	}
+	return &Shard{Manifest: m, Keys: ek, Strategy: strat, Served: served}, nil
+}
+
+// Open loads the evaluation keys and, when it fits the memory budget, the
+// whole index, checking that they belong together.
+func Open(indexDir, serverKeyDir string, opt Options) (*Server, error) {
+	sh, err := LoadShard(indexDir, serverKeyDir, opt.Groups)
+	if err != nil {
+		return nil, err
+	}
+	m, ek, strat, served := sh.Manifest, sh.Keys, sh.Strategy, sh.Served
+	set := ek.Params
 	eval := ckks.NewEvaluator(set.CKKS, ek.Keys)
 	s := &Server{Manifest: m, Params: set, keys: ek, eval: eval, poly: polynomial.NewEvaluator(set.CKKS, eval),
 		strat: strat, served: served, dir: indexDir}

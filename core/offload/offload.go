@@ -33,8 +33,8 @@ import (
 	"encmatch/core/errs"
 	"encmatch/core/index"
 	"encmatch/core/keys"
-	"encmatch/core/params"
 	"encmatch/core/parallel"
+	"encmatch/core/params"
 	"encmatch/core/result"
 	"encmatch/core/strategy"
 
@@ -66,37 +66,19 @@ type Plan struct {
 // indexDir with the server keys at serverKeyDir, as engine.Open does.
 // Only the standard ring is supported (not the conjugate-invariant one).
 func Open(indexDir, serverKeyDir string, groups []int) (*Plan, error) {
-	m, err := index.Load(indexDir)
+	sh, err := engine.LoadShard(indexDir, serverKeyDir, groups)
 	if err != nil {
 		return nil, err
 	}
-	meta, _, err := keys.LoadServerMeta(serverKeyDir)
-	if err != nil {
-		return nil, err
-	}
-	if err := m.CheckKeys(meta); err != nil {
-		return nil, err
-	}
-	ek, err := keys.LoadEvaluationShared(serverKeyDir)
-	if err != nil {
-		return nil, err
-	}
+	ek := sh.Keys
 	if ek.Params.CKKS.RingType() != ring.Standard {
 		return nil, fmt.Errorf("%w: the outside engine supports the standard ring only; preset %q uses the %s ring (search it with the CPU engine)", errs.ErrInvalid, ek.Params.Preset, ek.Params.CKKS.RingType())
 	}
-	strat, err := m.SimilarityStrategy()
-	if err != nil {
-		return nil, err
-	}
-	served, err := engine.SelectGroups(m, groups)
-	if err != nil {
-		return nil, err
-	}
-	cmp, err := comparator.New(ek.Params.Kappa, m.ComparatorDelta(), m.ScoreScale)
+	cmp, err := comparator.New(ek.Params.Kappa, sh.Manifest.ComparatorDelta(), sh.Manifest.ScoreScale)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errs.ErrInvalid, err)
 	}
-	return &Plan{Manifest: m, Params: ek.Params, Strategy: strat, served: served, dir: indexDir, keys: ek,
+	return &Plan{Manifest: sh.Manifest, Params: ek.Params, Strategy: sh.Strategy, served: sh.Served, dir: indexDir, keys: ek,
 		eval: ckks.NewEvaluator(ek.Params.CKKS, ek.Keys), cmp: cmp}, nil
 }
 
@@ -130,7 +112,7 @@ type Description struct {
 	// the inner sum's powers of two) to its Galois element.
 	Galois map[int]uint64 `json:"galois"`
 	// InnerSum lists the rotations of membership's inner sum, in order.
-	InnerSum []int      `json:"inner_sum"`
+	InnerSum []int       `json:"inner_sum"`
 	Groups   []GroupInfo `json:"groups"`
 }
 

@@ -16,11 +16,11 @@ import (
 	"encmatch/core/strategy"
 )
 
-// toyIndex makes a toy key set for strategy name and an index of n random
-// vectors of dimension 32; it returns the key and index directories.
-func toyIndex(t *testing.T, name string, n int) (string, string) {
+// toyIndex makes a key set of preset for strategy name and an index of n
+// random vectors of dimension 32; it returns the key and index directories.
+func toyIndex(t *testing.T, preset, name string, n int) (string, string) {
 	t.Helper()
-	set, err := params.New(params.Toy, 7, 32)
+	set, err := params.New(preset, 7, 32)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,6 +35,9 @@ func toyIndex(t *testing.T, name string, n int) (string, string) {
 	}
 	if _, err := index.Create(indexDir, filepath.Join(keyDir, keys.ServerDir), 0.5); err != nil {
 		t.Fatal(err)
+	}
+	if n == 0 {
+		return keyDir, indexDir
 	}
 	pub, err := keys.LoadPublic(filepath.Join(keyDir, keys.ServerDir))
 	if err != nil {
@@ -54,7 +57,7 @@ func toyIndex(t *testing.T, name string, n int) (string, string) {
 // TestPlanDescribesAndExports checks the plan's description and the shapes
 // of what it exports, and that it refuses what it cannot serve.
 func TestPlanDescribesAndExports(t *testing.T) {
-	keyDir, indexDir := toyIndex(t, strategy.BSGSTBE, 2500)
+	keyDir, indexDir := toyIndex(t, params.Toy, strategy.BSGSTBE, 2500)
 	pl, err := Open(indexDir, filepath.Join(keyDir, keys.ServerDir), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -158,19 +161,7 @@ func TestPlanDescribesAndExports(t *testing.T) {
 // TestPlanRefusesTheRealRing: the conjugate-invariant ring is the CPU
 // engine's only.
 func TestPlanRefusesTheRealRing(t *testing.T) {
-	set, err := params.New(params.ToyReal, 7, 32)
-	if err != nil {
-		t.Fatal(err)
-	}
-	strat, _ := strategy.New(strategy.BSGSTBE, 0, set.L())
-	dir := t.TempDir()
-	keyDir, indexDir := filepath.Join(dir, "keys"), filepath.Join(dir, "index")
-	if _, err := keys.Generate(keyDir, set, strat); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := index.Create(indexDir, filepath.Join(keyDir, keys.ServerDir), 0.5); err != nil {
-		t.Fatal(err)
-	}
+	keyDir, indexDir := toyIndex(t, params.ToyReal, strategy.BSGSTBE, 0)
 	if _, err := Open(indexDir, filepath.Join(keyDir, keys.ServerDir), nil); !errors.Is(err, errs.ErrInvalid) {
 		t.Fatalf("the real ring: %v", err)
 	}

@@ -263,16 +263,25 @@ func (r *recorder) nonlinear(kind string, out *rlwe.Ciphertext, run func() error
 	return nil
 }
 
-// Add is Lattigo's Add, recorded.
-func (r *recorder) Add(op0 *rlwe.Ciphertext, op1 rlwe.Operand, out *rlwe.Ciphertext) error {
-	run := func() error { return r.Evaluator.Add(op0, op1, out) }
+// route records an operation of op0 and op1: a linear one with op0 alone
+// when op1 is a scalar; when op1 is a ciphertext, a linear one of both
+// (ctKind "") or the ciphertext product ctKind.
+func (r *recorder) route(name, ctKind string, op0 *rlwe.Ciphertext, op1 rlwe.Operand, out *rlwe.Ciphertext, run func() error) error {
 	if ct, ok := op1.(*rlwe.Ciphertext); ok {
-		return r.linear("add", out, run, op0, ct)
+		if ctKind == "" {
+			return r.linear(name, out, run, op0, ct)
+		}
+		return r.nonlinear(ctKind, out, run, op0, ct)
 	}
 	if !scalar(op1) {
-		return r.fail(fmt.Errorf("internal error: add of a %T", op1))
+		return r.fail(fmt.Errorf("internal error: %s with a %T", name, op1))
 	}
-	return r.linear("add", out, run, op0)
+	return r.linear(name, out, run, op0)
+}
+
+// Add is Lattigo's Add, recorded.
+func (r *recorder) Add(op0 *rlwe.Ciphertext, op1 rlwe.Operand, out *rlwe.Ciphertext) error {
+	return r.route("add", "", op0, op1, out, func() error { return r.Evaluator.Add(op0, op1, out) })
 }
 
 // AddNew is Lattigo's AddNew, recorded.
@@ -283,14 +292,7 @@ func (r *recorder) AddNew(op0 *rlwe.Ciphertext, op1 rlwe.Operand) (*rlwe.Ciphert
 
 // Sub is Lattigo's Sub, recorded.
 func (r *recorder) Sub(op0 *rlwe.Ciphertext, op1 rlwe.Operand, out *rlwe.Ciphertext) error {
-	run := func() error { return r.Evaluator.Sub(op0, op1, out) }
-	if ct, ok := op1.(*rlwe.Ciphertext); ok {
-		return r.linear("sub", out, run, op0, ct)
-	}
-	if !scalar(op1) {
-		return r.fail(fmt.Errorf("internal error: sub of a %T", op1))
-	}
-	return r.linear("sub", out, run, op0)
+	return r.route("sub", "", op0, op1, out, func() error { return r.Evaluator.Sub(op0, op1, out) })
 }
 
 // SubNew is Lattigo's SubNew, recorded.
@@ -302,14 +304,7 @@ func (r *recorder) SubNew(op0 *rlwe.Ciphertext, op1 rlwe.Operand) (*rlwe.Ciphert
 // Mul is Lattigo's Mul, recorded: a tensor of two ciphertexts, or a
 // product by a scalar.
 func (r *recorder) Mul(op0 *rlwe.Ciphertext, op1 rlwe.Operand, out *rlwe.Ciphertext) error {
-	run := func() error { return r.Evaluator.Mul(op0, op1, out) }
-	if ct, ok := op1.(*rlwe.Ciphertext); ok {
-		return r.nonlinear(OpTensor, out, run, op0, ct)
-	}
-	if !scalar(op1) {
-		return r.fail(fmt.Errorf("internal error: mul by a %T", op1))
-	}
-	return r.linear("mul", out, run, op0)
+	return r.route("mul", OpTensor, op0, op1, out, func() error { return r.Evaluator.Mul(op0, op1, out) })
 }
 
 // MulNew is Lattigo's MulNew, recorded.
@@ -323,14 +318,7 @@ func (r *recorder) MulNew(op0 *rlwe.Ciphertext, op1 rlwe.Operand) (*rlwe.Ciphert
 
 // MulRelin is Lattigo's MulRelin, recorded.
 func (r *recorder) MulRelin(op0 *rlwe.Ciphertext, op1 rlwe.Operand, out *rlwe.Ciphertext) error {
-	run := func() error { return r.Evaluator.MulRelin(op0, op1, out) }
-	if ct, ok := op1.(*rlwe.Ciphertext); ok {
-		return r.nonlinear(OpMulRelin, out, run, op0, ct)
-	}
-	if !scalar(op1) {
-		return r.fail(fmt.Errorf("internal error: mulrelin by a %T", op1))
-	}
-	return r.linear("mulrelin", out, run, op0)
+	return r.route("mulrelin", OpMulRelin, op0, op1, out, func() error { return r.Evaluator.MulRelin(op0, op1, out) })
 }
 
 // MulRelinNew is Lattigo's MulRelinNew, recorded.
