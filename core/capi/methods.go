@@ -287,7 +287,13 @@ func createIndex(args, _ []byte) (any, []byte, error) {
 		return nil, nil, fmt.Errorf("%w: argument \"delta\" is required", errs.ErrInvalid)
 	}
 	m, err := index.CreateWith(a.IndexDir, a.ServerKeyDir, *a.Delta, index.CreateOptions{PayloadWidth: a.PayloadWidth, Rule: a.Rule})
-	return m, nil, err
+	if err != nil {
+		return nil, nil, err
+	}
+	return struct {
+		*index.Manifest
+		Warnings []string `json:"warnings,omitempty"`
+	}{m, m.Warnings()}, nil, nil
 }
 
 func enroll(args, in []byte) (any, []byte, error) {
@@ -352,10 +358,11 @@ func indexInfo(args, _ []byte) (any, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	// The comparator's own threshold (moved by the index's rule) and the
-	// guard band, where answers may differ from the rule: the comparator's
-	// value band, and with a rule the sliver between delta and it.
-	c, err := comparator.New(m.Params.Kappa, m.ComparatorDelta(), m.ScoreScale)
+	// The comparator's transition is centred at delta (for every rule):
+	// scores within the value band may decrypt to values that are not
+	// clean (reported as uncertain), scores within the decision band may
+	// take either bit.
+	c, err := comparator.New(m.Params.Kappa, m.Delta, m.ScoreScale)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -363,7 +370,8 @@ func indexInfo(args, _ []byte) (any, []byte, error) {
 		*index.Manifest
 		ComparatorDelta float64    `json:"comparator_delta"`
 		GuardBand       [2]float64 `json:"guard_band"`
-	}{m, c.Delta, [2]float64{min(m.Delta, c.Delta-c.ValueBand), max(m.Delta, c.Delta+c.ValueBand)}}, nil, nil
+		DecisionBand    float64    `json:"decision_band"`
+	}{m, c.Delta, [2]float64{m.Delta - c.ValueBand, m.Delta + c.ValueBand}, c.DecisionBand}, nil, nil
 }
 
 func clientOpen(args, _ []byte) (any, []byte, error) {

@@ -181,7 +181,7 @@ func (s *Server) Served() []index.Group { return s.served }
 // to the index, fixed by whoever created it (a querier that could choose it
 // would recover scores by bisection).
 func (s *Server) Comparator() (*comparator.Comparator, error) {
-	c, err := comparator.New(s.Params.Kappa, s.Manifest.ComparatorDelta(), s.Manifest.ScoreScale)
+	c, err := comparator.New(s.Params.Kappa, s.Manifest.Delta, s.Manifest.ScoreScale)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errs.ErrInvalid, err)
 	}
@@ -299,7 +299,7 @@ func (s *Server) SearchWith(query []byte, mode string, opt SearchOptions) ([]byt
 // NewResult is the empty result of a search in mode over the groups
 // served: its header and the spans it covers.
 func NewResult(m *index.Manifest, served []index.Group, mode string) *result.Result {
-	res := &result.Result{Header: result.Header{Mode: mode, Delta: m.Delta, Total: m.Count}}
+	res := &result.Result{Header: result.Header{Mode: mode, Delta: m.Delta, Rule: m.Rule, Total: m.Count}}
 	for _, g := range served {
 		res.Spans = append(res.Spans, result.Span{Start: g.Start, Count: g.Count})
 	}

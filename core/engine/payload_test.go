@@ -38,10 +38,10 @@ func (f *fixture) enrollPayloads(t *testing.T, vecs [][]float32, pay []int16, ow
 	f.enrollAs(t, vecs, owner, index.EnrollOptions{Payloads: pay})
 }
 
-// crowdOfRuleAbove gives above scores just beyond the guard band of rule ">"
-// at delta (delta, delta + 2.1 value bands] and below scores just below
-// delta, each at most spread away from it.
-func crowdOfRuleAbove(t *testing.T, rng *rand.Rand, kappa int, delta float64, above, below int, spread float64) []float64 {
+// crowdOutsideTheBand gives above scores just above the comparator's value
+// band at delta and below scores just below it, each at most spread
+// beyond the band: scores whose every answer is clean.
+func crowdOutsideTheBand(t *testing.T, rng *rand.Rand, kappa int, delta float64, above, below int, spread float64) []float64 {
 	t.Helper()
 	cmp, err := comparator.New(kappa, delta, comparator.DefaultScoreScale)
 	if err != nil {
@@ -49,10 +49,10 @@ func crowdOfRuleAbove(t *testing.T, rng *rand.Rand, kappa int, delta float64, ab
 	}
 	var planted []float64
 	for i := 0; i < above; i++ {
-		planted = append(planted, delta+2.1*cmp.ValueBand+0.001+rng.Float64()*spread)
+		planted = append(planted, delta+cmp.ValueBand+0.001+rng.Float64()*spread)
 	}
 	for i := 0; i < below; i++ {
-		planted = append(planted, delta-0.001-rng.Float64()*spread)
+		planted = append(planted, delta-cmp.ValueBand-0.001-rng.Float64()*spread)
 	}
 	return planted
 }
@@ -124,7 +124,7 @@ func TestPayloadSearchMatchesBruteForce(t *testing.T) {
 	const dim, delta, width = 64, 0.5, 7
 	f := newPayloadFixture(t, params.Toy, 13, dim, 8, delta, width, index.RuleAbove)
 	q := randomUnit(rng, dim)
-	gal := gallery(rng, q, 4700, crowdOfRuleAbove(t, rng, 13, delta, 24, 300, 0.03))
+	gal := gallery(rng, q, 4700, crowdOutsideTheBand(t, rng, 13, delta, 24, 300, 0.03))
 	pay := randomPayloads(rng, len(gal), width)
 	f.enrollPayloads(t, gal[:1500], pay[:1500*width], false)
 	f.enrollPayloads(t, gal[1500:3000], pay[1500*width:3000*width], true) // fills group 0, starts group 1
@@ -170,11 +170,13 @@ func sortedCopy(v []int) []int {
 	return out
 }
 
-// TestPayloadRuleDecidesExactTies: delta is set to the exact score of one
-// record (its float32 vectors' cosine): ">=" returns it, ">" does not, as
-// a clean match bit (the guard band lies on the included side), in every
-// mode.
-func TestPayloadRuleDecidesExactTies(t *testing.T) {
+// TestExactTieIsFlagged: delta is set to the exact score of one record
+// (its float32 vectors' cosine). Whatever the rule, the comparator's
+// transition is centred at delta, so the tie decrypts to a value that is
+// not clean: identification reports it uncertain, payload leaves its cell
+// uncertain and the answer incomplete, membership says its count is
+// approximate; every other record is answered exactly.
+func TestExactTieIsFlagged(t *testing.T) {
 	rng := rand.New(rand.NewSource(19))
 	const dim, width = 64, 2 // no random record within 0.05 of delta
 	q := f32(randomUnit(rng, dim))
@@ -188,7 +190,7 @@ func TestPayloadRuleDecidesExactTies(t *testing.T) {
 		}
 	}
 	pay := randomPayloads(rng, len(gal), width)
-	for _, rule := range []string{index.RuleAtLeast, index.RuleAbove} {
+	for _, rule := range []string{"", index.RuleAtLeast, index.RuleAbove} {
 		f := newPayloadFixture(t, params.Toy, 13, dim, 8, delta, width, rule)
 		f.enrollPayloads(t, gal, pay, true)
 		srv, err := Open(f.indexDir, f.serverKeys(), Options{})
@@ -196,22 +198,45 @@ func TestPayloadRuleDecidesExactTies(t *testing.T) {
 			t.Fatal(err)
 		}
 		rows, _ := bruteForcePayloads(srv.Manifest, gal, pay, q)
-		ans := payloadSearch(t, f, srv, q, 32)
-		got := [][]int16{}
-		for _, r := range ans.Records {
-			got = append(got, r.Payload)
+		others := len(rows)
+		if rule != index.RuleAbove {
+			others-- // the tie itself
 		}
-		if !reflect.DeepEqual(got, rows) || (rule == index.RuleAtLeast) != (len(rows) > 0) || !ans.Complete || ans.Uncertain != 0 {
-			t.Fatalf("rule %q: payloads %v, brute force %v (complete %v, uncertain %d)", rule, got, rows, ans.Complete, ans.Uncertain)
+		ans := payloadSearch(t, f, srv, q, 32)
+		if ans.Complete || ans.Uncertain < 1 || len(ans.Records) != others {
+			t.Fatalf("rule %q: payload complete %v, uncertain %d, %d records (want incomplete, the tie uncertain, %d records)",
+				rule, ans.Complete, ans.Uncertain, len(ans.Records), others)
 		}
 		qb, _ := f.client.EncryptQuery(q)
-		res, _, err := srv.Search(qb, result.Membership)
-		if err != nil {
-			t.Fatal(err)
-		}
-		mem, err := f.client.Decrypt(res)
-		if err != nil || math.Abs(mem.RawCount-float64(len(rows))) > 1e-3 {
-			t.Fatalf("rule %q: membership count %.5f, brute force %d (%v)", rule, mem.RawCount, len(rows), err)
+		for _, mode := range []string{result.Identification, result.Membership} {
+			res, _, err := srv.Search(qb, mode)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, err := f.client.Decrypt(res)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tiePos := len(gal) - 1
+			switch mode {
+			case result.Identification:
+				if !reflect.DeepEqual(a.UncertainPositions, []int{tiePos}) || a.Uncertain != 1 {
+					t.Fatalf("rule %q: uncertain positions %v, want [%d]", rule, a.UncertainPositions, tiePos)
+				}
+				var got []int
+				for _, m := range a.Matches {
+					if m != tiePos {
+						got = append(got, m)
+					}
+				}
+				if len(got) != others {
+					t.Fatalf("rule %q: %d clean matches, brute force %d", rule, len(got), others)
+				}
+			case result.Membership:
+				if !a.Approximate || math.Abs(a.RawCount-float64(others)-0.5) > 0.5-result.CleanTolerance {
+					t.Fatalf("rule %q: membership count %.5f (approximate %v), want %d plus a fraction", rule, a.RawCount, a.Approximate, others)
+				}
+			}
 		}
 	}
 }
@@ -316,7 +341,7 @@ func TestPayloadAtTheSecurePreset(t *testing.T) {
 	const dim, delta, width = 128, 0.5, 7
 	f := newPayloadFixture(t, params.Default, params.DefaultKappa, dim, 16, delta, width, index.RuleAbove)
 	q := randomUnit(rng, dim)
-	gal := gallery(rng, q, 5570, crowdOfRuleAbove(t, rng, params.DefaultKappa, delta, 30, 400, 0.04))
+	gal := gallery(rng, q, 5570, crowdOutsideTheBand(t, rng, params.DefaultKappa, delta, 30, 400, 0.04))
 	pay := randomPayloads(rng, len(gal), width)
 	f.enrollPayloads(t, gal[:3000], pay[:3000*width], false)
 	f.enrollPayloads(t, gal[3000:], pay[3000*width:], true) // the owner fills the public-key group

@@ -99,10 +99,11 @@ type Manifest struct {
 	// vector (0: none), fetched by mode "payload" (package payload).
 	PayloadWidth int `json:"payload_width,omitempty"`
 	// Rule is the threshold rule fixed at creation: ">=" (a score equal to
-	// delta matches) or ">" (it does not), with the comparator's guard band
-	// on the side the rule includes (ComparatorDelta). Without a rule, as
-	// in indexes made before rules existed: ">=" with the band on both
-	// sides of delta.
+	// delta matches) or ">" (it does not); without one, ">=". The
+	// comparator's transition is centred at delta whatever the rule: a
+	// score within the decision band of delta (about 1e-6) decrypts to a
+	// value that is not clean, reported as uncertain and decided by the
+	// rule (result.Read), never to a clean wrong bit.
 	Rule string `json:"rule,omitempty"`
 }
 
@@ -115,32 +116,26 @@ const (
 // MaxPayloadWidth bounds the int16 values per record.
 const MaxPayloadWidth = payload.MaxWidth
 
-// TieMargin is how far beyond the comparator's value band at delta its
-// boundary is moved for an index with a rule (a fraction of the band).
-const TieMargin = 0.1
+// PayloadBandLimit is the widest comparator value band (in cosine units,
+// each side of delta) at which payload answers are expected to be whole:
+// a match inside the band leaves its payload undecoded (flagged, the
+// answer incomplete).
+const PayloadBandLimit = 0.02
 
-// ComparatorDelta is the threshold the comparator is built for. An index
-// with a rule moves it by (1 + TieMargin) value bands toward the side the
-// rule includes, so that every score on the excluded side, a score
-// exactly equal to delta included, gives an exact 0 (">") and every score
-// on the included side an exact 1 (">="): ties follow the rule in every
-// mode, and the guard band, where match bits are fractional, lies wholly
-// on the included side: (delta, delta + 2.1 bands) for ">", (delta - 2.1
-// bands, delta) for ">=". An index without a rule (made before rules
-// existed) keeps delta, with the band on both sides of it.
-func (m *Manifest) ComparatorDelta() float64 {
-	if m.Rule == "" {
-		return m.Delta
+// Warnings are what a new index's creator should know: a payload index
+// whose comparator's value band at delta is wider than PayloadBandLimit
+// (kappa below 12) flags every match within that band as uncertain.
+func (m *Manifest) Warnings() []string {
+	if m.PayloadWidth == 0 {
+		return nil
 	}
 	c, err := comparator.New(m.Params.Kappa, m.Delta, m.ScoreScale)
-	if err != nil {
-		return m.Delta // refused by validate's check of delta itself
+	if err != nil || c.ValueBand <= PayloadBandLimit {
+		return nil
 	}
-	shift := (1 + TieMargin) * c.ValueBand
-	if m.Rule == RuleAbove {
-		return m.Delta + shift
-	}
-	return m.Delta - shift
+	return []string{fmt.Sprintf("kappa %d: the comparator's value band at delta %v is +-%.3f; every record scoring within it "+
+		"comes back undecoded (the payload answer flagged incomplete). Use kappa 12 or more for a band within +-%v",
+		m.Params.Kappa, m.Delta, c.ValueBand, PayloadBandLimit)}
 }
 
 // Matches is the rule applied to an exact score: what brute force says.
@@ -229,7 +224,7 @@ func (m *Manifest) validate() error {
 	if err := comparator.Check(m.Params.Kappa, m.Delta, m.ScoreScale); err != nil {
 		return bad("%v", err)
 	}
-	if err := comparator.Check(m.Params.Kappa, m.ComparatorDelta(), m.ScoreScale); err != nil {
+	if err := comparator.Check(m.Params.Kappa, m.Delta, m.ScoreScale); err != nil {
 		return bad("%v", err)
 	}
 	if m.Rule != "" && m.Rule != RuleAtLeast && m.Rule != RuleAbove {
@@ -302,8 +297,7 @@ type CreateOptions struct {
 	// PayloadWidth int16 values enrolled beside each vector (0: none); it
 	// needs a key set with the payload level.
 	PayloadWidth int
-	// Rule is RuleAtLeast or RuleAbove, or none: ">=" with the comparator's
-	// guard band on both sides of delta (ComparatorDelta).
+	// Rule is RuleAtLeast or RuleAbove, or none (">=").
 	Rule string
 }
 
@@ -327,10 +321,6 @@ func CreateWith(dir, serverKeyDir string, delta float64, opt CreateOptions) (*Ma
 	}
 	if err := comparator.Check(set.Kappa, delta, comparator.DefaultScoreScale); err != nil {
 		return nil, fmt.Errorf("%w: %v", errs.ErrInvalid, err)
-	}
-	probe := &Manifest{Delta: delta, Rule: opt.Rule, ScoreScale: comparator.DefaultScoreScale, Params: set.Describe()}
-	if err := comparator.Check(set.Kappa, probe.ComparatorDelta(), comparator.DefaultScoreScale); err != nil {
-		return nil, fmt.Errorf("%w: threshold %v with rule %q: %v", errs.ErrInvalid, delta, opt.Rule, err)
 	}
 	var uid [16]byte
 	if _, err := rand.Read(uid[:]); err != nil {

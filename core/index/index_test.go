@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"encmatch/core/comparator"
 	"encmatch/core/errs"
 	"encmatch/core/keys"
 	"encmatch/core/params"
@@ -269,5 +270,25 @@ func TestCreateRefusesBadDelta(t *testing.T) {
 	}
 	if len(m1.UID) != 32 || m1.UID == m2.UID {
 		t.Fatalf("uids %q and %q", m1.UID, m2.UID)
+	}
+}
+
+// TestPayloadBandWarning: a payload index warns at creation when its
+// comparator's value band is wider than PayloadBandLimit, not otherwise.
+func TestPayloadBandWarning(t *testing.T) {
+	for _, kappa := range []int{params.MinKappa, 10, 12, params.MaxKappa} {
+		m := &Manifest{Delta: 0.5, ScoreScale: comparator.DefaultScoreScale, PayloadWidth: 7}
+		m.Params.Kappa = kappa
+		c, err := comparator.New(kappa, 0.5, comparator.DefaultScoreScale)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := len(m.Warnings()) > 0; got != (c.ValueBand > PayloadBandLimit) {
+			t.Fatalf("kappa %d (band %.4f): warned %v", kappa, c.ValueBand, got)
+		}
+		m.PayloadWidth = 0
+		if len(m.Warnings()) != 0 {
+			t.Fatalf("kappa %d: a plain index warned", kappa)
+		}
 	}
 }

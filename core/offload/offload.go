@@ -74,7 +74,7 @@ func Open(indexDir, serverKeyDir string, groups []int) (*Plan, error) {
 	if ek.Params.CKKS.RingType() != ring.Standard {
 		return nil, fmt.Errorf("%w: the outside engine supports the standard ring only; preset %q uses the %s ring (search it with the CPU engine)", errs.ErrInvalid, ek.Params.Preset, ek.Params.CKKS.RingType())
 	}
-	cmp, err := comparator.New(ek.Params.Kappa, sh.Manifest.ComparatorDelta(), sh.Manifest.ScoreScale)
+	cmp, err := comparator.New(ek.Params.Kappa, sh.Manifest.Delta, sh.Manifest.ScoreScale)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errs.ErrInvalid, err)
 	}

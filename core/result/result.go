@@ -58,8 +58,11 @@ type Span struct {
 type Header struct {
 	Mode  string  `json:"mode"`
 	Delta float64 `json:"delta"`
-	Total int     `json:"total"`
-	Spans []Span  `json:"groups"`
+	// Rule is the index's threshold rule (">" or ">=", empty: ">="), which
+	// decides the outputs that are not clean (Read).
+	Rule  string `json:"rule,omitempty"`
+	Total int    `json:"total"`
+	Spans []Span `json:"groups"`
 	// Layout is the payload result's cells (mode payload only).
 	Layout *payload.Layout `json:"layout,omitempty"`
 }
@@ -114,14 +117,14 @@ func Merge(p ckks.Parameters, parts []*Result) (*Result, error) {
 		return nil, fmt.Errorf("%w: nothing to merge", errs.ErrInvalid)
 	}
 	first := parts[0]
-	out := &Result{Header: Header{Mode: first.Mode, Delta: first.Delta, Total: first.Total, Layout: first.Layout}}
+	out := &Result{Header: Header{Mode: first.Mode, Delta: first.Delta, Rule: first.Rule, Total: first.Total, Layout: first.Layout}}
 	type group struct {
 		span Span
 		ct   *rlwe.Ciphertext
 	}
 	var groups []group
 	for i, r := range parts {
-		if r.Mode != first.Mode || r.Delta != first.Delta || r.Total != first.Total || (r.Layout == nil) != (first.Layout == nil) || (r.Layout != nil && *r.Layout != *first.Layout) {
+		if r.Mode != first.Mode || r.Delta != first.Delta || r.Rule != first.Rule || r.Total != first.Total || (r.Layout == nil) != (first.Layout == nil) || (r.Layout != nil && *r.Layout != *first.Layout) {
 			return nil, fmt.Errorf("%w: part %d is a %s result at delta %v over %d entries, part 0 a %s result at delta %v over %d",
 				errs.ErrMismatch, i, r.Mode, r.Delta, r.Total, first.Mode, first.Delta, first.Total)
 		}
@@ -185,7 +188,31 @@ type Answer struct {
 	Complete   bool             `json:"complete"`
 	Unresolved int              `json:"unresolved"`
 	Uncertain  int              `json:"uncertain"`
-	Seconds    float64          `json:"seconds"`
+	// Identification: the positions whose decrypted output was not clean
+	// (farther than CleanTolerance from 0 and 1: a score within the
+	// comparator's value band of delta), ascending; each is in Matches or
+	// not as the rule decides its value.
+	UncertainPositions []int `json:"uncertain_positions,omitempty"`
+	// Membership: the decrypted count is farther than CleanTolerance from
+	// an integer (scores within the value band of delta added fractions).
+	Approximate bool    `json:"approximate"`
+	Seconds     float64 `json:"seconds"`
+}
+
+// CleanTolerance is how close to 0 or 1 a decrypted comparator output
+// (and to an integer a membership count) must be to be clean. Outside the
+// value band honest outputs are within 2^-21 of 0 or 1, plus CKKS noise
+// far smaller than this.
+const CleanTolerance = 1e-3
+
+// decide is the match bit of a comparator output v under rule: a clean
+// value is its nearest bit; a value that is not clean (a score near delta)
+// matches above 1/2, and at 1/2 exactly as the rule says of a tie.
+func decide(v float64, rule string) bool {
+	if rule == ">" {
+		return v > 0.5
+	}
+	return v >= 0.5
 }
 
 // SlotTolerance is how far outside [0, 1] a decrypted comparator output
@@ -267,6 +294,7 @@ func (r *Result) Read(values [][]float64) (*Answer, error) {
 		v := values[0][0]
 		out.RawCount = v
 		out.Count = min(int(math.Round(math.Max(v, 0))), r.Total)
+		out.Approximate = math.Abs(v-math.Round(v)) > CleanTolerance
 		return out, nil
 	}
 	for g, span := range r.Spans {
@@ -279,12 +307,18 @@ func (r *Result) Read(values [][]float64) (*Answer, error) {
 			}
 		}
 		for t := 0; t < span.Count; t++ {
-			if values[g][t] >= 0.5 {
+			v := values[g][t]
+			if math.Min(math.Abs(v), math.Abs(1-v)) > CleanTolerance {
+				out.UncertainPositions = append(out.UncertainPositions, span.Start+t)
+			}
+			if decide(v, r.Rule) {
 				out.Matches = append(out.Matches, span.Start+t)
 			}
 		}
 	}
 	sort.Ints(out.Matches)
+	sort.Ints(out.UncertainPositions)
+	out.Uncertain = len(out.UncertainPositions)
 	return out, nil
 }
 

@@ -179,8 +179,17 @@ def print_answer(res: Result, as_json: bool = False) -> None:
     elif isinstance(res, MembershipResult):
         raw = f" (raw {res.raw_count:.3f})" if res.raw_count is not None else ""
         print(f"membership: {'ENROLLED' if res.enrolled else 'not enrolled'}; {res.count} match(es){raw}")
+        if res.approximate:
+            print("  approximate: some scores lie within the comparator's band of delta; the count may be off "
+                  "by their number")
     else:
         print(f"identification: {res.count} match(es)")
+        flagged = set(res.uncertain.tolist())
         for i, p in enumerate(res.positions):
             label = f"  {res.labels[i]}" if res.labels and res.labels[i] else ""
-            print(f"  {int(p)}{label}")
+            mark = "  (uncertain: score within the band of delta)" if int(p) in flagged else ""
+            print(f"  {int(p)}{label}{mark}")
+        others = sorted(flagged - set(res.positions.tolist()))
+        if others:
+            print(f"  uncertain, not counted as matches (scores within the band of delta): "
+                  f"{', '.join(str(p) for p in others)}")

@@ -82,7 +82,7 @@ from .client import (
     manifest_payload_width,
     manifest_total,
 )
-from .errors import USER_ERRORS, EncmatchError, InsecureParameters, InvalidArgument, NotFound, Unavailable
+from .errors import USER_ERRORS, EncmatchError, InsecureParameters, InvalidArgument, NotFound, PayloadBandWarning, Unavailable
 from .cluster import cli as cluster_commands
 from .faces import commands as face_commands
 from .index import decrypted_to_result
@@ -193,7 +193,11 @@ def cmd_enroll(args: argparse.Namespace) -> int:
         if args.delta is None:
             raise InvalidArgument("--delta is required to create a new index")
         width, rule = _creation(args, server_keys, payloads)
-        manifest = enroller.create_index(args.index, args.delta, payload_width=width, rule=rule)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", PayloadBandWarning)
+            manifest = enroller.create_index(args.index, args.delta, payload_width=width, rule=rule)
+        for w in caught:
+            print(f"warning: {w.message}", file=sys.stderr)
         extra = (f", payloads of {width} int16 value(s) per record" if width else "") + \
             (f", rule score {rule} delta" if rule else "")
         print(f"created index {args.index} (delta {args.delta}{extra})")
@@ -354,14 +358,17 @@ def cmd_decrypt(args: argparse.Namespace) -> int:
         raise InvalidArgument("--server needs --index (the remote index id) to name matches by their labels")
     with Client(args.keys) as client:
         warn_if_insecure(client.params)
-        labels = None
+        labels, delta = None, None
         if args.server:  # the service's sealed copies, opened here
             labels = service_commands.remote_labels(args, client)
+            delta = service_commands.remote_delta(args)
         elif args.index is not None:
-            labels = client.open_labels(index_info(args.index), labels_mod.local_files(args.index))
+            manifest = index_info(args.index)
+            labels = client.open_labels(manifest, labels_mod.local_files(args.index))
+            delta = float(manifest["delta"])
         incomplete = 0
         for name, path in pairs:
-            decrypted = client.decrypt(path.read_bytes())
+            decrypted = client.decrypt(path.read_bytes(), delta=delta)
             res = decrypted_to_result(decrypted, labels)
             if args.json:
                 doc = json_answer(decrypted, res)

@@ -34,7 +34,7 @@ from .progress import progress as progress_bar
 
 from . import _core
 from . import labels as labels_mod
-from .errors import Corrupt, InsecureParameters, Internal, InvalidArgument, NotFound
+from .errors import Corrupt, InsecureParameters, Internal, InvalidArgument, Mismatch, NotFound, PayloadBandWarning
 from .journal import Journal, batch_digest
 from .results import PAYLOAD, check_bound, check_mode
 from .defaults import DEFAULT_KAPPA
@@ -347,7 +347,7 @@ class Client:
         """Encrypt one query vector (``[dim]`` or ``[1, dim]``); returns the query bytes."""
         return _encrypt_query(self._handle, self.dim, vector)
 
-    def decrypt(self, result: bytes) -> dict:
+    def decrypt(self, result: bytes, *, delta: float | None = None) -> dict:
         """Decrypt a search result.
 
         Membership: ``{"mode", "count", "raw_count"}``; identification:
@@ -356,10 +356,23 @@ class Client:
         [{"position", "payload"}] (sorted by payload, then position),
         "matches", "unresolved", "uncertain", "total"}``
         (:func:`encmatch.results.payload_result` makes a result of it).
+
+        The result's header names the threshold it was searched at; it is
+        not authenticated. With ``delta`` (the index's own, from the
+        manifest the caller holds) a result naming another is refused
+        (Mismatch) and ``"delta_checked"`` is true; without it the header's
+        threshold is dropped from the answer rather than shown unchecked.
         """
         if not isinstance(result, (bytes, bytearray, memoryview)):
             raise InvalidArgument(f"result must be bytes, not {type(result).__name__}")
-        return _core.call("decrypt", {"handle": self._handle.get()}, result)[0]
+        out = _core.call("decrypt", {"handle": self._handle.get()}, result)[0]
+        claimed = out.pop("delta", None)
+        if delta is not None:
+            if claimed != float(delta):
+                raise Mismatch(f"the result names threshold {claimed}, the index's is {delta}: it is not a result "
+                               f"of this index (or it was altered)")
+            out["delta"], out["delta_checked"] = float(delta), True
+        return out
 
     def open_labels(self, manifest: dict, files: dict) -> list[str] | None:
         """Labels of every position of an index (``None`` if it has none), opened from its sealed files.
@@ -465,11 +478,12 @@ class Enroller:
 
         The threshold is the index's for good: every search of it uses
         ``delta`` and no other (``docs/LEAKAGE.md``); so is ``rule``, how a
-        score is compared with it: ``">"`` (strict) or ``">="``, with exact
-        ties decided by the rule and the comparator's guard band wholly on
-        the side the rule includes (``index_info``'s ``guard_band``); ``None``
-        (default) is ``>=`` with the guard band on both sides of delta, as
-        indexes made before rules (docs/PAYLOAD.md).
+        score is compared with it: ``">"`` (strict) or ``">="`` (``None``,
+        the default). Every answer is right or flagged: a score within the
+        comparator's value band of delta (``index_info``'s ``guard_band``)
+        is reported as uncertain, never as a clean wrong bit
+        (docs/COMPARATOR.md). A payload index whose band is wider than
+        +-0.02 (kappa below 12) warns (:class:`PayloadBandWarning`).
         ``payload_width`` (0 to 64; 0: none) is the number of int16 payload
         values every record carries, fetched by ``search(mode="payload")``;
         it needs a payload key set (:meth:`Client.generate` with
@@ -483,7 +497,10 @@ class Enroller:
             args["payload_width"] = width
         if rule is not None:
             args["rule"] = rule
-        return _core.call("create_index", args)[0]
+        manifest = _core.call("create_index", args)[0]
+        for message in manifest.pop("warnings", None) or []:
+            warnings.warn(message, PayloadBandWarning, stacklevel=2)
+        return manifest
 
     def enroll(
         self,

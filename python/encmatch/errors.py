@@ -29,6 +29,7 @@ __all__ = [
     "ShardUnavailable",
     "Unavailable",
     "InsecureParameters",
+    "PayloadBandWarning",
     "PayloadIncomplete",
     "error_for",
     "USER_ERRORS",
@@ -149,6 +150,11 @@ class PayloadIncomplete(EncmatchError):
 class InsecureParameters(UserWarning):
     """Warning: keys are made at a preset that gives no security (``toy``, ``toy-real``: tests only).
     The command line prints its own banner instead."""
+
+
+class PayloadBandWarning(UserWarning):
+    """Warning at the creation of a payload index whose comparator's value band is wider than +-0.02
+    (kappa below 12): every record scoring within it comes back undecoded, the answer incomplete."""
 
 
 _BY_KIND: dict[str, type[EncmatchError]] = {

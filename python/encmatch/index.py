@@ -67,8 +67,10 @@ def decrypted_to_result(decrypted: dict, gallery_labels: Sequence[str] | None = 
     if mode == PAYLOAD:
         return payload_result(decrypted, gallery_labels)
     if mode == "membership":
-        return make_result(mode, count=decrypted.get("count"), raw_count=decrypted.get("raw_count"))
-    return make_result(mode, positions=decrypted.get("matches") or [], gallery_labels=gallery_labels)
+        return make_result(mode, count=decrypted.get("count"), raw_count=decrypted.get("raw_count"),
+                           approximate=bool(decrypted.get("approximate")))
+    return make_result(mode, positions=decrypted.get("matches") or [], gallery_labels=gallery_labels,
+                       uncertain=decrypted.get("uncertain_positions") or [])
 
 
 class EncryptedIndex:
@@ -298,7 +300,7 @@ class EncryptedIndex:
         extra = {"bound": bound} if payload else {}
         for i, q in enumerate(progress_bar(qs, desc=mode, unit="query", show=bool(show))):
             result = server.search(self.client.encrypt_query(q), mode, **extra)
-            res = decrypted_to_result(self.client.decrypt(result), labels)
+            res = decrypted_to_result(self.client.decrypt(result, delta=self.delta), labels)
             if strict:
                 require_complete(res, None if single else i)
             out.append(res)

@@ -66,17 +66,21 @@ class MembershipResult:
     ``count`` is the number of gallery entries whose score is at least delta
     (rounded, for the encrypted search), ``raw_count`` the unrounded
     decrypted sum (``None`` for the brute force), ``enrolled`` is
-    ``count > 0``.
+    ``count > 0``. ``approximate`` says the decrypted sum was farther than
+    1e-3 from an integer: scores within the comparator's value band of
+    delta added fractions, so the count may be off by their number.
     """
 
     count: int
     enrolled: bool
     raw_count: float | None = None
+    approximate: bool = False
     mode: str = field(default="membership", init=False)
 
     def to_dict(self) -> dict:
         """Plain-dict form (JSON-serialisable)."""
-        return {"mode": self.mode, "count": self.count, "enrolled": self.enrolled, "raw_count": self.raw_count}
+        return {"mode": self.mode, "count": self.count, "enrolled": self.enrolled, "raw_count": self.raw_count,
+                "approximate": self.approximate}
 
 
 @dataclass(frozen=True, eq=False)
@@ -85,11 +89,15 @@ class IdentificationResult:
 
     ``positions`` are 0-based gallery positions in enrollment order (sorted,
     int64); ``labels`` names them when the gallery was enrolled with labels
-    (else ``None``).
+    (else ``None``). ``uncertain`` are the positions whose decrypted value
+    was not clean (a score within the comparator's value band of delta, an
+    exact tie included): each is in ``positions`` or not as the index's rule
+    decides its value, and is flagged rather than silently rounded.
     """
 
     positions: np.ndarray
     labels: list[str] | None = None
+    uncertain: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     mode: str = field(default="identification", init=False)
 
     @property
@@ -113,7 +121,8 @@ class IdentificationResult:
 
     def to_dict(self) -> dict:
         """Plain-dict form (JSON-serialisable)."""
-        return {"mode": self.mode, "positions": self.positions.tolist(), "labels": self.labels}
+        return {"mode": self.mode, "positions": self.positions.tolist(), "labels": self.labels,
+                "uncertain": self.uncertain.tolist()}
 
 
 @dataclass(frozen=True, eq=False)
@@ -237,20 +246,26 @@ def make_result(
     raw_count: float | None = None,
     positions: Sequence[int] | np.ndarray | None = None,
     gallery_labels: Sequence[str] | None = None,
+    uncertain: Sequence[int] | np.ndarray | None = None,
+    approximate: bool = False,
 ) -> Result:
     """Build the result of ``mode`` from a count or from matching positions.
 
     ``gallery_labels`` (one per gallery position) names the positions of an
     identification result; pass ``None`` when the gallery has no labels.
+    ``uncertain`` (identification) and ``approximate`` (membership) carry
+    what the decryption flagged.
     """
     check_mode(mode)
     if mode == PAYLOAD:
         raise InvalidArgument("payload results are built by payload_result (or bruteforce.payload_search)")
     if mode == "membership":
         n = int(round(count if count is not None else (raw_count or 0.0)))
-        return MembershipResult(count=n, enrolled=n > 0, raw_count=None if raw_count is None else float(raw_count))
+        return MembershipResult(count=n, enrolled=n > 0, raw_count=None if raw_count is None else float(raw_count),
+                                approximate=bool(approximate))
     pos = np.unique(np.asarray(positions if positions is not None else [], dtype=np.int64))
     labels = None
     if gallery_labels is not None:
         labels = [str(gallery_labels[p]) if 0 <= p < len(gallery_labels) else "" for p in pos]
-    return IdentificationResult(positions=pos, labels=labels)
+    flagged = np.unique(np.asarray(uncertain if uncertain is not None else [], dtype=np.int64))
+    return IdentificationResult(positions=pos, labels=labels, uncertain=flagged)

@@ -29,7 +29,7 @@ import encmatch
 from encmatch import EncryptedIndex, Enroller, InvalidArgument, Server, _core
 from encmatch import labels as labels_mod
 from encmatch.errors import Corrupt, Mismatch
-from encmatch.service import RemoteIndex, ServiceClient
+from encmatch.service import Conflict, RemoteIndex, ServiceClient
 from encmatch.service.measure import ServerProcess, add_tenant
 
 from conftest import run_cli
@@ -116,6 +116,35 @@ def test_bisection_attack_learns_only_match_bits(local, tmp_path):
     for hit in (ix.search(q, "identification"),):  # the index front: same bits, the label joined here
         assert hit.positions.tolist() == [0] and hit.labels == [NAMES[0] + " #0"]
     assert tree_bytes(ix.index_dir) == before
+
+
+def _forge_delta(result: bytes, new: bytes) -> bytes:
+    """``result`` with its header's threshold replaced by ``new`` (same length), its checksum recomputed:
+    a well-formed result file whose header lies."""
+    body = result[:-32]
+    old = b'"delta":0.5'
+    assert body.count(old) == 1 and len(new) == 3
+    body = body.replace(old, b'"delta":' + new)
+    return body + hashlib.sha256(body).digest()
+
+
+def test_forged_result_threshold_is_refused(local, tmp_path):
+    """Issue 31: the result header's threshold is checked against the index the client holds (SDK and
+    CLI), never just shown; without an index the unchecked value is not shown at all."""
+    ix, path, q = local["index"], local["path"], local["query"]
+    with Server(ix.index_dir, ix.client.server_key_dir) as server:
+        result = server.search(ix.client.encrypt_query(q), "identification")
+    forged = _forge_delta(result, b"0.3")
+    assert ix.client.decrypt(result, delta=DELTA)["delta_checked"]
+    with pytest.raises(Mismatch, match="names threshold 0.3"):
+        ix.client.decrypt(forged, delta=DELTA)
+    assert "delta" not in ix.client.decrypt(forged)  # no index to check against: not shown
+    (tmp_path / "forged.bin").write_bytes(forged)
+    p = run_cli("decrypt", "--keys", path / "keys", "--index", path / "index", tmp_path / "forged.bin")
+    assert p.returncode == 2 and "names threshold 0.3" in p.stderr, p.stderr
+    (tmp_path / "good.bin").write_bytes(result)
+    p = run_cli("decrypt", "--keys", path / "keys", "--index", path / "index", "--json", tmp_path / "good.bin")
+    assert p.returncode == 0 and json.loads(p.stdout)["positions"] == [0], p.stdout
 
 
 def test_cli_refuses_another_delta(local, tmp_path):
@@ -281,7 +310,7 @@ def test_service_never_sees_names(service, keys, tmp_path):
     assert p.returncode == 0 and f"0  {names[0]}" in p.stdout, p.stderr
     p = run_cli("decrypt", "--server", service.url, "--keys", keys["a"], "--index", index_id, "--json", out, env=env)
     assert p.returncode == 0, p.stderr
-    assert json.loads(p.stdout) == {"mode": "identification", "positions": [0], "labels": [names[0]]}
+    assert json.loads(p.stdout) == {"mode": "identification", "positions": [0], "labels": [names[0]], "uncertain": []}
     # Another key set's holder can read neither the result nor the labels.
     p = run_cli("decrypt", "--server", service.url, "--keys", keys["b"], "--index", index_id, out, env=env)
     assert p.returncode == 2 and p.stderr.strip().splitlines()[-1].startswith("error: ")
@@ -309,7 +338,7 @@ def test_service_refuses_another_delta(service, keys, tmp_path):
         assert bits == [[0], [0]]
         # A commit cannot move the threshold either.
         manifest = dict(index.manifest, delta=0.3)
-        with pytest.raises(InvalidArgument, match="belongs to the index"):
+        with pytest.raises(Conflict, match="changes delta"):  # 409: only groups and count may change
             index.service.commit(index.id, manifest)
         # Nor carry names in plaintext.
         with pytest.raises(InvalidArgument, match="labels"):

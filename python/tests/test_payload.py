@@ -13,6 +13,7 @@ then position).
 from __future__ import annotations
 
 import json
+import warnings
 import zipfile
 
 import numpy as np
@@ -25,7 +26,7 @@ from encmatch._core import as_payloads
 from encmatch.bruteforce import cosine_scores, payload_search
 from encmatch.client import comparator
 from encmatch.data import load_records
-from encmatch.errors import Corrupt, InvalidArgument
+from encmatch.errors import Corrupt, InvalidArgument, PayloadBandWarning
 from encmatch.journal import batch_digest
 from encmatch.results import incomplete_message, payload_result, require_complete, sort_records
 
@@ -91,16 +92,13 @@ def payload_index(tmp_path, payload_keys):
 
 
 def in_guard_band(ix, scores: np.ndarray) -> np.ndarray:
-    """Where answers may differ from the rule: the index's guard band as the core reports it (with a rule:
-    wholly on the side the rule includes, an exact tie at delta decided), else delta +- the value band."""
+    """Where answers may be flagged rather than exact: the index's guard band as the core reports it (the
+    comparator's value band, centred at delta whatever the rule; an exact tie lies inside it)."""
     band = ix.guard_band
     if band is None:  # a core that does not report it: the comparator's value band at delta
         vb = comparator(KAPPA, ix.delta)["value_band"]
         band = (ix.delta - vb, ix.delta + vb)
-    inside = (scores >= band[0]) & (scores <= band[1])
-    if ix.info().get("rule"):
-        inside &= scores != ix.delta  # ties follow the rule
-    return inside
+    return (scores >= band[0]) & (scores <= band[1])
 
 
 def check_payloads(ix, gallery, payloads, probes, bound=32, *, require_outside=True, labels=None):
@@ -363,8 +361,8 @@ def test_crowded_threshold_payloads_exact(payload_index):
 
 def test_strict_rule_index(payload_index):
     """The rule is the index's: '>' and '>=' indexes of the same records, scores crowding delta outside the
-    guard band (which a rule moves to the side it includes), each equal to brute force under its own rule;
-    the rule is kept in the manifest and on reopening."""
+    guard band (centred at delta whatever the rule), each equal to brute force under its own rule; the
+    rule is kept in the manifest and on reopening."""
     rng = np.random.default_rng(11)
     delta = 0.5
     gallery, probes = crowded(rng, 16, delta, above=[5, 12], below=[9, 3], n_fill=150, near=0.015)
@@ -374,7 +372,7 @@ def test_strict_rule_index(payload_index):
         ix.add(gallery, payloads=pays)
         assert ix.rule == rule and ix.info()["rule"] == rule
         lo, hi = ix.guard_band
-        assert (lo == delta < hi) if rule == ">" else (lo < hi == delta)  # the band on the included side
+        assert lo < delta < hi and abs((hi - delta) - (delta - lo)) < 1e-12  # centred at delta
         _, want, _ = check_payloads(ix, gallery, pays, probes)
         assert [w.count for w in want] == [5, 12]
         path = ix.path
@@ -383,9 +381,11 @@ def test_strict_rule_index(payload_index):
             assert again.rule == rule and again.payload_width == WIDTH
 
 
-def test_exact_ties_follow_the_rule(payload_index):
-    """delta set to the exact (float64) cosine of one record: '>=' returns it, '>' does not, encrypted as in
-    brute force; the other scores are crowded 0.015 to 0.05 from delta on both sides."""
+def test_exact_tie_is_flagged(payload_index, tmp_path):
+    """delta set to the exact (float64) cosine of one record: under either rule the tie decrypts to a value
+    that is not clean and is flagged in every mode (identification ``uncertain``, payload incomplete,
+    membership ``approximate``), never a clean wrong answer; every other record is exact. The other
+    scores are crowded 0.015 to 0.05 from delta on both sides."""
     rng = np.random.default_rng(13)
     gallery, probes = crowded(rng, 16, 0.5, above=[6], below=[6], n_fill=100, near=0.015)
     tie = at_scores(rng, probes.astype(np.float64), 0, [0.5]).astype(np.float32)
@@ -393,15 +393,46 @@ def test_exact_ties_follow_the_rule(payload_index):
     delta = float(cosine_scores(gallery, probes)[0, 40])
     assert abs(delta - 0.5) < 1e-6
     pays = random_payloads(rng, len(gallery))
-    got = {}
     for rule in (">=", ">"):
         ix = payload_index(16, delta, rule=rule)
         ix.add(gallery, payloads=pays)
-        _, want, _ = check_payloads(ix, gallery, pays, probes)
-        got[rule] = want[0]
-        assert ix.search(probes[0], "membership").count == want[0].count
-    assert got[">="].count == 7 and 40 in got[">="].positions
-    assert got[">"].count == 6 and 40 not in got[">"].positions
+        hit = ix.search(probes[0], "identification")
+        assert hit.uncertain.tolist() == [40]
+        assert sorted(set(hit.positions.tolist()) - {40}) == sorted(set(np.flatnonzero(
+            bruteforce.matches(cosine_scores(gallery, probes)[0], delta, rule)).tolist()) - {40})
+        pay = ix.search(probes[0], "payload", strict=False)
+        assert not pay.complete and pay.uncertain >= 1 and 40 not in pay.positions.tolist() and pay.count >= 6
+        member = ix.search(probes[0], "membership")
+        assert member.approximate and abs(member.raw_count - 6.5) < 0.5
+    # The command line shows the flags.
+    np.save(tmp_path / "q.npy", probes[0])
+    p = ok(run_cli("query", "--keys", ix.path / "keys", "--index", ix.path / "index", "--mode", "identification",
+                   "--decrypt", tmp_path / "q.npy"))
+    assert "uncertain" in p.stdout, p.stdout
+    p = ok(run_cli("query", "--keys", ix.path / "keys", "--index", ix.path / "index", "--mode", "membership",
+                   "--decrypt", tmp_path / "q.npy"))
+    assert "approximate" in p.stdout, p.stdout
+
+
+def test_payload_band_warning(tmp_path):
+    """A payload index whose comparator's value band is wider than +-0.02 (kappa 10) warns at creation, in
+    the SDK and on the command line; one at the default depth does not."""
+    for kappa, warns in ((10, True), (KAPPA, False)):
+        keys = tmp_path / f"keys{kappa}"
+        Client.generate(keys, preset=TOY, kappa=kappa, dim=8, payload=True).close()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            Enroller(keys / "server").create_index(tmp_path / f"ix{kappa}", 0.5, payload_width=2)
+        got = [w for w in caught if issubclass(w.category, PayloadBandWarning)]
+        assert bool(got) == warns, [str(w.message) for w in caught]
+        if warns:
+            assert "kappa 10" in str(got[0].message) and "undecoded" in str(got[0].message)
+    rng = np.random.default_rng(3)
+    np.savez(tmp_path / "r.npz", vectors=rng.normal(size=(4, 8)).astype(np.float32),
+             payloads=np.zeros((4, 2), np.int16))
+    p = ok(run_cli("enroll", "--keys", tmp_path / "keys10", "--index", tmp_path / "cli10", "--delta", 0.5,
+                   tmp_path / "r.npz"))
+    assert "warning: kappa 10" in p.stderr, p.stderr
 
 
 def test_more_matches_than_the_bound(payload_index):

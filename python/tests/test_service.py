@@ -603,6 +603,34 @@ def test_bad_key_commit_refused_and_replaceable(server, keys, data, ready, tmp_p
     index.delete()
 
 
+def test_commit_changes_only_groups_and_count(server, keys, data):
+    """Issue 31, item 3: a tenant's token cannot move what an index's answers mean. A commit whose
+    manifest differs from the committed one in any field but the groups and the count (the score
+    scale the comparator reads, the threshold, the rule, the parameters...; a field added or
+    dropped) is refused with 409, and the index answers as before."""
+    token = server.tokens["bob"]
+    index = RemoteIndex.create(server.url, token, keys["a"], DELTA, chunk_size=CHUNK, retries=0)
+    index.add(data["gallery"][:100])
+    d = server.data_dir / "tenants" / "bob" / index.id
+    committed = json.loads((sorted(d.glob("gen-*"))[-1] / "manifest.json").read_text())
+    changes = {"score_scale": committed["score_scale"] * 0.3 / 0.541, "delta": 0.3, "uid": "0" * 32, "rule": ">",
+               "payload_width": 2, "strategy": "dg", "n1": 3, "format": 2, "key_id": committed["key_id"],
+               "params": {**committed["params"], "kappa": 7}, "extra": True}
+    with http(server, token=token) as c:
+        for field, value in changes.items():
+            m = dict(committed)
+            m[field] = value
+            if field == "key_id":
+                del m["score_scale"]  # a dropped field
+                field = "score_scale"
+            r = c.post(f"/v1/indexes/{index.id}/commit", json={"manifest": m, "sealed": []})
+            assert r.status_code == 409 and r.json()["kind"] == "conflict", (field, r.status_code, r.text)
+            assert field in r.json()["error"], r.text
+    assert json.loads((sorted(d.glob("gen-*"))[-1] / "manifest.json").read_text()) == committed
+    check_answers(index, data["gallery"][:100], data["queries"][:2])
+    index.delete()
+
+
 def test_lock_map_bounded(server):
     """DELETEs of 3,000 unknown 14 KB ids (and of unknown well-formed ids) leave no lock behind
     (sent pipelined on raw keep-alive connections: a client library's URL parsing would be the slow part)."""

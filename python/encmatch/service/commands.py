@@ -468,6 +468,12 @@ def remote_query(args: argparse.Namespace, vectors: np.ndarray, names: list[str]
     return incomplete
 
 
+def remote_delta(args: argparse.Namespace) -> float:
+    """``decrypt --server``: the remote index's threshold, which a result must name."""
+    with service_client(args) as service:
+        return float(service.manifest(str(args.index))["delta"])
+
+
 def remote_labels(args: argparse.Namespace, client: Client) -> list[str] | None:
     """``decrypt --server``: the remote index's labels, fetched sealed and opened with ``client``'s label key."""
     from .remote import remote_labels as fetch_labels

@@ -652,7 +652,7 @@ class RemoteIndex:
         show = progress if progress is not None else len(qs) > 8
         for i, q in enumerate(progress_bar(qs, desc=mode, unit="query", show=bool(show))):
             result, self.last_search = self.service.search(self.id, self.client.encrypt_query(q), mode, bound=bound)
-            res = decrypted_to_result(self.client.decrypt(result), labels)
+            res = decrypted_to_result(self.client.decrypt(result, delta=self.delta), labels)
             if strict:
                 require_complete(res, None if single else i)
             out.append(res)

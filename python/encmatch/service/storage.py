@@ -99,6 +99,23 @@ def _write_json(path: Path, doc: Any) -> None:
     write_atomic(path, (json.dumps(doc, indent=1) + "\n").encode())
 
 
+#: The manifest fields an append changes; every other one is fixed when the
+#: index is created (the threshold, the rule, the score scale the gallery
+#: was encoded with, the parameters, the strategy, the uid...).
+APPEND_FIELDS = ("groups", "count")
+
+
+def _check_append_only(old: dict, new: dict) -> None:
+    """Refuse (Conflict) a manifest that differs from the committed one in
+    any field but :data:`APPEND_FIELDS`, a field added or dropped included:
+    a token may grow an index, never move what its answers mean."""
+    changed = sorted(k for k in set(old) | set(new)
+                     if k not in APPEND_FIELDS and (k not in old or k not in new or old[k] != new[k]))
+    if changed:
+        raise Conflict(f"a commit can change only the index's groups and count; this one changes "
+                       f"{', '.join(changed)}, fixed when the index was created")
+
+
 def _read_json(path: Path) -> Any:
     """Read a JSON file the service wrote (Corrupt if it is not JSON)."""
     try:
@@ -677,7 +694,8 @@ class Storage:
         and the uploaded ``sealed`` label files it adds.
 
         Committed groups must stay as they are (an index only grows), and
-        so must the threshold and the uid; every other group file must be
+        every field of the manifest but the groups and the count must equal
+        the committed one (:func:`_check_append_only`); every other group file must be
         uploaded and verified, and the key files complete. A manifest with
         plaintext ``labels`` is refused. Sealed files are kept opaque: the
         committed ones carry over, the new ones must be uploaded. The generation is assembled from hard links in a staging
@@ -711,15 +729,7 @@ class Storage:
         if groups[: len(old_groups)] != old_groups:
             raise Conflict("the manifest changes committed groups; an index only grows")
         if old_dir is not None:
-            old_manifest = _read_json(old_dir / "manifest.json")
-            if manifest.get("delta") != old_manifest.get("delta") or manifest.get("uid") != old_manifest.get("uid"):
-                raise InvalidArgument(
-                    f"the threshold belongs to the index: it was created with delta {old_manifest.get('delta')} "
-                    f"(uid {old_manifest.get('uid')}); a commit cannot change it (got {manifest.get('delta')})")
-            for key, default in (("payload_width", 0), ("rule", "")):  # fixed at creation, like delta
-                if manifest.get(key, default) != old_manifest.get(key, default):
-                    raise InvalidArgument(f"the index was created with {key} {old_manifest.get(key, default)!r}; "
-                                          f"a commit cannot change it (got {manifest.get(key, default)!r})")
+            _check_append_only(_read_json(old_dir / "manifest.json"), manifest)
         old_sealed = _read_json(old_dir / "sealed.json") if old_dir and (old_dir / "sealed.json").is_file() else []
         files = dict(cur["files"]) if cur else {}
         new_keys = [n for n in key_files(meta) if n not in files]  # all at the first commit; again after drop_keys
