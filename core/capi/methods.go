@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"encmatch/core/errs"
 	"encmatch/core/index"
 	"encmatch/core/keys"
+	"encmatch/core/offload"
 	"encmatch/core/parallel"
 	"encmatch/core/params"
 	"encmatch/core/result"
@@ -666,10 +668,18 @@ func closeHandle(args, _ []byte) (any, []byte, error) {
 		return nil, nil, err
 	}
 	handles.Lock()
-	defer handles.Unlock()
-	if _, ok := handles.m[a.Handle]; !ok {
+	v, ok := handles.m[a.Handle]
+	delete(handles.m, a.Handle)
+	handles.Unlock()
+	if !ok {
 		return nil, nil, fmt.Errorf("%w: no open handle %d", errs.ErrInvalid, a.Handle)
 	}
-	delete(handles.m, a.Handle)
+	switch v.(type) {
+	case *engine.Server, *offload.Plan:
+		// An index's groups and keys are gigabytes: give them back to the
+		// system now, not when the heap next grows (a service deleting or
+		// replacing an index would otherwise keep its memory).
+		debug.FreeOSMemory()
+	}
 	return map[string]any{}, nil, nil
 }

@@ -363,3 +363,31 @@ func TestPayloadAtTheSecurePreset(t *testing.T) {
 		t.Fatalf("bound 16: complete %v count %d", over.Complete, over.Count)
 	}
 }
+
+// TestPayloadAtTheBoundJustOutsideTheBand (issue 31, item 2): as many
+// matches as the bound, every one just above the comparator's value band
+// and 300 non-matches just below it: the payload answer is complete and
+// equal to brute force, the count exact.
+func TestPayloadAtTheBoundJustOutsideTheBand(t *testing.T) {
+	rng := rand.New(rand.NewSource(47))
+	const dim, delta, width, bound = 64, 0.5, 7, 32
+	q := f32(randomUnit(rng, dim))
+	gal := gallery(rng, unit(float64s(q)), 200, crowdOutsideTheBand(t, rng, 13, delta, bound, 300, 0.002))
+	pay := randomPayloads(rng, len(gal), width)
+	f := newPayloadFixture(t, params.Toy, 13, dim, 8, delta, width, index.RuleAbove)
+	f.enrollPayloads(t, gal, pay, false)
+	srv, err := Open(f.indexDir, f.serverKeys(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, _ := bruteForcePayloads(srv.Manifest, gal, pay, q)
+	ans := payloadSearch(t, f, srv, q, bound)
+	got := [][]int16{}
+	for _, r := range ans.Records {
+		got = append(got, r.Payload)
+	}
+	if len(rows) != bound || !reflect.DeepEqual(got, rows) || !ans.Complete || ans.Count != bound || ans.Uncertain != 0 {
+		t.Fatalf("%d matches: %d records decoded (complete %v, count %d, raw %.4f, uncertain %d)",
+			len(rows), len(got), ans.Complete, ans.Count, ans.RawCount, ans.Uncertain)
+	}
+}

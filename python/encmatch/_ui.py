@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import unicodedata
 import sys
 from typing import TextIO
 
@@ -161,13 +162,23 @@ def print_payloads(res: PayloadResult) -> None:
         return
     labelled = bool(res.labels) and any(res.labels)
     cols = [f"v{j}" for j in range(res.payloads.shape[1])]
-    rows = [[str(int(p))] + ([res.labels[i]] if labelled else []) + [str(int(v)) for v in res.payloads[i]]
+    rows = [[str(int(p))] + ([shown(res.labels[i])] if labelled else []) + [str(int(v)) for v in res.payloads[i]]
             for i, p in enumerate(res.positions)]
     head = ["position"] + (["label"] if labelled else []) + cols
     widths = [max(len(r[k]) for r in rows + [head]) for k in range(len(head))]
     for r in [head] + rows:
         print("  " + "  ".join(c.rjust(w) if k != 1 or not labelled else c.ljust(w)
                                for k, (c, w) in enumerate(zip(r, widths))))
+
+
+def shown(label: str) -> str:
+    """A label as the terminal may show it: control and format characters (a label sealed by an older
+    version, which did not refuse them) escaped as \\uXXXX, so that a name cannot move the cursor, hide
+    text or reverse what follows it."""
+    from .client import _LABEL_FORBIDDEN, _LABEL_JOINERS
+
+    return "".join(f"\\u{ord(c):04x}" if unicodedata.category(c) in _LABEL_FORBIDDEN and c not in _LABEL_JOINERS
+                   else c for c in label)
 
 
 def print_answer(res: Result, as_json: bool = False) -> None:
@@ -186,7 +197,7 @@ def print_answer(res: Result, as_json: bool = False) -> None:
         print(f"identification: {res.count} match(es)")
         flagged = set(res.uncertain.tolist())
         for i, p in enumerate(res.positions):
-            label = f"  {res.labels[i]}" if res.labels and res.labels[i] else ""
+            label = f"  {shown(res.labels[i])}" if res.labels and res.labels[i] else ""
             mark = "  (uncertain: score within the band of delta)" if int(p) in flagged else ""
             print(f"  {int(p)}{label}{mark}")
         others = sorted(flagged - set(res.positions.tolist()))

@@ -41,11 +41,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import time
 import warnings
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -189,6 +190,20 @@ def cmd_enroll(args: argparse.Namespace) -> int:
         raise InvalidArgument("--index is required (or --server URL)")
     enroller = _enroller(args)
     manifest = _load_manifest_or_none(args.index)
+    created = manifest is None and not Path(args.index).exists()
+    try:
+        return _enroll_local(args, enroller, manifest, server_keys, vectors, labels, payloads, got)
+    except BaseException:
+        # An index this call created and filled with nothing is removed: a failed enrollment
+        # leaves no empty index behind (nothing changed on disk).
+        if created and Path(args.index).is_dir() and manifest_total(_load_manifest_or_none(args.index) or {}) == 0:
+            shutil.rmtree(args.index, ignore_errors=True)
+        raise
+
+
+def _enroll_local(args: argparse.Namespace, enroller: Enroller, manifest: dict | None, server_keys: Path,
+                  vectors: np.ndarray, labels: Any, payloads: np.ndarray | None, got: Any) -> int:
+    """``enroll`` into a local index (created with ``--delta`` when ``manifest`` is None)."""
     if manifest is None:
         if args.delta is None:
             raise InvalidArgument("--delta is required to create a new index")

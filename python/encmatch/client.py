@@ -25,6 +25,7 @@ import json
 import math
 import numbers
 import os
+import unicodedata
 import warnings
 from pathlib import Path
 from typing import Any, Sequence
@@ -559,6 +560,7 @@ class Enroller:
             labels_list = [str(x) for x in (labels.tolist() if isinstance(labels, np.ndarray) else labels)]
             if len(labels_list) != n:
                 raise InvalidArgument(f"labels: {len(labels_list)} labels for {n} vectors")
+            check_labels(labels_list)
         seal_key = None
         if labels_list is not None:
             if self.owner_key_dir is not None:
@@ -651,6 +653,26 @@ def _last_group_count(manifest: dict, group_size: int) -> int:
     groups = manifest.get("groups") or []
     count = int(groups[-1].get("count", 0)) if groups else 0
     return count if 0 < count < group_size else 0
+
+
+#: Unicode categories a label may not hold: control characters (NUL, escapes, newlines), format
+#: characters (right-to-left overrides and other invisible marks that make a shown name lie; the zero-width
+#: joiners that Persian, Indic scripts and emoji need excepted), surrogates and unassigned code points.
+_LABEL_FORBIDDEN = ("Cc", "Cf", "Cs", "Cn")
+_LABEL_JOINERS = ("\u200c", "\u200d")
+
+
+def check_labels(labels: Sequence[str]) -> None:
+    """Refuse (InvalidArgument) labels that are not printable text: an empty label is allowed; one with a
+    control or format character (NUL, newline, ANSI escapes, right-to-left overrides...) or over 1,000
+    characters is not, since every place that shows a label would show something else than it says."""
+    for i, text in enumerate(labels):
+        if len(text) > 1000:
+            raise InvalidArgument(f"label {i} has {len(text)} characters (at most 1,000)")
+        bad = next((c for c in text if unicodedata.category(c) in _LABEL_FORBIDDEN and c not in _LABEL_JOINERS), None)
+        if bad is not None:
+            raise InvalidArgument(f"label {i} holds the character U+{ord(bad):04X} "
+                                  f"({unicodedata.name(bad, unicodedata.category(bad))}): labels are printable text")
 
 
 def _plan_batches(vecs: np.ndarray, labels: list[str] | None, journal: Journal, group: int, group_size: int,

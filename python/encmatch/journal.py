@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -118,5 +119,89 @@ class Journal:
         self._write()
 
     def _write(self) -> None:
+        doc = {"version": _VERSION, "batches": [b.__dict__ for b in self.batches]}
+        write_atomic(self.path, json.dumps(doc, separators=(",", ":")).encode())
+
+
+#: Where remote enrollments are journalled (``ENCMATCH_STATE_DIR`` overrides).
+def state_dir() -> Path:
+    """The directory of this user's remote-enrollment journals."""
+    root = os.environ.get("ENCMATCH_STATE_DIR") or os.environ.get("XDG_STATE_HOME")
+    return Path(root) / "encmatch" if root else Path.home() / ".local" / "state" / "encmatch"
+
+
+@dataclass
+class RemoteBatch:
+    """One remote enrollment: its digest and the group entries its commit adds to the manifest."""
+
+    digest: str
+    groups: list[dict]
+    done: bool = False
+
+
+@dataclass
+class RemoteJournal:
+    """The journal of the enrollments this machine sends to one remote index.
+
+    A remote enrollment is one commit: the new groups, named in the
+    service's manifest by file, start, count and size. The batch is written
+    as pending (with those entries) before the commit and done after it; a
+    pending batch found by the next enrollment is settled against the
+    service's manifest: done when its groups are there, dropped when they
+    are not (the commit never happened). A batch whose content is done is
+    not enrolled again. Kept on the enroller's side: the service never sees
+    a digest of the vectors (a server holding a photo could otherwise test
+    whether its embedding is enrolled).
+    """
+
+    path: Path
+    batches: list[RemoteBatch] = field(default_factory=list)
+
+    @classmethod
+    def open(cls, url: str, index_id: str, manifest: dict) -> "RemoteJournal":
+        """The journal of index ``index_id`` at service ``url``, settled against its current ``manifest``."""
+        name = hashlib.sha256(url.rstrip("/").encode()).hexdigest()[:16]
+        path = state_dir() / "remote-enrollments" / f"{name}-{index_id}.json"
+        journal = cls(path)
+        if path.exists():
+            try:
+                doc = json.loads(path.read_text())
+                if doc.get("version") != _VERSION:
+                    raise ValueError(f"version {doc.get('version')!r}")
+                journal.batches = [RemoteBatch(str(b["digest"]), list(b["groups"]), bool(b["done"]))
+                                   for b in doc["batches"]]
+            except (ValueError, KeyError, TypeError) as exc:
+                raise Corrupt(f"remote enrollment journal {path} is unreadable ({exc}); it is only needed to "
+                              "resume an interrupted enrollment: remove it if none was interrupted") from None
+        committed = [{k: g.get(k) for k in ("file", "start", "count", "bytes")} for g in manifest.get("groups") or []]
+        changed = False
+        for b in [b for b in journal.batches if not b.done]:
+            if b.groups and all(g in committed for g in b.groups):
+                b.done = True
+            else:
+                journal.batches.remove(b)
+            changed = True
+        if changed:
+            journal._write()
+        return journal
+
+    def done(self, digest: str) -> RemoteBatch | None:
+        """The committed batch with this digest, if any."""
+        return next((b for b in self.batches if b.done and b.digest == digest), None)
+
+    def begin(self, digest: str, groups: list[dict]) -> RemoteBatch:
+        """Record a batch as pending before its commit."""
+        b = RemoteBatch(digest, [{k: g.get(k) for k in ("file", "start", "count", "bytes")} for g in groups])
+        self.batches.append(b)
+        self._write()
+        return b
+
+    def finish(self, batch: RemoteBatch) -> None:
+        """Record a pending batch as committed."""
+        batch.done = True
+        self._write()
+
+    def _write(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         doc = {"version": _VERSION, "batches": [b.__dict__ for b in self.batches]}
         write_atomic(self.path, json.dumps(doc, separators=(",", ":")).encode())

@@ -157,8 +157,13 @@ def cli():
 
 def pytest_configure(config):
     """The suite runs at the toy preset on purpose: its InsecureParameters warnings are expected
-    (test_usage.py checks that they are raised, inside pytest.warns, which sees them anyway)."""
+    (test_usage.py checks that they are raised, inside pytest.warns, which sees them anyway).
+    Remote-enrollment journals go to a directory of the run's own (the CLI processes inherit it)."""
     config.addinivalue_line("filterwarnings", "ignore::encmatch.errors.InsecureParameters")
+    if "ENCMATCH_STATE_DIR" not in os.environ:
+        import tempfile
+
+        os.environ["ENCMATCH_STATE_DIR"] = tempfile.mkdtemp(prefix="encmatch-state-")
 
 
 def fake_validate(flip: tuple[int, int] | None = None):

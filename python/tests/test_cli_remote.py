@@ -114,6 +114,9 @@ def test_sdk_down_service_is_unavailable_within_seconds(keys):
 
 def test_unresolvable_host_and_tls_failure_exit_3(server):
     p, seconds = cli("index", "list", "--server", "http://encmatch-nowhere.invalid:8470", token="em_whatever")
+    assert "refusing to send a bearer token over plain HTTP" in clean_error(p, 2)  # issue 31
+    p, seconds = cli("index", "list", "--server", "http://encmatch-nowhere.invalid:8470", "--insecure-http",
+                     token="em_whatever")
     assert "not resolved" in clean_error(p, 3) and "retrying" not in p.stderr, p.stderr
     tls_url = server.url.replace("http://", "https://")  # TLS to a plain-HTTP service
     p, seconds = cli("index", "list", "--server", tls_url, token=server.tokens["alice"])

@@ -11,7 +11,7 @@ import pytest
 import encmatch
 from encmatch import Client, Corrupt, EncryptedIndex, Enroller, InvalidArgument, Mismatch, NotFound, Server, _core
 
-from conftest import KAPPA, TOY
+from conftest import KAPPA, TOY, run_cli
 
 DIM = 16
 
@@ -223,3 +223,18 @@ def test_server_key_dir_with_a_secret_key_is_refused(filled):
     ix, _ = filled
     with pytest.raises(InvalidArgument):
         Enroller(ix.client.key_dir).create_index(ix.path / "other-index", 0.5)
+
+
+def test_failed_enroll_leaves_no_index(keysets, tmp_path):
+    """Issue 31: an enrollment that fails after creating its index (vectors of the wrong dimension) leaves
+    no index behind, only the error; an existing index it fails on is unchanged."""
+    keys = keysets(DIM)
+    np.save(tmp_path / "wrong.npy", np.ones((3, DIM + 1), np.float32))
+    p = run_cli("enroll", "--keys", keys, "--index", tmp_path / "new", "--delta", 0.5, tmp_path / "wrong.npy")
+    assert p.returncode == 2 and p.stderr.strip().splitlines()[-1].startswith("error: "), p.stderr
+    assert not (tmp_path / "new").exists()
+    np.save(tmp_path / "good.npy", np.eye(DIM, dtype=np.float32)[:3])
+    assert run_cli("enroll", "--keys", keys, "--index", tmp_path / "old", "--delta", 0.5, tmp_path / "good.npy").returncode == 0
+    before = (tmp_path / "old" / "manifest.json").read_bytes()
+    p = run_cli("enroll", "--keys", keys, "--index", tmp_path / "old", tmp_path / "wrong.npy")
+    assert p.returncode == 2 and (tmp_path / "old" / "manifest.json").read_bytes() == before

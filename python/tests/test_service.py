@@ -20,6 +20,7 @@ import socket
 import struct
 import threading
 import time
+import warnings
 from pathlib import Path
 
 import httpx
@@ -626,8 +627,59 @@ def test_commit_changes_only_groups_and_count(server, keys, data):
             r = c.post(f"/v1/indexes/{index.id}/commit", json={"manifest": m, "sealed": []})
             assert r.status_code == 409 and r.json()["kind"] == "conflict", (field, r.status_code, r.text)
             assert field in r.json()["error"], r.text
+        r = c.post(f"/v1/indexes/{index.id}/commit", json={"manifest": committed, "sealed": []})
+        assert r.status_code == 409 and "adds nothing" in r.json()["error"], r.text  # a replay
+        for body in ({"manifest": committed, "sealed": [], "extra": 1}, {"manifest": committed, "sealed": "x"}):
+            assert c.post(f"/v1/indexes/{index.id}/commit", json=body).status_code == 422  # typed fields
+        r = c.put(f"/v1/indexes/{index.id}/files/g.bin", json={"size": True, "sha256": "0" * 64})
+        assert r.status_code == 422, r.text  # true is not a size
     assert json.loads((sorted(d.glob("gen-*"))[-1] / "manifest.json").read_text()) == committed
     check_answers(index, data["gallery"][:100], data["queries"][:2])
+    index.delete()
+
+
+def test_remote_enrollment_resumes(server, keys, data, monkeypatch, tmp_path):
+    """Issue 31, item 5: a remote enrollment journals what it committed (on the enroller's side), so a
+    rerun of the same vectors adds nothing, whether the first run finished, died after its commit (its
+    journal still pending) or died before it (nothing committed: the rerun adds them once)."""
+    from encmatch.journal import RemoteJournal
+    from encmatch.service.remote import AlreadyEnrolledWarning
+
+    token = server.tokens["bob"]
+    index = RemoteIndex.create(server.url, token, keys["a"], DELTA, chunk_size=CHUNK, retries=0)
+    first, second, third = data["gallery"][:100], data["gallery"][100:150], data["gallery"][150:160]
+    index.add(first)
+    with pytest.warns(AlreadyEnrolledWarning, match="nothing added"):
+        assert index.add(first)["added"] == 0
+    assert len(index) == 100
+
+    def die(*_a, **_k):
+        raise KeyboardInterrupt("killed after the commit")
+
+    with monkeypatch.context() as m:  # killed between the commit and the journal's record of it
+        m.setattr(RemoteJournal, "finish", die)
+        with pytest.raises(KeyboardInterrupt):
+            index.add(second)
+    index.refresh()
+    assert len(index) == 150
+    with pytest.warns(AlreadyEnrolledWarning):
+        assert index.add(second)["added"] == 0
+    with monkeypatch.context() as m:  # killed before the commit
+        m.setattr(ServiceClient, "commit", die)
+        with pytest.raises(KeyboardInterrupt):
+            index.add(third)
+    assert index.add(third)["added"] == 10
+    index.refresh()
+    assert len(index) == 160
+    check_answers(index, data["gallery"][:160], data["queries"][:2])
+    # The command line: the same file enrolled twice adds it once.
+    np.save(tmp_path / "more.npy", data["gallery"][160:170])
+    cmd = ["enroll", "--server", server.url, "--token", token, "--keys", keys["a"], "--index", index.id,
+           tmp_path / "more.npy"]
+    p = run_cli(*cmd)
+    assert p.returncode == 0 and "index " + index.id + " holds 170" in p.stdout, p.stderr
+    p = run_cli(*cmd)
+    assert p.returncode == 0 and "nothing added" in p.stderr and "holds 170" in p.stdout, (p.stdout, p.stderr)
     index.delete()
 
 
@@ -786,3 +838,42 @@ def test_body_bytes_in_flight_bounded_per_tenant(server, keys):
             time.sleep(0.05)
     with http(server) as c:
         c.delete(f"/v1/indexes/{index_id}")
+
+
+def test_tenant_quotas_and_memory_returned(tmp_path, keys, data):
+    """Issue 31, item 4: per-tenant quotas answer 429 (indexes, uploads in progress) and 507 (bytes), one
+    tenant's refusals leave another's work alone, and deleting an index gives its memory back."""
+    data_dir = tmp_path / "data"
+    tokens = {name: add_tenant(data_dir, name) for name in ("q1", "q2")}
+    args = ("--allow-insecure", "--tenant-indexes", "2", "--tenant-gb", str(60 / 1024), "--tenant-uploads", "2")
+    with ServerProcess(data_dir, *args) as srv:
+        pid = srv.proc.pid
+        with http(srv, token=tokens["q1"]) as c:
+            meta = json.loads((keys["a"] / "server" / "keys.json").read_text())
+            ids = [c.post("/v1/indexes", json={"keys": meta}).json()["id"] for _ in range(2)]
+            r = c.post("/v1/indexes", json={"keys": meta})
+            assert r.status_code == 429 and r.json()["kind"] == "quota" and "2 indexes" in r.json()["error"], r.text
+            ok = [c.put(f"/v1/indexes/{ids[0]}/files/g{i}.bin", json={"size": 1000, "sha256": "0" * 64})
+                  for i in range(2)]
+            assert [r.status_code for r in ok] == [200, 200]
+            r = c.put(f"/v1/indexes/{ids[0]}/files/g2.bin", json={"size": 1000, "sha256": "0" * 64})
+            assert r.status_code == 429 and "uploads in progress" in r.json()["error"], r.text
+            c.delete(f"/v1/indexes/{ids[0]}")
+            r = c.put(f"/v1/indexes/{ids[1]}/files/big.bin", json={"size": 61 << 20, "sha256": "0" * 64})
+            assert r.status_code == 507 and r.json()["kind"] == "insufficient_storage", r.text
+            c.delete(f"/v1/indexes/{ids[1]}")
+        # Another tenant is not held back by q1's refusals; an index deleted gives its memory back.
+        warm = RemoteIndex.create(srv.url, tokens["q2"], keys["a"], DELTA, chunk_size=CHUNK)
+        warm.add(data["gallery"][:10])
+        warm.delete()
+        base = rss_bytes(pid)[0]
+        index = RemoteIndex.create(srv.url, tokens["q2"], keys["a"], DELTA, chunk_size=CHUNK)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for i in range(6):  # one-vector adds: a group each
+                index.add(data["gallery"][i:i + 1])
+        peak = rss_bytes(pid)[0]
+        check_answers(index, data["gallery"][:6], data["queries"][:2], modes=("identification",))
+        index.delete()
+        after = rss_bytes(pid)[0]
+        assert peak > base + (20 << 20) and after < base + 0.2 * (peak - base), (base, peak, after)

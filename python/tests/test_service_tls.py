@@ -363,9 +363,11 @@ def test_plaintext_warning_once_per_client_before_any_request():
         seen.append(request.headers.get("Authorization"))
         return httpx.Response(200, json={"status": "ok"})
 
+    with pytest.raises(encmatch.InvalidArgument, match="refusing to send a bearer token over plain HTTP"):
+        ServiceClient("http://192.0.2.1:8470", "em_plain")  # issue 31: refused unless asked for
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        client = ServiceClient("http://192.0.2.1:8470", "em_plain")
+        client = ServiceClient("http://192.0.2.1:8470", "em_plain", insecure_http=True)
         plain = plaintext_warnings(caught)
         assert len(plain) == 1 and seen == []  # before any request
         assert "192.0.2.1" in str(plain[0].message) and "https://" in str(plain[0].message)
@@ -381,9 +383,11 @@ def test_plaintext_warning_once_per_client_before_any_request():
         for url in ("https://192.0.2.1:8470", "http://127.0.0.1:8470", "http://localhost:8470", "http://[::1]:8470",
                     "http://127.0.0.2"):
             ServiceClient(url, "em_x").close()
-        ServiceClient("http://10.0.0.1:1", "em_x").close()
+        ServiceClient("http://10.0.0.1:1", "em_x", insecure_http=True).close()
+        ServiceClient("https://10.0.0.2:1", "em_x", verify=False).close()
     plain = plaintext_warnings(caught)
-    assert len(plain) == 1 and "10.0.0.1" in str(plain[0].message)  # only the last
+    assert len(plain) == 2 and "10.0.0.1" in str(plain[0].message)  # only the last two
+    assert "verification is OFF" in str(plain[1].message) and "10.0.0.2" in str(plain[1].message)
 
 
 def test_client_refuses_bad_urls_and_ca_files(tmp_path):

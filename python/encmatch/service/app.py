@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import os
 import signal
@@ -49,19 +50,20 @@ from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
 from .. import __version__
 from ..client import version as core_version
-from ..errors import Corrupt, EncmatchError, InvalidArgument, Mismatch
+from ..errors import Corrupt, EncmatchError, InvalidArgument, IOError, Mismatch
 from ..results import SEARCH_MODES, check_bound
-from .errors import Busy, Conflict, Forbidden, RequestTimeout, TooLarge, Unauthorized, status_for
+from .errors import (Busy, Conflict, Forbidden, InsufficientStorage, RequestTimeout, TooLarge, Unauthorized,
+                     status_for)
 from .frames import FrameError, parse_header
 from .scheduler import Loaded, Scheduler, check_in_subprocess, open_generation
-from .storage import Storage
+from .storage import Quotas, Storage
 from .tenancy import TokenStore
 
 __all__ = ["ServiceConfig", "create_app", "serve"]
@@ -109,6 +111,8 @@ class ServiceConfig:
     #: The service's ``server-signing.key`` (``threshold signing-keygen``): with it, a search asked
     #: for ``signed=true`` comes back bound to its query and signed for threshold decryptors.
     signing_key: Path | None = None
+    #: What each tenant may hold (indexes, bytes, uploads in progress): 429 / 507 beyond.
+    quotas: Quotas = field(default_factory=Quotas)
 
     def resolved(self) -> "ServiceConfig":
         """A copy with every 0 ("derived") limit replaced by its value."""
@@ -123,21 +127,27 @@ class ServiceConfig:
         )
 
 
-class CreateIndex(BaseModel):
+class _Strict(BaseModel):
+    """A request body whose fields keep their JSON types: no ``true`` taken as 1, no ``"12"`` as 12."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+
+class CreateIndex(_Strict):
     """Body of ``POST /v1/indexes``."""
 
     keys: dict[str, Any] = Field(description="the key set's server/keys.json")
     label: str = Field("", max_length=200, description="a name for people; not unique")
 
 
-class DeclareFile(BaseModel):
+class DeclareFile(_Strict):
     """Body of ``PUT /v1/indexes/{id}/files/{name}``."""
 
     size: int = Field(description="bytes of the whole file")
     sha256: str = Field(description="hex SHA-256 of the whole file")
 
 
-class Commit(BaseModel):
+class Commit(_Strict):
     """Body of ``POST /v1/indexes/{id}/commit``."""
 
     manifest: dict[str, Any] = Field(description="the enroller's manifest.json naming every group file")
@@ -394,7 +404,8 @@ def _error_response(exc: EncmatchError) -> JSONResponse:
 def create_app(config: ServiceConfig) -> FastAPI:
     """The service application over ``config.data_dir`` (recovered and loaded when it starts)."""
     config = config.resolved()
-    storage = Storage(config.data_dir, allow_insecure=config.allow_insecure, max_file_bytes=config.max_file_bytes)
+    storage = Storage(config.data_dir, allow_insecure=config.allow_insecure, max_file_bytes=config.max_file_bytes,
+                      quotas=config.quotas)
     tokens = TokenStore(config.data_dir)
     scheduler = Scheduler(max_pending=config.max_pending, workers=config.workers, query_timeout=config.query_timeout)
     unavailable: dict[tuple[str, str], str] = {}
@@ -471,6 +482,17 @@ def create_app(config: ServiceConfig) -> FastAPI:
     async def on_disconnect(_request: Request, _exc: ClientDisconnect) -> JSONResponse:
         """The client went away while sending its body: nothing to answer, nothing to log."""
         return JSONResponse({"error": "the client disconnected", "kind": "invalid_argument"}, status_code=400)
+
+    @app.exception_handler(OSError)
+    async def on_os_error(_request: Request, exc: OSError) -> JSONResponse:
+        """A storage error: a full disk (or quota of the file system) is 507 ``insufficient_storage``,
+        any other 500 ``io``; logged in one line, answered without a traceback."""
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            log.error("storage full: %s", exc)
+            return _error_response(InsufficientStorage("the service's storage is full; nothing was changed: "
+                                                       "retry later"))
+        log.error("storage error: %s", exc)
+        return _error_response(IOError(f"storage error on the service ({exc.strerror or type(exc).__name__})"))
 
     @app.exception_handler(Exception)
     async def on_crash(_request: Request, exc: Exception) -> JSONResponse:

@@ -62,6 +62,9 @@ def add_remote_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--token", default=None,
                    help="deprecated: a token on the command line shows in the process list; "
                         "use $ENCMATCH_TOKEN or --token-file")
+    p.add_argument("--insecure-http", action="store_true",
+                   help="send the token over plain http:// to a host that is not loopback (anyone on the path "
+                        "can read it; refused without this)")
 
 
 def read_token_file(path: Path) -> str:
@@ -107,7 +110,7 @@ def service_client(args: argparse.Namespace) -> Any:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", PlaintextTokenWarning)
         client = ServiceClient(args.server, token_from_args(args), verify=getattr(args, "ca_file", None),
-                               on_retry=_print_retry)
+                               on_retry=_print_retry, insecure_http=bool(getattr(args, "insecure_http", False)))
     for w in caught:
         if issubclass(w.category, PlaintextTokenWarning):
             print(f"warning: {w.message}", file=sys.stderr)
@@ -137,6 +140,12 @@ def add_commands(sub: Any) -> None:
     s.add_argument("--max-body-mb", type=float, default=64.0,
                    help="largest request body in MiB (default: %(default)s); upload chunks must fit")
     s.add_argument("--max-file-gb", type=float, default=16.0, help="largest uploaded file in GiB (default: %(default)s)")
+    s.add_argument("--tenant-indexes", type=int, default=64, metavar="N",
+                   help="indexes a tenant may hold, pending or committed (0: no limit; default: %(default)s); more: 429")
+    s.add_argument("--tenant-gb", type=float, default=1024.0, metavar="G",
+                   help="GiB a tenant may store (0: no limit; default: %(default)s); more: 507")
+    s.add_argument("--tenant-uploads", type=int, default=64, metavar="N",
+                   help="uploads a tenant may have in progress at once (0: no limit; default: %(default)s); more: 429")
     s.add_argument("--max-queue", type=int, default=16,
                    help="searches queued or running at once; more are answered 503 busy (default: %(default)s)")
     s.add_argument("--workers", type=int, default=1,
@@ -222,6 +231,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         max_file_bytes=int(args.max_file_gb * (1 << 30)), max_pending=args.max_queue, workers=args.workers,
         query_timeout=args.query_timeout, shutdown_grace=args.shutdown_grace, memory_budget=args.memory_budget,
         backend=backend_from_args(args), signing_key=args.signing_key,
+        quotas=_quotas(args),
     )
     for name in ("body_timeout", "header_timeout"):
         value = getattr(args, name)
@@ -401,7 +411,7 @@ def remote_enroll(args: argparse.Namespace, vectors: np.ndarray, labels: Any, en
     from ..layout_checks import check_payload_input, check_same_layout
     import warnings
 
-    from .remote import NewGroupWarning, create_index, enroll
+    from .remote import AlreadyEnrolledWarning, NewGroupWarning, create_index, enroll
 
     server_keys = args.keys / "server"
     with service_client(args) as service:
@@ -423,7 +433,8 @@ def remote_enroll(args: argparse.Namespace, vectors: np.ndarray, labels: Any, en
         warn_if_insecure(service.index(index_id))
         t0 = time.perf_counter()
         with warnings.catch_warnings():  # the cost of a new group is printed as a warning: line below
-            warnings.simplefilter("ignore", NewGroupWarning)
+            warnings.simplefilter("ignore", NewGroupWarning)  # both printed as warning: lines below
+            warnings.simplefilter("ignore", AlreadyEnrolledWarning)
             summary = enroll(service, index_id, enroller, vectors, labels, payloads=payloads)
         dt = time.perf_counter() - t0
         for note in summary.get("warnings") or []:
@@ -466,6 +477,16 @@ def remote_query(args: argparse.Namespace, vectors: np.ndarray, names: list[str]
         print(f"of which the service searched {waits['search']:.2f} s and queued {waits['queue']:.2f} s",
               file=sys.stderr if getattr(args, "json", False) else sys.stdout)
     return incomplete
+
+
+def _quotas(args: argparse.Namespace) -> "Quotas":
+    """The per-tenant quotas of ``serve``'s options."""
+    from .storage import Quotas
+
+    for name in ("tenant_indexes", "tenant_gb", "tenant_uploads"):
+        if getattr(args, name) < 0:
+            raise InvalidArgument(f"--{name.replace('_', '-')} must be >= 0 (0: no limit)")
+    return Quotas(indexes=args.tenant_indexes, bytes=int(args.tenant_gb * (1 << 30)), uploads=args.tenant_uploads)
 
 
 def remote_delta(args: argparse.Namespace) -> float:

@@ -7,7 +7,9 @@ kind}`` (plus details for some kinds) with an HTTP status chosen by
 meaning; the service adds its own: ``unauthorized`` (401), ``forbidden``
 (403: a secret key, an insecure preset), ``conflict`` (409: an upload
 offset or a commit that does not fit the stored state), ``too_large``
-(413), ``busy`` (503: the query queue is full; retry later),
+(413), ``quota`` (429: a tenant's quota of indexes or uploads in flight),
+``insufficient_storage`` (507: a tenant's storage quota, or a full disk),
+``busy`` (503: the query queue is full; retry later),
 ``timeout`` (504), ``request_timeout`` (408: a request body that stopped
 arriving) and ``shutting_down`` (503).
 
@@ -35,6 +37,8 @@ __all__ = [
     "Unauthorized",
     "Forbidden",
     "Conflict",
+    "QuotaExceeded",
+    "InsufficientStorage",
     "TooLarge",
     "Busy",
     "Timeout",
@@ -77,6 +81,18 @@ class TooLarge(ServiceError):
     kind = "too_large"
 
 
+class QuotaExceeded(ServiceError, Unavailable):
+    """A tenant's quota (indexes, uploads in flight) would be exceeded (429)."""
+
+    kind = "quota"
+
+
+class InsufficientStorage(ServiceError, Unavailable):
+    """A tenant's storage quota would be exceeded, or the service's disk is full (507)."""
+
+    kind = "insufficient_storage"
+
+
 class Busy(ServiceError, Unavailable):
     """The bounded query queue is full; retry after a short wait."""
 
@@ -110,7 +126,7 @@ class RemoteShardUnavailable(ShardUnavailable, Unavailable):
 
 _SERVICE: dict[str, type[EncmatchError]] = {
     cls.kind: cls for cls in (Unauthorized, Forbidden, Conflict, TooLarge, Busy, Timeout, RequestTimeout, ShuttingDown,
-                              RemoteShardUnavailable)
+                              RemoteShardUnavailable, QuotaExceeded, InsufficientStorage)
 }
 
 #: HTTP status of every error kind.
@@ -124,6 +140,8 @@ STATUS: dict[str, int] = {
     "unauthorized": 401,
     "forbidden": 403,
     "too_large": 413,
+    "quota": 429,
+    "insufficient_storage": 507,
     "busy": 503,
     "shard_unavailable": 503,
     "shutting_down": 503,

@@ -73,6 +73,7 @@ from .. import labels as labels_mod
 from ..client import Client, Enroller, check_delta, check_payload_width, check_rule, manifest_delta, manifest_total
 from ..errors import Corrupt, EncmatchError, InvalidArgument, Mismatch, Unavailable
 from ..index import decrypted_to_result
+from ..journal import RemoteJournal, batch_digest
 from ..results import PAYLOAD, PayloadResult, Result, check_bound, check_mode, make_result, require_complete
 from .errors import Busy, Conflict, ShuttingDown, Unauthorized, error_from_response
 from .transport import PlaintextTokenWarning, is_loopback_host
@@ -154,15 +155,18 @@ class ServiceClient:
     def __init__(self, url: str, token: str | None = None, *, timeout: float = 600.0, retries: int = 8,
                  chunk_size: int = DEFAULT_CHUNK, verify: bool | PathLike | ssl.SSLContext | None = None,
                  connect_retries: int = CONNECT_RETRIES, connect_timeout: float = CONNECT_TIMEOUT,
-                 on_retry: Callable[[str], None] | None = None):
+                 on_retry: Callable[[str], None] | None = None, insecure_http: bool = False):
         """Talk to the service at ``url`` (``https://...``, or ``http://`` on loopback) with ``token``
         (default ``$ENCMATCH_TOKEN``); ``verify`` as :func:`tls_verify` takes it.
 
         ``timeout``: seconds to wait for an answer; ``connect_timeout``:
         for a connection (at most ``timeout``); ``retries`` and
         ``connect_retries`` as the class says; ``on_retry(line)`` is told
-        of each retry. Warns (:class:`PlaintextTokenWarning`) here, before
-        any request, if ``url`` is ``http://`` to a host that is not loopback.
+        of each retry. A bearer token is never sent over plain HTTP to a
+        host that is not loopback (InvalidArgument) unless ``insecure_http``
+        (``--insecure-http``), and then with a :class:`PlaintextTokenWarning`
+        here, before any request; ``verify=False`` (no certificate check)
+        warns the same way.
         """
         token = token or os.environ.get(TOKEN_ENV)
         if not token:
@@ -184,9 +188,19 @@ class ServiceClient:
         #: Whether a bearer token goes to a remote host over plain HTTP (warned about once, here).
         self.plaintext = parsed.scheme == "http" and not is_loopback_host(parsed.host)
         if self.plaintext:
+            if not insecure_http:
+                raise InvalidArgument(
+                    f"refusing to send a bearer token over plain HTTP to {parsed.host}, which is not loopback: "
+                    f"anyone on the path could read it and act as this tenant. Use https:// (encmatch serve "
+                    f"--tls-cert/--tls-key), or insecure_http=True (--insecure-http) to send it anyway")
             warnings.warn(
                 f"sending a bearer token over plain HTTP to {parsed.host}, which is not loopback: anyone on the "
                 f"path can read it and act as this tenant; use https:// (encmatch serve --tls-cert/--tls-key)",
+                PlaintextTokenWarning, stacklevel=2)
+        if verify is False and parsed.scheme == "https":
+            warnings.warn(
+                f"certificate verification is OFF for {parsed.host}: anyone on the path can pose as the service "
+                f"and read the bearer token; pass the service's CA certificate instead (verify=PATH, --ca-file)",
                 PlaintextTokenWarning, stacklevel=2)
         self.retries = retries
         self.connect_retries = connect_retries
@@ -305,9 +319,19 @@ class ServiceClient:
 
     def commit(self, index_id: str, manifest: dict, sealed: Sequence[str] = ()) -> dict:
         """``POST /v1/indexes/{id}/commit``: the index's next generation, with the uploaded
-        ``sealed`` label files it adds; returns its state."""
-        return self.request("POST", f"/v1/indexes/{index_id}/commit",
-                            json_body={"manifest": manifest, "sealed": list(sealed)}).json()
+        ``sealed`` label files it adds; returns its state.
+
+        The service refuses a commit that adds nothing (a replay, 409); when
+        that refusal answers a retry of this very commit (the first attempt
+        was acted on but its answer lost), the index's manifest is this
+        commit's and the commit is reported done."""
+        try:
+            return self.request("POST", f"/v1/indexes/{index_id}/commit",
+                                json_body={"manifest": manifest, "sealed": list(sealed)}).json()
+        except Conflict as exc:
+            if "adds nothing" in str(exc) and self.manifest(index_id) == manifest:
+                return self.index(index_id)
+            raise
 
     def sealed(self, index_id: str) -> list[dict]:
         """``GET /v1/indexes/{id}/sealed``: the committed sealed label files (``name``, ``size``, ``sha256``)."""
@@ -518,15 +542,16 @@ class RemoteIndex:
 
     def __init__(self, url: str, token: str | None, index_id: str, keys: PathLike | Client, *,
                  timeout: float = 600.0, retries: int = 8, chunk_size: int = DEFAULT_CHUNK,
-                 verify: bool | PathLike | ssl.SSLContext | None = None):
+                 verify: bool | PathLike | ssl.SSLContext | None = None, insecure_http: bool = False):
         """Open index ``index_id`` of the token's tenant (NotFound if it is not one of them).
 
         ``verify``: the CA certificate file (PEM) of an ``https://`` service
-        with a self-signed certificate (see :func:`tls_verify`).
+        with a self-signed certificate (see :func:`tls_verify`);
+        ``insecure_http`` as :class:`ServiceClient` takes it.
         """
         self.id = index_id
         self.service = ServiceClient(url, token, timeout=timeout, retries=retries, chunk_size=chunk_size,
-                                     verify=verify)
+                                     verify=verify, insecure_http=insecure_http)
         try:
             self.client, self._own_client = _open_client(keys)
         except BaseException:
@@ -723,6 +748,15 @@ def enroll(service: ServiceClient, index_id: str, enroller: Enroller, vectors: A
     """
     manifest = service.manifest(index_id)
     old = {g["file"] for g in manifest.get("groups", [])}
+    journal = RemoteJournal.open(service.url, index_id, manifest)
+    digest = _batch_digest(vectors, labels, payloads)
+    if (prior := journal.done(digest)) is not None:
+        span = (prior.groups[0]["start"], prior.groups[-1]["start"] + prior.groups[-1]["count"]) if prior.groups else (0, 0)
+        note = (f"these vectors were enrolled in index {index_id} before (positions {span[0]} to {span[1] - 1}, "
+                f"journal {journal.path}): nothing added")
+        warnings.warn(AlreadyEnrolledWarning(note), stacklevel=2)
+        return {"added": 0, "total": int(manifest.get("count", 0)), "uploaded_bytes": 0, "manifest": manifest,
+                "warnings": [note], "already_enrolled": True}
     with tempfile.TemporaryDirectory(prefix="encmatch-remote-") as tmp:
         stage = Path(tmp) / "index"
         stage.mkdir()
@@ -736,8 +770,21 @@ def enroll(service: ServiceClient, index_id: str, enroller: Enroller, vectors: A
         files = [stage / g["file"] for g in new_manifest["groups"] if g["file"] not in old]
         sealed = sorted((stage / labels_mod.LABELS_DIR).glob("*.sealed"))  # this enrollment's only
         sent = _upload_all(service, index_id, files + sealed, "upload", progress)
+        batch = journal.begin(digest, [g for g in new_manifest["groups"] if g["file"] not in old])
         service.commit(index_id, new_manifest, [p.name for p in sealed])
+        journal.finish(batch)
     return dict(summary, uploaded_bytes=sent, manifest=new_manifest)
+
+
+class AlreadyEnrolledWarning(UserWarning):
+    """An enrollment through the service found the same vectors committed by an earlier run (its journal)."""
+
+
+def _batch_digest(vectors: Any, labels: Sequence[Any] | None, payloads: Any) -> str:
+    """The journal's digest of one enrollment's content (as given: vectors, labels, payloads)."""
+    v = np.atleast_2d(np.asarray(vectors, dtype=np.float64))
+    p = None if payloads is None else np.atleast_2d(np.asarray(payloads)).astype("<i2")
+    return batch_digest(v, None if labels is None else [str(x) for x in labels], p)
 
 
 class NewGroupWarning(UserWarning):

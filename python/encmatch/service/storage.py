@@ -63,7 +63,7 @@ from typing import Any, Iterator
 from ..atomic import fsync_dir, write_atomic
 from ..client import describe
 from ..errors import Corrupt, EncmatchError, Exists, InvalidArgument, Mismatch, NotFound
-from .errors import Conflict, Forbidden
+from .errors import Conflict, Forbidden, InsufficientStorage, QuotaExceeded
 from .frames import FrameError, parse_header, verify_file
 
 __all__ = ["Storage", "Generation", "INDEX_ID", "FILE_NAME"]
@@ -170,6 +170,15 @@ def check_key_meta(meta: Any, allow_insecure: bool) -> dict:
         raise InvalidArgument("keys: field 'payload' must be true or false")
     payload = bool(meta.get("payload", False))  # a payload key set: one more level (issue 18)
     params = describe(meta["preset"], meta["kappa"], meta["dim"], payload=payload)
+    # Galois elements live modulo the ring's 2N-th (conjugate-invariant ring: 4N-th) root of unity.
+    two_n = (4 if params.get("ring") == "ConjugateInvariant" else 2) << int(params["log_n"])
+    if len(set(gal)) != len(gal) or not all(g % 2 == 1 and 1 < g < two_n for g in gal):
+        raise InvalidArgument(f"keys: galois_elements must be distinct odd integers between 1 and {two_n} "
+                              f"(the ring's Galois group)")
+    if meta["strategy"] not in ("dg", "bsgs-diagonal", "bsgs-tbs", "bsgs-tbe") or \
+            not 1 <= meta["n1"] <= int(params["padded_dim"]):
+        raise InvalidArgument(f"keys: strategy {meta['strategy'][:40]!r} with n1 {meta['n1']} is not one the core "
+                              f"makes (n1 from 1 to {params['padded_dim']})")
     if params.get("fingerprint") != meta["fingerprint"]:
         raise Mismatch(
             f"keys: fingerprint {meta['fingerprint']} does not match the parameters they name "
@@ -232,6 +241,16 @@ class Generation:
     new_uploads: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class Quotas:
+    """What one tenant may hold: indexes (pending or committed), bytes on disk (committed files, uploads
+    and the sizes declared for uploads in progress) and uploads in progress at once. 0: no limit."""
+
+    indexes: int = 64
+    bytes: int = 1 << 40
+    uploads: int = 64
+
+
 class Storage:
     """All indexes of all tenants under one data directory (see the module docstring for the layout).
 
@@ -240,15 +259,18 @@ class Storage:
     atomically).
     """
 
-    def __init__(self, root: str | os.PathLike, *, allow_insecure: bool = False, max_file_bytes: int = 16 << 30):
+    def __init__(self, root: str | os.PathLike, *, allow_insecure: bool = False, max_file_bytes: int = 16 << 30,
+                 quotas: "Quotas | None" = None):
         """Use (and create) the data directory ``root``, locked for this process (Exists if another holds it).
 
         ``allow_insecure`` admits key sets of insecure presets;
-        ``max_file_bytes`` bounds a declared upload.
+        ``max_file_bytes`` bounds a declared upload; ``quotas`` bound what
+        each tenant may hold (:class:`Quotas`).
         """
         self.root = Path(root)
         self.allow_insecure = allow_insecure
         self.max_file_bytes = int(max_file_bytes)
+        self.quotas = quotas or Quotas()
         for sub in ("tenants", "tmp", "trash"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
         self._lock_file = open(self.root / "service.lock", "a")
@@ -368,12 +390,55 @@ class Storage:
 
     # ---- indexes -----------------------------------------------------------
 
+    def usage(self, tenant: str) -> dict:
+        """What ``tenant`` holds: ``indexes``, ``bytes`` (every file once, hard links across generations
+        counted once, plus the part still to come of each upload in progress) and ``uploads`` in progress."""
+        root = self.root / "tenants" / tenant
+        seen: set[tuple[int, int]] = set()
+        used = indexes = uploads = 0
+        if root.is_dir():
+            for d in root.iterdir():
+                if not INDEX_ID.match(d.name):
+                    continue
+                indexes += 1
+                for p in d.rglob("*"):
+                    try:
+                        st = p.lstat()
+                    except FileNotFoundError:
+                        continue
+                    if p.is_file() and (st.st_dev, st.st_ino) not in seen:
+                        seen.add((st.st_dev, st.st_ino))
+                        used += st.st_size
+                for rec_path in (d / "uploads").glob("*.json"):
+                    try:
+                        rec = _read_json(rec_path)
+                    except Exception:  # noqa: BLE001 - a record being replaced: counted at the next call
+                        continue
+                    if not rec.get("complete"):
+                        uploads += 1
+                        used += max(0, int(rec.get("size", 0)) - int(rec.get("received", 0)))
+        return {"indexes": indexes, "bytes": used, "uploads": uploads}
+
+    def _check_quota(self, tenant: str, *, new_index: bool = False, new_upload: int = 0) -> None:
+        """QuotaExceeded (429) or InsufficientStorage (507) if ``tenant`` may not add an index or an
+        upload of ``new_upload`` bytes."""
+        q, u = self.quotas, self.usage(tenant)
+        if new_index and q.indexes and u["indexes"] >= q.indexes:
+            raise QuotaExceeded(f"the tenant holds {u['indexes']} indexes, its quota: delete one (or ask for more)")
+        if new_upload and q.uploads and u["uploads"] >= q.uploads:
+            raise QuotaExceeded(f"the tenant has {u['uploads']} uploads in progress, its quota: finish or commit "
+                                "them first")
+        if new_upload and q.bytes and u["bytes"] + new_upload > q.bytes:
+            raise InsufficientStorage(f"the tenant stores {u['bytes']:,} bytes of its quota of {q.bytes:,}; this "
+                                      f"upload needs {new_upload:,} more: delete an index (or ask for more)")
+
     def create_index(self, tenant: str, keys_meta: Any, label: str = "") -> dict:
         """Create a pending index for ``tenant`` bound to a key set's ``keys.json``; returns its status.
 
         The key files it then needs are listed in ``missing_key_files``.
         """
         meta = check_key_meta(keys_meta, self.allow_insecure)
+        self._check_quota(tenant, new_index=True)
         if not isinstance(label, str) or len(label) > 200:
             raise InvalidArgument("label must be a string of at most 200 characters")
         index_id = secrets.token_hex(8)
@@ -527,6 +592,7 @@ class Storage:
                 if rec["size"] == size and rec["sha256"] == sha256:
                     return self._upload_view(rec, committed=False)
                 self._drop_upload(d, name)
+            self._check_quota(tenant, new_upload=size)
             rec = {"name": name, "size": size, "sha256": sha256, "received": 0, "complete": False}
             (d / "uploads" / f"{name}.part").touch()
             fsync_dir(d / "uploads")
@@ -772,6 +838,9 @@ class Storage:
             files[name] = digest
             sealed_list.append({"name": name, "size": src.stat().st_size, "sha256": digest})
             sources.append((name, src))
+        if old_dir is not None and len(groups) == len(old_groups) and len(sealed_list) == len(old_sealed):
+            raise Conflict(f"this commit adds nothing to generation {cur['generation']} (no new group or sealed "
+                           "file): a replayed commit?")
         for f in old_sealed:
             sources.append((f["name"], old_dir / f["name"]))
         number = (cur["generation"] if cur else 0) + 1
