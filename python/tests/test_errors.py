@@ -238,3 +238,14 @@ def test_failed_enroll_leaves_no_index(keysets, tmp_path):
     before = (tmp_path / "old" / "manifest.json").read_bytes()
     p = run_cli("enroll", "--keys", keys, "--index", tmp_path / "old", tmp_path / "wrong.npy")
     assert p.returncode == 2 and (tmp_path / "old" / "manifest.json").read_bytes() == before
+
+
+@pytest.mark.parametrize("label", ["a\x00b", "evil\u202egnp.exe", "two\nlines", "\x1b[31mred", "x" * 1001])
+def test_labels_must_be_printable_text(filled, label):
+    """Issue 31: a label with a control or format character (NUL, newline, escapes, a right-to-left
+    override) or over 1,000 characters is refused before anything is written; joiners are text."""
+    ix = filled[0]
+    before = len(ix)
+    with pytest.raises(InvalidArgument, match="label 1"):
+        ix.add(np.eye(DIM, dtype=np.float32)[:2], labels=["fine", label])
+    assert len(ix) == before
