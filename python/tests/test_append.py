@@ -109,13 +109,21 @@ def test_cli_enroll_prints_the_fill(tmp_path, keysets, capsys):
 class _FakeService:
     """The calls :func:`encmatch.service.remote.enroll` makes, over a local directory standing for the service."""
 
+    url = "fake://local"
+
     def __init__(self, index_dir: Path):
         self.dir = index_dir
         self.committed = None
         self.uploaded: list[str] = []
+        self.downloaded: list[str] = []
 
     def manifest(self, index_id):
         return encmatch.index_info(self.dir)
+
+    def download_group(self, index_id, name, dest):
+        self.downloaded.append(name)
+        shutil.copy(self.dir / name, dest)
+        return Path(dest).stat().st_size
 
     def upload_file(self, index_id, path, name=None, on_bytes=None):
         self.uploaded.append(Path(path).name)
@@ -130,26 +138,24 @@ class _FakeService:
         return {}
 
 
-def test_service_path_warns_with_the_cost(new_index):
-    """Enrolling through the service cannot fill (no group file in its staging directory; the service takes
-    only new files at a commit): it adds a new group and says what that costs, once the last group had room."""
+def test_service_path_fills_the_last_group(new_index):
+    """Enrolling through the service fills its last group (issue 31): the group file is downloaded into
+    the staging directory, filled there, uploaded under its next name, and the commit replaces it; an
+    empty index has nothing to fill and downloads nothing."""
     ix = new_index(DIM, DELTA)
     g = _gallery(8, seed=5)
     ix.add(g[:5])
     fake = _FakeService(ix.index_dir)
     owner = encmatch.Enroller(ix.client.server_key_dir, owner_key_dir=ix.key_dir)
-    with pytest.warns(remote.NewGroupWarning, match=r"group 0 on the service holds 5 of 2,048 entries.*3 entries "
-                                                    r"add a new group of 2,048 slots, [0-9.]+ MB to upload"):
-        summary = remote.enroll(fake, "id", owner, g[5:], progress=False)
-    assert summary["report"] == ["new group 1 (3 entries of 2,048)"] and len(summary["warnings"]) == 1
-    assert fake.uploaded == ["group-000001.ct"]
-    assert [grp["count"] for grp in fake.committed["groups"]] == [5, 3]
-    # an empty index: no group to fill, nothing to warn about
+    summary = remote.enroll(fake, "id", owner, g[5:], progress=False)
+    assert summary["report"] == ["filled group 0 (3 entries, now 8 of 2,048)"] and summary["warnings"] == []
+    assert fake.downloaded == ["group-000000.ct"] and fake.uploaded == ["group-000000.fill-1.ct"]
+    assert summary["downloaded_bytes"] > 0
+    assert [(grp["count"], grp.get("fills")) for grp in fake.committed["groups"]] == [(8, 1)]
     ix2 = new_index(DIM, DELTA)
     fake2 = _FakeService(ix2.index_dir)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", remote.NewGroupWarning)
-        remote.enroll(fake2, "id", owner_for(ix2), g[:2], progress=False)
+    remote.enroll(fake2, "id", owner_for(ix2), g[:2], progress=False)
+    assert fake2.downloaded == [] and fake2.uploaded == ["group-000000.ct"]
 
 
 def owner_for(ix: encmatch.EncryptedIndex) -> encmatch.Enroller:

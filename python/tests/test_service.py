@@ -154,9 +154,9 @@ def test_end_to_end(server, keys, data):
         check_answers(index, data["gallery"][:500], data["queries"][:6])
         ident = index.search(data["queries"][2], "identification")
         assert ident.count > 0 and ident.labels == [data["labels"][p] for p in ident.positions]
-        index.add(data["gallery"][500:], data["labels"][500:])  # appended: a second group
+        index.add(data["gallery"][500:], data["labels"][500:])  # appended: fills the first group (issue 31)
         info = index.info()
-        assert (info["count"], info["groups"], info["generation"]) == (600, 2, 3)
+        assert (info["count"], info["groups"], info["generation"]) == (600, 1, 3)
         assert info["loaded"] and info["uploads"] == []
         check_answers(index, data["gallery"], data["queries"][6:12])
         index_id = index.id
@@ -199,9 +199,9 @@ def test_cli_remote(server, keys, data, tmp_path):
     p = run_cli("enroll", "--server", server.url, "--index", index_id, "--keys", keys["a"],
                 "--encryption", "public-key", tmp_path / "gallery.npz", env=env)  # any enroller's, appended
     assert p.returncode == 0 and f"index {index_id} holds 600" in p.stdout, p.stderr
-    # the service path cannot fill the partial group: it says so, with the cost, as one line
-    assert "warning: group 0 on the service holds 300" in p.stderr and "cannot fill it" in p.stderr, p.stderr
-    assert "NewGroupWarning" not in p.stderr
+    # the service path fills the partial group (downloaded, filled here, replaced by the commit)
+    assert "to fill the last group" in p.stdout and "warning" not in p.stderr, (p.stdout, p.stderr)
+    assert watcher.service.manifest(index_id)["groups"][0]["count"] == 600
     assert len(watcher) == 300  # its manifest is cached until it is told to look again
     watcher.refresh()
     assert len(watcher) == 600 and watcher.labels == data["labels"][:300] + [""] * 300  # appended unlabelled

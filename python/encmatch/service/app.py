@@ -48,7 +48,7 @@ from typing import Any
 
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
@@ -573,6 +573,14 @@ def create_app(config: ServiceConfig) -> FastAPI:
     def get_sealed(index_id: str, name: str, tenant: str = Depends(tenant_of)) -> Response:
         """The bytes of one committed sealed label file (only the key holder can open them)."""
         return Response(storage.sealed_bytes(tenant, index_id, name), media_type="application/octet-stream")
+
+    @app.get("/v1/indexes/{index_id}/groups/{name}", response_class=FileResponse, responses={200: _OCTETS},
+             summary="One committed group file's bytes (header X-SHA256)")
+    def get_group(index_id: str, name: str, tenant: str = Depends(tenant_of)) -> FileResponse:
+        """A group file of the current generation, as committed: what an enroller fills the last,
+        partial group from (ciphertexts only)."""
+        path, sha = storage.group_file(tenant, index_id, name)
+        return FileResponse(path, media_type="application/octet-stream", headers={"X-SHA256": sha})
 
     @app.put("/v1/indexes/{index_id}/files/{name}", summary="Declare (or resume) the upload of a file")
     def declare_file(index_id: str, name: str, body: DeclareFile, tenant: str = Depends(tenant_of)) -> dict:

@@ -411,7 +411,7 @@ def remote_enroll(args: argparse.Namespace, vectors: np.ndarray, labels: Any, en
     from ..layout_checks import check_payload_input, check_same_layout
     import warnings
 
-    from .remote import AlreadyEnrolledWarning, NewGroupWarning, create_index, enroll
+    from .remote import AlreadyEnrolledWarning, create_index, enroll
 
     server_keys = args.keys / "server"
     with service_client(args) as service:
@@ -432,14 +432,14 @@ def remote_enroll(args: argparse.Namespace, vectors: np.ndarray, labels: Any, en
         check_payload_input(service.manifest(index_id), payloads, f"{index_id} (remote)")
         warn_if_insecure(service.index(index_id))
         t0 = time.perf_counter()
-        with warnings.catch_warnings():  # the cost of a new group is printed as a warning: line below
-            warnings.simplefilter("ignore", NewGroupWarning)  # both printed as warning: lines below
+        with warnings.catch_warnings():  # printed as a warning: line below
             warnings.simplefilter("ignore", AlreadyEnrolledWarning)
             summary = enroll(service, index_id, enroller, vectors, labels, payloads=payloads)
         dt = time.perf_counter() - t0
         for note in summary.get("warnings") or []:
             print(f"warning: {note}", file=sys.stderr)
-    print(f"enrolled {summary['added']:,} vectors in {dt:.2f} s (uploaded {fmt_bytes(summary['uploaded_bytes'])}); "
+    got = f", downloaded {fmt_bytes(summary['downloaded_bytes'])} to fill the last group" if summary.get("downloaded_bytes") else ""
+    print(f"enrolled {summary['added']:,} vectors in {dt:.2f} s (uploaded {fmt_bytes(summary['uploaded_bytes'])}{got}); "
           f"index {index_id} holds {summary['manifest']['count']:,}")
     return 0
 

@@ -333,6 +333,32 @@ class ServiceClient:
                 return self.index(index_id)
             raise
 
+    def download_group(self, index_id: str, name: str, dest: Path) -> int:
+        """``GET /v1/indexes/{id}/groups/{name}``: one committed group file, streamed to ``dest`` and
+        checked against the SHA-256 the service committed it with (Corrupt otherwise; nothing is left at
+        ``dest`` then). Returns its size."""
+        digest = hashlib.sha256()
+        size = 0
+        try:
+            with self._http.stream("GET", f"/v1/indexes/{index_id}/groups/{name}") as resp:
+                if resp.status_code >= 400:
+                    resp.read()
+                    raise _response_error(resp)
+                want = resp.headers.get("x-sha256", "")
+                with open(dest, "wb") as f:
+                    for chunk in resp.iter_bytes(1 << 20):
+                        f.write(chunk)
+                        digest.update(chunk)
+                        size += len(chunk)
+        except httpx.RequestError as exc:
+            dest.unlink(missing_ok=True)
+            raise Unavailable(f"downloading {name} from {self.url} failed: {_describe_transport(exc)}") from None
+        self.bytes_received += size
+        if digest.hexdigest() != want:
+            dest.unlink(missing_ok=True)
+            raise Corrupt(f"{name} from {self.url} does not hash to the SHA-256 it was committed with")
+        return size
+
     def sealed(self, index_id: str) -> list[dict]:
         """``GET /v1/indexes/{id}/sealed``: the committed sealed label files (``name``, ``size``, ``sha256``)."""
         return self.request("GET", f"/v1/indexes/{index_id}/sealed").json()["files"]
@@ -740,11 +766,13 @@ def enroll(service: ServiceClient, index_id: str, enroller: Enroller, vectors: A
     them. Returns the enrollment summary plus ``uploaded_bytes`` and the
     new ``manifest``.
 
-    This path does not fill the index's last partial group: the staging
-    directory holds no group file, and the service accepts only new files
-    at a commit. The vectors start a new group, and when the last group had
-    room a :class:`NewGroupWarning` says what that costs (also in the
-    summary's ``warnings``); enrolling locally fills it (docs/STORAGE.md).
+    When the index's last group has room, its file is downloaded into the
+    staging directory first and filled there (the core adds the new
+    entries' encryption to its diagonals and writes the group whole, to
+    its next file name, as a local enrollment does); the commit replaces it,
+    so small appends do not cost a group each. The enrollment is journalled
+    on this side (:class:`~encmatch.journal.RemoteJournal`): a rerun of the
+    same vectors adds nothing.
     """
     manifest = service.manifest(index_id)
     old = {g["file"] for g in manifest.get("groups", [])}
@@ -761,13 +789,14 @@ def enroll(service: ServiceClient, index_id: str, enroller: Enroller, vectors: A
         stage = Path(tmp) / "index"
         stage.mkdir()
         (stage / "manifest.json").write_text(json.dumps(manifest))
-        summary = enroller.enroll(stage, vectors, labels, progress=progress, fill=False, payloads=payloads)
-        notes = _new_group_cost(manifest, summary)
-        for note in notes:
-            warnings.warn(NewGroupWarning(note), stacklevel=2)
-        summary["warnings"] = notes
+        groups = manifest.get("groups") or []
+        slots = int((manifest.get("params") or {}).get("group_size") or 0)
+        fill = bool(groups) and 0 < int(groups[-1].get("count", 0)) < slots
+        downloaded = service.download_group(index_id, groups[-1]["file"], stage / groups[-1]["file"]) if fill else 0
+        summary = enroller.enroll(stage, vectors, labels, progress=progress, fill=fill, payloads=payloads)
+        summary["warnings"], summary["downloaded_bytes"] = [], downloaded
         new_manifest = json.loads((stage / "manifest.json").read_text())
-        files = [stage / g["file"] for g in new_manifest["groups"] if g["file"] not in old]
+        files = [stage / g["file"] for g in new_manifest["groups"] if g["file"] not in old]  # filled and new
         sealed = sorted((stage / labels_mod.LABELS_DIR).glob("*.sealed"))  # this enrollment's only
         sent = _upload_all(service, index_id, files + sealed, "upload", progress)
         batch = journal.begin(digest, [g for g in new_manifest["groups"] if g["file"] not in old])
@@ -785,23 +814,6 @@ def _batch_digest(vectors: Any, labels: Sequence[Any] | None, payloads: Any) -> 
     v = np.atleast_2d(np.asarray(vectors, dtype=np.float64))
     p = None if payloads is None else np.atleast_2d(np.asarray(payloads)).astype("<i2")
     return batch_digest(v, None if labels is None else [str(x) for x in labels], p)
-
-
-class NewGroupWarning(UserWarning):
-    """An enrollment through the service started a new group although the last one had room."""
-
-
-def _new_group_cost(manifest: dict, summary: dict) -> list[str]:
-    """The warning for vectors that went to a new group although the service's last group had room."""
-    groups = manifest.get("groups") or []
-    slots = int(summary.get("group_slots") or 0)
-    writes = [w for w in summary.get("group_writes") or [] if not w.get("filled")]
-    if not groups or not writes or not 0 < int(groups[-1].get("count", 0)) < slots:
-        return []
-    last, first = groups[-1], writes[0]
-    return [f"group {len(groups) - 1} on the service holds {int(last['count']):,} of {slots:,} entries, but enrolling "
-            f"through the service cannot fill it: {int(first['added']):,} entries add a new group of {slots:,} slots, "
-            f"{int(first['bytes']) / 1e6:,.1f} MB to upload and store (enrolling into a local index fills the last group)"]
 
 
 def remote_labels(service: ServiceClient, index_id: str, client: Client, manifest: dict | None = None) -> list[str] | None:

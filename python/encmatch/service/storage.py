@@ -105,6 +105,15 @@ def _write_json(path: Path, doc: Any) -> None:
 APPEND_FIELDS = ("groups", "count")
 
 
+def _fills(old: dict, new: dict) -> bool:
+    """Whether group entry ``new`` is ``old`` filled: the same start, more entries, the next fill's file
+    (the core's file name for it, ``group-<i>.fill-<F>.ct``, checked again when it loads the commit)."""
+    fills = int(old.get("fills", 0) or 0)
+    return (isinstance(new.get("count"), int) and new.get("start") == old.get("start")
+            and new["count"] > int(old.get("count", 0)) and new.get("fills") == fills + 1
+            and new.get("file") != old.get("file"))
+
+
 def _check_append_only(old: dict, new: dict) -> None:
     """Refuse (Conflict) a manifest that differs from the committed one in
     any field but :data:`APPEND_FIELDS`, a field added or dropped included:
@@ -218,11 +227,17 @@ def allowed_kinds(name: str, meta: dict) -> set[str]:
 _PAYLOAD_SUFFIX = re.compile(r"/payload=([1-9]|[1-5][0-9]|6[0-4])$")
 
 
+_FILL_SUFFIX = re.compile(r"/fill=[1-9][0-9]{0,6}/count=[1-9][0-9]{0,9}$")
+
+
 def group_kind(kind: str, meta: dict) -> str:
-    """A group's envelope kind without its ``/payload=<W>`` suffix when the keys are a payload key set
-    (the kinds :func:`allowed_kinds` names do not spell W; the core checks it against the manifest when
-    it loads the commit)."""
-    return _PAYLOAD_SUFFIX.sub("", kind) if meta.get("payload") and kind.startswith(_GROUP_KIND + "/") else kind
+    """A group's envelope kind without the suffixes :func:`allowed_kinds` does not spell: a filled
+    group's ``/fill=<F>/count=<C>``, and ``/payload=<W>`` when the keys are a payload key set (the core
+    checks both against the manifest when it loads the commit)."""
+    if not kind.startswith(_GROUP_KIND + "/"):
+        return kind
+    kind = _FILL_SUFFIX.sub("", kind)
+    return _PAYLOAD_SUFFIX.sub("", kind) if meta.get("payload") else kind
 
 
 @dataclass
@@ -529,6 +544,18 @@ class Storage:
             raise NotFound(f"no sealed file {name!r} in index {index_id}")
         return (d / f"gen-{cur['generation']:06d}" / name).read_bytes()
 
+    def group_file(self, tenant: str, index_id: str, name: str) -> tuple[Path, str]:
+        """The path and SHA-256 of one group file of the current generation (NotFound for a name its
+        manifest does not list): an enroller fills the last, partial group from it."""
+        d = self._dir(tenant, index_id)
+        cur = self._current(d)
+        if not cur:
+            raise NotFound(f"index {index_id} has no committed generation")
+        gen = d / f"gen-{cur['generation']:06d}"
+        if name not in {g.get("file") for g in _read_json(gen / "manifest.json").get("groups", [])}:
+            raise NotFound(f"no group file {name!r} in index {index_id}")
+        return gen / name, cur["files"][name]
+
     def current(self, tenant: str, index_id: str) -> tuple[int, Path, Path] | None:
         """``(generation, generation dir, keys dir)`` of a committed index, ``None`` if pending."""
         d = self._dir(tenant, index_id)
@@ -792,12 +819,19 @@ class Storage:
         cur = self._current(d)
         old_dir = d / f"gen-{cur['generation']:06d}" if cur else None
         old_groups = _read_json(old_dir / "manifest.json").get("groups", []) if old_dir else []
+        replaced = None  # the committed last group this commit fills, if any
         if groups[: len(old_groups)] != old_groups:
-            raise Conflict("the manifest changes committed groups; an index only grows")
+            n = len(old_groups)
+            if not (n and len(groups) >= n and groups[: n - 1] == old_groups[:-1] and _fills(old_groups[-1], groups[n - 1])):
+                raise Conflict("the manifest changes committed groups; an index only grows (and only its last, "
+                               "partial group may be filled: same start, more entries, the next fill's file)")
+            replaced = old_groups[-1]["file"]
         if old_dir is not None:
             _check_append_only(_read_json(old_dir / "manifest.json"), manifest)
         old_sealed = _read_json(old_dir / "sealed.json") if old_dir and (old_dir / "sealed.json").is_file() else []
         files = dict(cur["files"]) if cur else {}
+        if replaced is not None:
+            files.pop(replaced, None)  # the filled file takes its place
         new_keys = [n for n in key_files(meta) if n not in files]  # all at the first commit; again after drop_keys
         for n in new_keys:
             files[n] = _read_json(d / "uploads" / f"{n}.json")["sha256"]
@@ -838,7 +872,7 @@ class Storage:
             files[name] = digest
             sealed_list.append({"name": name, "size": src.stat().st_size, "sha256": digest})
             sources.append((name, src))
-        if old_dir is not None and len(groups) == len(old_groups) and len(sealed_list) == len(old_sealed):
+        if old_dir is not None and replaced is None and len(groups) == len(old_groups) and len(sealed_list) == len(old_sealed):
             raise Conflict(f"this commit adds nothing to generation {cur['generation']} (no new group or sealed "
                            "file): a replayed commit?")
         for f in old_sealed:
