@@ -26,7 +26,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -74,17 +74,8 @@ class Journal:
     def open(cls, index_dir: Path, entries: int) -> "Journal":
         """Read the journal of ``index_dir`` and settle a pending batch against the manifest's ``entries``."""
         path = Path(index_dir) / JOURNAL_FILE
-        journal = cls(path)
-        if path.exists():
-            try:
-                doc = json.loads(path.read_text())
-                if doc.get("version") != _VERSION:
-                    raise ValueError(f"version {doc.get('version')!r}")
-                journal.batches = [Batch(str(b["digest"]), int(b["start"]), int(b["count"]), bool(b["done"]))
-                                   for b in doc["batches"]]
-            except (ValueError, KeyError, TypeError) as exc:
-                raise Corrupt(f"enrollment journal {path} is unreadable ({exc}); it is only needed to resume an "
-                              "interrupted enrollment: remove it if no enrollment was interrupted") from None
+        journal = cls(path, _read_batches(path, "enrollment journal", lambda b: Batch(
+            str(b["digest"]), int(b["start"]), int(b["count"]), bool(b["done"]))))
         journal._settle(entries)
         return journal
 
@@ -121,6 +112,21 @@ class Journal:
     def _write(self) -> None:
         doc = {"version": _VERSION, "batches": [b.__dict__ for b in self.batches]}
         write_atomic(self.path, json.dumps(doc, separators=(",", ":")).encode())
+
+
+def _read_batches(path: Path, what: str, batch: Callable[[dict], Any]) -> list:
+    """The batches of the journal file at ``path`` (none if it does not exist), each made by ``batch``;
+    Corrupt, naming ``what``, for a file that cannot be read."""
+    if not path.exists():
+        return []
+    try:
+        doc = json.loads(path.read_text())
+        if doc.get("version") != _VERSION:
+            raise ValueError(f"version {doc.get('version')!r}")
+        return [batch(b) for b in doc["batches"]]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise Corrupt(f"{what} {path} is unreadable ({exc}); it is only needed to resume an interrupted "
+                      "enrollment: remove it if none was interrupted") from None
 
 
 #: Where remote enrollments are journalled (``ENCMATCH_STATE_DIR`` overrides).
@@ -162,17 +168,8 @@ class RemoteJournal:
         """The journal of index ``index_id`` at service ``url``, settled against its current ``manifest``."""
         name = hashlib.sha256(url.rstrip("/").encode()).hexdigest()[:16]
         path = state_dir() / "remote-enrollments" / f"{name}-{index_id}.json"
-        journal = cls(path)
-        if path.exists():
-            try:
-                doc = json.loads(path.read_text())
-                if doc.get("version") != _VERSION:
-                    raise ValueError(f"version {doc.get('version')!r}")
-                journal.batches = [RemoteBatch(str(b["digest"]), list(b["groups"]), bool(b["done"]))
-                                   for b in doc["batches"]]
-            except (ValueError, KeyError, TypeError) as exc:
-                raise Corrupt(f"remote enrollment journal {path} is unreadable ({exc}); it is only needed to "
-                              "resume an interrupted enrollment: remove it if none was interrupted") from None
+        journal = cls(path, _read_batches(path, "remote enrollment journal", lambda b: RemoteBatch(
+            str(b["digest"]), list(b["groups"]), bool(b["done"]))))
         committed = [{k: g.get(k) for k in ("file", "start", "count", "bytes")} for g in manifest.get("groups") or []]
         changed = False
         for b in [b for b in journal.batches if not b.done]:
