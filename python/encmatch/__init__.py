@@ -17,11 +17,11 @@ The SDK:
   similarity strategies (:data:`STRATEGIES`) a key set can be made for;
 - :class:`EncryptedIndex` - all three roles behind a vector-index API
   (``create``/``add``/``search``/``len``) for a key holder;
-- :mod:`encmatch.bruteforce` and :mod:`encmatch.validate` - the exact
+- :mod:`encmatch.evaluation.bruteforce` and :mod:`encmatch.evaluation.validate` - the exact
   plaintext reference and the comparison against it.
 - :mod:`encmatch.faces` - photos to embeddings (dlib detection and ArcFace
   alignment, MobileFaceNet or dlib's ResNet), with the model recorded;
-  :mod:`encmatch.calibrate` and :mod:`encmatch.accuracy` - score
+  :mod:`encmatch.evaluation.calibrate` and :mod:`encmatch.evaluation.accuracy` - score
   distributions and delta, encrypted vs plaintext accuracy on labelled faces.
 
 Errors are :class:`EncmatchError` subclasses (:mod:`encmatch.errors`).

@@ -31,15 +31,15 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
-from .progress import progress as progress_bar
+from ._util.progress import progress as progress_bar
 
 from . import _core
 from . import labels as labels_mod
 from .errors import Corrupt, InsecureParameters, Internal, InvalidArgument, Mismatch, NotFound, PayloadBandWarning
-from .journal import Journal, batch_digest
+from ._util.journal import Journal, batch_digest
 from .results import PAYLOAD, check_bound, check_mode
-from .defaults import DEFAULT_KAPPA
-from .units import parse_size
+from ._util.defaults import DEFAULT_KAPPA
+from ._util.units import parse_size
 
 __all__ = [
     "Client",
@@ -135,7 +135,7 @@ def _non_negative_int(value: Any, name: str) -> int:
 
 def memory_budget_bytes(memory_budget: Any) -> int:
     """A memory budget in bytes as the core takes it: bytes (an int), or a size with a unit such as
-    ``"4GB"`` (:mod:`encmatch.units`); 0 or ``None``: unlimited."""
+    ``"4GB"`` (:mod:`encmatch._util.units`); 0 or ``None``: unlimited."""
     if memory_budget is None:
         return 0
     if isinstance(memory_budget, str):
@@ -539,7 +539,7 @@ class Enroller:
         starts new groups instead (an enroller that does not hold the
         group files: the service path). A batch whose content an earlier
         run already enrolled (a rerun after a crash or Ctrl-C) is skipped,
-        not added twice (:mod:`encmatch.journal`). Returns the last batch's
+        not added twice (:mod:`encmatch._util.journal`). Returns the last batch's
         summary with ``added``, ``seconds``, ``bytes`` (files written; a
         filled group counts whole), ``growth`` (what the index grew on
         disk), ``groups_filled``, ``groups_new`` and ``groups_written``

@@ -10,7 +10,7 @@
 - :func:`build_scenario` makes a gallery (one image per enrolled identity,
   padded to a full group with impostors) and queries (other images of
   enrolled people, and people who are not enrolled), as the demo and
-  :mod:`encmatch.validate` use.
+  :mod:`encmatch.evaluation.validate` use.
 """
 
 from __future__ import annotations

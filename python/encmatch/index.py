@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
-from .progress import progress as progress_bar
+from ._util.progress import progress as progress_bar
 
 from . import _core
 from . import labels as labels_mod
@@ -52,7 +52,7 @@ from .client import (
 from .errors import InvalidArgument, NotFound
 from .results import PAYLOAD, PayloadResult, Result, check_bound, check_mode, make_result, payload_result, \
     require_complete
-from .defaults import DEFAULT_KAPPA
+from ._util.defaults import DEFAULT_KAPPA
 
 __all__ = ["EncryptedIndex", "decrypted_to_result"]
 

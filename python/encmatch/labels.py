@@ -51,7 +51,7 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from .atomic import write_atomic
+from ._util.atomic import write_atomic
 from .errors import Corrupt, Exists, Mismatch, NotFound
 
 __all__ = [

@@ -1,6 +1,6 @@
 """Search results, shared by the encrypted index and the plaintext brute force.
 
-Both :class:`~encmatch.EncryptedIndex` and :mod:`encmatch.bruteforce`
+Both :class:`~encmatch.EncryptedIndex` and :mod:`encmatch.evaluation.bruteforce`
 return these types, so their answers compare directly:
 
 - :class:`MembershipResult`: how many gallery entries match, and whether

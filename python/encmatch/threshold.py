@@ -45,7 +45,7 @@ import numpy as np
 
 from . import _core
 from .errors import InvalidArgument, NotFound
-from .defaults import DEFAULT_KAPPA
+from ._util.defaults import DEFAULT_KAPPA
 
 __all__ = [
     "init_setup",

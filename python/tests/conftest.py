@@ -18,11 +18,11 @@ import numpy as np
 import pytest
 
 import encmatch
-from encmatch.bruteforce import cosine_scores
+from encmatch.evaluation.bruteforce import cosine_scores
 from encmatch.data import find_data_dir, load_faces
-from encmatch.defaults import DEFAULT_KAPPA
+from encmatch._util.defaults import DEFAULT_KAPPA
 from encmatch.results import MODES
-from encmatch.validate import compare
+from encmatch.evaluation.validate import compare
 
 #: The preset and comparator depth of the suite (the default depth, so the
 #: suite tests the comparator that users get).
@@ -170,7 +170,7 @@ def fake_validate(flip: tuple[int, int] | None = None):
     """A stand-in for validate.run: the plaintext decisions as the 'encrypted' ones, ``flip`` one pair."""
     from encmatch.client import comparator
     from encmatch.results import make_result
-    from encmatch.validate import compare
+    from encmatch.evaluation.validate import compare
 
     def run(gallery, queries, *, delta, **kw):
         """The comparison report of the plaintext decisions at ``delta`` (one pair flipped)."""

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import encmatch
-from encmatch.bruteforce import cosine_scores
+from encmatch.evaluation.bruteforce import cosine_scores
 from encmatch.client import comparator
 
 

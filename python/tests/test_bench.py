@@ -1,4 +1,4 @@
-"""The benchmark harness (encmatch.bench, ``encmatch bench``) at the toy preset."""
+"""The benchmark harness (encmatch.evaluation.bench, ``encmatch bench``) at the toy preset."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import json
 import numpy as np
 import pytest
 
-from encmatch import bench, comparator
-from encmatch.bruteforce import cosine_scores
+from encmatch.evaluation import bench
+from encmatch import comparator
+from encmatch.evaluation.bruteforce import cosine_scores
 
 from conftest import TOY, run_cli
 

@@ -12,10 +12,11 @@ import numpy as np
 import pytest
 
 from encmatch import cli, comparator
-from encmatch import validate as validate_mod
-from encmatch.bruteforce import cosine_scores
+from encmatch.cli import evaluation as cli_evaluation
+from encmatch.evaluation import validate as validate_mod
+from encmatch.evaluation.bruteforce import cosine_scores
 from encmatch.results import make_result
-from encmatch.validate import compare
+from encmatch.evaluation.validate import compare
 
 from conftest import KAPPA, TOY, run_cli
 
@@ -232,7 +233,7 @@ def test_validate_exit_code_follows_the_report(monkeypatch, tmp_path, capsys):
         pos = [1] if bad else [0]
         return compare(scores, 0.5, bands, identification=[make_result("identification", positions=pos)])
 
-    monkeypatch.setattr(cli, "describe", lambda *a: {"group_size": 8, "preset": "toy", "insecure": True})
+    monkeypatch.setattr(cli_evaluation, "describe", lambda *a: {"group_size": 8, "preset": "toy", "insecure": True})
     monkeypatch.setattr(validate_mod, "run", lambda *a, **k: fake_run(bad=False))
     assert cli.main(["validate", "--gallery", str(tmp_path / "g.npz"), "--queries", "2", "--quiet"]) == 0
     monkeypatch.setattr(validate_mod, "run", lambda *a, **k: fake_run(bad=True))

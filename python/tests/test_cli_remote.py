@@ -31,7 +31,7 @@ from encmatch.errors import NotFound, ShardUnavailable, Unavailable
 from encmatch.service import Busy, RemoteIndex, ServiceClient, Unauthorized
 from encmatch.service.errors import error_from_response
 from encmatch.service.measure import add_tenant, free_port
-from encmatch.bruteforce import expected_results
+from encmatch.evaluation.bruteforce import expected_results
 
 from test_service import DELTA, CHUNK, data, keys, server  # noqa: F401 - the module's fixtures, shared
 

@@ -238,7 +238,7 @@ def test_set_threads():
 def test_payload_mode_through_ray(cluster, tmp_path):
     """Payload results of the shards are laid out for the whole index and merged by the core (cells added):
     the sharded answer equals the in-process one and brute force, for every query."""
-    from encmatch.bruteforce import payload_search
+    from encmatch.evaluation.bruteforce import payload_search
     from encmatch.data import separated_gallery
 
     rng = np.random.default_rng(8)

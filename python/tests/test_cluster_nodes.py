@@ -26,7 +26,7 @@ import encmatch  # noqa: E402
 from encmatch import EncryptedIndex  # noqa: E402
 from encmatch.cluster import RayBackend  # noqa: E402
 from encmatch.cluster.localnodes import WORKER_PORTS, LocalCluster, _ephemeral_start, free_port, worker_port_ranges  # noqa: E402
-from encmatch.bruteforce import expected_results, same_answer  # noqa: E402
+from encmatch.evaluation.bruteforce import expected_results, same_answer
 from encmatch.data import separated_gallery  # noqa: E402
 
 DIM = 16

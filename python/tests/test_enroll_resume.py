@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 import encmatch
-from encmatch import _core, journal as journal_mod
+from encmatch import _core
+from encmatch._util import journal as journal_mod
 from encmatch.errors import Corrupt
 
 

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from encmatch.accuracy import Roc, split
-from encmatch.calibrate import ScoreDistributions, calibrate
+from encmatch.evaluation.accuracy import Roc, split
+from encmatch.evaluation.calibrate import ScoreDistributions, calibrate
 from encmatch.data import FaceSet
 from encmatch.errors import InvalidArgument, Mismatch
 from encmatch.faces import (

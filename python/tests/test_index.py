@@ -8,7 +8,7 @@ import pytest
 import encmatch
 from encmatch import Client, EncryptedIndex, Enroller, IdentificationResult, MembershipResult, Server
 
-from encmatch.defaults import DEFAULT_KAPPA
+from encmatch._util.defaults import DEFAULT_KAPPA
 
 from conftest import KAPPA, TOY
 

@@ -211,7 +211,7 @@ def test_default_preset_end_to_end(tmp_path):
     Every eye outside the guard band equals the plaintext model; the server
     keeps 6 GiB of its 16 GB of Galois keys in memory.
     """
-    from encmatch.iris.bench import run
+    from encmatch.evaluation.iris_bench import run
 
     res = run(tmp_path / "out", tmp_path / "work", "default", 16384, eyes=4, enrolled=2, t=T, rotation_shift=1)
     assert not res["insecure"] and res["validation"]["ok"], res["validation"]

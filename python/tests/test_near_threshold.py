@@ -25,8 +25,8 @@ import pytest
 
 import encmatch
 from encmatch import EncryptedIndex
-from encmatch.bruteforce import cosine_scores
-from encmatch.calibrate import ScoreDistributions
+from encmatch.evaluation.bruteforce import cosine_scores
+from encmatch.evaluation.calibrate import ScoreDistributions
 from encmatch.client import comparator
 
 from nearthreshold import at_scores, default_kappa, filler, index_bands, judge, orthonormal, search_and_judge

@@ -14,7 +14,14 @@ import re
 import numpy as np
 import pytest
 
-from encmatch.calibrate import NonMated, ScoreDistributions, calibrate, fmr_for_fpir, fpir_independent, rate_text
+from encmatch.evaluation.calibrate import (
+    NonMated,
+    ScoreDistributions,
+    calibrate,
+    fmr_for_fpir,
+    fpir_independent,
+    rate_text,
+)
 from encmatch.errors import InvalidArgument
 
 from conftest import fake_validate, run_cli
@@ -182,7 +189,7 @@ def _fake_report(encrypted_positions=None):
     """Four queries against six labelled entries at delta 0.6; encrypted answers = brute force unless given."""
     from encmatch.client import comparator
     from encmatch.results import make_result
-    from encmatch.validate import compare
+    from encmatch.evaluation.validate import compare
 
     labels = ["A", "B", "x1", "x2", "x3", "x4"]
     scores = np.array([
@@ -201,7 +208,7 @@ def _fake_report(encrypted_positions=None):
 
 
 def test_demo_ground_truth_is_not_the_agreement():
-    from encmatch.demo import ground_truth
+    from encmatch.evaluation.demo import ground_truth
 
     rep, labels = _fake_report()
     # Against brute force everything agrees: precision and recall 100 %.
@@ -228,7 +235,7 @@ def test_demo_toy_calibrates_for_its_gallery_and_reports_ground_truth(data_dir, 
     import argparse
     import io
 
-    from encmatch import demo
+    from encmatch.evaluation import demo
 
     p = argparse.ArgumentParser()
     demo.add_arguments(p)
@@ -265,7 +272,7 @@ def _query_names(text: str) -> list[str]:
 
 
 def test_search_rates_and_fpir_threshold():
-    from encmatch.accuracy import search_rates, threshold_at_fpir
+    from encmatch.evaluation.accuracy import search_rates, threshold_at_fpir
 
     truth = np.array([[1, 0, 0], [0, 1, 0], [0, 0, 0], [0, 0, 0]], bool)
     mated = np.array([True, True, False, False])
@@ -281,7 +288,7 @@ def test_search_rates_and_fpir_threshold():
 
 
 def _fake_split(seed: int = 0):
-    from encmatch.accuracy import Split
+    from encmatch.evaluation.accuracy import Split
 
     rng = np.random.default_rng(seed)
     g = rng.standard_normal((10, 16))
@@ -296,7 +303,7 @@ def _fake_split(seed: int = 0):
 
 
 def test_accuracy_reports_1n_rates_and_ground_truth_apart(monkeypatch):
-    from encmatch import accuracy
+    from encmatch.evaluation import accuracy
 
     sp = _fake_split()
     scores = sp.probes @ sp.gallery.T

@@ -20,14 +20,15 @@ import numpy as np
 import pytest
 
 import encmatch
-from encmatch import Client, EncryptedIndex, Enroller, PayloadIncomplete, PayloadResult, bruteforce
+from encmatch import Client, EncryptedIndex, Enroller, PayloadIncomplete, PayloadResult
+from encmatch.evaluation import bruteforce
 from encmatch import _core
 from encmatch._core import as_payloads
-from encmatch.bruteforce import cosine_scores, payload_search
+from encmatch.evaluation.bruteforce import cosine_scores, payload_search
 from encmatch.client import comparator
 from encmatch.data import load_records
 from encmatch.errors import Corrupt, InvalidArgument, PayloadBandWarning
-from encmatch.journal import batch_digest
+from encmatch._util.journal import batch_digest
 from encmatch.results import incomplete_message, payload_result, require_complete, sort_records
 
 from conftest import KAPPA, TOY, run_cli

@@ -6,8 +6,8 @@ import io
 
 import numpy as np
 
-from encmatch import progress as progress_mod
-from encmatch.progress import LogLines
+from encmatch._util import progress as progress_mod
+from encmatch._util.progress import LogLines
 
 
 def test_log_lines_every_interval_and_a_closing_line():

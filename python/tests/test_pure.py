@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from encmatch import _core, errors
-from encmatch._ui import gigabytes
+from encmatch._util.ui import gigabytes
 from encmatch.client import memory_budget_bytes
-from encmatch.bruteforce import BruteForceIndex, cosine_scores, normalize, search
+from encmatch.evaluation.bruteforce import BruteForceIndex, cosine_scores, normalize, search
 from encmatch.results import IdentificationResult, MembershipResult, make_result
-from encmatch.validate import compare, format_table
+from encmatch.evaluation.validate import compare, format_table
 
 
 # ---- input validation at the boundary ---------------------------------------

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from encmatch.bruteforce import cosine_scores
+from encmatch.evaluation.bruteforce import cosine_scores
 from encmatch.data import build_scenario
 
 pytestmark = pytest.mark.data

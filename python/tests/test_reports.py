@@ -23,11 +23,12 @@ import re
 import numpy as np
 import pytest
 
-from encmatch import accuracy, cli
-from encmatch.accuracy import Split
-from encmatch.defaults import DEFAULT_KAPPA
+from encmatch.evaluation import accuracy
+from encmatch import cli
+from encmatch.evaluation.accuracy import Split
+from encmatch._util.defaults import DEFAULT_KAPPA
 from encmatch.errors import InvalidArgument
-from encmatch.faces import commands as face_commands
+from encmatch.cli import faces as face_commands
 from encmatch.faces import save_embeddings
 from encmatch.faces.embed import Embedded, Problem
 from encmatch.faces.store import check_output_file

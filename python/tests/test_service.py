@@ -642,7 +642,7 @@ def test_remote_enrollment_resumes(server, keys, data, monkeypatch, tmp_path):
     """Issue 31, item 5: a remote enrollment journals what it committed (on the enroller's side), so a
     rerun of the same vectors adds nothing, whether the first run finished, died after its commit (its
     journal still pending) or died before it (nothing committed: the rerun adds them once)."""
-    from encmatch.journal import RemoteJournal
+    from encmatch._util.journal import RemoteJournal
     from encmatch.service.remote import AlreadyEnrolledWarning
 
     token = server.tokens["bob"]

@@ -21,7 +21,7 @@ import pytest
 import encmatch
 from encmatch.service import RemoteIndex, ServiceClient
 from encmatch.service.measure import ServerProcess, add_tenant
-from encmatch.bruteforce import expected_results, same_answer
+from encmatch.evaluation.bruteforce import expected_results, same_answer
 from encmatch.data import separated_gallery
 
 DIM = 16

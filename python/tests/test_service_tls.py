@@ -37,7 +37,7 @@ from cryptography.x509.oid import NameOID
 import encmatch
 from encmatch.service import RemoteIndex, ServiceClient, Unauthorized
 from encmatch.service.measure import ServerProcess, free_port
-from encmatch.bruteforce import expected_results, same_answer
+from encmatch.evaluation.bruteforce import expected_results, same_answer
 from encmatch.data import separated_gallery
 from encmatch.service.tenancy import TokenStore
 from encmatch.service.transport import (

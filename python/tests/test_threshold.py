@@ -83,7 +83,7 @@ class Searcher:
 
     def expected(self, q: int, mode: str):
         """The plaintext answer of probe ``q``."""
-        from encmatch.bruteforce import expected_results
+        from encmatch.evaluation.bruteforce import expected_results
 
         return expected_results(self.gallery, self.queries[q][None, :], DELTA, mode)[0]
 
@@ -110,7 +110,7 @@ def shares_of(s: dict, ct: bytes, parties) -> list[bytes]:
 def check_answer(sr: Searcher, info: dict, q: int, mode: str):
     """The combined answer equals the plaintext one."""
     from encmatch.index import decrypted_to_result
-    from encmatch.bruteforce import same_answer
+    from encmatch.evaluation.bruteforce import same_answer
 
     assert same_answer(decrypted_to_result(info["answer"]), sr.expected(q, mode)), (mode, info["answer"])
 

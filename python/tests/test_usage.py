@@ -9,11 +9,11 @@ import pytest
 
 import encmatch
 from encmatch import EncryptedIndex, cli, presets
-from encmatch._ui import gigabytes
+from encmatch._util.ui import gigabytes
 from encmatch.client import memory_budget_bytes
-from encmatch.defaults import DEFAULT_KAPPA, DEFAULT_PRESET, PRESETS
+from encmatch._util.defaults import DEFAULT_KAPPA, DEFAULT_PRESET, PRESETS
 from encmatch.errors import InsecureParameters, InvalidArgument
-from encmatch.units import parse_size
+from encmatch._util.units import parse_size
 
 from conftest import KAPPA, TOY
 

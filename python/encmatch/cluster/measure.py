@@ -34,7 +34,7 @@ import ray
 
 from ..client import Client, Enroller, Server, describe
 from ..index import decrypted_to_result
-from ..bruteforce import expected_results, same_answer
+from ..evaluation.bruteforce import expected_results, same_answer
 from ..data import separated_gallery
 from .ray_backend import RayBackend, RayServer
 

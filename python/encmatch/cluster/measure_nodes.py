@@ -33,7 +33,7 @@ import ray
 
 from ..client import Client, describe
 from ..index import decrypted_to_result
-from ..bruteforce import expected_results, same_answer
+from ..evaluation.bruteforce import expected_results, same_answer
 from .localnodes import LocalCluster
 from .measure import DELTA, _peak_rss, add_gallery_arguments, prepare_from_args
 from .ray_backend import RayBackend

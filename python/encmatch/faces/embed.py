@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
-from ..progress import progress as progress_bar
+from .._util.progress import progress as progress_bar
 
 from .. import data as data_mod
 from ..errors import EncmatchError, InvalidArgument

@@ -28,7 +28,7 @@ from typing import Sequence
 import numpy as np
 
 from .. import data as data_mod
-from ..atomic import check_writable_folder
+from .._util.atomic import check_writable_folder
 from ..errors import Corrupt, InvalidArgument, Mismatch
 from ..errors import IOError as DiskError
 from .models import model_spec

@@ -18,7 +18,7 @@
   calibrated to about 250 degrees of freedom;
 - :mod:`~encmatch.iris.calibration`: impostor/genuine statistics, FMR/FNMR;
 - :mod:`~encmatch.iris.openiris`: open-iris JSON and the project's ``.npz``;
-- :mod:`~encmatch.iris.cli`: ``encmatch iris generate|match|calibrate|convert``.
+- :mod:`~encmatch.cli.iris`: ``encmatch iris generate|match|calibrate|convert``.
 
 ``docs/IRIS.md`` describes the choices and the calibration.
 """

@@ -37,7 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from ..progress import progress as progress_bar
+from .._util.progress import progress as progress_bar
 
 from ..errors import InvalidArgument
 from .encoding import LAYOUT, check_layout

@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
-from ..progress import progress as progress_bar
+from .._util.progress import progress as progress_bar
 
 from ..errors import InvalidArgument
 from .encoding import DEFAULT_ROTATION_SHIFT, masked_bits, rotations, score_threshold, shifts

@@ -12,7 +12,7 @@ network between them:
 - :mod:`~encmatch.service.transport` - TLS and token hygiene: the listen check, URL tokens refused, log redaction;
 - :mod:`~encmatch.service.frames` - the core's frame header, read in Python;
 - :mod:`~encmatch.service.errors` - the service's error kinds and HTTP statuses;
-- :mod:`~encmatch.service.commands` - the command-line subcommands;
+- :mod:`~encmatch.cli.service` - the command-line subcommands;
 - :mod:`~encmatch.service.measure` - a server process helper, the load test and the overhead measurement.
 
 ``docs/SERVICE.md`` describes the HTTP API and the measured figures.

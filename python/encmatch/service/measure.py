@@ -35,11 +35,11 @@ from typing import Any, Sequence
 import httpx
 import numpy as np
 
-from ..bruteforce import expected_results, same_answer
+from ..evaluation.bruteforce import expected_results, same_answer
 from ..client import Client, Enroller, Server, describe
 from ..data import separated_gallery
 from ..results import Result, make_result
-from ..defaults import DEFAULT_KAPPA
+from .._util.defaults import DEFAULT_KAPPA
 from .remote import RemoteIndex, ServiceClient, create_index, enroll
 from .tenancy import TokenStore
 

@@ -66,14 +66,14 @@ from typing import Any, Callable, Sequence
 
 import httpx
 import numpy as np
-from ..progress import progress as progress_bar
+from .._util.progress import progress as progress_bar
 
 from .. import _core
 from .. import labels as labels_mod
 from ..client import Client, Enroller, check_delta, check_payload_width, check_rule, manifest_delta, manifest_total
 from ..errors import Corrupt, EncmatchError, InvalidArgument, Mismatch, Unavailable
 from ..index import decrypted_to_result
-from ..journal import RemoteJournal, batch_digest
+from .._util.journal import RemoteJournal, batch_digest
 from ..results import PAYLOAD, PayloadResult, Result, check_bound, check_mode, make_result, require_complete
 from .errors import Busy, Conflict, ShuttingDown, Unauthorized, error_from_response
 from .transport import PlaintextTokenWarning, is_loopback_host
@@ -771,7 +771,7 @@ def enroll(service: ServiceClient, index_id: str, enroller: Enroller, vectors: A
     entries' encryption to its diagonals and writes the group whole, to
     its next file name, as a local enrollment does); the commit replaces it,
     so small appends do not cost a group each. The enrollment is journalled
-    on this side (:class:`~encmatch.journal.RemoteJournal`): a rerun of the
+    on this side (:class:`~encmatch._util.journal.RemoteJournal`): a rerun of the
     same vectors adds nothing.
     """
     manifest = service.manifest(index_id)

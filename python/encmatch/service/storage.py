@@ -60,7 +60,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..atomic import fsync_dir, write_atomic
+from .._util.atomic import fsync_dir, write_atomic
 from ..client import describe
 from ..errors import Corrupt, EncmatchError, Exists, InvalidArgument, Mismatch, NotFound
 from .errors import Conflict, Forbidden, InsufficientStorage, QuotaExceeded

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ..errors import Exists, InvalidArgument, NotFound
-from ..atomic import write_atomic
+from .._util.atomic import write_atomic
 
 __all__ = ["TokenStore", "TENANT_NAME", "hash_token"]
 

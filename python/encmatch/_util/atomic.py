@@ -11,7 +11,7 @@ import os
 import secrets
 from pathlib import Path
 
-from .errors import InvalidArgument
+from ..errors import InvalidArgument
 
 __all__ = ["write_atomic", "fsync_dir", "check_writable_folder"]
 

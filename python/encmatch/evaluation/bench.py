@@ -53,15 +53,15 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
-from .progress import progress as progress_bar
 
-from . import data as data_mod
+from .. import data as data_mod
+from .._util.atomic import check_writable_folder
+from .._util.defaults import DEFAULT_KAPPA
+from .._util.progress import progress as progress_bar
+from ..client import Client, Enroller, Server, comparator, describe
+from ..errors import InvalidArgument
+from ..index import decrypted_to_result
 from .bruteforce import cosine_scores
-from .client import Client, Enroller, Server, comparator, describe
-from .atomic import check_writable_folder
-from .errors import InvalidArgument
-from .index import decrypted_to_result
-from .defaults import DEFAULT_KAPPA
 
 __all__ = [
     "SYNTHETIC_DELTA",
@@ -94,7 +94,7 @@ ENCRYPTIONS = ("public-key", "secret-key")
 #: of 512-d uniform vectors about 0 +- 0.044 (at most about 0.25 over 2^20): 0.6
 #: leaves more than the comparator's value band (0.19 at kappa 8) on both sides.
 SYNTHETIC_DELTA = 0.6
-#: Threshold of the faces workload (MobileFaceNet, FMR 1e-4; see :mod:`encmatch.validate`).
+#: Threshold of the faces workload (MobileFaceNet, FMR 1e-4; see :mod:`encmatch.evaluation.validate`).
 FACES_DELTA = 0.541
 #: Dimension of the faces workload (MobileFaceNet embeddings).
 FACES_DIM = 192

@@ -3,7 +3,7 @@
 :func:`run` enrolls a gallery, runs every query in both modes through the
 full encrypted pipeline (keygen or reused keys, enroll, encrypt, search,
 decrypt; each step timed) and hands the answers to :func:`compare`, which
-judges them against :mod:`encmatch.bruteforce` with the guard bands of the
+judges them against :mod:`encmatch.evaluation.bruteforce` with the guard bands of the
 core's comparator (method ``comparator``):
 
 - **identification**, per (query, gallery entry) pair: the encrypted
@@ -30,16 +30,16 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
-from .progress import progress as progress_bar
 
-from . import _core
+from .. import _core
+from .._util.defaults import DEFAULT_KAPPA
+from .._util.progress import progress as progress_bar
+from .._util.ui import describe_strategy
+from ..client import AUTO, Client, Enroller, Server, choose_strategy, comparator
+from ..errors import Corrupt, Exists, InvalidArgument, Mismatch, NotFound
+from ..index import decrypted_to_result
+from ..results import MODES, IdentificationResult, MembershipResult, check_mode
 from .bruteforce import cosine_scores
-from ._ui import describe_strategy
-from .client import AUTO, Client, Enroller, Server, choose_strategy, comparator
-from .errors import Corrupt, Exists, InvalidArgument, Mismatch, NotFound
-from .index import decrypted_to_result
-from .results import MODES, IdentificationResult, MembershipResult, check_mode
-from .defaults import DEFAULT_KAPPA
 
 #: MobileFaceNet cosine threshold at a false-match rate of 1e-4 per comparison,
 #: measured over all 87 million impostor pairs of LFW (FNMR 1.9 % there). A 1:N

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from .atomic import check_writable_folder, write_atomic
-from .errors import Corrupt, InvalidArgument, NotFound
+from .._util.atomic import check_writable_folder, write_atomic
+from ..errors import Corrupt, InvalidArgument, NotFound
 
 __all__ = ["MANIFEST", "ResultFiles", "precheck", "plan", "expand"]
 

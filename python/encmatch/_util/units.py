@@ -13,7 +13,7 @@ import math
 import re
 from typing import Any
 
-from .errors import InvalidArgument
+from ..errors import InvalidArgument
 
 __all__ = ["UNITS", "parse_size"]
 

@@ -30,15 +30,13 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidArgument, NotFound
-from . import encrypted_cli as encrypted_commands
-from ._cliutil import emit as _emit
-from ._cliutil import log as _log
-from ._cliutil import threshold as _threshold
-from .calibration import measure
-from .encoding import DEFAULT_ROTATION_SHIFT
-from .generator import POPULATIONS, IrisGenerator, generate
-from .model import DEFAULT_CHUNK, Normalisation, confusion, match
-from .openiris import read_templates, save_templates, write_openiris
+from ..iris.calibration import measure
+from ..iris.encoding import DEFAULT_ROTATION_SHIFT
+from ..iris.generator import POPULATIONS, IrisGenerator, generate
+from ..iris.model import DEFAULT_CHUNK, Normalisation, confusion, match
+from ..iris.openiris import read_templates, save_templates, write_openiris
+from . import iris_encrypted as encrypted_commands
+from ._iris_util import emit as _emit, log as _log, threshold as _threshold
 
 __all__ = ["add_commands"]
 

@@ -16,11 +16,11 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from ..bench import RssSampler, hardware
-from . import encrypted as E
-from .encoding import DEFAULT_ROTATION_SHIFT, shifts
-from .generator import POPULATIONS, generate
-from .model import match as model_match
+from ..iris import encrypted as E
+from ..iris.encoding import DEFAULT_ROTATION_SHIFT, shifts
+from ..iris.generator import POPULATIONS, generate
+from ..iris.model import match as model_match
+from .bench import RssSampler, hardware
 
 __all__ = ["run", "PAPER_TABLE2_MS"]
 

@@ -33,10 +33,10 @@ from typing import Any
 
 import numpy as np
 
-from . import threshold as th
-from ._ui import warn_if_insecure
-from .errors import InvalidArgument
-from .defaults import DEFAULT_KAPPA
+from .. import threshold as th
+from .._util.defaults import DEFAULT_KAPPA
+from .._util.ui import warn_if_insecure
+from ..errors import InvalidArgument
 
 __all__ = ["add_commands"]
 
@@ -219,7 +219,7 @@ def _print_signed(out: Path, info: dict, size: int) -> None:
 
 def cmd_search(args: argparse.Namespace) -> int:
     """``threshold search``."""
-    from .client import Server
+    from ..client import Server
 
     with Server(args.index, args.keys) as server:
         data = server.search(args.query.read_bytes(), args.mode, signing_key=args.signing_key, generation=args.generation)

@@ -7,9 +7,9 @@
   the model is recorded beside the index and embeddings of another model
   are refused.
 - ``encmatch calibrate LABELLED`` prints the genuine and impostor score
-  distributions and suggests delta (:mod:`encmatch.calibrate`).
+  distributions and suggests delta (:mod:`encmatch.evaluation.calibrate`).
 - ``encmatch accuracy LABELLED`` compares encrypted and plaintext
-  identification (:mod:`encmatch.accuracy`) and draws the ROC/DET plot.
+  identification (:mod:`encmatch.evaluation.accuracy`) and draws the ROC/DET plot.
 
 LABELLED is one labelled ``.npz`` (``emb`` + ``label``/``names`` or
 ``name``) or photos.
@@ -34,16 +34,15 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import accuracy as accuracy_mod
-from .. import calibrate as calibrate_mod
 from .. import data as data_mod
-from .._ui import add_kappa_argument, add_preset_argument, describe_params, warn_if_insecure
+from .._util.ui import add_kappa_argument, add_preset_argument, describe_params, warn_if_insecure
 from ..client import describe
 from ..errors import InvalidArgument, Mismatch
-from .embed import MULTIPLE, Collected, Problem, collect, embed_photos
-from .images import ID_RULES, is_photo_path
-from .models import DEFAULT_MODEL, MODELS
-from .store import check_dim, check_model, check_output_file, file_model, index_model, record_index_model
+from ..evaluation import accuracy as accuracy_mod, calibrate as calibrate_mod
+from ..faces.embed import MULTIPLE, Collected, Problem, collect, embed_photos
+from ..faces.images import ID_RULES, is_photo_path
+from ..faces.models import DEFAULT_MODEL, MODELS
+from ..faces.store import check_dim, check_model, check_output_file, file_model, index_model, record_index_model
 
 __all__ = ["add_photo_arguments", "enroll_inputs", "finish_enroll", "query_inputs", "skipped_exit", "add_commands"]
 

@@ -37,10 +37,10 @@ from typing import Any
 
 import numpy as np
 
-from ..cluster.cli import add_backend_arguments, backend_from_args
-from .._ui import add_memory_budget_argument, fmt_bytes, warn_if_insecure
+from .._util.ui import add_memory_budget_argument, fmt_bytes, warn_if_insecure
 from ..client import Client, Enroller, manifest_delta
 from ..errors import InvalidArgument, NotFound
+from .cluster import add_backend_arguments, backend_from_args
 
 __all__ = ["add_commands", "add_remote_arguments", "remote_enroll", "remote_query", "remote_labels",
            "token_from_args", "service_client", "cmd_index", "index_table"]
@@ -105,7 +105,7 @@ def service_client(args: argparse.Namespace) -> Any:
     loopback is a ``warning:`` line there)."""
     import warnings
 
-    from .remote import PlaintextTokenWarning, ServiceClient
+    from ..service.remote import PlaintextTokenWarning, ServiceClient
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", PlaintextTokenWarning)
@@ -213,8 +213,8 @@ def add_commands(sub: Any) -> None:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """Run the service until SIGINT/SIGTERM."""
-    from .app import ServiceConfig, serve
-    from .transport import check_listen
+    from ..service.app import ServiceConfig, serve
+    from ..service.transport import check_listen
 
     check_listen(args.host, args.tls_cert, args.tls_key, args.allow_plaintext)  # before anything is opened
     if args.max_queue < 1 or args.workers < 1 or args.query_timeout <= 0 or args.max_body_mb <= 0:
@@ -247,7 +247,7 @@ def cmd_tenant(args: argparse.Namespace) -> int:
     """``encmatch tenant add|rotate|revoke|list``: a new token (printed once, on stdout), a rotation,
     a revocation or the list of tenants. Re-adding a tenant, or any action on a data directory that
     does not exist (``add`` creates it), is an error (exit 2)."""
-    from .tenancy import TokenStore
+    from ..service.tenancy import TokenStore
 
     if args.data is None:
         raise InvalidArgument("tenant: --data DIR (the service's data directory) is required")
@@ -312,7 +312,7 @@ def index_table(indexes: list[dict]) -> str:
 
 def _index_lines(status: dict, manifest: dict | None, url: str) -> list[str]:
     """``encmatch index info``'s text for a remote index's status (and manifest when it is ready)."""
-    from .._ui import describe_params, describe_strategy
+    from .._util.ui import describe_params, describe_strategy
 
     out = [f"index: {status.get('id')} on {url}"]
     if status.get("label"):
@@ -363,7 +363,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     index directory without it). An unknown index exits 2, an unreachable or refusing service 3."""
     if args.server is None:
         if args.action == "info":
-            from ..summaries import cmd_info  # the local index summary of `encmatch info --index`
+            from .summaries import cmd_info
 
             return cmd_info(argparse.Namespace(index=Path(args.id), keys=None, json=args.json))
         raise InvalidArgument(f"index {args.action} needs --server URL (an encmatch service); a local index is a "
@@ -408,10 +408,10 @@ def remote_enroll(args: argparse.Namespace, vectors: np.ndarray, labels: Any, en
     ``--keys``/server, or the key owner's secret key), upload, commit; creates the index when
     ``--index`` is absent (``creation()``: its payload width and rule, else none).
     ``payloads``: the records' int16 payloads, for an index with payloads."""
-    from ..layout_checks import check_payload_input, check_same_layout
     import warnings
 
-    from .remote import AlreadyEnrolledWarning, create_index, enroll
+    from ..service.remote import AlreadyEnrolledWarning, create_index, enroll
+    from .layout_checks import check_payload_input, check_same_layout
 
     server_keys = args.keys / "server"
     with service_client(args) as service:
@@ -446,9 +446,9 @@ def remote_enroll(args: argparse.Namespace, vectors: np.ndarray, labels: Any, en
 
 def remote_query(args: argparse.Namespace, vectors: np.ndarray, names: list[str], sink) -> int:
     """``query --server``: encrypt each probe here, search it on the service, write the encrypted results
-    (``sink``, :mod:`encmatch.resultfiles`) and with ``--decrypt`` print the answers. Returns the number
+    (``sink``, :mod:`encmatch.cli.resultfiles`) and with ``--decrypt`` print the answers. Returns the number
     of incomplete payload answers."""
-    from ..probes import run_probes
+    from .probes import run_probes
 
     if args.index is None:
         raise InvalidArgument("--index (the remote index id) is required")
@@ -461,7 +461,7 @@ def remote_query(args: argparse.Namespace, vectors: np.ndarray, names: list[str]
         labels = None
         decrypt = bool(getattr(args, "decrypt", False))
         if decrypt:
-            from .remote import remote_labels as fetch_labels
+            from ..service.remote import remote_labels as fetch_labels
 
             labels = fetch_labels(service, str(args.index), client)
         waits = {"search": 0.0, "queue": 0.0}
@@ -479,9 +479,9 @@ def remote_query(args: argparse.Namespace, vectors: np.ndarray, names: list[str]
     return incomplete
 
 
-def _quotas(args: argparse.Namespace) -> "Quotas":
-    """The per-tenant quotas of ``serve``'s options."""
-    from .storage import Quotas
+def _quotas(args: argparse.Namespace) -> Any:
+    """The per-tenant quotas of ``serve``'s options (a :class:`encmatch.service.storage.Quotas`)."""
+    from ..service.storage import Quotas
 
     for name in ("tenant_indexes", "tenant_gb", "tenant_uploads"):
         if getattr(args, name) < 0:
@@ -497,7 +497,7 @@ def remote_delta(args: argparse.Namespace) -> float:
 
 def remote_labels(args: argparse.Namespace, client: Client) -> list[str] | None:
     """``decrypt --server``: the remote index's labels, fetched sealed and opened with ``client``'s label key."""
-    from .remote import remote_labels as fetch_labels
+    from ..service.remote import remote_labels as fetch_labels
 
     with service_client(args) as service:
         return fetch_labels(service, str(args.index), client)

@@ -7,7 +7,7 @@ if needed, random unit vectors; 4 queries of enrolled people (other images)
 and 4 of people who are not enrolled.
 
 Its threshold is a 1:N one: unless ``--delta`` is given, delta is
-calibrated (:mod:`encmatch.calibrate`) for a target FPIR (default 1 %) at
+calibrated (:mod:`encmatch.evaluation.calibrate`) for a target FPIR (default 1 %) at
 the demo's own gallery size, on the LFW faces of every identity that is not
 queried (so the queries' own scores never choose it). A 1:1 threshold
 (FMR 1e-4) would accept about 40 % of unknown people against 16,384 faces.
@@ -38,10 +38,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import calibrate as calibrate_mod
-from . import data as data_mod
-from . import validate
-from ._ui import (
+from .. import data as data_mod
+from .._util.ui import (
     add_kappa_argument,
     add_memory_budget_argument,
     add_preset_argument,
@@ -49,9 +47,10 @@ from ._ui import (
     describe_params,
     warn_if_insecure,
 )
-from .client import describe, version
+from ..client import describe, version
+from ..faces.models import DEFAULT_MODEL, MODELS
+from . import calibrate as calibrate_mod, validate
 from .validate import format_table
-from .faces.models import DEFAULT_MODEL, MODELS
 
 __all__ = ["DEFAULT_DELTA", "DEFAULT_TARGET_FPIR", "GroundTruth", "ground_truth", "calibrate_delta", "add_arguments",
            "run"]

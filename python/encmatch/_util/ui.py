@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import unicodedata
 import sys
+import unicodedata
 from typing import TextIO
 
-from .client import AUTO, STRATEGIES
-from .errors import InvalidArgument
-from .results import MembershipResult, PayloadResult, Result
-from .units import parse_size
+from ..client import AUTO, STRATEGIES
+from ..errors import InvalidArgument
+from ..results import MembershipResult, PayloadResult, Result
 from .defaults import DEFAULT_KAPPA, DEFAULT_PRESET, PRESETS
+from .units import parse_size
 
 __all__ = [
     "INSECURE_BANNER",
@@ -88,7 +88,7 @@ def describe_strategy(name: str, n1: int) -> str:
 
 def gigabytes(text: str) -> int:
     """argparse type: a size in bytes from GB (a bare number, 10^9 bytes) or a size with a unit
-    (``512MB``, ``1.5GiB``: :mod:`encmatch.units`); 0 means unlimited."""
+    (``512MB``, ``1.5GiB``: :mod:`encmatch._util.units`); 0 means unlimited."""
     try:
         return parse_size(text, bare="GB")
     except InvalidArgument as exc:
@@ -175,7 +175,7 @@ def shown(label: str) -> str:
     """A label as the terminal may show it: control and format characters (a label sealed by an older
     version, which did not refuse them) escaped as \\uXXXX, so that a name cannot move the cursor, hide
     text or reverse what follows it."""
-    from .client import _LABEL_FORBIDDEN, _LABEL_JOINERS
+    from ..client import _LABEL_FORBIDDEN, _LABEL_JOINERS
 
     return "".join(f"\\u{ord(c):04x}" if unicodedata.category(c) in _LABEL_FORBIDDEN and c not in _LABEL_JOINERS
                    else c for c in label)

@@ -10,10 +10,10 @@ import argparse
 import json
 from pathlib import Path
 
-from . import labels as labels_mod
-from ._ui import describe_params, fmt_bytes, warn_if_insecure
-from .client import Client, index_info, manifest_strategy, manifest_total, presets, version
-from .faces.store import index_model
+from .. import labels as labels_mod
+from .._util.ui import describe_params, fmt_bytes, warn_if_insecure
+from ..client import Client, index_info, manifest_strategy, manifest_total, presets, version
+from ..faces.store import index_model
 
 __all__ = ["cmd_info"]
 

@@ -11,8 +11,8 @@ import argparse
 
 import numpy as np
 
-from .client import manifest_payload_width, manifest_rule
-from .errors import InvalidArgument
+from ..client import manifest_payload_width, manifest_rule
+from ..errors import InvalidArgument
 
 
 def check_same_layout(manifest: dict, args: argparse.Namespace, where: str) -> None:

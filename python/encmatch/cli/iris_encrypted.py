@@ -23,13 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidArgument
-from . import encrypted as E
-from ._cliutil import emit as _emit
-from ._cliutil import log as _log
-from ._cliutil import threshold as _threshold
-from .encoding import DEFAULT_ROTATION_SHIFT
-from .model import match as model_match
-from .openiris import read_templates
+from ..iris import encrypted as E
+from ..iris.encoding import DEFAULT_ROTATION_SHIFT
+from ..iris.model import match as model_match
+from ..iris.openiris import read_templates
+from ._iris_util import emit as _emit, log as _log, threshold as _threshold
 
 __all__ = ["add_commands"]
 
@@ -124,7 +122,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     """``iris bench``: every role step by step on generated data; exit 1 if an eye disagrees with the model."""
     import tempfile
 
-    from .bench import run
+    from ..evaluation.iris_bench import run
 
     if args.preset == "toy":
         _log("warning: preset toy is INSECURE (small rings): its timings are not comparable with papers/004")

@@ -14,9 +14,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ._core import as_matrix, as_payloads
-from .errors import InvalidArgument
-from .results import PAYLOAD, PayloadResult, Result, check_bound, check_mode, make_result, sort_records
+from .._core import as_matrix, as_payloads
+from ..errors import InvalidArgument
+from ..results import PAYLOAD, PayloadResult, Result, check_bound, check_mode, make_result, sort_records
 
 __all__ = ["normalize", "cosine_scores", "search", "BruteForceIndex", "expected_results", "same_answer",
            "matches", "payload_search"]

@@ -13,7 +13,7 @@ equal error rate (EER) and true-accept rate (TAR) at false-accept rates
 gallery size (the lowest threshold at which at most that fraction of the
 non-mated probes returns a candidate; only when there are the ``3 / FPIR``
 non-mated probes the rule of three asks for). It then runs the full
-encrypted pipeline (:func:`encmatch.validate.run`: keys, enrollment,
+encrypted pipeline (:func:`encmatch.evaluation.validate.run`: keys, enrollment,
 encrypted identification queries, decryption) at the thresholds of those
 points and at the operating delta (default: the FPIR point's, else FAR
 0.1 %), and reports two separate things at each:
@@ -52,12 +52,12 @@ from typing import Callable
 
 import numpy as np
 
+from .._util.defaults import DEFAULT_KAPPA
+from ..data import FaceSet
+from ..errors import InvalidArgument
 from . import validate as validate_mod
 from .bruteforce import cosine_scores
-from .data import FaceSet
-from .errors import InvalidArgument
 from .validate import Confusion, format_table
-from .defaults import DEFAULT_KAPPA
 
 __all__ = ["Split", "split", "Roc", "OperatingPoint", "AccuracyReport", "run", "plot", "figure", "inputs_line", "search_rates",
            "threshold_at_fpir"]

@@ -13,11 +13,11 @@ from typing import Callable
 
 import numpy as np
 
+from .._util.ui import fmt_bytes, print_answer
+from ..client import Client
+from ..index import decrypted_to_result
+from ..results import PayloadResult, incomplete_message
 from . import resultfiles
-from ._ui import fmt_bytes, print_answer
-from .client import Client
-from .index import decrypted_to_result
-from .results import PayloadResult, incomplete_message
 
 __all__ = ["run_probes"]
 

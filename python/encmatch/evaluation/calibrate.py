@@ -67,10 +67,10 @@ from typing import Any
 
 import numpy as np
 
-from .client import check_delta, comparator
-from .errors import InvalidArgument
+from .._util.defaults import DEFAULT_KAPPA
+from ..client import check_delta, comparator
+from ..errors import InvalidArgument
 from .validate import format_table
-from .defaults import DEFAULT_KAPPA
 
 __all__ = ["BIN", "TOP_K", "RULE_OF_THREE", "DEFAULT_TARGET_FPIR", "NonMated", "ScoreDistributions", "Support",
            "Calibration", "calibrate", "support", "fmr_for_fpir", "fpir_independent", "rate_text",

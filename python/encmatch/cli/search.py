@@ -1,64 +1,20 @@
-"""The ``encmatch`` command line.
-
-Subcommands (``encmatch <command> --help`` for details)::
-
-    keygen    generate a key set (client keys + server/ evaluation keys)
-    enroll    encrypt vectors (and payloads) from .npy/.npz into an index (created on first use)
-    query     encrypt a query, run the server, write the encrypted result
-    decrypt   decrypt a result: membership count, matched positions (+ labels, opened here) or payloads
-    validate  encrypted search vs brute force on real faces; exit 1 on disagreement
-    demo      the end-to-end demo on LFW faces (``make demo``)
-    info      core version and presets, or an index / key set summary
-    strategies  the cost model's ranking of the similarity strategies
-    bench     the papers/000 benchmark: timings, RAM, disk per K and strategy, beside the published figures
-    embed     detect, align and embed the faces of photos (MobileFaceNet or dlib) into an .npz
-    calibrate genuine/impostor score distributions, a suggested delta, the guard band checked against them
-    accuracy  encrypted vs plaintext identification on a labelled set: TP/FP/TN/FN, EER, TAR@FAR, ROC/DET plot
-    serve     the HTTP service (encrypted galleries and queries; docs/SERVICE.md)
-    tenant    add, rotate, revoke or list the service's tenants and their tokens
-    index     list, inspect or delete the indexes of a service (``--server URL``)
-    plan      capacity plan: workers, shards per worker, memory, latency (papers/003's scaling law)
-
-``enroll``, ``query`` and ``decrypt`` take ``--server URL`` (the token from
-``$ENCMATCH_TOKEN`` or ``--token-file``, ``--ca-file`` for a self-signed
-https service) to work against a service: ``--index`` is then the remote
-index id.
-
-Memory budgets (``--memory-budget``) are in GB (10^9 bytes, a float); 0
-means unlimited.
-
-Exit codes (:data:`EXIT_CODES`, also in ``encmatch --help``): 0 success;
-1 failure (a disagreement with brute force, a disk or internal error, a
-missing core library); 2 bad input (bad arguments, wrong dimension, NaN,
-missing, truncated or corrupt files, keys of another key set, an unknown
-index); 3 service unavailable or refused (cannot connect, timed out, bad
-or revoked token, overloaded). Errors are printed as ``error: <message>``
-on stderr, never as a traceback.
-"""
+"""The search commands: ``keygen``, ``enroll``, ``query``, ``decrypt``, ``info``, ``strategies``."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sys
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
-from . import bench as bench_mod
-from . import data as data_mod
-from . import labels as labels_mod
-from . import demo as demo_mod
-from . import resultfiles
-from .probes import run_probes
-from .summaries import cmd_info
-from . import validate as validate_mod
-from ._ui import (
+from .. import data as data_mod, labels as labels_mod
+from .._util.ui import (
     add_kappa_argument,
     add_memory_budget_argument,
     add_preset_argument,
@@ -69,9 +25,8 @@ from ._ui import (
     print_answer,
     warn_if_insecure,
 )
-from .client import (
+from ..client import (
     RULES,
-    STRATEGIES,
     Client,
     Enroller,
     Server,
@@ -83,44 +38,15 @@ from .client import (
     manifest_payload_width,
     manifest_total,
 )
-from .errors import USER_ERRORS, EncmatchError, InsecureParameters, InvalidArgument, NotFound, PayloadBandWarning, Unavailable
-from .cluster import cli as cluster_commands
-from .faces import commands as face_commands
-from .index import decrypted_to_result
-from .service import commands as service_commands
+from ..errors import InvalidArgument, NotFound, PayloadBandWarning
+from ..evaluation import validate as validate_mod
+from ..index import decrypted_to_result
+from ..results import MAX_BOUND, PAYLOAD, SEARCH_MODES, PayloadResult, incomplete_message
+from . import cluster as cluster_commands, faces as face_commands, resultfiles, service as service_commands
+from .exits import EXIT_FAILURE, EXIT_USAGE
 from .layout_checks import check_payload_input, check_same_layout
-from .results import MAX_BOUND, PAYLOAD, SEARCH_MODES, PayloadResult, incomplete_message
-from . import __version__
-
-__all__ = ["main", "build_parser"]
-
-EXIT_FAILURE = 1
-EXIT_USAGE = 2
-EXIT_UNAVAILABLE = 3
-#: A closed output pipe: quiet, as a shell's tools killed by SIGPIPE (128 + 13).
-EXIT_BROKEN_PIPE = 141
-
-#: The exit-code policy of every subcommand, as ``--help`` states it.
-EXIT_CODES = (
-    "exit codes: 0 success; 1 disagreement with brute force, disk or internal error; "
-    "2 bad input (arguments, files, dimensions, keys of another key set); "
-    "3 service unavailable or refused (connection, timeout, token, overload)"
-)
-
-
-class _Parser(argparse.ArgumentParser):
-    """ArgumentParser whose errors read ``error: ...`` and exit 2, like every other bad input; every
-    command's ``--help`` ends with the exit-code policy."""
-
-    def __init__(self, *args, **kwargs) -> None:
-        """argparse's, with the exit codes as the default epilog."""
-        kwargs.setdefault("epilog", EXIT_CODES)
-        super().__init__(*args, **kwargs)
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        """Print the usage and ``error: message``, exit 2."""
-        self.print_usage(sys.stderr)
-        self.exit(EXIT_USAGE, f"error: {message}\n")
+from .probes import run_probes
+from .summaries import cmd_info
 
 
 def _load_manifest_or_none(index_dir: Path) -> dict | None:
@@ -128,9 +54,6 @@ def _load_manifest_or_none(index_dir: Path) -> dict | None:
     if not (index_dir / "manifest.json").exists():
         return None
     return index_info(index_dir)
-
-
-# ---- subcommands -----------------------------------------------------------
 
 
 def cmd_keygen(args: argparse.Namespace) -> int:
@@ -410,41 +333,6 @@ def json_answer(decrypted: dict, res) -> dict:
     return res.to_dict()
 
 
-def cmd_validate(args: argparse.Namespace) -> int:
-    """Encrypted search vs brute force on a labelled gallery; exit 1 on a disagreement outside the band."""
-    faces = data_mod.load_faceset_file(args.gallery) if args.gallery else data_mod.load_faces("lfw", "mfn")
-    dim = faces.emb.shape[1]
-    params = describe(args.preset, args.kappa, dim)
-    warn_if_insecure(params)
-    size = args.size or int(params["group_size"])
-    n_known = (args.queries + 1) // 2
-    scenario = data_mod.build_scenario(
-        faces, size, n_known=n_known, n_unknown=args.queries - n_known, n_enrolled=args.enrolled, seed=args.seed
-    )
-    log = None if args.quiet or args.json else (lambda s: print(s, file=sys.stderr, flush=True))
-    if log:
-        log(f"parameters: {describe_params(params)}")
-        log(scenario.describe())
-    report = validate_mod.run(
-        scenario.gallery, scenario.queries, preset=args.preset, kappa=args.kappa, delta=args.delta,
-        work_dir=args.work, gallery_labels=scenario.gallery_labels, query_names=scenario.query_names,
-        query_enrolled=scenario.query_enrolled, log=log,
-        strategy=args.strategy, n1=args.n1, memory_budget=args.memory_budget,
-    )
-    if args.json:
-        print(json.dumps(report.to_dict()))
-    else:
-        print(report.table())
-        print(report.summary())
-    warn_if_insecure(params)
-    return 0 if report.ok else EXIT_FAILURE
-
-
-def cmd_demo(args: argparse.Namespace) -> int:
-    """Run the end-to-end demo."""
-    return demo_mod.run(args)
-
-
 def strategies_table(res: dict, budget: int = 0) -> str:
     """The model's ranked candidates (``choose_strategy``) as a plain-text table, best (the choice) first."""
     headers = ["rank", "strategy", "n1", "keys", "key GB", "query s", "load s", "memory GB", "streamed"]
@@ -490,39 +378,6 @@ def cmd_strategies(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_bench(args: argparse.Namespace) -> int:
-    """Run the benchmark and write results.json/csv/md and plots to ``--out``; exit 1 if a trial failed."""
-    params = describe(args.preset, args.kappa, bench_mod.FACES_DIM if args.workload == "faces" else args.dim)
-    warn_if_insecure(params)
-    log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
-    bench_mod.check_out_dir(args.out)  # before any work
-    log(f"parameters: {describe_params(params)}")
-    doc = bench_mod.run(
-        args.sizes, args.strategies, encryptions=args.encryption, matches=args.matches, n1=args.n1,
-        trials=args.trials, preset=args.preset, kappa=args.kappa, dim=args.dim, workload=args.workload,
-        memory_budget=args.memory_budget, work_dir=args.work, seed=args.seed, log=log,
-    )
-    paths = bench_mod.write_outputs(doc, args.out)
-    print(bench_mod.markdown_table(doc))
-    print(f"results: {', '.join(str(p) for p in paths.values())}")
-    failed = sum(rec["failed"] for rec in doc["configs"])
-    if failed:
-        print(f"error: {failed} trial(s) failed the correctness check", file=sys.stderr)
-    warn_if_insecure(params)
-    return EXIT_FAILURE if failed else 0
-
-
-def _int_list(text: str) -> list[int]:
-    """argparse type: comma-separated positive integers."""
-    try:
-        values = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a comma-separated list of integers: {text!r}") from None
-    if not values or any(v <= 0 for v in values):
-        raise argparse.ArgumentTypeError(f"want positive integers, got {text!r}")
-    return values
-
-
 def _payload_width(text: str) -> int:
     """argparse type: a payload width, 0 to 64."""
     try:
@@ -545,36 +400,8 @@ def _bound(text: str) -> int:
     return value
 
 
-def _strategy_list(text: str) -> list[str]:
-    """argparse type: comma-separated strategy names (not ``auto``)."""
-    names = [x.strip() for x in text.split(",") if x.strip()]
-    bad = [n for n in names if n not in STRATEGIES or n == "auto"]
-    if not names or bad:
-        raise argparse.ArgumentTypeError(
-            f"unknown strategy {', '.join(bad) or text!r} (want {', '.join(s for s in STRATEGIES if s != 'auto')})")
-    return names
-
-
-def _encryption_list(text: str) -> list[str]:
-    """argparse type: comma-separated enrollment encryptions (bench)."""
-    names = [x.strip() for x in text.split(",") if x.strip()]
-    bad = [n for n in names if n not in bench_mod.ENCRYPTIONS]
-    if not names or bad:
-        raise argparse.ArgumentTypeError(
-            f"unknown encryption {', '.join(bad) or text!r} (want {', '.join(bench_mod.ENCRYPTIONS)})")
-    return names
-
-
-# ---- parser ----------------------------------------------------------------
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of every subcommand."""
-    p = _Parser(prog="encmatch", description="Encrypted 1:N face search.")
-    p.add_argument("--version", action="version", version=f"encmatch {__version__}",
-                   help="print the package version and exit (`encmatch info`: the core's and Lattigo's)")
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
-
+def add_commands(sub: Any) -> None:
+    """Add the search commands to the subcommands ``sub``."""
     s = sub.add_parser("keygen", help="generate a key set")
     s.add_argument("--keys", type=Path, required=True, help="key directory to create")
     add_preset_argument(s)
@@ -661,28 +488,6 @@ def build_parser() -> argparse.ArgumentParser:
     service_commands.add_remote_arguments(s)
     s.set_defaults(func=cmd_decrypt)
 
-    s = sub.add_parser("validate", help="encrypted search vs brute force; exit 1 on disagreement")
-    add_preset_argument(s)
-    add_kappa_argument(s)
-    s.add_argument("--delta", type=float, default=demo_mod.DEFAULT_DELTA,
-                   help="match threshold, cosine (default: %(default)s)")
-    s.add_argument("--gallery", type=Path, default=None,
-                   help="labelled embeddings .npz (emb + label/names; default: LFW MobileFaceNet from shared/data)")
-    s.add_argument("--queries", type=int, default=8, help="queries, half of enrolled people (default: %(default)s)")
-    s.add_argument("--size", type=int, default=None, help="gallery size (default: one full group)")
-    s.add_argument("--enrolled", type=int, default=None, help="enrolled identities (default: min(3000, size/2))")
-    s.add_argument("--seed", type=int, default=0, help="random seed for picking the faces (default: %(default)s)")
-    s.add_argument("--work", type=Path, default=None, help="work directory (default: a temporary one)")
-    s.add_argument("--json", action="store_true", help="print the report as JSON")
-    s.add_argument("--quiet", action="store_true", help="no step-by-step progress")
-    add_strategy_arguments(s, model=False)
-    add_memory_budget_argument(s, "server memory (also the model's, for --strategy auto)")
-    s.set_defaults(func=cmd_validate)
-
-    s = sub.add_parser("demo", help="end-to-end demo on LFW faces")
-    demo_mod.add_arguments(s)
-    s.set_defaults(func=cmd_demo)
-
     s = sub.add_parser("info", help="core version and presets, or a key set / index summary")
     s.add_argument("--index", type=Path, default=None,
                    help="an index directory: entries, groups, threshold, strategy, face model, size on disk")
@@ -699,72 +504,3 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print the model's answer as JSON")
     s.set_defaults(func=cmd_strategies)
 
-    s = sub.add_parser("bench", help="benchmark per gallery size and strategy, beside papers/000 Tables 6-8")
-    s.add_argument("--sizes", type=_int_list, default=[1024, 16384], metavar="K,K",
-                   help="gallery sizes (default: 1024,16384)")
-    s.add_argument("--matches", type=int, default=1, metavar="KM", help="planted matches Km (default: %(default)s)")
-    s.add_argument("--strategies", type=_strategy_list, default=["bsgs-tbe", "dg"], metavar="S,S",
-                   help="similarity strategies (default: bsgs-tbe,dg)")
-    s.add_argument("--n1", type=int, default=0, help="baby-step size of the bsgs strategies (default: 0 = automatic)")
-    s.add_argument("--encryption", type=_encryption_list, default=["public-key"], metavar="E,E",
-                   help="gallery enrollment: public-key (any enroller, as papers/000), secret-key (the key owner, "
-                        "seeded: half the bytes), or both comma-separated (default: public-key)")
-    s.add_argument("--trials", type=int, default=11,
-                   help="trials per configuration; trial 1 is the setup (default: %(default)s)")
-    add_preset_argument(s)
-    add_kappa_argument(s)
-    s.add_argument("--dim", type=int, default=512, help="vector dimension of the synthetic workload (default: %(default)s)")
-    s.add_argument("--workload", choices=bench_mod.WORKLOADS, default="synthetic",
-                   help="synthetic (papers/000 6.1) or faces (LFW MobileFaceNet, 192-d) (default: %(default)s)")
-    s.add_argument("--seed", type=int, default=0, help="workload seed (default: %(default)s)")
-    s.add_argument("--out", type=Path, default=Path("bench-results"), help="output directory (default: %(default)s)")
-    s.add_argument("--work", type=Path, default=None, help="where keys and indexes are written (default: the temp dir)")
-    add_memory_budget_argument(s, "server memory; an index that does not fit is streamed from disk")
-    s.set_defaults(func=cmd_bench)
-
-    service_commands.add_commands(sub)
-    face_commands.add_commands(sub)
-    from .iris import cli as iris_commands
-
-    iris_commands.add_commands(sub)
-    cluster_commands.add_commands(sub)
-    from . import threshold_cli
-
-    threshold_cli.add_commands(sub)
-    return p
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``encmatch`` console script; returns the exit code."""
-    warnings.simplefilter("ignore", InsecureParameters)  # the command line prints its own INSECURE banner
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        code = int(args.func(args) or 0)
-        sys.stdout.flush()  # a closed pipe shows here, inside the handlers below
-        return code
-    except BrokenPipeError:  # the reader went away (`encmatch decrypt results/ | head`): stop quietly
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_BROKEN_PIPE
-    except Unavailable as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_UNAVAILABLE
-    except USER_ERRORS as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except EncmatchError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_FAILURE
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except OSError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_FAILURE
-    except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
-        return 130
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

@@ -30,8 +30,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from ..errors import Corrupt
 from .atomic import write_atomic
-from .errors import Corrupt
 
 #: The journal's file name inside an index directory.
 JOURNAL_FILE = "enrollments.json"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .._ui import gigabytes
+from .._util.ui import gigabytes
 from ..errors import InvalidArgument
 
 __all__ = ["add_commands", "add_backend_arguments", "backend_from_args"]
@@ -40,7 +40,7 @@ def backend_from_args(args: argparse.Namespace):
     """The :class:`RayBackend` the options ask for, or ``None`` for the in-process backend."""
     if args.backend == "local":
         return None
-    from .ray_backend import RayBackend
+    from ..cluster.ray_backend import RayBackend
 
     return RayBackend(address=args.ray_address, shards_per_actor=args.shards_per_actor, workers=args.ray_workers,
                       num_cpus=args.actor_cpus, num_gpus=args.actor_gpus, max_restarts=args.max_restarts,
@@ -65,7 +65,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     """Print a capacity plan; exit 1 when no fleet meets the target latency."""
-    from .plan import as_json, load_profile, plan, plot, render
+    from ..cluster.plan import as_json, load_profile, plan, plot, render
 
     if args.memory_per_worker <= 0:
         raise InvalidArgument("--memory-per-worker must be > 0")

@@ -1,0 +1,159 @@
+"""The evaluation commands: ``validate``, ``demo``, ``bench``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from .. import data as data_mod
+from .._util.ui import (
+    add_kappa_argument,
+    add_memory_budget_argument,
+    add_preset_argument,
+    add_strategy_arguments,
+    describe_params,
+    warn_if_insecure,
+)
+from ..client import STRATEGIES, describe
+from ..evaluation import bench as bench_mod, demo as demo_mod, validate as validate_mod
+from .exits import EXIT_FAILURE
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    """Encrypted search vs brute force on a labelled gallery; exit 1 on a disagreement outside the band."""
+    faces = data_mod.load_faceset_file(args.gallery) if args.gallery else data_mod.load_faces("lfw", "mfn")
+    dim = faces.emb.shape[1]
+    params = describe(args.preset, args.kappa, dim)
+    warn_if_insecure(params)
+    size = args.size or int(params["group_size"])
+    n_known = (args.queries + 1) // 2
+    scenario = data_mod.build_scenario(
+        faces, size, n_known=n_known, n_unknown=args.queries - n_known, n_enrolled=args.enrolled, seed=args.seed
+    )
+    log = None if args.quiet or args.json else (lambda s: print(s, file=sys.stderr, flush=True))
+    if log:
+        log(f"parameters: {describe_params(params)}")
+        log(scenario.describe())
+    report = validate_mod.run(
+        scenario.gallery, scenario.queries, preset=args.preset, kappa=args.kappa, delta=args.delta,
+        work_dir=args.work, gallery_labels=scenario.gallery_labels, query_names=scenario.query_names,
+        query_enrolled=scenario.query_enrolled, log=log,
+        strategy=args.strategy, n1=args.n1, memory_budget=args.memory_budget,
+    )
+    if args.json:
+        print(json.dumps(report.to_dict()))
+    else:
+        print(report.table())
+        print(report.summary())
+    warn_if_insecure(params)
+    return 0 if report.ok else EXIT_FAILURE
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Run the end-to-end demo."""
+    return demo_mod.run(args)
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    """Run the benchmark and write results.json/csv/md and plots to ``--out``; exit 1 if a trial failed."""
+    params = describe(args.preset, args.kappa, bench_mod.FACES_DIM if args.workload == "faces" else args.dim)
+    warn_if_insecure(params)
+    log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
+    bench_mod.check_out_dir(args.out)  # before any work
+    log(f"parameters: {describe_params(params)}")
+    doc = bench_mod.run(
+        args.sizes, args.strategies, encryptions=args.encryption, matches=args.matches, n1=args.n1,
+        trials=args.trials, preset=args.preset, kappa=args.kappa, dim=args.dim, workload=args.workload,
+        memory_budget=args.memory_budget, work_dir=args.work, seed=args.seed, log=log,
+    )
+    paths = bench_mod.write_outputs(doc, args.out)
+    print(bench_mod.markdown_table(doc))
+    print(f"results: {', '.join(str(p) for p in paths.values())}")
+    failed = sum(rec["failed"] for rec in doc["configs"])
+    if failed:
+        print(f"error: {failed} trial(s) failed the correctness check", file=sys.stderr)
+    warn_if_insecure(params)
+    return EXIT_FAILURE if failed else 0
+
+
+def _int_list(text: str) -> list[int]:
+    """argparse type: comma-separated positive integers."""
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of integers: {text!r}") from None
+    if not values or any(v <= 0 for v in values):
+        raise argparse.ArgumentTypeError(f"want positive integers, got {text!r}")
+    return values
+
+
+def _strategy_list(text: str) -> list[str]:
+    """argparse type: comma-separated strategy names (not ``auto``)."""
+    names = [x.strip() for x in text.split(",") if x.strip()]
+    bad = [n for n in names if n not in STRATEGIES or n == "auto"]
+    if not names or bad:
+        raise argparse.ArgumentTypeError(
+            f"unknown strategy {', '.join(bad) or text!r} (want {', '.join(s for s in STRATEGIES if s != 'auto')})")
+    return names
+
+
+def _encryption_list(text: str) -> list[str]:
+    """argparse type: comma-separated enrollment encryptions (bench)."""
+    names = [x.strip() for x in text.split(",") if x.strip()]
+    bad = [n for n in names if n not in bench_mod.ENCRYPTIONS]
+    if not names or bad:
+        raise argparse.ArgumentTypeError(
+            f"unknown encryption {', '.join(bad) or text!r} (want {', '.join(bench_mod.ENCRYPTIONS)})")
+    return names
+
+
+def add_commands(sub: Any) -> None:
+    """Add the evaluation commands to the subcommands ``sub``."""
+    s = sub.add_parser("validate", help="encrypted search vs brute force; exit 1 on disagreement")
+    add_preset_argument(s)
+    add_kappa_argument(s)
+    s.add_argument("--delta", type=float, default=demo_mod.DEFAULT_DELTA,
+                   help="match threshold, cosine (default: %(default)s)")
+    s.add_argument("--gallery", type=Path, default=None,
+                   help="labelled embeddings .npz (emb + label/names; default: LFW MobileFaceNet from shared/data)")
+    s.add_argument("--queries", type=int, default=8, help="queries, half of enrolled people (default: %(default)s)")
+    s.add_argument("--size", type=int, default=None, help="gallery size (default: one full group)")
+    s.add_argument("--enrolled", type=int, default=None, help="enrolled identities (default: min(3000, size/2))")
+    s.add_argument("--seed", type=int, default=0, help="random seed for picking the faces (default: %(default)s)")
+    s.add_argument("--work", type=Path, default=None, help="work directory (default: a temporary one)")
+    s.add_argument("--json", action="store_true", help="print the report as JSON")
+    s.add_argument("--quiet", action="store_true", help="no step-by-step progress")
+    add_strategy_arguments(s, model=False)
+    add_memory_budget_argument(s, "server memory (also the model's, for --strategy auto)")
+    s.set_defaults(func=cmd_validate)
+
+    s = sub.add_parser("demo", help="end-to-end demo on LFW faces")
+    demo_mod.add_arguments(s)
+    s.set_defaults(func=cmd_demo)
+
+    s = sub.add_parser("bench", help="benchmark per gallery size and strategy, beside papers/000 Tables 6-8")
+    s.add_argument("--sizes", type=_int_list, default=[1024, 16384], metavar="K,K",
+                   help="gallery sizes (default: 1024,16384)")
+    s.add_argument("--matches", type=int, default=1, metavar="KM", help="planted matches Km (default: %(default)s)")
+    s.add_argument("--strategies", type=_strategy_list, default=["bsgs-tbe", "dg"], metavar="S,S",
+                   help="similarity strategies (default: bsgs-tbe,dg)")
+    s.add_argument("--n1", type=int, default=0, help="baby-step size of the bsgs strategies (default: 0 = automatic)")
+    s.add_argument("--encryption", type=_encryption_list, default=["public-key"], metavar="E,E",
+                   help="gallery enrollment: public-key (any enroller, as papers/000), secret-key (the key owner, "
+                        "seeded: half the bytes), or both comma-separated (default: public-key)")
+    s.add_argument("--trials", type=int, default=11,
+                   help="trials per configuration; trial 1 is the setup (default: %(default)s)")
+    add_preset_argument(s)
+    add_kappa_argument(s)
+    s.add_argument("--dim", type=int, default=512, help="vector dimension of the synthetic workload (default: %(default)s)")
+    s.add_argument("--workload", choices=bench_mod.WORKLOADS, default="synthetic",
+                   help="synthetic (papers/000 6.1) or faces (LFW MobileFaceNet, 192-d) (default: %(default)s)")
+    s.add_argument("--seed", type=int, default=0, help="workload seed (default: %(default)s)")
+    s.add_argument("--out", type=Path, default=Path("bench-results"), help="output directory (default: %(default)s)")
+    s.add_argument("--work", type=Path, default=None, help="where keys and indexes are written (default: the temp dir)")
+    add_memory_budget_argument(s, "server memory; an index that does not fit is streamed from disk")
+    s.set_defaults(func=cmd_bench)
+

@@ -1,0 +1,1 @@
+"""Evaluation: benchmarks, calibration, accuracy reports, validation against brute force, the demo."""
