@@ -1,45 +1,43 @@
-"""encmatch: encrypted 1:N face search.
+"""encmatch: encrypted 1:N biometric search.
 
-A gallery of face embeddings is encrypted under the client's public key
-(CKKS, Lattigo, in the Go core); a server searches it with encrypted
-queries and returns an encrypted answer only the client can read:
+A gallery of face embeddings is encrypted under the key holder's public
+key (CKKS, Lattigo, in the Go core); a server searches it with encrypted
+queries and returns an encrypted answer only the key holder can read:
 *is this person enrolled?* (membership), *which entries match?*
 (identification) or, for an index enrolled with payloads, *what are the
 payloads of the matching records?* (payload fetch).
 
-The SDK:
+The SDK, one module per role:
 
-- :class:`Client` - key generation, query encryption, result decryption;
-- :class:`Enroller` - encrypts gallery vectors into an index directory;
-- :class:`Server` - answers encrypted queries over an index (in memory, or
-  streamed from disk under a memory budget);
-- :func:`choose_strategy` - the core's cost and memory model ranking the
-  similarity strategies (:data:`STRATEGIES`) a key set can be made for;
-- :class:`EncryptedIndex` - all three roles behind a vector-index API
-  (``create``/``add``/``search``/``len``) for a key holder;
-- :mod:`encmatch.evaluation.bruteforce` and :mod:`encmatch.evaluation.validate` - the exact
-  plaintext reference and the comparison against it.
-- :mod:`encmatch.faces` - photos to embeddings (dlib detection and ArcFace
-  alignment, MobileFaceNet or dlib's ResNet), with the model recorded;
-  :mod:`encmatch.evaluation.calibrate` and :mod:`encmatch.evaluation.accuracy` - score
-  distributions and delta, encrypted vs plaintext accuracy on labelled faces.
+- :class:`EncryptedIndex` (:mod:`encmatch.index`) - the three roles behind a
+  vector-index API (``create``/``add``/``search``/``len``) for a key holder;
+- :class:`Client` (:mod:`encmatch.keyholder`) - key generation, query
+  encryption, result decryption; :class:`Querier` - queries with the public
+  key alone;
+- :class:`Enroller` (:mod:`encmatch.enroller`) - encrypts gallery vectors
+  into an index directory;
+- :class:`Server` (:mod:`encmatch.server`) - answers encrypted queries over an
+  index (in memory, or streamed from disk under a memory budget);
+- :mod:`encmatch.params` - parameter sets, :func:`choose_strategy` (the
+  core's cost model) and the checks of what users pass; :class:`Manifest`
+  (:mod:`encmatch.manifest`) - an index's manifest;
+- :mod:`encmatch.results` - the typed answers.
+
+Around it: :mod:`encmatch.faces` and :mod:`encmatch.iris` (biometrics),
+:mod:`encmatch.service` (the HTTP service and its client),
+:mod:`encmatch.cluster` (Ray), :mod:`encmatch.gpu` (the GPU engine),
+:mod:`encmatch.evaluation` (brute force, validation, calibration, accuracy,
+benchmarks), :mod:`encmatch.cli` (the command line) and
+:mod:`encmatch._util` (plumbing). ``docs/ARCHITECTURE.md`` maps them.
 
 Errors are :class:`EncmatchError` subclasses (:mod:`encmatch.errors`).
 """
 
-from .client import (
-    STRATEGIES,
-    Client,
-    Enroller,
-    Querier,
-    Server,
-    choose_strategy,
-    comparator,
-    describe,
-    index_info,
-    presets,
-    version,
-)
+from .params import STRATEGIES, choose_strategy, comparator, describe, presets, version
+from .keyholder import Client, Querier
+from .enroller import Enroller
+from .server import Server
+from .manifest import Manifest, index_info
 from .errors import (
     Corrupt,
     EncmatchError,
@@ -65,6 +63,7 @@ __all__ = [
     "Enroller",
     "Server",
     "EncryptedIndex",
+    "Manifest",
     "MembershipResult",
     "IdentificationResult",
     "PayloadResult",

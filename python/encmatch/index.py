@@ -33,22 +33,11 @@ from ._util.progress import progress as progress_bar
 
 from . import _core
 from . import labels as labels_mod
-from .client import (
-    AUTO,
-    Client,
-    Enroller,
-    Server,
-    index_info,
-    check_delta,
-    check_payload_width,
-    check_rule,
-    manifest_delta,
-    manifest_payload_width,
-    manifest_rule,
-    manifest_strategy,
-    manifest_total,
-    memory_budget_bytes,
-)
+from .params import AUTO, check_delta, check_payload_width, check_rule, memory_budget_bytes
+from .keyholder import Client
+from .enroller import Enroller
+from .server import Server
+from .manifest import Manifest, index_info
 from .errors import InvalidArgument, NotFound
 from .results import PAYLOAD, PayloadResult, Result, check_bound, check_mode, make_result, payload_result, \
     require_complete
@@ -177,17 +166,17 @@ class EncryptedIndex:
     @property
     def delta(self) -> float:
         """Match threshold (cosine similarity)."""
-        return manifest_delta(self.manifest)
+        return Manifest.of(self.manifest).delta
 
     @property
     def payload_width(self) -> int:
         """int16 payload values per record (0: the index holds no payloads)."""
-        return manifest_payload_width(self.manifest)
+        return Manifest.of(self.manifest).payload_width
 
     @property
     def rule(self) -> str:
         """How a score meets delta: ``">="`` or ``">"`` (fixed at creation)."""
-        return manifest_rule(self.manifest)
+        return Manifest.of(self.manifest).rule
 
     @property
     def guard_band(self) -> tuple[float, float] | None:
@@ -204,12 +193,12 @@ class EncryptedIndex:
     @property
     def strategy(self) -> str:
         """Similarity strategy the index and its keys were made for."""
-        return manifest_strategy(self.manifest)[0]
+        return Manifest.of(self.manifest).strategy[0]
 
     @property
     def n1(self) -> int:
         """Baby-step size of the strategy (``l`` for ``dg``)."""
-        return manifest_strategy(self.manifest)[1]
+        return Manifest.of(self.manifest).strategy[1]
 
     @property
     def streamed(self) -> bool | None:
@@ -227,7 +216,7 @@ class EncryptedIndex:
 
     def __len__(self) -> int:
         """Number of enrolled vectors."""
-        return manifest_total(self.manifest)
+        return Manifest.of(self.manifest).total
 
     # ---- operations -----------------------------------------------------
 

@@ -168,7 +168,7 @@ def pytest_configure(config):
 
 def fake_validate(flip: tuple[int, int] | None = None):
     """A stand-in for validate.run: the plaintext decisions as the 'encrypted' ones, ``flip`` one pair."""
-    from encmatch.client import comparator
+    from encmatch.params import comparator
     from encmatch.results import make_result
     from encmatch.evaluation.validate import compare
 

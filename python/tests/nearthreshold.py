@@ -6,7 +6,7 @@ brute-force membership count (and so the exact enrolled bit); a probe with
 scores inside the band gets a count between ``#(s >= delta + band) - 0.5``
 and ``#(s >= delta - band) + 0.5`` (each score inside adds a fraction).
 Identification is exact for every entry outside the *decision band*. The
-bands come from the core (:func:`encmatch.client.comparator`) for the
+bands come from the core (:func:`encmatch.params.comparator`) for the
 index's own kappa and delta, so these helpers hold for whichever comparator
 the core has.
 """
@@ -19,7 +19,7 @@ import numpy as np
 
 import encmatch
 from encmatch.evaluation.bruteforce import cosine_scores
-from encmatch.client import comparator
+from encmatch.params import comparator
 
 
 def index_bands(index) -> dict:
@@ -31,7 +31,7 @@ def index_bands(index) -> dict:
 
 def default_kappa(preset: str = "toy", dim: int = 64) -> int:
     """The core's default comparator depth (``describe`` with kappa 0)."""
-    return int(encmatch.client.describe(preset, 0, dim)["kappa"])
+    return int(encmatch.params.describe(preset, 0, dim)["kappa"])
 
 
 def orthonormal(rng: np.random.Generator, dim: int, k: int) -> np.ndarray:

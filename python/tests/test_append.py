@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import shutil
-import warnings
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 import encmatch
 from encmatch import cli

@@ -226,13 +226,13 @@ def test_cli_query_on_ray(cluster, index_path, data, tmp_path):
 
 
 def test_set_threads():
-    before = encmatch.client.set_threads(0)["threads"]
+    before = encmatch.params.set_threads(0)["threads"]
     try:
-        assert encmatch.client.set_threads(1) == {"previous": before, "threads": 1}
+        assert encmatch.params.set_threads(1) == {"previous": before, "threads": 1}
         with pytest.raises(InvalidArgument):
-            encmatch.client.set_threads(-1)
+            encmatch.params.set_threads(-1)
     finally:
-        encmatch.client.set_threads(before)
+        encmatch.params.set_threads(before)
 
 
 def test_payload_mode_through_ray(cluster, tmp_path):

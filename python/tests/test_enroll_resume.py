@@ -66,7 +66,7 @@ def test_ctrl_c_then_rerun_adds_nothing_twice(new_index, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         _owner(ix).enroll(ix.index_dir, gallery, names, batch_size=BATCH)
     monkeypatch.undo()
-    assert encmatch.client.manifest_total(encmatch.client.index_info(ix.index_dir)) == 3 * BATCH
+    assert encmatch.manifest.Manifest.of(encmatch.manifest.index_info(ix.index_dir)).total == 3 * BATCH
 
     summary = _owner(ix).enroll(ix.index_dir, gallery, names, batch_size=BATCH)
     assert (summary["skipped"], summary["added"], summary["total"]) == (3 * BATCH, 100 - 3 * BATCH, 100)
@@ -149,7 +149,7 @@ def test_kill_9_mid_enroll_cli_then_rerun(tmp_path, keysets):
         pytest.fail(f"enroll finished before it could be killed: {proc.communicate()}")
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    kept = encmatch.client.manifest_total(encmatch.client.index_info(tmp_path / "ix" / "index"))
+    kept = encmatch.manifest.Manifest.of(encmatch.manifest.index_info(tmp_path / "ix" / "index")).total
     assert 0 < kept < n
 
     rerun = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
@@ -182,7 +182,7 @@ def test_rerun_after_a_crash_that_filled_the_last_group(new_index, monkeypatch):
     with pytest.raises(RuntimeError):
         _owner(ix).enroll(ix.index_dir, more, more_names, batch_size=BATCH)
     monkeypatch.undo()
-    manifest = encmatch.client.index_info(ix.index_dir)
+    manifest = encmatch.manifest.index_info(ix.index_dir)
     assert manifest["count"] == size and len(manifest["groups"]) == 1  # the first batch filled the group
     summary = _owner(ix).enroll(ix.index_dir, more, more_names, batch_size=BATCH)
     assert (summary["skipped"], summary["added"], summary["total"]) == (8, 32, size + 32)

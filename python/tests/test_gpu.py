@@ -12,9 +12,9 @@ import random
 import numpy as np
 import pytest
 
-import encmatch
-from encmatch import _core
-from encmatch.client import Client, Enroller, Server, merge_results
+from encmatch.keyholder import Client
+from encmatch.enroller import Enroller
+from encmatch.server import Server, merge_results
 from encmatch.errors import Corrupt, InvalidArgument
 from encmatch.gpu import GpuServer, cuda_available, get_backend
 from encmatch.gpu.ring import Ring, _bitrev

@@ -29,7 +29,7 @@ import encmatch
 from encmatch import EncryptedIndex, Enroller, InvalidArgument, Server, _core
 from encmatch import labels as labels_mod
 from encmatch.errors import Corrupt, Mismatch
-from encmatch.service import Conflict, RemoteIndex, ServiceClient
+from encmatch.service import Conflict, RemoteIndex
 from encmatch.service.measure import ServerProcess, add_tenant
 
 from conftest import run_cli

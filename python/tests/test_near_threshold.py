@@ -11,7 +11,7 @@ the decrypted membership count and the enrolled bit must equal brute force
 exactly; probes with scores inside the band are counted (and their count
 only bounded: ``#(s >= delta + band) - 0.5 .. #(s >= delta - band) + 0.5``).
 Identification must equal brute force for every entry outside the
-*decision band*. The bands are the core's (``encmatch.client.comparator``)
+*decision band*. The bands are the core's (``encmatch.params.comparator``)
 for the index's own kappa and delta, and no test passes kappa: they follow
 the default depth, whatever comparator the core has. Assertion messages
 list every probe: exact and encrypted counts, the raw decrypted count, how
@@ -27,7 +27,7 @@ import encmatch
 from encmatch import EncryptedIndex
 from encmatch.evaluation.bruteforce import cosine_scores
 from encmatch.evaluation.calibrate import ScoreDistributions
-from encmatch.client import comparator
+from encmatch.params import comparator
 
 from nearthreshold import at_scores, default_kappa, filler, index_bands, judge, orthonormal, search_and_judge
 

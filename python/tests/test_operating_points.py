@@ -187,7 +187,7 @@ def test_cli_calibrate_1n(data_dir, tmp_path):
 
 def _fake_report(encrypted_positions=None):
     """Four queries against six labelled entries at delta 0.6; encrypted answers = brute force unless given."""
-    from encmatch.client import comparator
+    from encmatch.params import comparator
     from encmatch.results import make_result
     from encmatch.evaluation.validate import compare
 

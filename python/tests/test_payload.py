@@ -25,7 +25,7 @@ from encmatch.evaluation import bruteforce
 from encmatch import _core
 from encmatch._core import as_payloads
 from encmatch.evaluation.bruteforce import cosine_scores, payload_search
-from encmatch.client import comparator
+from encmatch.params import comparator
 from encmatch.data import load_records
 from encmatch.errors import Corrupt, InvalidArgument, PayloadBandWarning
 from encmatch._util.journal import batch_digest

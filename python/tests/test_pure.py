@@ -9,7 +9,7 @@ import pytest
 
 from encmatch import _core, errors
 from encmatch._util.ui import gigabytes
-from encmatch.client import memory_budget_bytes
+from encmatch.params import memory_budget_bytes
 from encmatch.evaluation.bruteforce import BruteForceIndex, cosine_scores, normalize, search
 from encmatch.results import IdentificationResult, MembershipResult, make_result
 from encmatch.evaluation.validate import compare, format_table

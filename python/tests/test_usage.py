@@ -10,7 +10,7 @@ import pytest
 import encmatch
 from encmatch import EncryptedIndex, cli, presets
 from encmatch._util.ui import gigabytes
-from encmatch.client import memory_budget_bytes
+from encmatch.params import memory_budget_bytes
 from encmatch._util.defaults import DEFAULT_KAPPA, DEFAULT_PRESET, PRESETS
 from encmatch.errors import InsecureParameters, InvalidArgument
 from encmatch._util.units import parse_size

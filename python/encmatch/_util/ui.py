@@ -8,7 +8,7 @@ import sys
 import unicodedata
 from typing import TextIO
 
-from ..client import AUTO, STRATEGIES
+from ..params import AUTO, STRATEGIES
 from ..errors import InvalidArgument
 from ..results import MembershipResult, PayloadResult, Result
 from .defaults import DEFAULT_KAPPA, DEFAULT_PRESET, PRESETS
@@ -175,7 +175,7 @@ def shown(label: str) -> str:
     """A label as the terminal may show it: control and format characters (a label sealed by an older
     version, which did not refuse them) escaped as \\uXXXX, so that a name cannot move the cursor, hide
     text or reverse what follows it."""
-    from ..client import _LABEL_FORBIDDEN, _LABEL_JOINERS
+    from ..enroller import _LABEL_FORBIDDEN, _LABEL_JOINERS
 
     return "".join(f"\\u{ord(c):04x}" if unicodedata.category(c) in _LABEL_FORBIDDEN and c not in _LABEL_JOINERS
                    else c for c in label)

@@ -17,7 +17,7 @@ from .._util.ui import (
     describe_params,
     warn_if_insecure,
 )
-from ..client import STRATEGIES, describe
+from ..params import STRATEGIES, describe
 from ..evaluation import bench as bench_mod, demo as demo_mod, validate as validate_mod
 from .exits import EXIT_FAILURE
 

@@ -36,7 +36,7 @@ import numpy as np
 
 from .. import data as data_mod
 from .._util.ui import add_kappa_argument, add_preset_argument, describe_params, warn_if_insecure
-from ..client import describe
+from ..params import describe
 from ..errors import InvalidArgument, Mismatch
 from ..evaluation import accuracy as accuracy_mod, calibrate as calibrate_mod
 from ..faces.embed import MULTIPLE, Collected, Problem, collect, embed_photos

@@ -11,13 +11,13 @@ import argparse
 
 import numpy as np
 
-from ..client import manifest_payload_width, manifest_rule
+from ..manifest import Manifest
 from ..errors import InvalidArgument
 
 
 def check_same_layout(manifest: dict, args: argparse.Namespace, where: str) -> None:
     """Refuse ``--payload-width`` or ``--rule`` other than an existing index's: both are fixed at creation."""
-    width, rule = manifest_payload_width(manifest), manifest_rule(manifest)
+    width, rule = Manifest.of(manifest).payload_width, Manifest.of(manifest).rule
     if args.payload_width is not None and args.payload_width != width:
         raise InvalidArgument(f"index {where} was created with payload width {width}: --payload-width "
                               f"{args.payload_width} cannot change it")
@@ -28,7 +28,7 @@ def check_same_layout(manifest: dict, args: argparse.Namespace, where: str) -> N
 
 def check_payload_input(manifest: dict, payloads: np.ndarray | None, where: str) -> None:
     """Refuse records without payloads for an index that stores them, and payloads for one that does not."""
-    width = manifest_payload_width(manifest)
+    width = Manifest.of(manifest).payload_width
     if width and payloads is None:
         raise InvalidArgument(f"index {where} stores {width} int16 payload value(s) per record: enroll records "
                               "(a .npz with 'vectors' and 'payloads' arrays, or VECTORS.npy --payloads FILE.npy)")

@@ -14,7 +14,7 @@ from typing import Callable
 import numpy as np
 
 from .._util.ui import fmt_bytes, print_answer
-from ..client import Client
+from ..keyholder import Client
 from ..index import decrypted_to_result
 from ..results import PayloadResult, incomplete_message
 from . import resultfiles

@@ -25,19 +25,11 @@ from .._util.ui import (
     print_answer,
     warn_if_insecure,
 )
-from ..client import (
-    RULES,
-    Client,
-    Enroller,
-    Server,
-    check_delta,
-    choose_strategy,
-    describe,
-    index_info,
-    manifest_delta,
-    manifest_payload_width,
-    manifest_total,
-)
+from ..params import RULES, check_delta, choose_strategy, describe
+from ..keyholder import Client
+from ..enroller import Enroller
+from ..server import Server
+from ..manifest import index_info, Manifest
 from ..errors import InvalidArgument, NotFound, PayloadBandWarning
 from ..evaluation import validate as validate_mod
 from ..index import decrypted_to_result
@@ -119,7 +111,7 @@ def cmd_enroll(args: argparse.Namespace) -> int:
     except BaseException:
         # An index this call created and filled with nothing is removed: a failed enrollment
         # leaves no empty index behind (nothing changed on disk).
-        if created and Path(args.index).is_dir() and manifest_total(_load_manifest_or_none(args.index) or {}) == 0:
+        if created and Path(args.index).is_dir() and Manifest.of(_load_manifest_or_none(args.index) or {}).total == 0:
             shutil.rmtree(args.index, ignore_errors=True)
         raise
 
@@ -141,14 +133,14 @@ def _enroll_local(args: argparse.Namespace, enroller: Enroller, manifest: dict |
         print(f"created index {args.index} (delta {args.delta}{extra})")
     else:
         if args.delta is not None:
-            check_same_delta(manifest_delta(manifest), args.delta)
+            check_same_delta(Manifest.of(manifest).delta, args.delta)
         check_same_layout(manifest, args, str(args.index))
     check_payload_input(manifest, payloads, str(args.index))
     warn_if_insecure(manifest.get("params"))
     t0 = time.perf_counter()
     summary = enroller.enroll(args.index, vectors, labels, batch_size=args.batch_size, payloads=payloads)
     dt = time.perf_counter() - t0
-    total = summary.get("total", manifest_total(index_info(args.index)))
+    total = summary.get("total", Manifest.of(index_info(args.index)).total)
     print(f"enrolled {summary.get('added', len(vectors)):,} vectors in {dt:.2f} s; index holds {int(total):,}")
     for write, line in zip(summary.get("group_writes") or [], summary.get("report") or []):
         # what each group written cost on disk: a new group takes its whole size whatever it holds
@@ -256,10 +248,10 @@ def cmd_query(args: argparse.Namespace) -> int:
     if not args.server and not (args.index / "manifest.json").is_file():
         raise NotFound(f"{args.index} holds no index (nothing enrolled yet: `encmatch enroll --index {args.index}`)")
     if args.delta is not None and not args.server:
-        check_same_delta(manifest_delta(index_info(args.index)), args.delta)
+        check_same_delta(Manifest.of(index_info(args.index)).delta, args.delta)
     if args.bound is not None and args.mode != PAYLOAD:
         raise InvalidArgument("--bound goes with --mode payload")
-    if args.mode == PAYLOAD and not args.server and not manifest_payload_width(index_info(args.index)):
+    if args.mode == PAYLOAD and not args.server and not Manifest.of(index_info(args.index)).payload_width:
         raise InvalidArgument(f"index {args.index} holds no payloads (created with payload width 0): "
                               "--mode payload needs an index enrolled with payloads")
     if args.out is not None:  # before any photo is embedded or any key loaded
@@ -278,7 +270,7 @@ def cmd_query(args: argparse.Namespace) -> int:
         with opener(args.index, client.server_key_dir, args.memory_budget) as server:
             t_load = time.perf_counter() - t0
             streamed = "streamed from disk under the memory budget" if server.streamed else "in memory"
-            print(f"loaded index {args.index} ({manifest_total(server.manifest):,} entries, {streamed}) "
+            print(f"loaded index {args.index} ({Manifest.of(server.manifest).total:,} entries, {streamed}) "
                   f"and its evaluation keys in {t_load:.2f} s", file=sys.stderr if args.json else sys.stdout)
             labels = None
             if args.decrypt:

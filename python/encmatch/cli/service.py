@@ -38,7 +38,9 @@ from typing import Any
 import numpy as np
 
 from .._util.ui import add_memory_budget_argument, fmt_bytes, warn_if_insecure
-from ..client import Client, Enroller, manifest_delta
+from ..keyholder import Client
+from ..enroller import Enroller
+from ..manifest import Manifest
 from ..errors import InvalidArgument, NotFound
 from .cluster import add_backend_arguments, backend_from_args
 
@@ -425,9 +427,9 @@ def remote_enroll(args: argparse.Namespace, vectors: np.ndarray, labels: Any, en
                   + (f", rule score {rule} delta" if rule else "") + ")")
         else:
             index_id = str(args.index)
-            if args.delta is not None and float(args.delta) != manifest_delta(service.manifest(index_id)):
+            if args.delta is not None and float(args.delta) != Manifest.of(service.manifest(index_id)).delta:
                 raise InvalidArgument(f"the threshold belongs to the index: remote index {index_id} was created with "
-                                      f"delta {manifest_delta(service.manifest(index_id))}, not {args.delta}")
+                                      f"delta {Manifest.of(service.manifest(index_id)).delta}, not {args.delta}")
             check_same_layout(service.manifest(index_id), args, f"{index_id} (remote)")
         check_payload_input(service.manifest(index_id), payloads, f"{index_id} (remote)")
         warn_if_insecure(service.index(index_id))
@@ -455,9 +457,9 @@ def remote_query(args: argparse.Namespace, vectors: np.ndarray, names: list[str]
     with Client(args.keys) as client, service_client(args) as service:
         warn_if_insecure(client.params)
         manifest = service.manifest(str(args.index))
-        if args.delta is not None and float(args.delta) != manifest_delta(manifest):
+        if args.delta is not None and float(args.delta) != Manifest.of(manifest).delta:
             raise InvalidArgument(f"the threshold belongs to the index: remote index {args.index} was created with "
-                                  f"delta {manifest_delta(manifest)}; a search cannot use {args.delta}")
+                                  f"delta {Manifest.of(manifest).delta}; a search cannot use {args.delta}")
         labels = None
         decrypt = bool(getattr(args, "decrypt", False))
         if decrypt:

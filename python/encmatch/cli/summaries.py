@@ -12,7 +12,9 @@ from pathlib import Path
 
 from .. import labels as labels_mod
 from .._util.ui import describe_params, fmt_bytes, warn_if_insecure
-from ..client import Client, index_info, manifest_strategy, manifest_total, presets, version
+from ..keyholder import Client
+from ..manifest import index_info, Manifest
+from ..params import presets, version
 from ..faces.store import index_model
 
 __all__ = ["cmd_info"]
@@ -42,7 +44,7 @@ def cmd_info(args: argparse.Namespace) -> int:
             print(json.dumps(m))
             return 0
         print(f"index: {args.index}")
-        print(f"entries: {manifest_total(m):,}")
+        print(f"entries: {Manifest.of(m).total:,}")
         for key in ("delta", "key_id"):
             if key in m:
                 print(f"{key}: {m[key]}")
@@ -51,7 +53,7 @@ def cmd_info(args: argparse.Namespace) -> int:
               + (f"; guard band [{band[0]:.4f}, {band[1]:.4f}]" if band else ""))
         if m.get("payload_width"):
             print(f"payloads: {int(m['payload_width'])} int16 value(s) per record")
-        name, n1 = manifest_strategy(m)
+        name, n1 = Manifest.of(m).strategy
         print(f"strategy: {name or 'unknown'}, n1 {n1}")
         if isinstance(m.get("groups"), list):
             print(f"groups: {len(m['groups'])}")

@@ -219,7 +219,7 @@ def _print_signed(out: Path, info: dict, size: int) -> None:
 
 def cmd_search(args: argparse.Namespace) -> int:
     """``threshold search``."""
-    from ..client import Server
+    from ..server import Server
 
     with Server(args.index, args.keys) as server:
         data = server.search(args.query.read_bytes(), args.mode, signing_key=args.signing_key, generation=args.generation)

@@ -32,7 +32,10 @@ from typing import Any
 import numpy as np
 import ray
 
-from ..client import Client, Enroller, Server, describe
+from ..keyholder import Client
+from ..enroller import Enroller
+from ..server import Server
+from ..params import describe
 from ..index import decrypted_to_result
 from ..evaluation.bruteforce import expected_results, same_answer
 from ..data import separated_gallery

@@ -31,7 +31,8 @@ import time
 
 import ray
 
-from ..client import Client, describe
+from ..keyholder import Client
+from ..params import describe
 from ..index import decrypted_to_result
 from ..evaluation.bruteforce import expected_results, same_answer
 from .localnodes import LocalCluster

@@ -9,7 +9,7 @@ travel once through Ray's object store (every actor materialises them in a
 private temporary directory); every actor reads its groups from the index
 directory, which must be on storage all nodes see. A query is put in the
 object store once and searched by every actor; the partial results are
-merged by the core (:func:`encmatch.client.merge_results`: counts added for
+merged by the core (:func:`encmatch.server.merge_results`: counts added for
 membership, groups concatenated for identification) into one result the
 key holder decrypts as if it came from one server.
 
@@ -36,7 +36,9 @@ import ray
 from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError, RayTaskError
 
 from .. import _core
-from ..client import Server, index_info, memory_budget_bytes, merge_results, set_threads
+from ..server import Server, merge_results
+from ..manifest import index_info
+from ..params import memory_budget_bytes, set_threads
 from ..errors import EncmatchError, Internal, InvalidArgument, ShardUnavailable
 from ..results import check_mode
 

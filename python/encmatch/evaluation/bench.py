@@ -58,7 +58,10 @@ from .. import data as data_mod
 from .._util.atomic import check_writable_folder
 from .._util.defaults import DEFAULT_KAPPA
 from .._util.progress import progress as progress_bar
-from ..client import Client, Enroller, Server, comparator, describe
+from ..keyholder import Client
+from ..enroller import Enroller
+from ..server import Server
+from ..params import comparator, describe
 from ..errors import InvalidArgument
 from ..index import decrypted_to_result
 from .bruteforce import cosine_scores

@@ -68,7 +68,7 @@ from typing import Any
 import numpy as np
 
 from .._util.defaults import DEFAULT_KAPPA
-from ..client import check_delta, comparator
+from ..params import check_delta, comparator
 from ..errors import InvalidArgument
 from .validate import format_table
 

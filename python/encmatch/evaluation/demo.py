@@ -47,7 +47,7 @@ from .._util.ui import (
     describe_params,
     warn_if_insecure,
 )
-from ..client import describe, version
+from ..params import describe, version
 from ..faces.models import DEFAULT_MODEL, MODELS
 from . import calibrate as calibrate_mod, validate
 from .validate import format_table

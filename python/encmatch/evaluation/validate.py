@@ -35,7 +35,10 @@ from .. import _core
 from .._util.defaults import DEFAULT_KAPPA
 from .._util.progress import progress as progress_bar
 from .._util.ui import describe_strategy
-from ..client import AUTO, Client, Enroller, Server, choose_strategy, comparator
+from ..params import AUTO, choose_strategy, comparator
+from ..keyholder import Client
+from ..enroller import Enroller
+from ..server import Server
 from ..errors import Corrupt, Exists, InvalidArgument, Mismatch, NotFound
 from ..index import decrypted_to_result
 from ..results import MODES, IdentificationResult, MembershipResult, check_mode

@@ -34,7 +34,9 @@ from typing import Any
 
 import numpy as np
 
-from ..client import Client, Enroller, Server
+from ..keyholder import Client
+from ..enroller import Enroller
+from ..server import Server
 
 __all__ = ["main"]
 

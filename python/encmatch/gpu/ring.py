@@ -49,7 +49,6 @@ class Ring:
 
     def __init__(self, backend: Backend, desc: dict):
         self.be = backend
-        xp = backend.xp
         self.logn = int(desc["log_n"])
         self.n = 1 << self.logn
         self.q = [int(x) for x in desc["q"]]

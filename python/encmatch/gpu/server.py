@@ -1,8 +1,8 @@
 """The GPU search engine: one shard of an index searched on a GPU.
 
-:class:`GpuServer` keeps the shard contract of :class:`encmatch.client.Server`
+:class:`GpuServer` keeps the shard contract of :class:`encmatch.server.Server`
 (open a set of groups, search an encrypted query, return a partial result
-in the core's format that :func:`encmatch.client.merge_results` combines),
+in the core's format that :func:`encmatch.server.merge_results` combines),
 and computes what the core's engine computes, operation for operation,
 with the kernels of :mod:`encmatch.gpu.ring`: its results are the same
 bytes as the CPU engine's. Keys, enrollment, decryption and threshold
@@ -124,7 +124,7 @@ class GpuServer:
     def search(self, query: bytes, mode: str = "identification", *, bound: int | None = None) -> bytes:
         """Answers one framed query at the index's threshold in mode
         ``membership`` or ``identification``: the framed (partial, for a
-        shard) encrypted result, as :meth:`encmatch.client.Server.search`;
+        shard) encrypted result, as :meth:`encmatch.server.Server.search`;
         the timings go to :attr:`last_search`."""
         if mode not in ("membership", "identification"):
             raise InvalidArgument(f"the GPU engine answers membership and identification, not {mode!r} (payload fetches run on the CPU engine)")

@@ -56,7 +56,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
 from .. import __version__
-from ..client import version as core_version
+from ..params import version as core_version
 from ..errors import Corrupt, EncmatchError, InvalidArgument, IOError, Mismatch
 from ..results import SEARCH_MODES, check_bound
 from .errors import (Busy, Conflict, Forbidden, InsufficientStorage, RequestTimeout, TooLarge, Unauthorized,

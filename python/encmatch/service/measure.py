@@ -36,7 +36,10 @@ import httpx
 import numpy as np
 
 from ..evaluation.bruteforce import expected_results, same_answer
-from ..client import Client, Enroller, Server, describe
+from ..keyholder import Client
+from ..enroller import Enroller
+from ..server import Server
+from ..params import describe
 from ..data import separated_gallery
 from ..results import Result, make_result
 from .._util.defaults import DEFAULT_KAPPA

@@ -70,7 +70,10 @@ from .._util.progress import progress as progress_bar
 
 from .. import _core
 from .. import labels as labels_mod
-from ..client import Client, Enroller, check_delta, check_payload_width, check_rule, manifest_delta, manifest_total
+from ..keyholder import Client
+from ..enroller import Enroller
+from ..params import check_delta, check_payload_width, check_rule
+from ..manifest import Manifest
 from ..errors import Corrupt, EncmatchError, InvalidArgument, Mismatch, Unavailable
 from ..index import decrypted_to_result
 from .._util.journal import RemoteJournal, batch_digest
@@ -647,7 +650,7 @@ class RemoteIndex:
     @property
     def delta(self) -> float:
         """Match threshold (cosine similarity)."""
-        return manifest_delta(self.manifest)
+        return Manifest.of(self.manifest).delta
 
     @property
     def labels(self) -> list[str] | None:
@@ -660,7 +663,7 @@ class RemoteIndex:
 
     def __len__(self) -> int:
         """Number of enrolled vectors."""
-        return manifest_total(self.manifest)
+        return Manifest.of(self.manifest).total
 
     def info(self) -> dict:
         """The service's state of the index (``state``, ``generation``, ``count``, ``loaded``...)."""

@@ -37,7 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..client import Server, index_info
+from ..server import Server
+from ..manifest import index_info
 from ..errors import Corrupt, EncmatchError, InvalidArgument, NotFound, error_for
 from ..results import check_mode
 from ..threshold import bind_search

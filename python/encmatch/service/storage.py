@@ -61,7 +61,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from .._util.atomic import fsync_dir, write_atomic
-from ..client import describe
+from ..params import describe
 from ..errors import Corrupt, EncmatchError, Exists, InvalidArgument, Mismatch, NotFound
 from .errors import Conflict, Forbidden, InsufficientStorage, QuotaExceeded
 from .frames import FrameError, parse_header, verify_file
