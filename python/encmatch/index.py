@@ -39,27 +39,12 @@ from .enroller import Enroller
 from .server import Server
 from .manifest import Manifest, index_info
 from .errors import InvalidArgument, NotFound
-from .results import PAYLOAD, PayloadResult, Result, check_bound, check_mode, make_result, payload_result, \
-    require_complete
+from .results import PAYLOAD, PayloadResult, Result, check_bound, check_mode, make_result, require_complete
 from ._util.defaults import DEFAULT_KAPPA
 
-__all__ = ["EncryptedIndex", "decrypted_to_result"]
+__all__ = ["EncryptedIndex"]
 
 PathLike = str | os.PathLike
-
-
-def decrypted_to_result(decrypted: dict, gallery_labels: Sequence[str] | None = None) -> Result:
-    """Turn :meth:`Client.decrypt`'s dict into a :class:`MembershipResult`, :class:`IdentificationResult` or
-    :class:`PayloadResult` (an incomplete payload answer is returned as such: ``complete`` False;
-    :func:`encmatch.results.require_complete` raises on it)."""
-    mode = decrypted.get("mode", "")
-    if mode == PAYLOAD:
-        return payload_result(decrypted, gallery_labels)
-    if mode == "membership":
-        return make_result(mode, count=decrypted.get("count"), raw_count=decrypted.get("raw_count"),
-                           approximate=bool(decrypted.get("approximate")))
-    return make_result(mode, positions=decrypted.get("matches") or [], gallery_labels=gallery_labels,
-                       uncertain=decrypted.get("uncertain_positions") or [])
 
 
 class EncryptedIndex:
@@ -289,7 +274,7 @@ class EncryptedIndex:
         extra = {"bound": bound} if payload else {}
         for i, q in enumerate(progress_bar(qs, desc=mode, unit="query", show=bool(show))):
             result = server.search(self.client.encrypt_query(q), mode, **extra)
-            res = decrypted_to_result(self.client.decrypt(result, delta=self.delta), labels)
+            res = self.client.decrypt(result, delta=self.delta, labels=labels)
             if strict:
                 require_complete(res, None if single else i)
             out.append(res)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 
 from . import _core
@@ -19,6 +19,7 @@ from . import labels as labels_mod
 from .errors import Corrupt, InsecureParameters, Internal, InvalidArgument, Mismatch
 from ._util.defaults import DEFAULT_KAPPA
 from ._util.paths import PathLike, require_dir
+from .results import Result, from_decrypted
 from .params import AUTO, check_dim, strategy_args
 
 
@@ -142,32 +143,32 @@ class Client:
         """Encrypt one query vector (``[dim]`` or ``[1, dim]``); returns the query bytes."""
         return _encrypt_query(self._handle, self.dim, vector)
 
-    def decrypt(self, result: bytes, *, delta: float | None = None) -> dict:
-        """Decrypt a search result.
-
-        Membership: ``{"mode", "count", "raw_count"}``; identification:
-        ``{"mode", "matches": [positions], "total"}``; payload: ``{"mode",
-        "count", "raw_count", "bound", "width", "complete", "records":
-        [{"position", "payload"}] (sorted by payload, then position),
-        "matches", "unresolved", "uncertain", "total"}``
-        (:func:`encmatch.results.payload_result` makes a result of it).
+    def decrypt(self, result: bytes, *, delta: float | None = None,
+                labels: Sequence[str] | None = None) -> Result:
+        """Decrypt a search result into its typed answer: :class:`~encmatch.results.MembershipResult`,
+        :class:`~encmatch.results.IdentificationResult` or :class:`~encmatch.results.PayloadResult` (the
+        same types as :meth:`encmatch.EncryptedIndex.search`); ``labels`` (one per gallery position)
+        name the matches.
 
         The result's header names the threshold it was searched at; it is
         not authenticated. With ``delta`` (the index's own, from the
         manifest the caller holds) a result naming another is refused
-        (Mismatch) and ``"delta_checked"`` is true; without it the header's
-        threshold is dropped from the answer rather than shown unchecked.
+        (Mismatch) and the answer's ``delta`` says it was checked; without
+        it the header's threshold is not shown.
         """
+        out = self.decrypt_answer(result)
+        claimed = out.pop("delta", None)
+        if delta is not None and claimed != float(delta):
+            raise Mismatch(f"the result names threshold {claimed}, the index's is {delta}: it is not a result "
+                           f"of this index (or it was altered)")
+        return from_decrypted(out, labels, None if delta is None else float(delta))
+
+    def decrypt_answer(self, result: bytes) -> dict:
+        """The core's decrypted answer as it gives it (``docs/ABI.md``: ``decrypt``), untyped, the
+        header's unchecked threshold included; :meth:`decrypt` is what users want."""
         if not isinstance(result, (bytes, bytearray, memoryview)):
             raise InvalidArgument(f"result must be bytes, not {type(result).__name__}")
-        out = _core.call("decrypt", {"handle": self._handle.get()}, result)[0]
-        claimed = out.pop("delta", None)
-        if delta is not None:
-            if claimed != float(delta):
-                raise Mismatch(f"the result names threshold {claimed}, the index's is {delta}: it is not a result "
-                               f"of this index (or it was altered)")
-            out["delta"], out["delta_checked"] = float(delta), True
-        return out
+        return _core.call("decrypt", {"handle": self._handle.get()}, result)[0]
 
     def open_labels(self, manifest: dict, files: dict) -> list[str] | None:
         """Labels of every position of an index (``None`` if it has none), opened from its sealed files.

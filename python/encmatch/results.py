@@ -14,7 +14,7 @@ return these types, so their answers compare directly:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 import numpy as np
@@ -75,6 +75,8 @@ class MembershipResult:
     enrolled: bool
     raw_count: float | None = None
     approximate: bool = False
+    #: The index's threshold, when the decryption checked the result against it (else ``None``).
+    delta: float | None = None
     mode: str = field(default="membership", init=False)
 
     def to_dict(self) -> dict:
@@ -98,6 +100,8 @@ class IdentificationResult:
     positions: np.ndarray
     labels: list[str] | None = None
     uncertain: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    #: The index's threshold, when the decryption checked the result against it (else ``None``).
+    delta: float | None = None
     mode: str = field(default="identification", init=False)
 
     @property
@@ -151,6 +155,8 @@ class PayloadResult:
     raw_count: float | None = None
     unresolved: int = 0
     uncertain: int = 0
+    #: The index's threshold, when the decryption checked the result against it (else ``None``).
+    delta: float | None = None
     mode: str = field(default=PAYLOAD, init=False)
 
     @property
@@ -179,8 +185,10 @@ class PayloadResult:
         """Plain-dict form (JSON-serialisable)."""
         return {"mode": self.mode, "count": self.count, "complete": self.complete, "bound": self.bound,
                 "width": self.width, "positions": self.positions.tolist(), "payloads": self.payloads.tolist(),
-                "labels": self.labels, "raw_count": self.raw_count, "unresolved": self.unresolved,
-                "uncertain": self.uncertain}
+                "records": [{"position": int(p), "payload": row} for p, row in
+                            zip(self.positions.tolist(), self.payloads.tolist())],
+                "matches": self.matches.tolist(), "labels": self.labels, "raw_count": self.raw_count,
+                "unresolved": self.unresolved, "uncertain": self.uncertain}
 
 
 #: Any result type.
@@ -215,6 +223,23 @@ def payload_result(decrypted: dict, gallery_labels: Sequence[str] | None = None)
         complete=bool(decrypted.get("complete", True)), bound=None if bound is None else int(bound), width=width,
         labels=labels, raw_count=None if raw is None else float(raw), unresolved=int(decrypted.get("unresolved") or 0),
         uncertain=int(decrypted.get("uncertain") or 0))
+
+
+def from_decrypted(decrypted: dict, gallery_labels: Sequence[str] | None = None, delta: float | None = None) -> Result:
+    """The typed result of the core's decrypted answer (``docs/ABI.md``): a :class:`MembershipResult`,
+    :class:`IdentificationResult` or :class:`PayloadResult` (an incomplete payload answer as such:
+    ``complete`` False; :func:`require_complete` raises on it). ``gallery_labels`` name the positions;
+    ``delta`` is the threshold the result was checked against."""
+    mode = decrypted.get("mode", "")
+    if mode == PAYLOAD:
+        res: Result = payload_result(decrypted, gallery_labels)
+    elif mode == "membership":
+        res = make_result(mode, count=decrypted.get("count"), raw_count=decrypted.get("raw_count"),
+                          approximate=bool(decrypted.get("approximate")))
+    else:
+        res = make_result(mode, positions=decrypted.get("matches") or [], gallery_labels=gallery_labels,
+                          uncertain=decrypted.get("uncertain_positions") or [])
+    return replace(res, delta=delta) if delta is not None else res
 
 
 def incomplete_message(res: PayloadResult) -> str:

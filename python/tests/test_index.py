@@ -181,8 +181,8 @@ def test_create_and_roles_separately(tmp_path):
             assert server.last_search.get("mode") == "identification"
             m = server.search(q, "membership")
         d = client.decrypt(r)
-        assert d["mode"] == "identification" and 7 in d["matches"]
-        assert client.decrypt(m)["count"] >= 1
+        assert d.mode == "identification" and 7 in d.positions.tolist()
+        assert client.decrypt(m).count >= 1
     assert client.closed
 
 

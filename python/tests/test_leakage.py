@@ -106,12 +106,12 @@ def test_bisection_attack_learns_only_match_bits(local, tmp_path):
                     _core.call("search", {"handle": handle, "mode": "membership", "delta": d}, blob)
             else:
                 _, out = _core.call("search", {"handle": handle, "mode": "identification", "delta": d}, blob)
-                runs.append(client.decrypt(out)["matches"])
+                runs.append(client.decrypt(out).positions.tolist())
             # The SDK has no threshold to give a search at all.
             with pytest.raises(TypeError):
                 server.search(blob, "identification", delta=d)  # type: ignore[call-arg]
-            runs.append(client.decrypt(server.search(blob, "identification"))["matches"])
-            assert client.decrypt(server.search(blob, "membership"))["count"] == 1
+            runs.append(client.decrypt(server.search(blob, "identification")).positions.tolist())
+            assert client.decrypt(server.search(blob, "membership")).count == 1
     assert runs == [[0]] * len(runs) and len(runs) == len(DELTAS) + 1
     for hit in (ix.search(q, "identification"),):  # the index front: same bits, the label joined here
         assert hit.positions.tolist() == [0] and hit.labels == [NAMES[0] + " #0"]
@@ -135,10 +135,10 @@ def test_forged_result_threshold_is_refused(local, tmp_path):
     with Server(ix.index_dir, ix.client.server_key_dir) as server:
         result = server.search(ix.client.encrypt_query(q), "identification")
     forged = _forge_delta(result, b"0.3")
-    assert ix.client.decrypt(result, delta=DELTA)["delta_checked"]
+    assert ix.client.decrypt(result, delta=DELTA).delta == DELTA
     with pytest.raises(Mismatch, match="names threshold 0.3"):
         ix.client.decrypt(forged, delta=DELTA)
-    assert "delta" not in ix.client.decrypt(forged)  # no index to check against: not shown
+    assert ix.client.decrypt(forged).delta is None  # no index to check against: not shown
     (tmp_path / "forged.bin").write_bytes(forged)
     p = run_cli("decrypt", "--keys", path / "keys", "--index", path / "index", tmp_path / "forged.bin")
     assert p.returncode == 2 and "names threshold 0.3" in p.stderr, p.stderr
@@ -330,11 +330,11 @@ def test_service_refuses_another_delta(service, keys, tmp_path):
                               "delta": d}, content=blob, headers=headers, timeout=60)
             if d == DELTA:
                 assert resp.status_code == 200
-                bits.append(index.client.decrypt(resp.content)["matches"])
+                bits.append(index.client.decrypt(resp.content).positions.tolist())
             else:
                 assert resp.status_code == 422, resp.text  # invalid_argument (docs/SERVICE.md)
                 assert resp.json()["kind"] == "invalid_argument" and "belongs to the index" in resp.json()["error"]
-        bits.append(index.client.decrypt(index.service.search(index.id, blob, "identification")[0])["matches"])
+        bits.append(index.client.decrypt(index.service.search(index.id, blob, "identification")[0]).positions.tolist())
         assert bits == [[0], [0]]
         # A commit cannot move the threshold either.
         manifest = dict(index.manifest, delta=0.3)

@@ -89,15 +89,15 @@ def test_streamed_server_gives_identical_answers(indexes, data, strategy):
             b = ix.client.decrypt(streamed.search(q, mode))
             assert streamed.last_search["streamed"] is True and resident.last_search["streamed"] is False
             if mode == "identification":
-                assert a["matches"] == b["matches"]
+                assert a.positions.tolist() == b.positions.tolist()
             else:
-                assert a["count"] == b["count"] and b["raw_count"] == pytest.approx(a["raw_count"], abs=1e-6)
+                assert a.count == b.count and b.raw_count == pytest.approx(a.raw_count, abs=1e-6)
             answers[mode] = a
     # The budget is an open() argument of EncryptedIndex, passed to the server it opens (a fresh
     # encryption of the query: the planted scores are far outside the decision band).
     with EncryptedIndex(ix.path, memory_budget=1) as again:
         got = again.search(queries[0], "identification")
-        assert again.streamed is True and got.positions.tolist() == answers["identification"]["matches"]
+        assert again.streamed is True and got.positions.tolist() == answers["identification"].positions.tolist()
 
 
 def test_bsgs_tbs_cannot_stream(indexes, data):

@@ -109,10 +109,10 @@ def shares_of(s: dict, ct: bytes, parties) -> list[bytes]:
 
 def check_answer(sr: Searcher, info: dict, q: int, mode: str):
     """The combined answer equals the plaintext one."""
-    from encmatch.index import decrypted_to_result
+    from encmatch.results import from_decrypted
     from encmatch.evaluation.bruteforce import same_answer
 
-    assert same_answer(decrypted_to_result(info["answer"]), sr.expected(q, mode)), (mode, info["answer"])
+    assert same_answer(from_decrypted(info["answer"]), sr.expected(q, mode)), (mode, info["answer"])
 
 
 def test_any_t_parties_decrypt(two_of_three, searcher):

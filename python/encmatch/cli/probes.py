@@ -15,7 +15,6 @@ import numpy as np
 
 from .._util.ui import fmt_bytes, print_answer
 from ..keyholder import Client
-from ..index import decrypted_to_result
 from ..results import PayloadResult, incomplete_message
 from . import resultfiles
 
@@ -52,14 +51,10 @@ def run_probes(vectors: np.ndarray, names: list[str], mode: str, client: Client,
             where_to = f" -> {sink.write(i, names[i], result)}"
         if decrypt:
             t3 = time.perf_counter()
-            decrypted = client.decrypt(result)
-            answer = decrypted_to_result(decrypted, labels)
+            answer = client.decrypt(result, labels=labels)
             t_dec += time.perf_counter() - t3
             if json_lines:
-                doc = answer.to_dict()
-                if isinstance(answer, PayloadResult):
-                    doc = dict(decrypted, **({"labels": answer.labels} if answer.labels is not None else {}))
-                print(json.dumps({"probe": names[i], **doc}))
+                print(json.dumps({"probe": names[i], **answer.to_dict()}))
             else:
                 print(f"probe {names[i]}:{where_to}")
                 print_answer(answer)

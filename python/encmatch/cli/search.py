@@ -32,7 +32,6 @@ from ..server import Server
 from ..manifest import index_info, Manifest
 from ..errors import InvalidArgument, NotFound, PayloadBandWarning
 from ..evaluation import validate as validate_mod
-from ..index import decrypted_to_result
 from ..results import MAX_BOUND, PAYLOAD, SEARCH_MODES, PayloadResult, incomplete_message
 from . import cluster as cluster_commands, faces as face_commands, resultfiles, service as service_commands
 from .exits import EXIT_FAILURE, EXIT_USAGE
@@ -298,10 +297,9 @@ def cmd_decrypt(args: argparse.Namespace) -> int:
             delta = float(manifest["delta"])
         incomplete = 0
         for name, path in pairs:
-            decrypted = client.decrypt(path.read_bytes(), delta=delta)
-            res = decrypted_to_result(decrypted, labels)
+            res = client.decrypt(path.read_bytes(), delta=delta, labels=labels)
             if args.json:
-                doc = json_answer(decrypted, res)
+                doc = res.to_dict()
                 print(json.dumps({"probe": name, **doc} if len(pairs) > 1 else doc))
             else:
                 if len(pairs) > 1:
@@ -312,17 +310,6 @@ def cmd_decrypt(args: argparse.Namespace) -> int:
                 print(f"error: {f'probe {name}: ' if len(pairs) > 1 else ''}{incomplete_message(res)}",
                       file=sys.stderr)
     return EXIT_FAILURE if incomplete else 0
-
-
-def json_answer(decrypted: dict, res) -> dict:
-    """The JSON of a decrypted answer: a payload answer's decrypted JSON as the core gives it (plus the
-    records' ``labels`` when the index has labels), any other answer's :meth:`to_dict`."""
-    if isinstance(res, PayloadResult):
-        doc = dict(decrypted)
-        if res.labels is not None:
-            doc["labels"] = res.labels
-        return doc
-    return res.to_dict()
 
 
 def strategies_table(res: dict, budget: int = 0) -> str:

@@ -33,7 +33,6 @@ import ray
 
 from ..keyholder import Client
 from ..params import describe
-from ..index import decrypted_to_result
 from ..evaluation.bruteforce import expected_results, same_answer
 from .localnodes import LocalCluster
 from .measure import DELTA, _peak_rss, add_gallery_arguments, prepare_from_args
@@ -48,7 +47,7 @@ def _checked(server, client, gallery, q) -> tuple[float, bool]:
     t = time.perf_counter()
     out = server.search(blob, "membership")
     seconds = time.perf_counter() - t
-    got = decrypted_to_result(client.decrypt(out))
+    got = client.decrypt(out)
     return seconds, same_answer(got, expected_results(gallery, q[None, :], DELTA, "membership")[0])
 
 

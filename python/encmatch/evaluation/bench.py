@@ -63,7 +63,6 @@ from ..enroller import Enroller
 from ..server import Server
 from ..params import comparator, describe
 from ..errors import InvalidArgument
-from ..index import decrypted_to_result
 from .bruteforce import cosine_scores
 
 __all__ = [
@@ -353,12 +352,12 @@ def _query(client: Client, server: Server, workload: Workload) -> dict:
     encrypt_s = time.perf_counter() - t0
     m_bytes = server.search(q, "membership")
     m_search = float(server.last_search.get("seconds", 0.0))
-    membership = decrypted_to_result(client.decrypt(m_bytes))
+    membership = client.decrypt(m_bytes)
     rtt = time.perf_counter() - t0
     q2 = client.encrypt_query(workload.query)
     i_bytes = server.search(q2, "identification")
     i_search = float(server.last_search.get("seconds", 0.0))
-    identification = decrypted_to_result(client.decrypt(i_bytes))
+    identification = client.decrypt(i_bytes)
     failures = check_trial(membership, identification, workload.planted)
     return {
         "membership_s": m_search,

@@ -40,7 +40,6 @@ from ..keyholder import Client
 from ..enroller import Enroller
 from ..server import Server
 from ..errors import Corrupt, Exists, InvalidArgument, Mismatch, NotFound
-from ..index import decrypted_to_result
 from ..results import MODES, IdentificationResult, MembershipResult, check_mode
 from .bruteforce import cosine_scores
 
@@ -499,7 +498,7 @@ def run(
             decrypted: dict[str, list] = {}
             for m in modes:
                 with steps.step(f"decrypt {m}", f"{len(q)} results"):
-                    decrypted[m] = [decrypted_to_result(client.decrypt(r), gallery_labels) for r in results[m]]
+                    decrypted[m] = [client.decrypt(r, labels=gallery_labels) for r in results[m]]
             with steps.step("brute force + guard bands"):
                 scores = cosine_scores(g, q)
                 bands = comparator(kappa, delta, scores)

@@ -41,7 +41,7 @@ from ..enroller import Enroller
 from ..server import Server
 from ..params import describe
 from ..data import separated_gallery
-from ..results import Result, make_result
+from ..results import Result
 from .._util.defaults import DEFAULT_KAPPA
 from .remote import RemoteIndex, ServiceClient, create_index, enroll
 from .tenancy import TokenStore
@@ -173,7 +173,7 @@ def run_load(url: str, token: str, index_id: str, keys: str | os.PathLike, queri
                     t1 = time.perf_counter()
                     result, _ = index.service.search(index.id, blob, mode)
                     t2 = time.perf_counter()
-                    got = make_result(mode, **_decrypted_fields(index.client.decrypt(result)))
+                    got = index.client.decrypt(result)
                     t3 = time.perf_counter()
                     with lock:
                         latencies.append(t3 - t0)
@@ -288,7 +288,7 @@ def run_overload(url: str, token: str, index_id: str, keys: str | os.PathLike, q
                     elif role == "status" and r.status_code == 200 and isinstance(body, dict):
                         out["ok"] += 1
                     elif role == "search" and r.status_code == 200:
-                        got = make_result(mode, **_decrypted_fields(client.decrypt(r.content)))
+                        got = client.decrypt(r.content)
                         search_latencies.append(dt)
                         if same_answer(got, expected[mode][k]):
                             out["ok"] += 1
@@ -337,13 +337,6 @@ def run_overload(url: str, token: str, index_id: str, keys: str | os.PathLike, q
         out["rss_start"], out["rss_peak"] = rss["start"], max(rss["peak"], rss_bytes(pid)[0])
         out["rss_hwm"] = rss_bytes(pid)[1]
     return out
-
-
-def _decrypted_fields(decrypted: dict) -> dict:
-    """The :func:`make_result` arguments of a decrypted answer."""
-    if decrypted.get("mode") == "membership":
-        return {"count": decrypted.get("count"), "raw_count": decrypted.get("raw_count")}
-    return {"positions": decrypted.get("matches") or []}
 
 
 def _dir_bytes(path: Path) -> int:

@@ -75,7 +75,6 @@ from ..enroller import Enroller
 from ..params import check_delta, check_payload_width, check_rule
 from ..manifest import Manifest
 from ..errors import Corrupt, EncmatchError, InvalidArgument, Mismatch, Unavailable
-from ..index import decrypted_to_result
 from .._util.journal import RemoteJournal, batch_digest
 from ..results import PAYLOAD, PayloadResult, Result, check_bound, check_mode, make_result, require_complete
 from .errors import Busy, Conflict, ShuttingDown, Unauthorized, error_from_response
@@ -706,7 +705,7 @@ class RemoteIndex:
         show = progress if progress is not None else len(qs) > 8
         for i, q in enumerate(progress_bar(qs, desc=mode, unit="query", show=bool(show))):
             result, self.last_search = self.service.search(self.id, self.client.encrypt_query(q), mode, bound=bound)
-            res = decrypted_to_result(self.client.decrypt(result, delta=self.delta), labels)
+            res = self.client.decrypt(result, delta=self.delta, labels=labels)
             if strict:
                 require_complete(res, None if single else i)
             out.append(res)
