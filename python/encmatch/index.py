@@ -36,7 +36,7 @@ from . import labels as labels_mod
 from .params import AUTO, check_delta, check_payload_width, check_rule, memory_budget_bytes
 from .keyholder import Client
 from .enroller import Enroller
-from .server import Server
+from .server import SearchBackend, Server
 from .manifest import Manifest, index_info
 from .errors import InvalidArgument, NotFound
 from .results import PAYLOAD, PayloadResult, Result, check_bound, check_mode, make_result, require_complete
@@ -75,7 +75,7 @@ class EncryptedIndex:
         self.memory_budget = memory_budget_bytes(memory_budget)
         if not (self.path / self.KEYS).is_dir() or not (self.path / self.INDEX).is_dir():
             raise NotFound(f"{self.path} is not an encrypted index (expected {self.KEYS}/ and {self.INDEX}/ in it)")
-        self._server: Server | None = None
+        self._server: SearchBackend | None = None
         self.client = Client(self.key_dir)
         try:
             self.manifest = index_info(self.index_dir)
@@ -286,7 +286,7 @@ class EncryptedIndex:
 
     # ---- lifetime -------------------------------------------------------
 
-    def _open_server(self) -> Any:
+    def _open_server(self) -> SearchBackend:
         """The server handle over the current index (opened lazily, reopened after add())."""
         if self._server is None:
             opener = Server if self.backend is None else self.backend.open

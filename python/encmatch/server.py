@@ -4,7 +4,7 @@ with encrypted results; it never sees a vector or a score. :func:`merge_results`
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Protocol, Sequence, runtime_checkable
 
 
 from . import _core
@@ -13,6 +13,9 @@ from .results import PAYLOAD, check_bound, check_mode
 from ._util.paths import PathLike, require_dir
 from .manifest import Manifest
 from .params import non_negative_int, memory_budget_bytes
+
+
+__all__ = ["Server", "SearchBackend", "merge_results"]
 
 
 class Server:
@@ -116,6 +119,29 @@ class Server:
             f"Server({str(self.index_dir)!r}, entries={Manifest.of(self.manifest).total}, strategy={name!r}, "
             f"n1={n1}, streamed={self.streamed})"
         )
+
+
+@runtime_checkable
+class SearchBackend(Protocol):
+    """What answers encrypted queries over an index: :class:`Server` (this process), the Ray backend's
+    ``RayServer``, the GPU engine's ``GpuServer`` and a service's index (``RemoteBackend``). Each takes
+    framed query bytes and returns framed (encrypted) result bytes, which only the key holder decrypts
+    (:meth:`encmatch.Client.decrypt`)."""
+
+    #: The index's manifest as the backend loaded it.
+    manifest: dict
+    #: Whether groups are read from disk for each query.
+    streamed: bool
+    #: Timings of the last search.
+    last_search: dict
+
+    def search(self, query: bytes, mode: str = "identification", *, bound: int | None = None) -> bytes:
+        """Answer one framed query in ``mode`` at the index's threshold."""
+        ...
+
+    def close(self) -> None:
+        """Release what the backend holds (idempotent)."""
+        ...
 
 
 def merge_results(index_dir: PathLike, parts: Sequence[bytes]) -> tuple[bytes, dict]:

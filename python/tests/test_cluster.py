@@ -26,6 +26,7 @@ import encmatch  # noqa: E402
 from encmatch import EncryptedIndex  # noqa: E402
 from encmatch.cluster import RayBackend, RayServer, shard_groups  # noqa: E402
 from encmatch.errors import Corrupt, InvalidArgument, Mismatch, ShardUnavailable  # noqa: E402
+from encmatch.server import SearchBackend  # noqa: E402
 from encmatch.service import RemoteIndex  # noqa: E402
 from conftest import run_cli  # noqa: E402
 from encmatch.service.measure import (  # noqa: E402
@@ -112,7 +113,7 @@ def test_same_answers_as_in_process(cluster, index_path, data, backend):
     with EncryptedIndex(index_path, backend=backend) as sharded:
         exact(sharded, data)
         server = sharded._open_server()
-        assert isinstance(server, RayServer)
+        assert isinstance(server, RayServer) and isinstance(server, SearchBackend)
         assert [i["groups"] for i in server.actor_info] == shard_groups(3, backend.shards_per_actor, backend.workers)
         assert server.last_search["groups"] == 3
         assert all(i["threads"] == 1 for i in server.actor_info)  # each actor's share of the CPUs

@@ -14,7 +14,7 @@ import pytest
 
 from encmatch.keyholder import Client
 from encmatch.enroller import Enroller
-from encmatch.server import Server, merge_results
+from encmatch.server import SearchBackend, Server, merge_results
 from encmatch.errors import Corrupt, InvalidArgument
 from encmatch.gpu import GpuServer, cuda_available, get_backend
 from encmatch.gpu.ring import Ring, _bitrev
@@ -153,6 +153,7 @@ def test_results_equal_the_cpu_engines(indexes, device, strategy):
     keys, index, queries = indexes(strategy)
     with Client(keys) as client, Server(index, keys / "server") as cpu, GpuServer(index, keys / "server", device=device) as gpu:
         assert gpu.device == device and len(gpu.groups) == 2
+        assert isinstance(cpu, SearchBackend) and isinstance(gpu, SearchBackend)
         for q in queries:
             qb = client.encrypt_query(q)
             for mode in ("membership", "identification"):
