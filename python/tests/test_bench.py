@@ -89,8 +89,9 @@ def test_cli_end_to_end(tmp_path):
     out = tmp_path / "out"
     p = run_cli("bench", "--preset", TOY, "--dim", DIM, "--kappa", "8", "--sizes", "256,2048", "--strategies", "bsgs-tbe,dg",
                 "--encryption", "public-key,secret-key", "--trials", "3", "--matches", "2", "--out", out,
-                "--work", tmp_path)
+                "--work", tmp_path / "new" / "work")  # a work directory that does not exist yet is made
     assert p.returncode == 0, p.stderr
+    assert (tmp_path / "new" / "work").is_dir()
     assert "Traceback" not in p.stderr and "INSECURE" in p.stderr
     for name in ("results.json", "results.csv", "time.png", "ram.png", "disk.png", "results.md"):
         assert (out / name).is_file() and (out / name).stat().st_size > 0, name

@@ -539,8 +539,8 @@ def run(
 
     The workload of each K is generated once and shared by the
     strategies. ``dim`` is ignored by the ``faces`` workload (192-d).
-    Keys and indexes go to a temporary directory under ``work_dir`` and
-    are removed after each configuration. With ``isolate`` (the default,
+    Keys and indexes go to a temporary directory under ``work_dir`` (made if
+    missing) and are removed after each configuration. With ``isolate`` (the default,
     unless a test substitutes ``query_fn``) each configuration runs in a
     fresh child process, so that its peak RSS is its own and not what an
     earlier configuration left in the Go runtime.
@@ -559,6 +559,8 @@ def run(
         "workloads": {},
         "configs": [],
     }
+    if work_dir is not None:
+        Path(work_dir).mkdir(parents=True, exist_ok=True)
     with RssSampler() as sampler, tempfile.TemporaryDirectory(prefix="encmatch-bench-", dir=work_dir) as tmp:
         for size in sizes:
             wl = make_workload(workload, int(size), matches, dim, kappa=kappa, seed=seed)
