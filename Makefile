@@ -25,7 +25,7 @@ $(LIB): $(GO_SRC)
 $(VENV)/.installed: python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e 'python[test]'
+	$(PY) -m pip install -q -e 'python[all,test]'
 	touch $@
 
 venv: $(VENV)/.installed models

@@ -26,6 +26,7 @@ __all__ = [
     "IOError",
     "Internal",
     "LibraryNotFound",
+    "MissingExtra",
     "ShardUnavailable",
     "Unavailable",
     "InsecureParameters",
@@ -102,6 +103,22 @@ class LibraryNotFound(EncmatchError):
     """The core shared library ``libencmatch.so`` is missing or cannot be loaded."""
 
     kind = "library"
+
+
+class MissingExtra(EncmatchError, ImportError):
+    """A feature's optional dependencies are not installed: ``extra`` names the package extra that
+    brings them (``pip install 'encmatch[extra]'``), ``module`` the module that is missing."""
+
+    kind = "missing_extra"
+
+    def __init__(self, extra: str, module: str) -> None:
+        """The error for ``module`` missing, which the ``extra`` extra installs."""
+        super().__init__(
+            f"this needs encmatch's optional '{extra}' dependencies ({module} is not installed): "
+            f"pip install 'encmatch[{extra}]'"
+        )
+        self.extra = extra
+        self.module = module
 
 
 class ShardUnavailable(EncmatchError):

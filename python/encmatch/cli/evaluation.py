@@ -19,6 +19,7 @@ from .._util.ui import (
 )
 from ..params import STRATEGIES, describe
 from ..evaluation import bench as bench_mod, demo as demo_mod, validate as validate_mod
+from .._util.extras import require
 from .exits import EXIT_FAILURE
 
 
@@ -62,7 +63,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     params = describe(args.preset, args.kappa, bench_mod.FACES_DIM if args.workload == "faces" else args.dim)
     warn_if_insecure(params)
     log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
-    bench_mod.check_out_dir(args.out)  # before any work
+    require("plots")  # its plots, before any work
+    bench_mod.check_out_dir(args.out)
     log(f"parameters: {describe_params(params)}")
     doc = bench_mod.run(
         args.sizes, args.strategies, encryptions=args.encryption, matches=args.matches, n1=args.n1,

@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import data as data_mod
+from .._util.extras import require
 from .._util.ui import add_kappa_argument, add_preset_argument, describe_params, warn_if_insecure
 from ..params import describe
 from ..errors import InvalidArgument, Mismatch
@@ -247,6 +248,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     """Score distributions and a suggested delta; exit 1 when delta fails the target inside the guard band,
     else 0 (skipped photos listed and counted, :data:`SKIPPED_POLICY`)."""
     if args.plot:
+        require("plots")
         check_output_file(args.plot, "--plot")
     faces, inputs = _labelled(args)
     dist = calibrate_mod.ScoreDistributions.from_labelled(faces.emb, faces.label)
@@ -268,6 +270,7 @@ def cmd_accuracy(args: argparse.Namespace) -> int:
     """Encrypted vs plaintext identification on a labelled set; exit 1 on a decision wrong outside the band,
     else 0 (skipped photos listed and counted in the report, :data:`SKIPPED_POLICY`)."""
     if args.plot:
+        require("plots")
         check_output_file(args.plot, "--plot")
     if args.work is not None and not Path(args.work).is_dir() and not Path(args.work).parent.is_dir():
         raise InvalidArgument(f"--work {args.work}: the folder {Path(args.work).parent} does not exist")

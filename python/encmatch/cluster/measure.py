@@ -30,7 +30,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import ray
+
+from .._util.extras import require
+
+require("ray")
+import ray  # noqa: E402
+
 
 from ..keyholder import Client
 from ..enroller import Enroller

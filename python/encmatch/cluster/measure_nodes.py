@@ -29,7 +29,10 @@ import tempfile
 import threading
 import time
 
-import ray
+from .._util.extras import require
+
+require("ray")
+import ray  # noqa: E402
 
 from ..keyholder import Client
 from ..params import describe

@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
 
+from .._util.plots import pyplot
 from ..errors import InvalidArgument
 
 __all__ = ["Profile", "Plan", "load_profile", "plan", "builtin_profiles"]
@@ -204,11 +205,7 @@ def render(p: Plan) -> str:
 
 def plot(p: Plan, path: str | Path) -> None:
     """Latency against fleet size (papers/003 Figure 2's axes), marking both bounds."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.plot([c["workers"] for c in p.curve], [c["latency_seconds"] for c in p.curve], "o-", label=p.profile.name)
     ax.axvline(p.min_workers_memory, color="grey", ls="--", label=f"memory-bound minimum ({p.min_workers_memory})")

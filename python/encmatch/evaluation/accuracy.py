@@ -52,6 +52,7 @@ from typing import Callable
 
 import numpy as np
 
+from .._util.plots import pyplot
 from .._util.defaults import DEFAULT_KAPPA
 from ..data import FaceSet
 from ..errors import InvalidArgument
@@ -559,8 +560,7 @@ def plot(report: AccuracyReport, path: str | Path) -> Path:
 
     See :func:`figure`.
     """
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     fig = figure(report)
     path = Path(path)
     fig.savefig(path, dpi=120)
@@ -584,10 +584,7 @@ def figure(report: AccuracyReport):
     with no false accept get one such marker. TAR (a linear axis) is drawn
     as measured, 100 % included.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     from matplotlib.ticker import FuncFormatter
 
     roc_, n_imp, n_gen = report.roc, report.roc.n_impostor, report.roc.n_genuine

@@ -54,6 +54,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from .._util.plots import pyplot
 from .. import data as data_mod
 from .._util.atomic import check_writable_folder
 from .._util.defaults import DEFAULT_KAPPA
@@ -746,8 +747,7 @@ def markdown_table(doc: dict, ref: dict | None = None) -> str:
 
 def _plot(doc: dict, path: Path, metrics: Sequence[tuple[str, str | None, str]], ylabel: str, scale: float) -> None:
     """Draw :func:`figure` and write it to ``path``."""
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     fig = figure(doc, metrics, ylabel, scale)
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -762,10 +762,7 @@ def figure(doc: dict, metrics: Sequence[tuple[str, str | None, str]], ylabel: st
     plain numbers (``0.25``, never ``2.5x10^-1``); an INSECURE preset is
     named in the title.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     from matplotlib.ticker import FuncFormatter, NullFormatter
 
     plain = FuncFormatter(lambda v, _pos: f"{v:g}")

@@ -67,6 +67,7 @@ from typing import Any
 
 import numpy as np
 
+from .._util.plots import pyplot
 from .._util.defaults import DEFAULT_KAPPA
 from ..params import check_delta, comparator
 from ..errors import InvalidArgument
@@ -674,11 +675,7 @@ def calibrate(
 
 def plot_distributions(cal: Calibration, path: str | Path) -> Path:
     """Histograms of the genuine and impostor scores with delta and its bands, as a PNG."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     d = cal.dist
     edges = np.linspace(-1, 1, 201)
     imp = d.impostor_counts.reshape(200, -1).sum(axis=1) / d.n_impostor

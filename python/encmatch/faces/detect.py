@@ -34,7 +34,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import NotFound
+from .._util.extras import require
+from ..errors import MissingExtra, NotFound
 
 __all__ = [
     "ARCFACE_TEMPLATE",
@@ -71,11 +72,19 @@ _MODEL_FILES = {
 }
 
 
+def _dlib():
+    """The dlib module (the ``faces`` extra)."""
+    require("faces", "dlib")
+    import dlib
+
+    return dlib
+
+
 def dlib_model_path(name: str) -> Path:
     """Path of one of ``face_recognition_models``' weight files (``mmod_human_face_detector.dat``...)."""
     spec = importlib.util.find_spec("face_recognition_models")
     if spec is None or not spec.submodule_search_locations:
-        raise NotFound("the face_recognition_models package is not installed (pip install face_recognition_models)")
+        raise MissingExtra("faces", "face_recognition_models")
     path = Path(list(spec.submodule_search_locations)[0]) / "models" / name
     if not path.is_file():
         raise NotFound(f"dlib model file {path} is missing (reinstall face_recognition_models)")
@@ -91,9 +100,7 @@ class Face:
 
     def rect(self):
         """The box as a ``dlib.rectangle``."""
-        import dlib
-
-        return dlib.rectangle(*self.box)
+        return _dlib().rectangle(*self.box)
 
 
 class FaceFinder:
@@ -106,8 +113,7 @@ class FaceFinder:
         """The dlib object ``name`` (``hog``, ``cnn``, ``shape5``, ``shape68``, ``resnet``), loaded once."""
         with self._lock:
             if name not in self._models:
-                import dlib
-
+                dlib = _dlib()
                 if name == "hog":
                     obj = dlib.get_frontal_face_detector()
                 elif name == "cnn":
@@ -142,8 +148,7 @@ class FaceFinder:
 
     def arcface_crop(self, img: np.ndarray, shape5) -> np.ndarray:
         """The 112 x 112 uint8 RGB crop of the face with landmarks ``shape5``, aligned to :data:`ARCFACE_TEMPLATE`."""
-        import dlib
-
+        dlib = _dlib()
         chip = dlib.get_face_chip(img, shape5, size=CHIP_SIZE, padding=CHIP_PADDING)
         found = list(self._get("hog")(chip, 0))
         c = (CHIP_SIZE - 1) / 2

@@ -15,10 +15,14 @@ import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
-from PIL import Image, ImageOps
+
+from .._util.extras import require
+
+if TYPE_CHECKING:
+    from PIL import Image
 
 __all__ = [
     "IMAGE_SUFFIXES",
@@ -124,6 +128,7 @@ def load_image(path: str | os.PathLike, max_side: int = MAX_SIDE, max_pixels: in
     a missing, unreadable, truncated or non-image file and for photos of
     more than ``max_pixels`` pixels.
     """
+    Image, ImageOps = _pil()
     path = Path(path)
     try:
         with warnings.catch_warnings():
@@ -161,8 +166,17 @@ def load_image(path: str | os.PathLike, max_side: int = MAX_SIDE, max_pixels: in
     return np.ascontiguousarray(np.asarray(rgb, dtype=np.uint8))
 
 
+def _pil():
+    """Pillow's ``Image`` and ``ImageOps`` modules (the ``faces`` extra)."""
+    require("faces", "PIL")
+    from PIL import Image, ImageOps
+
+    return Image, ImageOps
+
+
 def _to_rgb(im: Image.Image) -> Image.Image:
     """``im`` as an 8-bit RGB image (16-bit grey divided by 257; 32-bit and float grey outside 0..255 by their range)."""
+    Image, _ = _pil()
     if im.mode.startswith("I;16"):
         im = Image.fromarray(np.round(np.asarray(im, dtype=np.float64) / 257.0).astype(np.uint8), "L")
     elif im.mode in ("I", "F"):

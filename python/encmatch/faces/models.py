@@ -32,6 +32,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from .._util.extras import require
 from ..errors import Corrupt, InvalidArgument, NotFound
 from .detect import Face, FaceFinder
 
@@ -127,6 +128,7 @@ class MobileFaceNet(FaceModel):
         blob = path.read_bytes()
         if hashlib.sha256(blob).hexdigest() != MFN_SHA256:
             raise Corrupt(f"{path} is not the expected MobileFaceNet model (SHA-256 mismatch); run `make models` again")
+        require("faces", "ai_edge_litert")
         from ai_edge_litert.interpreter import Interpreter
 
         self._interp = Interpreter(model_content=blob, num_threads=threads)

@@ -46,7 +46,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fastapi import Depends, FastAPI, Query, Request
+from .._util.extras import require
+
+require("service", "fastapi", "uvicorn")
+from fastapi import Depends, FastAPI, Query, Request  # noqa: E402
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer

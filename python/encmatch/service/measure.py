@@ -32,8 +32,13 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-import httpx
 import numpy as np
+
+from .._util.extras import require
+
+require("service", "httpx")
+import httpx  # noqa: E402
+
 
 from ..evaluation.bruteforce import expected_results, same_answer
 from ..keyholder import Client

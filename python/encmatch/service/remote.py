@@ -64,8 +64,13 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-import httpx
 import numpy as np
+
+from .._util.extras import require
+
+require("service", "httpx")
+import httpx  # noqa: E402
+
 from .._util.progress import progress as progress_bar
 
 from .. import _core
