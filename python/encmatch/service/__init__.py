@@ -4,7 +4,10 @@ In deployment the key holder, the enroller and the server are different
 machines (papers/000, Fig. 2). This package is the server and the
 network between them:
 
-- :mod:`~encmatch.service.app` - the FastAPI application and ``encmatch serve``;
+- :mod:`~encmatch.service.app` - the FastAPI application and ``encmatch serve``, assembled from
+  :mod:`~encmatch.service.config` (settings), :mod:`~encmatch.service.state` (what it holds while it
+  runs), :mod:`~encmatch.service.admission` (limits in front of every route) and
+  :mod:`~encmatch.service.routes` (one router per resource: health, indexes, uploads, search);
 - :mod:`~encmatch.service.storage` - durable on-disk indexes, resumable uploads, atomic commits;
 - :mod:`~encmatch.service.tenancy` - tenants and their (hashed) bearer tokens;
 - :mod:`~encmatch.service.scheduler` - loaded indexes and the bounded search queue;
