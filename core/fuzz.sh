@@ -5,7 +5,7 @@
 #
 #   core/fuzz.sh                      # every target, 10^6 executions, one at a time
 #   core/fuzz.sh 100000               # every target, 10^5 executions
-#   core/fuzz.sh 1000000 ./codec/     # the targets of one package
+#   core/fuzz.sh 1000000 ./base/codec/     # the targets of one package
 #   core/fuzz.sh -list                # list the targets
 #   FUZZ_JOBS=12 core/fuzz.sh         # 12 targets at once (one core each)
 #   FUZZ_PARALLEL=2 core/fuzz.sh      # fuzzing workers per target (default 1)

@@ -9,6 +9,6 @@ cd "$(dirname "$0")/../../core"
 for n in 1000 50000; do
   for plain in "" 1; do
     ENCMATCH_BENCH_RECORDS=$n ENCMATCH_BENCH_PLAIN=$plain \
-      go test -run '^$' -bench PayloadWorkload -benchtime 3x -timeout 60m ./engine/ 2>&1 | grep -E 'Benchmark|payload_bench_test'
+      go test -run '^$' -bench PayloadWorkload -benchtime 3x -timeout 60m ./face/engine/ 2>&1 | grep -E 'Benchmark|payload_bench_test'
   done
 done

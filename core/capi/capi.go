@@ -20,7 +20,7 @@ import (
 	"runtime/debug"
 	"unsafe"
 
-	"encmatch/core/errs"
+	"encmatch/core/base/errs"
 )
 
 // EMCall runs method with JSON args and input bytes. It returns 0 on

@@ -4,11 +4,11 @@ import (
 	"fmt"
 	"time"
 
-	"encmatch/core/ccmm"
-	"encmatch/core/comparator"
-	"encmatch/core/errs"
-	"encmatch/core/irismatch"
-	"encmatch/core/irisstore"
+	"encmatch/core/base/comparator"
+	"encmatch/core/base/errs"
+	"encmatch/core/iris/ccmm"
+	"encmatch/core/iris/irismatch"
+	"encmatch/core/iris/irisstore"
 )
 
 // The iris methods (docs/ABI.md, "Iris"): key generation, enrollment,

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"encmatch/core/envelope"
-	"encmatch/core/errs"
+	"encmatch/core/base/envelope"
+	"encmatch/core/base/errs"
 )
 
 func call(t *testing.T, method string, args any, in []byte) (map[string]any, []byte, error) {

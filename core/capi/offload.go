@@ -1,7 +1,7 @@
 package main
 
 import (
-	"encmatch/core/offload"
+	"encmatch/core/face/offload"
 )
 
 // The offload methods serve an executor outside Go (the GPU engine,

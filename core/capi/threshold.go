@@ -7,11 +7,11 @@ import (
 	"path/filepath"
 	"time"
 
-	"encmatch/core/envelope"
-	"encmatch/core/errs"
-	"encmatch/core/keys"
-	"encmatch/core/params"
-	"encmatch/core/strategy"
+	"encmatch/core/base/envelope"
+	"encmatch/core/base/errs"
+	"encmatch/core/base/params"
+	"encmatch/core/face/keys"
+	"encmatch/core/face/strategy"
 	"encmatch/core/threshold"
 )
 

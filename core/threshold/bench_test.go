@@ -3,7 +3,7 @@ package threshold
 import (
 	"testing"
 
-	"encmatch/core/params"
+	"encmatch/core/base/params"
 
 	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
 )

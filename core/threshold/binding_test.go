@@ -12,10 +12,10 @@ import (
 	"sync"
 	"testing"
 
-	"encmatch/core/envelope"
-	"encmatch/core/errs"
-	"encmatch/core/params"
-	"encmatch/core/result"
+	"encmatch/core/base/envelope"
+	"encmatch/core/base/errs"
+	"encmatch/core/base/params"
+	"encmatch/core/face/result"
 
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 	"github.com/tuneinsight/lattigo/v6/schemes/ckks"

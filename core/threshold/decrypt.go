@@ -6,9 +6,9 @@ import (
 	"os"
 	"slices"
 
-	"encmatch/core/envelope"
-	"encmatch/core/errs"
-	"encmatch/core/params"
+	"encmatch/core/base/envelope"
+	"encmatch/core/base/errs"
+	"encmatch/core/base/params"
 
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 	"github.com/tuneinsight/lattigo/v6/multiparty"

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"encmatch/core/errs"
+	"encmatch/core/base/errs"
 )
 
 // Noise-flooding sizing (papers/004 §5, docs/THRESHOLD.md).

@@ -7,10 +7,10 @@ import (
 	"strings"
 	"testing"
 
-	"encmatch/core/envelope"
-	"encmatch/core/params"
-	"encmatch/core/result"
-	"encmatch/core/strategy"
+	"encmatch/core/base/envelope"
+	"encmatch/core/base/params"
+	"encmatch/core/face/result"
+	"encmatch/core/face/strategy"
 
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 	"github.com/tuneinsight/lattigo/v6/multiparty"

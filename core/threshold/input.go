@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"math"
 
-	"encmatch/core/codec"
-	"encmatch/core/envelope"
-	"encmatch/core/errs"
-	"encmatch/core/keys"
-	"encmatch/core/params"
-	"encmatch/core/result"
+	"encmatch/core/base/codec"
+	"encmatch/core/base/envelope"
+	"encmatch/core/base/errs"
+	"encmatch/core/base/params"
+	"encmatch/core/face/keys"
+	"encmatch/core/face/result"
 
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 	"github.com/tuneinsight/lattigo/v6/schemes/ckks"

@@ -11,8 +11,8 @@ import (
 	"syscall"
 	"time"
 
-	"encmatch/core/envelope"
-	"encmatch/core/errs"
+	"encmatch/core/base/envelope"
+	"encmatch/core/base/errs"
 )
 
 // Every decryption share gives the receiver a fresh sample of the

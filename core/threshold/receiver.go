@@ -8,8 +8,8 @@ import (
 	"path/filepath"
 	"slices"
 
-	"encmatch/core/errs"
-	"encmatch/core/params"
+	"encmatch/core/base/errs"
+	"encmatch/core/base/params"
 
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 	"github.com/tuneinsight/lattigo/v6/multiparty"

@@ -7,11 +7,11 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"encmatch/core/envelope"
-	"encmatch/core/errs"
-	"encmatch/core/keys"
-	"encmatch/core/params"
-	"encmatch/core/result"
+	"encmatch/core/base/envelope"
+	"encmatch/core/base/errs"
+	"encmatch/core/base/params"
+	"encmatch/core/face/keys"
+	"encmatch/core/face/result"
 
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 )

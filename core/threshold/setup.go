@@ -7,11 +7,11 @@ import (
 	"path/filepath"
 	"strconv"
 
-	"encmatch/core/envelope"
-	"encmatch/core/errs"
-	"encmatch/core/keys"
-	"encmatch/core/parallel"
-	"encmatch/core/params"
+	"encmatch/core/base/envelope"
+	"encmatch/core/base/errs"
+	"encmatch/core/base/parallel"
+	"encmatch/core/base/params"
+	"encmatch/core/face/keys"
 
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 	"github.com/tuneinsight/lattigo/v6/multiparty"
@@ -180,7 +180,7 @@ func aggregateShamir(cfg *Config, p rlwe.Parameters, id int, dir string) (multip
 // Finalize aggregates the public shares of every party in bulletinDir into
 // the collective public, relinearisation and Galois keys and writes them
 // to serverDir (which must not exist or be empty) in the layout of a
-// core/keys server directory, plus threshold.json (the Config).
+// core/face/keys server directory, plus threshold.json (the Config).
 func Finalize(cfg *Config, set *params.Set, bulletinDir, serverDir string) error {
 	p := *set.CKKS.GetRLWEParameters()
 	return writeDirAtomic(serverDir, func(tmp string) error {

@@ -10,8 +10,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"encmatch/core/envelope"
-	"encmatch/core/errs"
+	"encmatch/core/base/envelope"
+	"encmatch/core/base/errs"
 )
 
 // A server signs every search it binds for the decryptors (docs/THRESHOLD.md,

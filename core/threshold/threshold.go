@@ -4,7 +4,7 @@
 //
 // Roles: n decryptors (parties 1..n) run the setup; a computing server
 // uses the resulting public and evaluation keys, which are written in the
-// layout of core/keys' server directory; a receiver holds its own key pair
+// layout of core/face/keys' server directory; a receiver holds its own key pair
 // and alone learns a decrypted value, from the decryption shares of any t
 // decryptors.
 //
@@ -47,11 +47,11 @@ import (
 	"slices"
 	"sync"
 
-	"encmatch/core/envelope"
-	"encmatch/core/errs"
-	"encmatch/core/keys"
-	"encmatch/core/params"
-	"encmatch/core/strategy"
+	"encmatch/core/base/envelope"
+	"encmatch/core/base/errs"
+	"encmatch/core/base/params"
+	"encmatch/core/face/keys"
+	"encmatch/core/face/strategy"
 
 	"github.com/tuneinsight/lattigo/v6/multiparty"
 	"github.com/tuneinsight/lattigo/v6/ring"
@@ -94,7 +94,7 @@ const (
 const MaxParties = 256
 
 // Config is the public description of a threshold setup: the key set's
-// metadata as core/keys writes it (parameters, key id, strategy,
+// metadata as core/face/keys writes it (parameters, key id, strategy,
 // rotations, Galois elements), the number of parties n, the threshold t
 // and the seed of the common reference string. Every party holds the same
 // Config.

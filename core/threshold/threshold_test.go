@@ -12,11 +12,11 @@ import (
 	"sync"
 	"testing"
 
-	"encmatch/core/errs"
-	"encmatch/core/keys"
-	"encmatch/core/params"
-	"encmatch/core/result"
-	"encmatch/core/strategy"
+	"encmatch/core/base/errs"
+	"encmatch/core/base/params"
+	"encmatch/core/face/keys"
+	"encmatch/core/face/result"
+	"encmatch/core/face/strategy"
 
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 	"github.com/tuneinsight/lattigo/v6/ring"

@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"encmatch/core/envelope"
-	"encmatch/core/errs"
+	"encmatch/core/base/envelope"
+	"encmatch/core/base/errs"
 
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 	"github.com/tuneinsight/lattigo/v6/ring"

@@ -5,10 +5,10 @@ import (
 	"errors"
 	"testing"
 
-	"encmatch/core/envelope"
-	"encmatch/core/errs"
-	"encmatch/core/params"
-	"encmatch/core/result"
+	"encmatch/core/base/envelope"
+	"encmatch/core/base/errs"
+	"encmatch/core/base/params"
+	"encmatch/core/face/result"
 )
 
 // TestPolysReducedOnWrite: a coefficient left in [q, 2q) by lazy arithmetic

@@ -83,7 +83,7 @@ class MissingLabelKey(NotFound):
     """A key set without a label key (made before sealed labels existed), or not handed to this role."""
 
 
-# ---- frames (the core's envelope, core/envelope) -----------------------------
+# ---- frames (the core's envelope, core/base/envelope) -----------------------------
 
 
 def _frame(kind: str, fingerprint: str, key_id: str, payload: bytes) -> bytes:

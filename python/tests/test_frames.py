@@ -18,7 +18,7 @@ from encmatch.service.frames import MAGIC, VERSION, FrameError, parse_header, ve
 
 def _frame(kind: str = "galois-key", fingerprint: str = "f" * 16, key_id: str = "k" * 16,
            payload: bytes = b"\x01\x02\x03") -> bytes:
-    """A frame laid out as core/envelope.Seal writes it."""
+    """A frame laid out as core/base/envelope.Seal writes it."""
     b = MAGIC + struct.pack("<H", VERSION)
     for s in (kind, fingerprint, key_id):
         raw = s.encode()

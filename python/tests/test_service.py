@@ -52,7 +52,7 @@ MODES = ("membership", "identification")
 
 
 def seal(kind: str, fingerprint: str, key_id: str, payload: bytes) -> bytes:
-    """A well-formed frame (core/envelope layout) around ``payload``."""
+    """A well-formed frame (core/base/envelope layout) around ``payload``."""
     out = b"ENCMATCH" + struct.pack("<H", 1)
     for field in (kind, fingerprint, key_id):
         raw = field.encode()

@@ -1,4 +1,4 @@
-"""Replay of the comparator's program (core/offload: Lattigo's polynomial
+"""Replay of the comparator's program (core/face/offload: Lattigo's polynomial
 evaluator recorded as straight-line ring operations) on a batch of
 ciphertexts, one per group."""
 

@@ -1,4 +1,4 @@
-"""Reading the core's frame header (``core/envelope``) in Python.
+"""Reading the core's frame header (``core/base/envelope``) in Python.
 
 Every binary artefact of encmatch (keys, gallery groups, queries, results)
 starts with the same header::
@@ -29,7 +29,7 @@ VERSION = 1
 KIND_SECRET_KEY = "secret-key"
 #: Size of the trailing SHA-256.
 _SUM = 32
-#: Largest payload the core accepts (core/envelope MaxPayload).
+#: Largest payload the core accepts (core/base/envelope MaxPayload).
 _MAX_PAYLOAD = 1 << 36
 
 

@@ -79,7 +79,7 @@ _KEY_KINDS = {"relin.key": "relinearization-key"}
 _GALOIS_KIND = "galois-key"
 #: Kind of a sealed label file (encmatch.labels): the only kind a ``*.sealed`` upload may have.
 _SEALED_KIND = "sealed-labels"
-#: Kind prefix of a gallery group file (core/index KindGroup).
+#: Kind prefix of a gallery group file (core/face/index KindGroup).
 _GROUP_KIND = "gallery-group"
 #: Public kinds the service knows but never stores as uploads: one of them in the wrong place is a
 #: ``mismatch``; every kind outside this set and the allow-list (secret keys, label secret keys,
@@ -210,7 +210,7 @@ def allowed_kinds(name: str, meta: dict) -> set[str]:
     """The envelope kinds an upload named ``name`` may have, for an index whose keys are ``meta``.
 
     A key file: its key kind; a ``*.sealed`` file: ``sealed-labels``; any
-    other name: a gallery group of the index's layout (core/index
+    other name: a gallery group of the index's layout (core/face/index
     ``groupHeader``: ``gallery-group/plain`` or
     ``gallery-group/prerotated-n1=<n1>`` for ``bsgs-tbe``, each with or
     without ``/seeded``; a payload key set's groups also end in

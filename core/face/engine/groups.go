@@ -1,0 +1,263 @@
+package engine
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"encmatch/core/base/comparator"
+	"encmatch/core/base/parallel"
+	"encmatch/core/face/index"
+	"encmatch/core/face/keys"
+	"encmatch/core/face/strategy"
+
+	"github.com/tuneinsight/lattigo/v6/core/rlwe"
+	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
+)
+
+// chunk is a run of consecutive diagonals of one group.
+type chunk struct {
+	first int
+	cts   []*rlwe.Ciphertext
+}
+
+// chunkSize is the unit of work and of streaming: one giant step (n1
+// diagonals) for tbs/tbe, 32 diagonals for the full-table strategies.
+func (s *Server) chunkSize() int {
+	if s.strat.FullTable() {
+		return min(32, s.strat.L)
+	}
+	return s.strat.N1
+}
+
+// residentBytes estimates the resident memory of the keys, the query table
+// and all groups held in memory, with the Go runtime's headroom.
+func (s *Server) residentBytes(ek *keys.Evaluation) int64 {
+	ct := int64(ckks.NewCiphertext(s.Params.CKKS, 1, s.Params.CKKS.MaxLevel()).BinarySize())
+	table := int64(s.strat.N1)
+	if s.strat.FullTable() {
+		table = int64(s.strat.L)
+	}
+	// Decoded diagonals take full 64-bit words, whatever their packed size
+	// on disk; payload columns are two primes deep.
+	cols := int64(2*s.Manifest.PayloadWidth) * int64(ckks.NewCiphertext(s.Params.CKKS, 1, index.PayloadLevel).BinarySize())
+	groups := int64(len(s.served)) * (int64(s.strat.L)*ct + cols)
+	live := int64(ek.Keys.BinarySize()) + table*ct + groups
+	return int64(float64(live) * strategy.RuntimeOverhead)
+}
+
+// feed sends every group's diagonals, chunk by chunk, one channel per group,
+// from memory or streamed from disk. Reading runs ahead of the computation
+// by at most two chunks and one group. It stops early when done closes.
+// When columns is not nil, columns[g] receives group g's payload columns
+// before its channel closes.
+func (s *Server) feed(done <-chan struct{}, columns [][]*rlwe.Ciphertext) (<-chan chan chunk, <-chan error) {
+	groups := make(chan chan chunk, 1)
+	errc := make(chan error, 1)
+	size := s.chunkSize()
+	go func() {
+		defer close(groups)
+		for g, entry := range s.served {
+			ch := make(chan chunk, 2)
+			select {
+			case groups <- ch:
+			case <-done:
+				return
+			}
+			send := func(first int, cts []*rlwe.Ciphertext) error {
+				if first >= s.strat.L { // the payload columns, read after the diagonals
+					if columns != nil {
+						columns[g] = cts
+					}
+					return nil
+				}
+				select {
+				case ch <- chunk{first, cts}:
+					return nil
+				case <-done:
+					return errStopped
+				}
+			}
+			var err error
+			if s.Streamed {
+				err = index.StreamGroup(s.dir, s.Manifest, s.Params, entry, size, send)
+			} else {
+				for first := 0; first < len(s.groups[g]) && err == nil; first += size {
+					err = send(first, s.groups[g][first:min(first+size, len(s.groups[g]))])
+				}
+				if columns != nil {
+					columns[g] = s.columns[g]
+				}
+			}
+			if err != nil && err != errStopped {
+				errc <- err // before close(ch): whoever drains ch then sees why it ended
+			}
+			close(ch)
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return groups, errc
+}
+
+var errStopped = fmt.Errorf("stopped")
+
+// scoreAndCompare computes every group's scores and runs the comparator on
+// them; a group's comparator overlaps the next group's products.
+func (s *Server) scoreAndCompare(table montTable, cmp *comparator.Comparator, scale rlwe.Scale, columns [][]*rlwe.Ciphertext, st *Stats) ([]*rlwe.Ciphertext, error) {
+	done := make(chan struct{})
+	defer close(done)
+	groups, feedErr := s.feed(done, columns)
+	outs := make([]*rlwe.Ciphertext, len(s.served))
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var cmpErr error
+	sem := make(chan struct{}, parallel.Workers())
+	g := 0
+	for ch := range groups {
+		t := time.Now()
+		scores, err := s.groupScores(table, ch)
+		if err != nil {
+			for range ch { // let the feeder finish this group
+			}
+			select { // a group cut short by a read error: report the read error
+			case ferr := <-feedErr:
+				return nil, ferr
+			default:
+			}
+			return nil, err
+		}
+		st.Similarity += time.Since(t).Seconds()
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(g int) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			t := time.Now()
+			out, err := cmp.Evaluate(s.poly, scores, scale)
+			mu.Lock()
+			defer mu.Unlock()
+			outs[g] = out
+			if err != nil && cmpErr == nil {
+				cmpErr = err
+			}
+			st.Comparison += time.Since(t).Seconds()
+		}(g)
+		g++
+	}
+	wg.Wait()
+	select {
+	case err := <-feedErr:
+		return nil, err
+	default:
+	}
+	if cmpErr != nil {
+		return nil, cmpErr
+	}
+	if g != len(outs) {
+		return nil, fmt.Errorf("internal error: scored %d of %d groups", g, len(outs))
+	}
+	return outs, nil
+}
+
+// groupScores computes sum_i Rot_i(q) * diag_i for the group whose chunks
+// arrive on ch. Each worker takes whole chunks: with the full table it
+// accumulates products in its own degree-2 accumulator, and the workers'
+// accumulators are added and relinearised once; with baby steps a chunk is
+// giant step j, whose products are accumulated, then relinearised and
+// rotated by j*n1 into the worker's giantSum (modulo QP, divided by P once
+// per group). The result is rescaled once.
+func (s *Server) groupScores(table montTable, ch <-chan chunk) (*rlwe.Ciphertext, error) {
+	p := s.Params.CKKS
+	level := table[0].Level()
+	rq := p.RingQ().AtLevel(level)
+	full := s.strat.FullTable()
+	w := parallel.Workers()
+	accs := make([]*rlwe.Ciphertext, w)
+	sums := make([]*giantSum, w)
+	err := parallel.For(w, func(k int) error {
+		var acc *rlwe.Ciphertext
+		for c := range ch {
+			if acc == nil {
+				acc = ckks.NewCiphertext(p, 2, level)
+			} else if !full { // a new giant step: reuse the accumulator
+				for _, poly := range acc.Value {
+					poly.Zero()
+				}
+			}
+			acc.Scale = table[0].Scale.Mul(c.cts[0].Scale) // the same for every chunk
+			for i, d := range c.cts {
+				if d.Level() != level || d.Degree() != 1 {
+					return fmt.Errorf("internal error: diagonal %d has level %d and degree %d", c.first+i, d.Level(), d.Degree())
+				}
+			}
+			qs := table[:len(c.cts)] // baby steps b = 0, 1, ... of giant step first/n1
+			if full {
+				qs = table[c.first : c.first+len(c.cts)]
+			}
+			accumulateProducts(rq, qs, c.cts, acc)
+			if full {
+				continue
+			}
+			if sums[k] == nil {
+				var err error
+				if sums[k], err = newGiantSum(p, s.eval, level); err != nil {
+					return err
+				}
+			}
+			if err := sums[k].add(acc, c.first); err != nil {
+				return fmt.Errorf("giant step %d: %w", c.first/s.strat.N1, err)
+			}
+		}
+		accs[k] = acc
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var meta *rlwe.MetaData
+	for _, a := range accs {
+		if a != nil {
+			meta = a.MetaData
+		}
+	}
+	if meta == nil {
+		return nil, fmt.Errorf("internal error: a group produced no diagonals")
+	}
+	var out *rlwe.Ciphertext
+	if full {
+		for _, a := range accs {
+			if a == nil {
+				continue
+			}
+			if out == nil {
+				out = a
+			} else if err := s.eval.Add(out, a, out); err != nil {
+				return nil, err
+			}
+		}
+		relin := ckks.NewCiphertext(p, 1, level)
+		if err := s.eval.Relinearize(out, relin); err != nil {
+			return nil, err
+		}
+		out = relin
+	} else {
+		var total *giantSum
+		for _, g := range sums {
+			if g == nil {
+				continue
+			}
+			if total == nil {
+				total = g
+			} else {
+				total.merge(g)
+			}
+		}
+		out = total.finish(meta)
+	}
+	if err := s.eval.Rescale(out, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}

@@ -1,0 +1,248 @@
+package ccmm
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math/big"
+	"unsafe"
+
+	"encmatch/core/base/errs"
+)
+
+// The binary form of a SharedA (little endian):
+//
+//	u8 LogN | u64 Rows | u64 Cols | u8 len(Moduli) | u64 Moduli[...] |
+//	u16 len(scale) | scale (big-endian magnitude) |
+//	per prime i: A[i] (N x Cols int32, row-major), B[i] (Rows x Cols int32)
+//
+// Residues are the centered int32 of Mat. The decoder checks every header
+// field and the exact payload length before it allocates, and every residue
+// against its prime after.
+
+// headerSize is the size of the header for k moduli and a scale of s bytes.
+func headerSize(k, s int) int64 { return 1 + 8 + 8 + 1 + 8*int64(k) + 2 + int64(s) }
+
+// EncodedSize is the number of bytes WriteTo writes.
+func (c *SharedA) EncodedSize() int64 {
+	per := (int64(c.N()) + int64(c.Rows)) * int64(c.Cols) * 4
+	return headerSize(len(c.Moduli), len(c.Scale.Bytes())) + per*int64(len(c.Moduli))
+}
+
+// WriteTo writes the binary form of c.
+func (c *SharedA) WriteTo(w io.Writer) (int64, error) {
+	cw := &countingWriter{w: w}
+	if err := c.writeHeader(cw); err != nil {
+		return cw.n, err
+	}
+	for i := range c.Moduli {
+		for _, mat := range []Mat{c.A[i], c.B[i]} {
+			if _, err := cw.Write(int32Bytes(mat.Data)); err != nil {
+				return cw.n, err
+			}
+		}
+	}
+	return cw.n, nil
+}
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// writeHeader writes the header of c's binary form (no matrices).
+func (c *SharedA) writeHeader(w io.Writer) error {
+	scale := c.Scale.Bytes()
+	for _, v := range []any{uint8(c.LogN), uint64(c.Rows), uint64(c.Cols), uint8(len(c.Moduli)), c.Moduli, uint16(len(scale))} {
+		if err := binary.Write(w, binary.LittleEndian, v); err != nil {
+			return err
+		}
+	}
+	_, err := w.Write(scale)
+	return err
+}
+
+// writeBand writes band (c's rows, columns j0 .. j0+band.Cols, every
+// prime) at its place in c's binary form: one write per row and prime.
+func (c *SharedA) writeBand(w io.WriterAt, band *SharedA, j0 int) error {
+	if band.Rows != c.Rows || j0 < 0 || j0+band.Cols > c.Cols || len(band.A) != len(c.Moduli) {
+		return fmt.Errorf("%w: band of %dx%d at column %d of a %dx%d matrix", errs.ErrInvalid, band.Rows, band.Cols, j0, c.Rows, c.Cols)
+	}
+	off := headerSize(len(c.Moduli), len(c.Scale.Bytes()))
+	for i := range c.Moduli {
+		for _, m := range []Mat{band.A[i], band.B[i]} {
+			for r := 0; r < m.Rows; r++ {
+				if _, err := w.WriteAt(int32Bytes(m.Data[r*m.Cols:(r+1)*m.Cols]), off+4*(int64(r)*int64(c.Cols)+int64(j0))); err != nil {
+					return err
+				}
+			}
+			off += 4 * int64(m.Rows) * int64(c.Cols)
+		}
+	}
+	return nil
+}
+
+// int32Bytes views residues as their little-endian bytes (amd64 and arm64
+// are little endian; init refuses the others).
+func int32Bytes(d []int32) []byte {
+	if len(d) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&d[0])), 4*len(d))
+}
+
+func init() {
+	x := uint16(1)
+	if *(*byte)(unsafe.Pointer(&x)) != 1 {
+		panic("ccmm: the binary form assumes a little-endian machine")
+	}
+}
+
+// ReadSharedA decodes the binary form of a SharedA of exactly n bytes from
+// untrusted input: ring degree at most 2^17, at most 64 primes, each below
+// 2^MaxPrimeBits, rows a multiple of the ring degree, the length exact, the
+// residues centered modulo their primes. A non-nil want fixes LogN, Rows,
+// Cols, Moduli and Scale (Rows 0: any multiple of N).
+func ReadSharedA(r io.Reader, n int64, want *SharedA) (*SharedA, error) {
+	sr, err := NewSharedAReader(r, n, want)
+	if err != nil {
+		return nil, err
+	}
+	c := sr.Head
+	for range c.Moduli {
+		a, b := NewMat(c.N(), c.Cols), NewMat(c.Rows, c.Cols)
+		if err := sr.Next(&a); err != nil {
+			return nil, err
+		}
+		if err := sr.Next(&b); err != nil {
+			return nil, err
+		}
+		c.A, c.B = append(c.A, a), append(c.B, b)
+	}
+	return c, nil
+}
+
+// SharedAReader decodes the binary form of a SharedA from untrusted input
+// a block of rows at a time, in the form's order: for each prime, the N
+// rows of A, then the Rows rows of B. It holds one block, never the whole
+// matrix (ReadSharedA's checks, residue by residue as they arrive).
+type SharedAReader struct {
+	Head  *SharedA // the header: shape, moduli and scale, no matrices
+	r     io.Reader
+	prime int // the prime being read
+	row   int // rows of that prime read (A's N, then B's)
+}
+
+// NewSharedAReader reads and checks the header of a binary form of
+// exactly n bytes (the length is checked against the header before any
+// matrix is read).
+func NewSharedAReader(r io.Reader, n int64, want *SharedA) (*SharedAReader, error) {
+	var head struct {
+		LogN       uint8
+		Rows, Cols uint64
+		K          uint8
+	}
+	if n < headerSize(0, 0) {
+		return nil, badMatrix("%d bytes", n)
+	}
+	if err := binary.Read(r, binary.LittleEndian, &head); err != nil {
+		return nil, badMatrix("%v", err)
+	}
+	if head.LogN < 1 || head.LogN > 17 || head.K < 1 || head.K > 64 {
+		return nil, badMatrix("ring degree 2^%d, %d primes", head.LogN, head.K)
+	}
+	nDeg := uint64(1) << head.LogN
+	if head.Rows == 0 || head.Rows%nDeg != 0 || head.Rows > 1<<34 || head.Cols == 0 || head.Cols > 1<<34 {
+		return nil, badMatrix("%d x %d matrix in ring 2^%d", head.Rows, head.Cols, head.LogN)
+	}
+	moduli := make([]uint64, head.K)
+	if err := binary.Read(r, binary.LittleEndian, moduli); err != nil {
+		return nil, badMatrix("%v", err)
+	}
+	for _, q := range moduli {
+		if q < 3 || q >= 1<<MaxPrimeBits {
+			return nil, badMatrix("prime %d", q)
+		}
+	}
+	var sl uint16
+	if err := binary.Read(r, binary.LittleEndian, &sl); err != nil {
+		return nil, badMatrix("%v", err)
+	}
+	// Size check before any matrix is allocated (products cannot overflow:
+	// rows and columns are below 2^34, primes at most 64).
+	per := (nDeg + head.Rows) * head.Cols * 4
+	if per > 1<<40 || headerSize(int(head.K), int(sl))+int64(per)*int64(head.K) != n {
+		return nil, badMatrix("%d bytes for a %d x %d matrix of %d primes", n, head.Rows, head.Cols, head.K)
+	}
+	sb := make([]byte, sl)
+	if _, err := io.ReadFull(r, sb); err != nil {
+		return nil, badMatrix("%v", err)
+	}
+	c := &SharedA{LogN: int(head.LogN), Rows: int(head.Rows), Cols: int(head.Cols), Moduli: moduli, Scale: new(big.Int).SetBytes(sb)}
+	if c.Scale.Sign() == 0 {
+		return nil, badMatrix("scale 0")
+	}
+	if want != nil {
+		if err := c.matches(want); err != nil {
+			return nil, err
+		}
+	}
+	return &SharedAReader{Head: c, r: r}, nil
+}
+
+func badMatrix(format string, a ...any) error {
+	return fmt.Errorf("%w: encrypted matrix: %s", errs.ErrCorrupt, fmt.Sprintf(format, a...))
+}
+
+// Next reads the next dst.Rows rows (Head.Cols columns; a whole number of
+// them within the current prime's A or B) into dst and checks that every
+// residue is centered modulo the prime.
+func (s *SharedAReader) Next(dst *Mat) error {
+	c := s.Head
+	n := c.N()
+	if s.prime >= len(c.Moduli) {
+		return badMatrix("read past the last prime")
+	}
+	inA := s.row < n
+	end := n
+	if !inA {
+		end = n + c.Rows
+	}
+	if dst.Cols != c.Cols || dst.Rows <= 0 || s.row+dst.Rows > end || len(dst.Data) != dst.Rows*dst.Cols {
+		return fmt.Errorf("%w: a block of %dx%d at row %d of prime %d of a %dx%d matrix in ring %d", errs.ErrInvalid, dst.Rows, dst.Cols, s.row, s.prime, c.Rows, c.Cols, n)
+	}
+	if _, err := io.ReadFull(s.r, int32Bytes(dst.Data)); err != nil {
+		return badMatrix("%v", err)
+	}
+	q := c.Moduli[s.prime]
+	half := int32(q / 2)
+	for _, v := range dst.Data {
+		if v > half || v < -half {
+			return badMatrix("residue %d not centered modulo %d", v, q)
+		}
+	}
+	if s.row += dst.Rows; s.row == n+c.Rows {
+		s.prime, s.row = s.prime+1, 0
+	}
+	return nil
+}
+
+// matches checks c's shape against want's (want.Rows 0: any).
+func (c *SharedA) matches(want *SharedA) error {
+	same := c.LogN == want.LogN && c.Cols == want.Cols && (want.Rows == 0 || c.Rows == want.Rows) &&
+		len(c.Moduli) == len(want.Moduli) && c.Scale.Cmp(want.Scale) == 0
+	for i := 0; same && i < len(c.Moduli); i++ {
+		same = c.Moduli[i] == want.Moduli[i]
+	}
+	if !same {
+		return fmt.Errorf("%w: an encrypted %dx%d matrix (ring 2^%d, primes %v, scale %v), expected %dx%d (ring 2^%d, primes %v, scale %v)",
+			errs.ErrMismatch, c.Rows, c.Cols, c.LogN, c.Moduli, c.Scale, want.Rows, want.Cols, want.LogN, want.Moduli, want.Scale)
+	}
+	return nil
+}

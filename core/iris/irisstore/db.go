@@ -1,0 +1,325 @@
+package irisstore
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"math"
+	"math/bits"
+	"os"
+	"path/filepath"
+
+	"encmatch/core/base/codec"
+	"encmatch/core/base/envelope"
+	"encmatch/core/base/errs"
+	"encmatch/core/base/parallel"
+	"encmatch/core/iris/ccmm"
+	"encmatch/core/iris/scoreslots"
+
+	"github.com/tuneinsight/lattigo/v6/core/rlwe"
+)
+
+// Directory layout of an encrypted database (Enroll):
+//
+//	db.json         what it holds: key set, codes, blocks, threshold
+//	enc.bin         Enc  = Enc_{S_db}(K M)      (ccmm.DB.Enc)
+//	encs.bin        EncS = Enc_{S_db}(K M S_q)  (ccmm.DB.EncS)
+//	masks.bin       the codes' masks, in the clear (papers/004 §3.1)
+//	blocks.keys     per block, the key from its database secret to the bootstrapping ring's
+const formatDB = "encmatch-iris-db/1"
+
+// DBMeta is db.json.
+type DBMeta struct {
+	Format      string  `json:"format"`
+	KeyID       string  `json:"key_id"`
+	Fingerprint string  `json:"fingerprint"`
+	Codes       int     `json:"codes"`
+	Blocks      int     `json:"blocks"`
+	T           float64 `json:"t"`     // match iff FHD < t
+	Delta       float64 `json:"delta"` // 1 - 2t, the threshold on normalised scores
+}
+
+// Codes is a matrix of masked iris codes c' = m (1 - 2c) in {-1, 0, 1},
+// one code per row, row-major.
+type Codes struct {
+	Rows, Len int
+	Data      []int8
+}
+
+// check refuses codes of another length or entries outside {-1, 0, 1},
+// and rows whose mask is empty.
+func (c Codes) check(inner int, what string) error {
+	if c.Len != inner || c.Rows <= 0 || len(c.Data) != c.Rows*c.Len {
+		return fmt.Errorf("%w: %s: %d codes of %d positions (%d values); this key set takes codes of %d", errs.ErrInvalid, what, c.Rows, c.Len, len(c.Data), inner)
+	}
+	for r := 0; r < c.Rows; r++ {
+		set := false
+		for _, v := range c.Data[r*c.Len : (r+1)*c.Len] {
+			if v < -1 || v > 1 {
+				return fmt.Errorf("%w: %s: code %d has the value %d (masked codes are -1, 0 or 1)", errs.ErrInvalid, what, r, v)
+			}
+			set = set || v != 0
+		}
+		if !set {
+			return fmt.Errorf("%w: %s: code %d has an empty mask", errs.ErrInvalid, what, r)
+		}
+	}
+	return nil
+}
+
+// masks packs the rows' masks (c' != 0) into bits, rows padded with
+// zeros up to rows (pad rows have empty masks).
+func (c Codes) masks(rows int) []uint64 {
+	words := c.Len / 64
+	out := make([]uint64, rows*words)
+	for r := 0; r < c.Rows; r++ {
+		for l, v := range c.Data[r*c.Len : (r+1)*c.Len] {
+			if v != 0 {
+				out[r*words+l/64] |= 1 << (l % 64)
+			}
+		}
+	}
+	return out
+}
+
+// Enroll encrypts a database of masked codes into dir (which must not hold
+// one) with threshold t (a pair matches iff its fractional Hamming distance
+// is below t): the codes are padded with empty rows to whole blocks of N_db,
+// each block gets a fresh database secret, the database is encrypted in
+// the RGSW-style shared-a format of papers/004 §6.1.1 (which needs the query
+// secrets), and each block's key to the bootstrapping ring's secret is
+// made. The database secrets are then dropped: nothing needs them again.
+func (h *Holder) Enroll(dir string, codes Codes, t float64) (*DBMeta, error) {
+	p := h.Params
+	if math.IsNaN(t) || t <= 0 || t >= 1 {
+		return nil, fmt.Errorf("%w: threshold t = %v: a fractional Hamming distance in (0, 1)", errs.ErrInvalid, t)
+	}
+	if err := codes.check(p.CCMM.Lit.Inner, "gallery"); err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(filepath.Join(dir, "db.json")); err == nil {
+		return nil, fmt.Errorf("%w: %s already holds an encrypted iris database", errs.ErrInvalid, dir)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	n := p.CCMM.NDB
+	blocks := (codes.Rows + n - 1) / n
+	sk := &ccmm.Secrets{DB: ccmm.GenKeys(p.CCMM.DB, blocks), Query: h.Query}
+	// Enc and EncS are written a band of columns at a time: at the default
+	// preset they take 18 GiB per block of 2^14 codes.
+	enc, encs := p.dbHeads(blocks)
+	err := envelope.WriteFileAt(filepath.Join(dir, "enc.bin"), h.header("iris-db-enc"), enc.EncodedSize(), 0o644, func(encW io.WriterAt) error {
+		return envelope.WriteFileAt(filepath.Join(dir, "encs.bin"), h.header("iris-db-encs"), encs.EncodedSize(), 0o644, func(encsW io.WriterAt) error {
+			return p.CCMM.EncryptDBTo(sk, paddedCodes{Codes: codes, rows: blocks * n}, encW, encsW)
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	keys := &scoreslots.Keys{Secret: h.Bootstrap}
+	for _, s := range sk.DB {
+		if err := p.Slots.AddBlock(keys, s); err != nil {
+			return nil, err
+		}
+	}
+	meta := &DBMeta{Format: formatDB, KeyID: h.Meta.KeyID, Fingerprint: p.Fingerprint(), Codes: codes.Rows, Blocks: blocks, T: t, Delta: 1 - 2*t}
+	var mb bytes.Buffer
+	if err := writeWords(&mb, codes.masks(blocks*n)); err != nil {
+		return nil, err
+	}
+	if err := envelope.WriteFile(filepath.Join(dir, "masks.bin"), h.header("iris-db-masks"), mb.Bytes(), 0o644); err != nil {
+		return nil, err
+	}
+	var kb bytes.Buffer
+	if err := writeChunks(&kb, keys.Blocks); err != nil {
+		return nil, err
+	}
+	if err := envelope.WriteFile(filepath.Join(dir, "blocks.keys"), h.header("iris-db-block-keys"), kb.Bytes(), 0o644); err != nil {
+		return nil, err
+	}
+	// db.json last: a directory without it is not a database (a crash
+	// before this point leaves nothing that loads).
+	if err := envelope.WriteJSON(filepath.Join(dir, "db.json"), meta); err != nil {
+		return nil, err
+	}
+	return meta, envelope.SyncDir(dir)
+}
+
+// paddedCodes is the gallery as the CCMM's database matrix: its rows
+// padded with empty codes to rows.
+type paddedCodes struct {
+	Codes
+	rows int
+}
+
+func (c paddedCodes) Dims() (rows, cols int) { return c.rows, c.Len }
+
+func (c paddedCodes) At(i, j int) int64 {
+	if i >= c.Rows {
+		return 0
+	}
+	return int64(c.Data[i*c.Len+j])
+}
+
+// dbHeads are the shapes of Enc and EncS for a database of blocks blocks
+// (matrices not allocated).
+func (p *Params) dbHeads(blocks int) (enc, encs *ccmm.SharedA) {
+	c := p.CCMM
+	all := append(append([]uint64(nil), c.Q...), c.K...)
+	head := func(cols int) *ccmm.SharedA {
+		return &ccmm.SharedA{LogN: c.Lit.LogNDB, Rows: blocks * c.NDB, Cols: cols, Moduli: all, Scale: c.ModulusK()}
+	}
+	return head(c.Lit.Inner), head(c.NQ)
+}
+
+// DB is a loaded encrypted database (the server's view). Its encrypted
+// matrices stay on disk (18 GiB per block at the default preset) and are
+// read a block at a time by Match.
+type DB struct {
+	Meta   DBMeta
+	Dir    string
+	Masks  []uint64 // Blocks*N_db rows of Inner/64 words
+	Blocks []*rlwe.EvaluationKey
+}
+
+// readers opens the database's two matrix files for a streamed product:
+// the frames' headers and sizes and the matrices' headers are checked.
+func (s *Server) readers(db *DB) (src ccmm.DBBlocks, closeAll func(), err error) {
+	enc, encs := s.Params.dbHeads(db.Meta.Blocks)
+	var rs []*ccmm.SharedAReader
+	var files []*envelope.PayloadStream
+	closeAll = func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}
+	for _, part := range []struct {
+		name string
+		want *ccmm.SharedA
+	}{{"enc.bin", enc}, {"encs.bin", encs}} {
+		f, err := envelope.OpenPayload(filepath.Join(db.Dir, part.name), s.header("iris-db-"+part.name[:len(part.name)-4]))
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		files = append(files, f)
+		r, err := ccmm.NewSharedAReader(f, f.Len, part.want)
+		if err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("%s: %w", part.name, err)
+		}
+		rs = append(rs, r)
+	}
+	src, blocks, err := s.Params.CCMM.ReadDB(rs[0], rs[1])
+	if err == nil && blocks != db.Meta.Blocks {
+		err = fmt.Errorf("%w: %d blocks in the matrices, %d in db.json", errs.ErrCorrupt, blocks, db.Meta.Blocks)
+	}
+	if err != nil {
+		closeAll()
+		return nil, nil, err
+	}
+	return src, closeAll, nil
+}
+
+// LoadDB loads the encrypted database in dir for the server s.
+func (s *Server) LoadDB(dir string) (*DB, error) {
+	p := s.Params
+	var meta DBMeta
+	if err := envelope.ReadJSON(filepath.Join(dir, "db.json"), "iris database", &meta); err != nil {
+		return nil, err
+	}
+	switch {
+	case meta.Format != formatDB:
+		return nil, fmt.Errorf("%w: %s: format %q, expected %q", errs.ErrCorrupt, dir, meta.Format, formatDB)
+	case meta.KeyID != s.Meta.KeyID || meta.Fingerprint != p.Fingerprint():
+		return nil, fmt.Errorf("%w: %s was enrolled for key set %s (%s), the server holds %s (%s)", errs.ErrMismatch, dir, meta.KeyID, meta.Fingerprint, s.Meta.KeyID, p.Fingerprint())
+	case meta.Blocks < 1 || meta.Blocks > 1<<12 || meta.Codes < 1 || meta.Codes > meta.Blocks*p.CCMM.NDB || meta.Codes <= (meta.Blocks-1)*p.CCMM.NDB:
+		return nil, fmt.Errorf("%w: %s: %d codes in %d blocks of %d", errs.ErrCorrupt, dir, meta.Codes, meta.Blocks, p.CCMM.NDB)
+	case !(meta.T > 0 && meta.T < 1) || meta.Delta != 1-2*meta.T:
+		return nil, fmt.Errorf("%w: %s: threshold t = %v, delta = %v", errs.ErrCorrupt, dir, meta.T, meta.Delta)
+	}
+	rows := meta.Blocks * p.CCMM.NDB
+	db := &DB{Meta: meta, Dir: dir}
+	// The encrypted matrices: checksums verified in a streaming pass and
+	// headers checked now; Match reads them a block at a time (checking
+	// every residue again as it arrives).
+	enc, encs := p.dbHeads(meta.Blocks)
+	for _, part := range []struct {
+		name string
+		want *ccmm.SharedA
+	}{{"enc.bin", enc}, {"encs.bin", encs}} {
+		err := envelope.ReadFileStream(filepath.Join(dir, part.name), s.header("iris-db-"+part.name[:len(part.name)-4]), func(r io.Reader, n int64) error {
+			_, err := ccmm.NewSharedAReader(r, n, part.want)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	b, err := envelope.ReadFile(filepath.Join(dir, "masks.bin"), s.header("iris-db-masks"))
+	if err != nil {
+		return nil, err
+	}
+	if db.Masks, err = readWords(b, rows*p.CCMM.Lit.Inner/64, "database masks"); err != nil {
+		return nil, err
+	}
+	if b, err = envelope.ReadFile(filepath.Join(dir, "blocks.keys"), s.header("iris-db-block-keys")); err != nil {
+		return nil, err
+	}
+	parts, err := chunks(b, meta.Blocks, "block keys")
+	if err != nil {
+		return nil, err
+	}
+	for i, c := range parts {
+		k, err := codec.DecodeRelinearizationKey(c, p.Slots.Bootstrap.BootstrappingParameters, fmt.Sprintf("key of block %d", i))
+		if err != nil {
+			return nil, err
+		}
+		db.Blocks = append(db.Blocks, &k.EvaluationKey)
+	}
+	return db, nil
+}
+
+func writeWords(w io.Writer, words []uint64) error {
+	b := make([]byte, 8*len(words))
+	for i, v := range words {
+		for k := 0; k < 8; k++ {
+			b[8*i+k] = byte(v >> (8 * k))
+		}
+	}
+	_, err := w.Write(b)
+	return err
+}
+
+func readWords(b []byte, n int, what string) ([]uint64, error) {
+	if len(b) != 8*n {
+		return nil, fmt.Errorf("%w: %s: %d bytes, expected %d", errs.ErrCorrupt, what, len(b), 8*n)
+	}
+	out := make([]uint64, n)
+	for i := range out {
+		for k := 0; k < 8; k++ {
+			out[i] |= uint64(b[8*i+k]) << (8 * k)
+		}
+	}
+	return out, nil
+}
+
+// overlaps computes |m_row and m_col| for every database row and query
+// column from packed masks (words per mask), rows x cols, row-major.
+func overlaps(db []uint64, q []uint64, rows, cols, words int) []int32 {
+	out := make([]int32, rows*cols)
+	_ = parallel.For(rows, func(r int) error {
+		a := db[r*words : (r+1)*words]
+		for c := 0; c < cols; c++ {
+			b := q[c*words : (c+1)*words]
+			s := 0
+			for i := range a {
+				s += bits.OnesCount64(a[i] & b[i])
+			}
+			out[r*cols+c] = int32(s)
+		}
+		return nil
+	})
+	return out
+}

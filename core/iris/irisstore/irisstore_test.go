@@ -1,0 +1,191 @@
+package irisstore
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"encmatch/core/base/codec"
+	"encmatch/core/base/errs"
+)
+
+// randomCodes draws n masked codes of length l: 80 % of positions usable,
+// bits uniform.
+func randomCodes(rng *rand.Rand, n, l int) Codes {
+	c := Codes{Rows: n, Len: l, Data: make([]int8, n*l)}
+	for i := range c.Data {
+		if rng.Float64() < 0.8 {
+			c.Data[i] = int8(1 - 2*rng.IntN(2))
+		}
+	}
+	return c
+}
+
+// modelBits is the plaintext model: eye e matches iff some rotation r and
+// code k with a common mask M > 0 have <c'_q, c'_k> > (1 - 2t) M.
+func modelBits(db, q Codes, rotations int, t float64) []bool {
+	bits := make([]bool, q.Rows/rotations)
+	for j := 0; j < q.Rows; j++ {
+		qc := q.Data[j*q.Len : (j+1)*q.Len]
+		for k := 0; k < db.Rows; k++ {
+			dc := db.Data[k*db.Len : (k+1)*db.Len]
+			ip, m := 0, 0
+			for l := range qc {
+				if qc[l] != 0 && dc[l] != 0 {
+					m++
+					ip += int(qc[l]) * int(dc[l])
+				}
+			}
+			if m > 0 && float64(ip) > (1-2*t)*float64(m) {
+				bits[j/rotations] = true
+			}
+		}
+	}
+	return bits
+}
+
+// TestFilesEndToEnd runs every role through its files at the toy preset:
+// key generation, enrollment of 1,100 codes (two blocks), a public-key
+// query of 3 eyes x 3 rotations (one eye enrolled, with 25 % of its bits
+// flipped), the server's match, the key holder's decryption; and refuses a
+// corrupted database file and another key set's query.
+func TestFilesEndToEnd(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := Generate(dir, "toy", 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Generate(dir, "toy", 0); err == nil {
+		t.Fatal("a second key set was written over the first")
+	}
+	holder, err := LoadHolder(filepath.Join(dir, HolderDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	const rotations, eyes, thr = 3, 3, 0.34
+	l := holder.Params.CCMM.Lit.Inner
+	gallery := randomCodes(rng, 1100, l)
+	q := randomCodes(rng, eyes*rotations, l)
+	// Eye 1, rotation 2: gallery code 1030 (block 1) with a quarter of its
+	// usable bits flipped (FHD 0.25 < t).
+	copy(q.Data[(1*rotations+2)*l:], gallery.Data[1030*l:1031*l])
+	for i := (1*rotations + 2) * l; i < (1*rotations+3)*l; i++ {
+		if q.Data[i] != 0 && rng.Float64() < 0.25 {
+			q.Data[i] = -q.Data[i]
+		}
+	}
+	want := modelBits(gallery, q, rotations, thr)
+	if !want[1] || want[0] || want[2] {
+		t.Fatalf("model bits %v, want [false true false]", want)
+	}
+	dbDir := filepath.Join(dir, "db")
+	if _, err := holder.Enroll(dbDir, gallery, thr); err != nil {
+		t.Fatal(err)
+	}
+	querier, err := LoadQuerier(filepath.Join(dir, QuerierDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	qPath := filepath.Join(dir, "query.bin")
+	if err := querier.EncryptQuery(qPath, q, rotations); err != nil {
+		t.Fatal(err)
+	}
+	// A key cache of three keys: the pipeline reloads evicted keys from
+	// their files (checked below) and must still give the model's bits.
+	bp := holder.Params.Slots.Bootstrap.BootstrappingParameters
+	server, err := LoadServer(filepath.Join(dir, ServerDir), 3*int64(codec.GaloisKeySize(bp)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := server.LoadDB(dbDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	query, err := server.LoadQuery(qPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "result.bin")
+	st, err := server.Match(db, query, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ks := server.Cache.Stats()
+	t.Logf("product %.1fs, pipeline %.1fs: %d half-bootstraps, %d bootstraps; key cache: %d loads (%.1fs), %d hits, peak %d bytes",
+		st.Product.Seconds(), st.Wall.Seconds(), st.HalfBootstraps, st.Bootstraps, ks.Loads, ks.LoadTime.Seconds(), ks.Hits, ks.PeakBytes)
+	if els := len(serverGaloisElements(holder.Params)); ks.Loads <= els || ks.PeakBytes > 4*int64(codec.GaloisKeySize(bp)) {
+		t.Errorf("key cache: %d loads of %d keys, peak %d bytes: the budget of three keys was not exercised or not kept", ks.Loads, els, ks.PeakBytes)
+	}
+	got, err := holder.Decrypt(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for e, v := range got {
+		w := 0.0
+		if want[e] {
+			w = 1
+		}
+		if math.Abs(v-w) > 1e-4 {
+			t.Errorf("eye %d: %v, the model says %v", e, v, want[e])
+		}
+	}
+
+	// A damaged Galois key file gives ErrCorrupt when the key is read (the
+	// evaluator passes the error on); a missing one is refused when the
+	// server loads.
+	gal := filepath.Join(dir, ServerDir, galoisFile(serverGaloisElements(holder.Params)[0]))
+	kb, err := os.ReadFile(gal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := slices.Clone(kb)
+	bad[len(bad)/2] ^= 1
+	if err := os.WriteFile(gal, bad, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	damaged, err := LoadServer(filepath.Join(dir, ServerDir), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := damaged.Cache.GetGaloisKey(serverGaloisElements(holder.Params)[0]); !errors.Is(err, errs.ErrCorrupt) {
+		t.Fatalf("a damaged key file: %v, want ErrCorrupt", err)
+	}
+	if err := os.Remove(gal); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadServer(filepath.Join(dir, ServerDir), 0); err == nil {
+		t.Fatal("a server directory with a missing key file loaded")
+	}
+	// A flipped byte in the database is refused by the checksum.
+	b, err := os.ReadFile(filepath.Join(dbDir, "encs.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/2] ^= 1
+	if err := os.WriteFile(filepath.Join(dbDir, "encs.bin"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := server.LoadDB(dbDir); !errors.Is(err, errs.ErrCorrupt) {
+		t.Fatalf("corrupted database: %v, want ErrCorrupt", err)
+	}
+	// Another key set's server refuses this key set's query.
+	other := t.TempDir()
+	if _, err := Generate(other, "toy", 0); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := LoadServer(filepath.Join(other, ServerDir), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s2.LoadQuery(qPath); !errors.Is(err, errs.ErrMismatch) {
+		t.Fatalf("another key set's query: %v, want ErrMismatch", err)
+	}
+	// The querier's directory is not a key holder's.
+	if _, err := LoadHolder(filepath.Join(dir, QuerierDir)); !errors.Is(err, errs.ErrMismatch) {
+		t.Fatalf("querier directory loaded as the key holder's: %v", err)
+	}
+}

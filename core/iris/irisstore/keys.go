@@ -1,0 +1,390 @@
+package irisstore
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"encmatch/core/base/codec"
+	"encmatch/core/base/envelope"
+	"encmatch/core/base/errs"
+	"encmatch/core/iris/ccmm"
+	"encmatch/core/iris/irismatch"
+	"encmatch/core/iris/keycache"
+	"encmatch/core/iris/scoreslots"
+
+	"github.com/tuneinsight/lattigo/v6/core/rlwe"
+	"github.com/tuneinsight/lattigo/v6/ring"
+)
+
+// Directory layout of a key set (Generate):
+//
+//	holder/   iris.json, query-secrets.key, bootstrap-secret.key   the key holder: never leaves it
+//	querier/  iris.json, query-public.key                          to every querier
+//	server/   iris.json, relin.key, gal-<element>.key              to the matching server
+//
+// The server's keys are one file each (16 GiB in all at the default
+// preset), made and written one at a time and loaded on demand (package
+// keycache).
+const (
+	HolderDir  = "holder"
+	QuerierDir = "querier"
+	ServerDir  = "server"
+	metaFile   = "iris.json"
+	relinFile  = "relin.key"
+	formatKeys = "encmatch-iris-keys/2"
+)
+
+// galoisFile is the name of the server's key file for Galois element g.
+func galoisFile(g uint64) string { return fmt.Sprintf("gal-%d.key", g) }
+
+// Meta is iris.json, the first file of every role's directory.
+type Meta struct {
+	Format   string `json:"format"`
+	KeyID    string `json:"key_id"`
+	Preset   string `json:"preset"`
+	Insecure bool   `json:"insecure"`
+	Kappa    int    `json:"kappa"`
+	Inner    int    `json:"code_length"`
+	Role     string `json:"role"`
+}
+
+// KeySet is a loaded role directory: its metadata and parameters.
+type KeySet struct {
+	Meta   Meta
+	Params *Params
+}
+
+func (k *KeySet) header(kind string) envelope.Header {
+	return envelope.Header{Kind: kind, Fingerprint: k.Params.Fingerprint(), KeyID: k.Meta.KeyID}
+}
+
+// ReadMeta reads a role directory's iris.json.
+func ReadMeta(dir string) (*Meta, error) {
+	var m Meta
+	if err := envelope.ReadJSON(filepath.Join(dir, metaFile), "iris key set", &m); err != nil {
+		return nil, err
+	}
+	if m.Format != formatKeys {
+		return nil, fmt.Errorf("%w: %s: format %q, expected %q", errs.ErrCorrupt, dir, m.Format, formatKeys)
+	}
+	return &m, nil
+}
+
+// Open loads a role directory's iris.json and parameters; role is
+// HolderDir, QuerierDir or ServerDir (the role the caller needs).
+func Open(dir, role string) (*KeySet, error) {
+	mp, err := ReadMeta(dir)
+	if err != nil {
+		return nil, err
+	}
+	m := *mp
+	if m.Role != role {
+		return nil, fmt.Errorf("%w: %s holds the %s's keys, this step needs the %s's", errs.ErrMismatch, dir, m.Role, role)
+	}
+	p, err := Build(m.Preset, m.Kappa)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	if m.Inner != p.CCMM.Lit.Inner || m.Insecure != p.Preset.Insecure {
+		return nil, fmt.Errorf("%w: %s: code length %d / insecure %v, preset %s has %d / %v", errs.ErrCorrupt, dir, m.Inner, m.Insecure, m.Preset, p.CCMM.Lit.Inner, p.Preset.Insecure)
+	}
+	return &KeySet{Meta: m, Params: p}, nil
+}
+
+// Generate makes a key set in dir (which must not hold one): the query
+// secrets (the CCMM's query side), the query public key, the secret of the
+// bootstrapping ring and the bootstrapping and reduction keys under it. The
+// database secrets are made at enrollment, per block, and not kept.
+func Generate(dir, preset string, kappa int) (*Meta, error) {
+	p, err := Build(preset, kappa)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(filepath.Join(dir, HolderDir, metaFile)); err == nil {
+		return nil, fmt.Errorf("%w: %s already holds an iris key set", errs.ErrInvalid, dir)
+	}
+	id := make([]byte, 16)
+	if _, err := rand.Read(id); err != nil {
+		return nil, err
+	}
+	meta := Meta{Format: formatKeys, KeyID: hex.EncodeToString(id), Preset: p.Preset.Name, Insecure: p.Preset.Insecure, Kappa: p.Kappa, Inner: p.CCMM.Lit.Inner}
+	ks := &KeySet{Meta: meta, Params: p}
+	query := ccmm.GenKeys(p.CCMM.Query, p.CCMM.Lit.Inner/p.CCMM.NQ)
+	pk, err := p.CCMM.GenQueryPublicKey(&ccmm.Secrets{Query: query})
+	if err != nil {
+		return nil, err
+	}
+	bsk := p.Slots.NewSecret()
+	for _, role := range []string{HolderDir, QuerierDir, ServerDir} {
+		if err := os.MkdirAll(filepath.Join(dir, role), 0o700); err != nil {
+			return nil, err
+		}
+	}
+	write := func(role, name, kind string, perm os.FileMode, payload func(w io.Writer) error) error {
+		var b bytes.Buffer
+		if err := payload(&b); err != nil {
+			return err
+		}
+		return envelope.WriteFile(filepath.Join(dir, role, name), ks.header(kind), b.Bytes(), perm)
+	}
+	if err := write(HolderDir, "query-secrets.key", "iris-query-secrets", 0o600, func(w io.Writer) error {
+		return writeChunks(w, query)
+	}); err != nil {
+		return nil, err
+	}
+	if err := write(HolderDir, "bootstrap-secret.key", "iris-bootstrap-secret", 0o600, func(w io.Writer) error {
+		return writeChunks(w, []*rlwe.SecretKey{bsk})
+	}); err != nil {
+		return nil, err
+	}
+	if err := write(QuerierDir, "query-public.key", "iris-query-public", 0o644, func(w io.Writer) error {
+		return writePolys(w, append([]ring.Poly{pk.A}, pk.B...))
+	}); err != nil {
+		return nil, err
+	}
+	// The server's keys, one at a time: at the default preset each is
+	// 0.4 GB and all of them 16 GiB.
+	kg := rlwe.NewKeyGenerator(p.Slots.Bootstrap.BootstrappingParameters)
+	if err := write(ServerDir, relinFile, kindRelin, 0o644, func(w io.Writer) error {
+		return writeBinary(w, kg.GenRelinearizationKeyNew(bsk))
+	}); err != nil {
+		return nil, err
+	}
+	for _, g := range serverGaloisElements(p) {
+		if err := write(ServerDir, galoisFile(g), kindGalois, 0o644, func(w io.Writer) error {
+			return writeBinary(w, kg.GenGaloisKeyNew(g, bsk))
+		}); err != nil {
+			return nil, err
+		}
+	}
+	for _, role := range []string{HolderDir, QuerierDir, ServerDir} {
+		m := meta
+		m.Role = role
+		if err := envelope.WriteJSON(filepath.Join(dir, role, metaFile), m); err != nil {
+			return nil, err
+		}
+	}
+	return &meta, nil
+}
+
+// Kinds of the server's key files.
+const (
+	kindRelin  = "iris-relin-key"
+	kindGalois = "iris-galois-key"
+)
+
+// serverGaloisElements are the Galois elements of the server's keys: the
+// bootstrapping circuit's, complex conjugation and the reduction's
+// rotations, sorted.
+func serverGaloisElements(p *Params) []uint64 {
+	return p.Slots.GaloisElements(irismatch.ReducerGaloisElements(p.Slots))
+}
+
+// writeBinary writes one object's binary form.
+func writeBinary(w io.Writer, o encoding.BinaryMarshaler) error {
+	b, err := o.MarshalBinary()
+	if err == nil {
+		_, err = w.Write(b)
+	}
+	return err
+}
+
+// writeChunks writes each object's binary form as a length-prefixed chunk.
+func writeChunks[T encoding.BinaryMarshaler](w io.Writer, objs []T) error {
+	for _, o := range objs {
+		b, err := o.MarshalBinary()
+		if err != nil {
+			return err
+		}
+		if _, err := w.Write(envelope.AppendChunk(nil, b)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// chunks splits a payload of length-prefixed chunks; want > 0 fixes their
+// number.
+func chunks(payload []byte, want int, what string) ([][]byte, error) {
+	var out [][]byte
+	for len(payload) > 0 {
+		c, rest, err := envelope.NextChunk(payload)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		out, payload = append(out, c), rest
+	}
+	if want > 0 && len(out) != want {
+		return nil, fmt.Errorf("%w: %s: %d parts, expected %d", errs.ErrCorrupt, what, len(out), want)
+	}
+	return out, nil
+}
+
+// writePolys writes polynomials as their raw residues (u64, level by level,
+// no length fields: the reader knows the shape from the parameters).
+func writePolys(w io.Writer, ps []ring.Poly) error {
+	for _, p := range ps {
+		for _, c := range p.Coeffs {
+			if err := binary.Write(w, binary.LittleEndian, c); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// readPolys reads n polynomials of ring r from exactly their raw size,
+// every residue checked to be reduced.
+func readPolys(b []byte, r *ring.Ring, n int, what string) ([]ring.Poly, error) {
+	size := n * r.N() * (r.Level() + 1) * 8
+	if len(b) != size {
+		return nil, fmt.Errorf("%w: %s: %d bytes, expected %d", errs.ErrCorrupt, what, len(b), size)
+	}
+	out := make([]ring.Poly, n)
+	rd := bytes.NewReader(b)
+	for i := range out {
+		out[i] = r.NewPoly()
+		for l, c := range out[i].Coeffs {
+			if err := binary.Read(rd, binary.LittleEndian, c); err != nil {
+				return nil, err
+			}
+			q := r.ModuliChain()[l]
+			for _, v := range c {
+				if v >= q {
+					return nil, fmt.Errorf("%w: %s: residue %d not reduced modulo %d", errs.ErrCorrupt, what, v, q)
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// Holder is the key holder's loaded secrets.
+type Holder struct {
+	*KeySet
+	Query     ccmm.Keys       // the query secrets
+	Bootstrap *rlwe.SecretKey // the bootstrapping ring's secret: decrypts results
+}
+
+// LoadHolder loads the key holder's directory.
+func LoadHolder(dir string) (*Holder, error) {
+	ks, err := Open(dir, HolderDir)
+	if err != nil {
+		return nil, err
+	}
+	p := ks.Params
+	b, err := envelope.ReadFile(filepath.Join(dir, "query-secrets.key"), ks.header("iris-query-secrets"))
+	if err != nil {
+		return nil, err
+	}
+	parts, err := chunks(b, p.CCMM.Lit.Inner/p.CCMM.NQ, "query secrets")
+	if err != nil {
+		return nil, err
+	}
+	h := &Holder{KeySet: ks}
+	for i, c := range parts {
+		sk, err := codec.DecodeSecretKey(c, p.CCMM.Query, fmt.Sprintf("query secret %d", i))
+		if err != nil {
+			return nil, err
+		}
+		h.Query = append(h.Query, sk)
+	}
+	if b, err = envelope.ReadFile(filepath.Join(dir, "bootstrap-secret.key"), ks.header("iris-bootstrap-secret")); err != nil {
+		return nil, err
+	}
+	if parts, err = chunks(b, 1, "bootstrap secret"); err != nil {
+		return nil, err
+	}
+	if h.Bootstrap, err = codec.DecodeSecretKey(parts[0], p.Slots.Bootstrap.BootstrappingParameters, "bootstrap secret"); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// Querier is a querier's loaded public key.
+type Querier struct {
+	*KeySet
+	PublicKey *ccmm.QueryPublicKey
+}
+
+// LoadQuerier loads a querier's directory.
+func LoadQuerier(dir string) (*Querier, error) {
+	ks, err := Open(dir, QuerierDir)
+	if err != nil {
+		return nil, err
+	}
+	p := ks.Params
+	b, err := envelope.ReadFile(filepath.Join(dir, "query-public.key"), ks.header("iris-query-public"))
+	if err != nil {
+		return nil, err
+	}
+	r := p.CCMM.Query.RingQ().AtLevel(len(p.CCMM.Q) - 1)
+	polys, err := readPolys(b, r, 1+p.CCMM.Lit.Inner/p.CCMM.NQ, "query public key")
+	if err != nil {
+		return nil, err
+	}
+	return &Querier{KeySet: ks, PublicKey: &ccmm.QueryPublicKey{A: polys[0], B: polys[1:]}}, nil
+}
+
+// Server is the matching server's loaded keys (without any database
+// block's key: those come with the database).
+type Server struct {
+	*KeySet
+	Keys  *scoreslots.Keys
+	Cache *keycache.Set // Keys.Shared: the Galois keys, loaded on demand
+}
+
+// DefaultKeyCache is the memory the server's Galois keys may take when
+// LoadServer is given none: 6 GiB, 15 of the default preset's 0.4 GB keys.
+const DefaultKeyCache = 6 << 30
+
+// LoadServer loads the server's directory: its relinearisation key now,
+// its Galois keys when the pipeline first needs each, keeping up to
+// cacheBytes of them in memory (0: DefaultKeyCache). Every key file's
+// header and size are checked here, its checksum and contents when it is
+// read.
+func LoadServer(dir string, cacheBytes int64) (*Server, error) {
+	ks, err := Open(dir, ServerDir)
+	if err != nil {
+		return nil, err
+	}
+	if cacheBytes < 0 {
+		return nil, fmt.Errorf("%w: key cache of %d bytes", errs.ErrInvalid, cacheBytes)
+	}
+	if cacheBytes == 0 {
+		cacheBytes = DefaultKeyCache
+	}
+	bp := ks.Params.Slots.Bootstrap.BootstrappingParameters
+	path := filepath.Join(dir, relinFile)
+	b, err := envelope.ReadFileSized(path, ks.header(kindRelin), int64(codec.RelinearizationKeySize(bp)))
+	if err != nil {
+		return nil, err
+	}
+	rlk, err := codec.DecodeRelinearizationKey(b, bp, path)
+	if err != nil {
+		return nil, err
+	}
+	size := int64(codec.GaloisKeySize(bp))
+	els := serverGaloisElements(ks.Params)
+	for _, g := range els {
+		if err := envelope.CheckFileSized(filepath.Join(dir, galoisFile(g)), ks.header(kindGalois), size); err != nil {
+			return nil, err
+		}
+	}
+	set := keycache.New(rlk, els, cacheBytes, func(g uint64) (*rlwe.GaloisKey, error) {
+		path := filepath.Join(dir, galoisFile(g))
+		b, err := envelope.ReadFileSized(path, ks.header(kindGalois), size)
+		if err != nil {
+			return nil, err
+		}
+		return codec.DecodeGaloisKey(b, bp, path)
+	})
+	return &Server{KeySet: ks, Keys: &scoreslots.Keys{Shared: set}, Cache: set}, nil
+}

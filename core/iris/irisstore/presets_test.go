@@ -1,0 +1,45 @@
+package irisstore
+
+import (
+	"errors"
+	"testing"
+
+	"encmatch/core/iris/ccmm"
+)
+
+// TestPresetSecurity: the default preset passes every 128-bit check (the
+// CCMM's database and query secrets, the residual secret at q0, the
+// bootstrapping ring's uniform ternary secret, no encapsulation) and holds
+// the comparator and two product layers after a half-bootstrap; the toy preset fails the checks.
+func TestPresetSecurity(t *testing.T) {
+	p, err := Build("default", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := append(p.CCMM.Security(), p.Slots.Security()...)
+	for _, c := range checks {
+		t.Logf("%-42s N=2^%d log QP %7.1f max %4d %s ok=%v", c.What, c.LogN, c.LogQ, c.MaxLogQ, c.Secret, c.OK)
+	}
+	if err := ccmm.FailedChecks(checks); err != nil {
+		t.Fatal(err)
+	}
+	if p.Slots.Bootstrap.EphemeralSecretWeight != 0 {
+		t.Fatal("the default preset uses sparse-secret encapsulation")
+	}
+	if lvl := p.Slots.Bootstrap.SlotsToCoeffsParameters.LevelQ; lvl < p.Kappa+4 {
+		t.Fatalf("%d levels after the half-bootstrap: the comparator needs %d and the reduction's first two product layers 2 more", lvl, p.Kappa)
+	}
+	toy, err := Build("toy", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ccmm.FailedChecks(append(toy.CCMM.Security(), toy.Slots.Security()...)); !errors.Is(err, ccmm.ErrInsecure) {
+		t.Fatalf("the toy preset passes the 128-bit checks: %v", err)
+	}
+	if _, err := Build("nope", 0); err == nil {
+		t.Fatal("an unknown preset was built")
+	}
+	if _, err := Build("toy", 99); err == nil {
+		t.Fatal("kappa 99 accepted")
+	}
+}

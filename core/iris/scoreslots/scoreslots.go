@@ -1,0 +1,542 @@
+// Package scoreslots moves the scores of an encrypted matrix product
+// (package ccmm) from the coefficients of RLWE ciphertexts into the slots of
+// CKKS ciphertexts, where the normalisation and the comparator of
+// papers/004's iris matching run (docs/IRIS.md, "From the CCMM's output to
+// slots").
+//
+// A CCMM result holds, for database block t and query column j, an RLWE
+// ciphertext (a_j, b_{t,j}) in ring N_db modulo Q under the database secret
+// s_t with the scores of block t in its coefficients at scale Delta. This
+// package switches its modulus from Q to the bootstrapping's first prime
+// q0, frames it as a CKKS ciphertext of residual parameters in ring N_db
+// whose secret is s_t, and half-bootstraps it with Lattigo
+// (circuits/ckks/bootstrapping): ring packing and the N_db -> N2 key switch
+// (PackAndSwitchN1ToN2), ModUp, CoeffsToSlots and EvalMod, without
+// SlotsToCoeffs (papers/004's Half-BTS). Everything but the modulus switch
+// and the framing is Lattigo's (CoeffsToSlots in package dftbatch's loop
+// order).
+package scoreslots
+
+import (
+	"fmt"
+	"math"
+	"math/big"
+	"math/bits"
+	"slices"
+
+	"encmatch/core/base/errs"
+	"encmatch/core/base/parallel"
+	"encmatch/core/base/params"
+	"encmatch/core/iris/ccmm"
+	"encmatch/core/iris/dftbatch"
+
+	"github.com/tuneinsight/lattigo/v6/circuits/ckks/bootstrapping"
+	"github.com/tuneinsight/lattigo/v6/circuits/ckks/mod1"
+	"github.com/tuneinsight/lattigo/v6/core/rlwe"
+	"github.com/tuneinsight/lattigo/v6/ring"
+	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
+	"github.com/tuneinsight/lattigo/v6/utils"
+)
+
+// Literal describes the bootstrapping that follows a CCMM parameter set.
+type Literal struct {
+	// LogN2 is log2 of the bootstrapping ring degree (>= the CCMM's LogNDB);
+	// 2^(LogN2 - LogNDB) result ciphertexts are packed into one.
+	LogN2 int
+	// LogQ0 is the size of the first prime q0, the modulus the scores are
+	// switched to before the bootstrap; LogP the key-switching primes of
+	// the residual parameters.
+	LogQ0 int
+	LogP  []int
+	// Levels primes of LogLevel bits follow q0 in the residual chain: the
+	// levels left after the half-bootstrap (with SlotsToCoeffs' levels,
+	// unused here) for the normalisation and the comparator.
+	Levels, LogLevel int
+	// ScoreBits bounds the scores: |score| <= 2^ScoreBits. The slots hold
+	// score / 2^ScoreBits.
+	ScoreBits int
+	// Bootstrapping is Lattigo's bootstrapping literal (LogN is set from
+	// LogN2); the zero value takes Lattigo's defaults.
+	Bootstrapping bootstrapping.ParametersLiteral
+}
+
+// DenseBootstrapping is a bootstrapping literal for a uniform ternary
+// secret without sparse-secret encapsulation (so that every key is inside
+// the HE standard's table): the modular reduction covers |I| < k (I, the
+// multiple of q0 that ModUp adds, has standard deviation sqrt(N2 / 18) for
+// a dense secret) with a cosine of the given degree and double angles.
+func DenseBootstrapping(k, doubleAngle, degree int) bootstrapping.ParametersLiteral {
+	return bootstrapping.ParametersLiteral{
+		Xs: ring.Ternary{P: 2.0 / 3}, EphemeralSecretWeight: utils.Pointy(0),
+		Mod1Type: mod1.CosContinuous, K: utils.Pointy(k), DoubleAngle: utils.Pointy(doubleAngle), Mod1Degree: utils.Pointy(degree),
+	}
+}
+
+// IrisSecure is the 128-bit half-bootstrap after ccmm.IrisBootstrap
+// (docs/IRIS.md, "The secure preset"): ring 2^16, uniform ternary secret
+// without encapsulation (log QP 1,750 <= 1,772). K = 640 covers the dense
+// secret's |I| (standard deviation 60.3) with a failure probability below
+// 2^-62 per bootstrap (Chernoff bound); the cosine of degree 127 with 6
+// double angles keeps EvalMod at 13 levels of 60 bits. 13 residual levels
+// of 36 bits plus the 3 of SlotsToCoeffs (36 bits too, usable after a
+// half-bootstrap) hold the comparator at kappa 12 and leave 4 levels: the
+// reduction's first two product layers run before its first bootstrap.
+var IrisSecure = Literal{LogN2: 16, LogQ0: 55, LogP: []int{61}, ScoreBits: 15, Levels: 13, LogLevel: 36,
+	Bootstrapping: func() bootstrapping.ParametersLiteral {
+		b := DenseBootstrapping(640, 6, 127)
+		b.LogP = []int{61, 61, 61}
+		b.CoeffsToSlotsFactorizationDepthAndLogScales = [][]int{{52}, {52}, {52}}
+		b.EvalModLogScale = utils.Pointy(60)
+		b.LogMessageRatio = utils.Pointy(8)
+		return b
+	}()}
+
+// Params is a validated score-to-slots parameter set.
+type Params struct {
+	CCMM      *ccmm.Params
+	Lit       Literal
+	Residual  ckks.Parameters          // ring N_db, modulus q0: the ciphertexts after the modulus switch
+	Bootstrap bootstrapping.Parameters // residual -> ring N2
+	switcher  *switcher                // Q -> q0, for Lift
+}
+
+// NewParams builds the residual and bootstrapping parameters after the
+// CCMM parameters cp and checks that the scores fit the bootstrapping's
+// message ratio: Q / (Delta 2^ScoreBits) must be at least the ratio
+// Lattigo's modular reduction is built for (2^LogMessageRatio), else the
+// sine approximation loses the scores (ErrRatio).
+func NewParams(cp *ccmm.Params, lit Literal) (*Params, error) {
+	if lit.LogN2 < cp.Lit.LogNDB {
+		return nil, fmt.Errorf("%w: bootstrapping ring 2^%d below the database ring 2^%d", errs.ErrInvalid, lit.LogN2, cp.Lit.LogNDB)
+	}
+	if lit.ScoreBits < 0 || lit.ScoreBits > 40 {
+		return nil, fmt.Errorf("%w: score bound 2^%d", errs.ErrInvalid, lit.ScoreBits)
+	}
+	if lit.Levels < 0 || lit.Levels > 0 && (lit.LogLevel < 20 || lit.LogLevel > 60) {
+		return nil, fmt.Errorf("%w: %d residual levels of %d bits", errs.ErrInvalid, lit.Levels, lit.LogLevel)
+	}
+	logQ := []int{lit.LogQ0}
+	for range lit.Levels {
+		logQ = append(logQ, lit.LogLevel)
+	}
+	logScale := lit.LogQ0 - 10
+	if lit.Levels > 0 {
+		logScale = lit.LogLevel
+	}
+	res, err := ckks.NewParametersFromLiteral(ckks.ParametersLiteral{
+		LogN:            cp.Lit.LogNDB,
+		LogNthRoot:      lit.LogN2 + 1,
+		LogQ:            logQ,
+		LogP:            lit.LogP,
+		Xs:              ring.Ternary{P: 2.0 / 3},
+		LogDefaultScale: logScale,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: residual parameters: %v", errs.ErrInvalid, err)
+	}
+	btLit := lit.Bootstrapping
+	btLit.LogN = utils.Pointy(lit.LogN2)
+	if btLit.SlotsToCoeffsFactorizationDepthAndLogScales == nil && lit.Levels > 0 {
+		// A half-bootstrap leaves SlotsToCoeffs' levels to the computation
+		// that follows: they get the residual levels' size (Lattigo's
+		// 39-bit default under a 2^LogLevel scale breaks its polynomial
+		// evaluator's scale management at degree 31 and more).
+		btLit.SlotsToCoeffsFactorizationDepthAndLogScales = [][]int{{lit.LogLevel}, {lit.LogLevel}, {lit.LogLevel}}
+	}
+	if btLit.Xs == nil { // uniform ternary, as the HE standard's table assumes (Lattigo's default is sparse, H = 192)
+		btLit.Xs = ring.Ternary{P: 2.0 / 3}
+	}
+	bt, err := bootstrapping.NewParametersFromLiteral(res, btLit)
+	if err != nil {
+		return nil, fmt.Errorf("%w: bootstrapping parameters: %v", errs.ErrInvalid, err)
+	}
+	// This package makes no sparse-secret encapsulation keys (and such a
+	// secret is outside the HE standard's table).
+	if bt.EphemeralSecretWeight != 0 {
+		return nil, fmt.Errorf("%w: sparse-secret encapsulation (Hamming weight %d) is not supported: use DenseBootstrapping", errs.ErrInvalid, bt.EphemeralSecretWeight)
+	}
+	sw, err := newSwitcher(cp.Q, res.Q()[0])
+	if err != nil {
+		return nil, err
+	}
+	p := &Params{CCMM: cp, Lit: lit, Residual: res, Bootstrap: bt, switcher: sw}
+	if have, need := p.LogRatio(), float64(bt.Mod1ParametersLiteral.LogMessageRatio); have < need {
+		return nil, fmt.Errorf("%w: Q / (Delta 2^%d) = 2^%.1f, the bootstrapping needs 2^%.0f: add a prime to Q or lower the score bound",
+			ErrRatio, lit.ScoreBits, have, need)
+	}
+	return p, nil
+}
+
+// Security lists the keys this package adds: the residual secret (the
+// database secret s_t, ring N_db; its only new samples are the lifted
+// ciphertexts at modulus q0, and the key back from N2 is a throwaway one,
+// ThrowawayKeyBack) and the bootstrapping ring's secret (ring N2 at the
+// bootstrapping modulus).
+func (p *Params) Security() []ccmm.SecurityCheck {
+	q0 := math.Log2(float64(p.Residual.Q()[0]))
+	bound, known := params.MaxLogQPFor128[p.Residual.LogN()]
+	return []ccmm.SecurityCheck{
+		{What: "residual (database) secret, lifted scores", LogN: p.Residual.LogN(), LogQ: q0, MaxLogQ: bound,
+			Secret: fmt.Sprintf("%v", p.Residual.Xs()), OK: known && q0 <= float64(bound)},
+		ccmm.CheckRLWE("bootstrapping secret", p.Bootstrap.BootstrappingParameters.Parameters),
+	}
+}
+
+// Secure returns nil when every check of Security passes, else an
+// ccmm.ErrInsecure error naming the failing ones.
+func (p *Params) Secure() error { return ccmm.FailedChecks(p.Security()) }
+
+// ErrRatio marks scores too large for the bootstrapping's message ratio.
+var ErrRatio = fmt.Errorf("%w: scores too large for the bootstrapping", errs.ErrInvalid)
+
+// LogRatio is log2(Q / (Delta 2^ScoreBits)): how far below the modulus the
+// largest score sits (the modulus switch to q0 keeps the ratio).
+func (p *Params) LogRatio() float64 {
+	return p.CCMM.LogQ() - float64(p.CCMM.Lit.LogScale) - float64(p.Lit.ScoreBits)
+}
+
+// Keys are the bootstrapping keys of a database of one or more blocks:
+// the relinearisation and Galois keys of the bootstrapping ring, shared by
+// every block (in memory, or on disk behind package keycache), and per
+// block the key from its database secret to the bootstrapping ring's
+// secret.
+type Keys struct {
+	Shared rlwe.EvaluationKeySet // holds GaloisElements(extra)
+	Blocks []*rlwe.EvaluationKey // Blocks[t]: database secret s_t -> the bootstrapping secret
+	Secret *rlwe.SecretKey       // the bootstrapping ring's secret (the key holder's only; nil at the server)
+}
+
+// GenKeys makes the bootstrapping keys for the database secrets dbSecrets
+// (ccmm database keys, ring N_db, one per block): GenSharedKeys, then
+// AddBlock for each secret.
+func (p *Params) GenKeys(dbSecrets []*rlwe.SecretKey, galois []uint64) (*Keys, error) {
+	if len(dbSecrets) == 0 {
+		return nil, fmt.Errorf("%w: no database secret", errs.ErrInvalid)
+	}
+	keys := p.GenSharedKeys(galois)
+	for _, s := range dbSecrets {
+		if err := p.AddBlock(keys, s); err != nil {
+			return nil, err
+		}
+	}
+	return keys, nil
+}
+
+// NewSecret returns a fresh secret of the bootstrapping ring (uniform
+// ternary, NewParams' distribution).
+func (p *Params) NewSecret() *rlwe.SecretKey {
+	return rlwe.NewKeyGenerator(p.Bootstrap.BootstrappingParameters).GenSecretKeyNew()
+}
+
+// GaloisElements lists, sorted, the Galois elements of the shared keys:
+// the bootstrapping circuit's, complex conjugation and extra (the
+// rotations of a later computation).
+func (p *Params) GaloisElements(extra []uint64) []uint64 {
+	bp := p.Bootstrap.BootstrappingParameters
+	els := append(p.Bootstrap.GaloisElements(bp), bp.GaloisElementForComplexConjugation())
+	els = append(els, extra...)
+	slices.Sort(els)
+	return slices.Compact(els)
+}
+
+// GenSharedKeys makes, in memory, a fresh secret of the bootstrapping ring
+// and the relinearisation key and Galois keys of GaloisElements(galois)
+// under it. Database blocks are added with AddBlock. (A key set too large
+// for memory is made key by key with NewSecret and Lattigo's key
+// generator, as package irisstore does.)
+func (p *Params) GenSharedKeys(galois []uint64) *Keys {
+	sk := p.NewSecret()
+	kg := rlwe.NewKeyGenerator(p.Bootstrap.BootstrappingParameters)
+	gks := kg.GenGaloisKeysNew(p.GaloisElements(galois), sk)
+	return &Keys{Shared: rlwe.NewMemEvaluationKeySet(kg.GenRelinearizationKeyNew(sk), gks...), Secret: sk}
+}
+
+// ThrowawayKeyBack returns a key from the bootstrapping ring back to the
+// database ring between two fresh throwaway secrets. The real key back
+// would encrypt s_t at the residual chain's whole modulus (556 bits for the
+// iris rings, above the 438 the table allows at N = 2^14); a half-bootstrap
+// never switches back, but Lattigo's evaluator insists on the key, so it
+// gets one that carries nothing of s_t or of the N2 secret (and that
+// anyone may regenerate, so it is never stored).
+func (p *Params) ThrowawayKeyBack() *rlwe.EvaluationKey {
+	kgN2 := rlwe.NewKeyGenerator(p.Bootstrap.BootstrappingParameters)
+	return kgN2.GenEvaluationKeyNew(kgN2.GenSecretKeyNew(), rlwe.NewKeyGenerator(p.Residual).GenSecretKeyNew())
+}
+
+// AddBlock appends to keys the key of one more database block: from the
+// residual copy of its database secret to the bootstrapping ring's secret
+// (keys.Secret).
+func (p *Params) AddBlock(keys *Keys, dbSecret *rlwe.SecretKey) error {
+	if keys.Secret == nil {
+		return fmt.Errorf("%w: adding a database block needs the bootstrapping secret", errs.ErrInvalid)
+	}
+	res, err := p.residualSecret(dbSecret)
+	if err != nil {
+		return err
+	}
+	keys.Blocks = append(keys.Blocks, rlwe.NewKeyGenerator(p.Bootstrap.BootstrappingParameters).GenEvaluationKeyNew(res, keys.Secret))
+	return nil
+}
+
+// NewEvaluators makes one bootstrapping evaluator per database block. They
+// share everything (Lattigo's precomputed DFT matrices, the circuit's
+// keys k.Shared) but the N_db -> N2 key.
+//
+// Lattigo's constructor checks that every key of the circuit is present in
+// an in-memory set; k.Shared may instead load its keys on demand (package
+// keycache). The constructor is therefore given an in-memory set that
+// names every element of k.Shared (with empty placeholder keys), and the
+// evaluator is then pointed at k.Shared itself; the placeholders are
+// dropped before anything can read them.
+func (p *Params) NewEvaluators(k *Keys) ([]*bootstrapping.Evaluator, error) {
+	if len(k.Blocks) == 0 {
+		return nil, fmt.Errorf("%w: no database block key", errs.ErrInvalid)
+	}
+	rlk, err := k.Shared.GetRelinearizationKey()
+	if err != nil {
+		return nil, err
+	}
+	names := rlwe.NewMemEvaluationKeySet(rlk)
+	for _, g := range k.Shared.GetGaloisKeysList() {
+		names.GaloisKeys[g] = new(rlwe.GaloisKey)
+	}
+	evk := &bootstrapping.EvaluationKeys{MemEvaluationKeySet: names, EvkN1ToN2: k.Blocks[0], EvkN2ToN1: p.ThrowawayKeyBack()}
+	first, err := bootstrapping.NewEvaluator(p.Bootstrap, evk)
+	if err != nil {
+		return nil, err
+	}
+	first.Evaluator.Evaluator.EvaluationKeySet = k.Shared
+	evk.MemEvaluationKeySet = nil
+	out := []*bootstrapping.Evaluator{first}
+	for t := 1; t < len(k.Blocks); t++ {
+		e, block := *first, *evk
+		block.EvkN1ToN2 = k.Blocks[t]
+		e.EvaluationKeys = &block
+		out = append(out, &e)
+	}
+	return out, nil
+}
+
+// residualSecret is the database secret as a secret of the residual
+// parameters (the same ring, other moduli): its coefficients, checked to
+// be ternary, are extended from the database's first prime to the
+// residual's Q and P with Lattigo's small-norm basis extension.
+func (p *Params) residualSecret(dbSecret *rlwe.SecretKey) (*rlwe.SecretKey, error) {
+	db := p.CCMM.DB
+	if dbSecret.Value.Q.N() != db.N() {
+		return nil, fmt.Errorf("%w: a secret of ring degree %d, the database ring is %d", errs.ErrMismatch, dbSecret.Value.Q.N(), db.N())
+	}
+	r := db.RingQ().AtLevel(0)
+	c := r.NewPoly()
+	r.IMForm(dbSecret.Value.Q, c)
+	r.INTT(c, c)
+	q := r.ModuliChain()[0]
+	for k, v := range c.Coeffs[0] {
+		if v > 1 && v != q-1 {
+			return nil, fmt.Errorf("%w: the database secret is not ternary (coefficient %d)", errs.ErrInvalid, k)
+		}
+	}
+	sk := rlwe.NewSecretKey(p.Residual)
+	rlwe.ExtendBasisSmallNormAndCenterNTTMontgomery(r, p.Residual.RingQ(), dbSecret.Value.Q, c, sk.Value.Q)
+	if rp := p.Residual.RingP(); rp != nil {
+		rlwe.ExtendBasisSmallNormAndCenterNTTMontgomery(r, rp, dbSecret.Value.Q, c, sk.Value.P)
+	}
+	return sk, nil
+}
+
+// Lift turns every column j of database block t of a CCMM result (modulo
+// Q, scale Delta) into a ciphertext of the residual parameters: every
+// coefficient of (b_{t,j}, a_j) is switched from Q to q0 by rounding
+// x q0 / Q, and the scale is labelled Delta q0 / Q 2^ScoreBits, so that the
+// message is score / 2^ScoreBits. Out[j] is column j.
+func (p *Params) Lift(res *ccmm.SharedA, t int) ([]*rlwe.Ciphertext, error) {
+	out := make([]*rlwe.Ciphertext, res.Cols)
+	for j := range out {
+		var err error
+		if out[j], err = p.LiftColumn(res, t, j, math.Ldexp(1, p.Lit.ScoreBits)); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// LiftColumn is Lift for column j of block t only, with the scale
+// labelled so that the message is score / bound (0 < bound <=
+// 2^ScoreBits: the ratio NewParams checked stays available).
+func (p *Params) LiftColumn(res *ccmm.SharedA, t, j int, bound float64) (*rlwe.Ciphertext, error) {
+	if !(bound > 0 && bound <= math.Ldexp(1, p.Lit.ScoreBits)) {
+		return nil, fmt.Errorf("%w: score bound %v, the parameters allow up to 2^%d", errs.ErrInvalid, bound, p.Lit.ScoreBits)
+	}
+	n := p.Residual.N()
+	if res.LogN != p.Residual.LogN() || res.Rows%n != 0 || t < 0 || t >= res.Rows/n || j < 0 || j >= res.Cols {
+		return nil, fmt.Errorf("%w: block %d, column %d of a %dx%d result in ring 2^%d", errs.ErrInvalid, t, j, res.Rows, res.Cols, res.LogN)
+	}
+	if !slices.Equal(res.Moduli, p.CCMM.Q) {
+		return nil, fmt.Errorf("%w: the result's primes %v are not Q's %v (rescale the CCMM first)", errs.ErrMismatch, res.Moduli, p.CCMM.Q)
+	}
+	scale := new(big.Float).SetInt(res.Scale)
+	scale.Mul(scale, new(big.Float).SetUint64(p.Residual.Q()[0]))
+	scale.Quo(scale, new(big.Float).SetInt(p.CCMM.ModulusQ()))
+	scale.Mul(scale, new(big.Float).SetFloat64(bound))
+	r := p.Residual.RingQ().AtLevel(0)
+	ct := ckks.NewCiphertext(p.Residual, 1, 0)
+	for k := 0; k < n; k++ {
+		ct.Value[0].Coeffs[0][k] = p.switcher.apply(res.B, (t*n+k)*res.Cols+j)
+		ct.Value[1].Coeffs[0][k] = p.switcher.apply(res.A, k*res.Cols+j)
+	}
+	r.NTT(ct.Value[0], ct.Value[0])
+	r.NTT(ct.Value[1], ct.Value[1])
+	ct.Scale = rlwe.NewScale(scale)
+	return ct, nil
+}
+
+// SlotOf says what slot i of ToSlots' output ciphertext s holds: the
+// score of database row (coefficient) row of input ciphertext input. The
+// packed ciphertext m = s/2 holds inputs m*P .. m*P + P-1 (P =
+// 2^(LogN2 - LogNDB)), input m*P + u in its coefficients rev(u) + P*row
+// (Lattigo packs pairs, then pairs of pairs, with shifts X^(P/2), ...,
+// X^1: rev reverses the log2(P) bits of u); output 2m holds the first
+// N2/2 coefficients and 2m+1 the others, in bit-reversed order
+// (CoeffsToSlots without the bit reversal SlotsToCoeffs would undo).
+func (p *Params) SlotOf(s, i int) (input, row int) {
+	logHalf := p.Lit.LogN2 - 1
+	logPack := p.Lit.LogN2 - p.CCMM.Lit.LogNDB
+	c := (s%2)<<logHalf + reverse(i, logHalf)
+	return (s/2)<<logPack + reverse(c&(1<<logPack-1), logPack), c >> logPack
+}
+
+// reverse reverses the low n bits of v.
+func reverse(v, n int) int {
+	if n == 0 {
+		return 0
+	}
+	return int(bits.Reverse64(uint64(v)) >> (64 - n))
+}
+
+// switcher rounds residues modulo Q = prod moduli (< 2^63) to q0: it
+// recombines them by CRT into the centered x in (-Q/2, Q/2] and returns
+// round(x q0 / Q) mod q0.
+type switcher struct {
+	moduli []uint64
+	crt    []uint64 // (Q/q_i) * ((Q/q_i)^-1 mod q_i) mod Q
+	Q, q0  uint64
+}
+
+func newSwitcher(moduli []uint64, q0 uint64) (*switcher, error) {
+	Q := new(big.Int).SetUint64(1)
+	for _, m := range moduli {
+		Q.Mul(Q, new(big.Int).SetUint64(m))
+	}
+	if Q.BitLen() > 62 {
+		return nil, fmt.Errorf("%w: the result modulus has %d bits, the switch supports up to 62", errs.ErrInvalid, Q.BitLen())
+	}
+	s := &switcher{moduli: moduli, Q: Q.Uint64(), q0: q0}
+	for _, m := range moduli {
+		mi := new(big.Int).SetUint64(m)
+		hat := new(big.Int).Div(Q, mi)
+		inv := new(big.Int).ModInverse(new(big.Int).Mod(hat, mi), mi)
+		s.crt = append(s.crt, new(big.Int).Mod(new(big.Int).Mul(hat, inv), Q).Uint64())
+	}
+	return s, nil
+}
+
+// apply switches entry e of the residue matrices ms (one per prime).
+func (s *switcher) apply(ms []ccmm.Mat, e int) uint64 {
+	var x uint64
+	for i, m := range s.moduli {
+		r := uint64((int64(ms[i].Data[e]) + int64(m)) % int64(m))
+		hi, lo := bits.Mul64(r, s.crt[i])
+		_, v := bits.Div64(hi, lo, s.Q)
+		x += v
+		if x >= s.Q {
+			x -= s.Q
+		}
+	}
+	neg := x > s.Q/2
+	if neg {
+		x = s.Q - x
+	}
+	// round(x q0 / Q) for 0 <= x <= Q/2
+	hi, lo := bits.Mul64(x, s.q0)
+	lo, c := bits.Add64(lo, s.Q/2, 0)
+	hi += c
+	y, _ := bits.Div64(hi, lo, s.Q)
+	if neg && y != 0 {
+		y = s.q0 - y
+	}
+	return y
+}
+
+// ToSlots half-bootstraps sets of lifted ciphertexts (Lift), set i with
+// evals[i], the evaluator of its database block (NewEvaluators): Lattigo
+// packs the 2^(LogN2 - LogNDB) ciphertexts of a set into one ciphertext of
+// ring N2 and switches the key, then ModUp, CoeffsToSlots and EvalMod put
+// the coefficients in the slots, two output ciphertexts per packed one,
+// each slot holding a score / 2^ScoreBits (SlotOf says which). The
+// CoeffsToSlots of all sets runs a DFT factor at a time (package
+// dftbatch), so that the Galois keys of a factor serve every set before
+// the next factor's are read. The inputs are left unchanged.
+func (p *Params) ToSlots(evals []*bootstrapping.Evaluator, sets [][]*rlwe.Ciphertext) ([][]*rlwe.Ciphertext, error) {
+	if len(evals) != len(sets) {
+		return nil, fmt.Errorf("%w: %d evaluators for %d sets", errs.ErrInvalid, len(evals), len(sets))
+	}
+	if len(sets) == 0 {
+		return nil, nil
+	}
+	packed := make([][]*rlwe.Ciphertext, len(sets))
+	err := parallel.For(len(sets), func(i int) error {
+		in := make([]rlwe.Ciphertext, len(sets[i]))
+		for k, ct := range sets[i] {
+			in[k] = *ct.CopyNew()
+		}
+		cts, _, _, err := evals[i].PackAndSwitchN1ToN2(in)
+		if err != nil {
+			return err
+		}
+		for k := range cts {
+			packed[i] = append(packed[i], &cts[k])
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var flat []*rlwe.Ciphertext
+	for _, cts := range packed {
+		flat = append(flat, cts...)
+	}
+	// Every block's evaluator shares the first one's DFT and keys: only the
+	// N_db -> N2 key, used above, differs.
+	eval := evals[0]
+	up, err := dftbatch.ModUp(eval, flat)
+	if err != nil {
+		return nil, err
+	}
+	re, im, err := dftbatch.CoeffsToSlots(eval, up)
+	if err != nil {
+		return nil, err
+	}
+	// EvalMod leaves the slots at Mod1's scaling / message ratio of the
+	// message (SlotsToCoeffs, skipped here, would undo it): the polynomial
+	// is scaled (no level) so that the slots hold the message at the
+	// default scale. Packed ciphertext k gives outputs 2k (real part) and
+	// 2k + 1 (imaginary part).
+	scaling := p.Bootstrap.BootstrappingParameters.DefaultScale().Float64() * eval.Mod1Parameters.MessageRatio() / eval.Mod1Parameters.ScalingFactor().Float64()
+	modded := make([]*rlwe.Ciphertext, 2*len(flat))
+	err = parallel.For(len(modded), func(k int) (err error) {
+		part := re
+		if k%2 == 1 {
+			part = im
+		}
+		modded[k], err = eval.EvalModAndScale(part[k/2], complex(scaling, 0))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]*rlwe.Ciphertext, len(sets))
+	for i, cts := range packed {
+		out[i], modded = modded[:2*len(cts)], modded[2*len(cts):]
+	}
+	return out, nil
+}

@@ -1,0 +1,229 @@
+package scoreslots
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"encmatch/core/base/errs"
+	"encmatch/core/iris/ccmm"
+	"encmatch/core/iris/internal/ccmmtest"
+
+	"github.com/tuneinsight/lattigo/v6/circuits/ckks/bootstrapping"
+	"github.com/tuneinsight/lattigo/v6/core/rlwe"
+	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
+)
+
+// toyCCMM is an INSECURE CCMM set with a three-prime Q, small enough for a
+// test: database ring 2^10, query ring 2^9, 1,024 positions.
+var toyCCMM = ccmm.Literal{LogNDB: 10, LogNQ: 9, LogQ: []int{20, 20, 20}, LogK: []int{20, 20, 20}, LogScale: 18, Inner: 1024}
+
+// toyLiteral bootstraps it in ring 2^12 (four result ciphertexts per
+// bootstrap, as the iris rings 2^14 -> 2^16), scores up to 2^10.
+var toyLiteral = Literal{LogN2: 12, LogQ0: 55, LogP: []int{61}, ScoreBits: 10, Bootstrapping: DenseBootstrapping(160, 6, 56)}
+
+// toyParams builds the toy CCMM set and its bootstrapping.
+func toyParams(t *testing.T) (*ccmm.Params, *Params) {
+	t.Helper()
+	cp, err := ccmm.NewParams(toyCCMM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewParams(cp, toyLiteral)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cp, p
+}
+
+// TestScoresToSlots runs a CCMM (public-key query, database under one
+// secret), lifts its result columns to the residual parameters, checks
+// them against the plaintext scores, half-bootstraps them and checks that
+// every slot holds its score / 2^ScoreBits at the documented position.
+func TestScoresToSlots(t *testing.T) {
+	cp, p := toyParams(t)
+	rng := rand.New(rand.NewPCG(7, 7))
+	d1, d3 := cp.NDB, 8
+	mdb := ccmmtest.Codes(rng, d1, cp.Lit.Inner)
+	mq := ccmmtest.Codes(rng, cp.Lit.Inner, d3)
+	for l := 0; l < cp.Lit.Inner; l++ { // column 0 matches database row 5 (a genuine score near 2^10)
+		mq.Data[l*d3] = mdb.At(5, l)
+	}
+	want, err := ccmm.MulInt(mdb, mq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sk, res := ccmmtest.Product(t, cp, mdb, mq)
+
+	// The lifted ciphertexts decrypt to score / 2^ScoreBits under the
+	// residual copy of the database secret.
+	resSK, err := p.residualSecret(sk.DB[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	unit := math.Ldexp(1, -p.Lit.ScoreBits)
+	lifted, err := p.Lift(res, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	worstLift := 0.0
+	for j, ct := range lifted {
+		for k, v := range decryptCoeffs(p.Residual, resSK, ct) {
+			worstLift = math.Max(worstLift, math.Abs(v-float64(want.At(k, j))*unit))
+		}
+	}
+	t.Logf("lifted to q0: largest error %.2g score units", worstLift/unit)
+	if worstLift > 0.25*unit {
+		t.Fatalf("lifted ciphertexts are off by %.3g score units", worstLift/unit)
+	}
+
+	keys, err := p.GenKeys(sk.DB[:1], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The key back from N2 to the database ring would be samples under s_t
+	// at the whole residual modulus: GenKeys keeps only a throwaway one,
+	// which does not switch a ciphertext under the N2 secret to s_t.
+	{
+		bp := p.Bootstrap.BootstrappingParameters
+		pt := ckks.NewPlaintext(bp, 0)
+		if err := ckks.NewEncoder(bp).Encode([]float64{0.5, 0.25}, pt); err != nil {
+			t.Fatal(err)
+		}
+		ct, _ := rlwe.NewEncryptor(bp, keys.Secret).EncryptNew(pt)
+		back := ckks.NewCiphertext(p.Residual, 1, 0)
+		if err := ckks.NewEvaluator(bp, nil).ApplyEvaluationKey(ct, p.ThrowawayKeyBack(), back); err != nil {
+			t.Fatal(err)
+		}
+		largest := 0.0 // a real switch gives the encoding's coefficients, all below 1
+		for _, v := range decryptCoeffs(p.Residual, resSK, back) {
+			largest = math.Max(largest, math.Abs(v))
+		}
+		if largest < 100 {
+			t.Fatalf("the key back to the database ring switches to s_t (coefficients decrypt below %.3g)", largest)
+		}
+	}
+	evals, err := p.NewEvaluators(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sets, err := p.ToSlots(evals[:1], [][]*rlwe.Ciphertext{lifted})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slots := sets[0]
+	pack := 1 << (p.Lit.LogN2 - cp.Lit.LogNDB)
+	if len(slots) != 2*d3/pack {
+		t.Fatalf("%d slot ciphertexts for %d columns packed by %d, want %d", len(slots), d3, pack, 2*d3/pack)
+	}
+	worst, seen := 0.0, map[[2]int]bool{}
+	for s, ct := range slots {
+		vals := decryptSlots(p.Bootstrap.BootstrappingParameters, keys.Secret, ct)
+		for i, v := range vals {
+			input, row := p.SlotOf(s, i)
+			seen[[2]int{input, row}] = true
+			worst = math.Max(worst, math.Abs(real(v)-float64(want.At(row, input))*unit))
+		}
+	}
+	if len(seen) != d1*d3 {
+		t.Fatalf("the slots hold %d distinct scores, want %d", len(seen), d1*d3)
+	}
+	t.Logf("half-bootstrapped: largest slot error %.3g score units (%d scores, largest |score| %d)", worst/unit, d1*d3, want.MaxAbs())
+	if worst > 0.5*unit {
+		t.Fatalf("slots are off by %.3g score units", worst/unit)
+	}
+}
+
+// TestSecurity: the toy set fails the 128-bit table (small rings), and
+// Lattigo's sparse-secret encapsulation, outside the table and without
+// keys here, is refused.
+func TestSecurity(t *testing.T) {
+	cp, p := toyParams(t)
+	checks := p.Security()
+	if len(checks) != 2 || p.Secure() == nil || !errors.Is(p.Secure(), ccmm.ErrInsecure) {
+		t.Fatalf("toy set: checks %+v, Secure %v", checks, p.Secure())
+	}
+	if c := checks[1]; c.LogN != toyLiteral.LogN2 || c.OK {
+		t.Fatalf("bootstrapping ring 2^12 at log QP %.0f passed the table: %+v", c.LogQ, c)
+	}
+	sparse := toyLiteral
+	sparse.Bootstrapping = bootstrapping.ParametersLiteral{} // Lattigo's default: encapsulation, Hamming weight 32
+	if _, err := NewParams(cp, sparse); !errors.Is(err, errs.ErrInvalid) || !strings.Contains(err.Error(), "encapsulation") {
+		t.Fatalf("sparse-secret encapsulation: %v", err)
+	}
+}
+
+// TestIrisSets: the Iris set's two-prime Q is refused by the bootstrap's
+// message ratio, IrisBootstrap is accepted, and both pass the CCMM's
+// 128-bit checks.
+func TestIrisSets(t *testing.T) {
+	lit := IrisSecure
+	for _, c := range []struct {
+		name string
+		set  ccmm.Literal
+		ok   bool
+	}{{"Iris", ccmm.Iris, false}, {"IrisBootstrap", ccmm.IrisBootstrap, true}} {
+		cp, err := ccmm.NewParams(c.set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cp.Secure(); err != nil {
+			t.Errorf("%s: %v", c.name, err)
+		}
+		p, err := NewParams(cp, lit)
+		if c.ok && err != nil || !c.ok && !errors.Is(err, ErrRatio) {
+			t.Errorf("%s: NewParams gave %v", c.name, err)
+		}
+		if p != nil {
+			t.Logf("%s: Q / (Delta 2^15) = 2^%.1f", c.name, p.LogRatio())
+		}
+	}
+}
+
+// TestRatioRefused: scores that fill the modulus (the secure Iris set,
+// two 20-bit primes in Q against 2^14 scores at Delta = 2^22) are refused
+// before any key is made.
+func TestRatioRefused(t *testing.T) {
+	cp, err := ccmm.NewParams(ccmm.Literal{LogNDB: 10, LogNQ: 9, LogQ: []int{20, 20}, LogK: []int{20, 20}, LogScale: 18, Inner: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lit := toyLiteral
+	lit.ScoreBits = 16
+	if _, err := NewParams(cp, lit); !errors.Is(err, ErrRatio) {
+		t.Fatalf("Q/(Delta 2^16) = 2^%.1f: got %v, want ErrRatio", 40.0-18-16, err)
+	}
+}
+
+// decryptCoeffs decrypts a coefficient-encoded ciphertext: coefficient k
+// over the scale.
+func decryptCoeffs(p ckks.Parameters, sk *rlwe.SecretKey, ct *rlwe.Ciphertext) []float64 {
+	pt := rlwe.NewDecryptor(p, sk).DecryptNew(ct)
+	r := p.RingQ().AtLevel(pt.Level())
+	if pt.IsNTT {
+		r.INTT(pt.Value, pt.Value)
+	}
+	q := r.ModuliChain()[0]
+	scale := ct.Scale.Float64()
+	out := make([]float64, p.N())
+	for k, v := range pt.Value.Coeffs[0] {
+		x := float64(v)
+		if v > q/2 {
+			x -= float64(q)
+		}
+		out[k] = x / scale
+	}
+	return out
+}
+
+// decryptSlots decrypts and decodes a slot-encoded ciphertext.
+func decryptSlots(p ckks.Parameters, sk *rlwe.SecretKey, ct *rlwe.Ciphertext) []complex128 {
+	pt := rlwe.NewDecryptor(p, sk).DecryptNew(ct)
+	vals := make([]complex128, ct.Slots())
+	if err := ckks.NewEncoder(p).Decode(pt, vals); err != nil {
+		panic(err)
+	}
+	return vals
+}
