@@ -288,7 +288,7 @@ func createIndex(args, _ []byte) (any, []byte, error) {
 	if a.Delta == nil {
 		return nil, nil, fmt.Errorf("%w: argument \"delta\" is required", errs.ErrInvalid)
 	}
-	m, err := index.CreateWith(a.IndexDir, a.ServerKeyDir, *a.Delta, index.CreateOptions{PayloadWidth: a.PayloadWidth, Rule: a.Rule})
+	m, err := index.Create(a.IndexDir, a.ServerKeyDir, *a.Delta, index.CreateOptions{PayloadWidth: a.PayloadWidth, Rule: a.Rule})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -338,14 +338,14 @@ func enroll(args, in []byte) (any, []byte, error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		sum, err := index.EnrollSeededWith(a.IndexDir, owner, data, a.N, a.Dim, opt)
+		sum, err := index.EnrollSeeded(a.IndexDir, owner, data, a.N, a.Dim, opt)
 		return sum, nil, err
 	}
 	pub, err := keys.LoadPublic(a.ServerKeyDir)
 	if err != nil {
 		return nil, nil, err
 	}
-	sum, err := index.EnrollWith(a.IndexDir, pub, data, a.N, a.Dim, opt)
+	sum, err := index.Enroll(a.IndexDir, pub, data, a.N, a.Dim, opt)
 	return sum, nil, err
 }
 
@@ -567,8 +567,8 @@ func mergeResults(args, in []byte) (any, []byte, error) {
 func search(args, in []byte) (any, []byte, error) {
 	var a struct {
 		handleArgs
-		Mode  string   `json:"mode"`
-		Delta *float64 `json:"delta"`
+		Mode  result.Mode `json:"mode"`
+		Delta *float64    `json:"delta"`
 		// Bound is the public bound on the matches of a payload search.
 		Bound int `json:"bound"`
 		// SigningKey, when set, makes this the search of a threshold key
@@ -602,7 +602,7 @@ func search(args, in []byte) (any, []byte, error) {
 	if a.Bound != 0 && a.Mode != result.Payload {
 		return nil, nil, fmt.Errorf("%w: \"bound\" applies to mode %q only", errs.ErrInvalid, result.Payload)
 	}
-	out, st, err := s.SearchWith(in, a.Mode, engine.SearchOptions{Bound: a.Bound})
+	out, st, err := s.Search(in, a.Mode, engine.SearchOptions{Bound: a.Bound})
 	if err != nil || key == nil {
 		return st, out, err
 	}

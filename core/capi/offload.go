@@ -2,6 +2,7 @@ package main
 
 import (
 	"encmatch/core/face/offload"
+	"encmatch/core/face/result"
 )
 
 // The offload methods serve an executor outside Go (the GPU engine,
@@ -107,7 +108,7 @@ func offloadProgram(args, _ []byte) (any, []byte, error) {
 func offloadResult(args, in []byte) (any, []byte, error) {
 	var a struct {
 		handleArgs
-		Mode string `json:"mode"`
+		Mode result.Mode `json:"mode"`
 	}
 	pl, err := plan(args, &a)
 	if err != nil {

@@ -180,7 +180,7 @@ func FuzzInput(f *testing.F) {
 		if keep > 0 {
 			q, r = q[:keep], r[:keep]
 		}
-		small, _, err := sealSearch(&SigningKey{key: ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize))}, h, "ix", 1, result.Identification, q, r)
+		small, _, err := sealSearch(&SigningKey{key: ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize))}, h, "ix", 1, string(result.Identification), q, r)
 		if err != nil {
 			f.Fatal(err)
 		}

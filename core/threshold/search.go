@@ -103,7 +103,7 @@ func BindSearch(key *SigningKey, meta *keys.Meta, set *params.Set, query, res []
 	if key == nil {
 		return nil, nil, fmt.Errorf("%w: binding a search needs the server's signing key", errs.ErrInvalid)
 	}
-	out, head, err := sealSearch(key, h, index, generation, r.Mode, query, res)
+	out, head, err := sealSearch(key, h, index, generation, string(r.Mode), query, res)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -177,7 +177,7 @@ func decodeSearch(data []byte, want envelope.Header, set *params.Set) (*boundSea
 	if err != nil {
 		return nil, fmt.Errorf("%s: the bound result is not a result of this key set at the result level: %w", KindSearch, err)
 	}
-	if r.Mode != head.Mode {
+	if string(r.Mode) != head.Mode {
 		return nil, fmt.Errorf("%w: %s: a %s result bound as a %s search", errs.ErrCorrupt, KindSearch, r.Mode, head.Mode)
 	}
 	if err := r.CheckComplete(); err != nil {

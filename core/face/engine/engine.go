@@ -190,14 +190,14 @@ func (s *Server) Comparator() (*comparator.Comparator, error) {
 
 // Stats times the phases of a search.
 type Stats struct {
-	Mode        string  `json:"mode"`
-	Groups      int     `json:"groups"`
-	Rotations   float64 `json:"rotations_seconds"`
-	Similarity  float64 `json:"similarity_seconds"`
-	Comparison  float64 `json:"comparison_seconds"`
-	Aggregation float64 `json:"aggregation_seconds"`
-	Seconds     float64 `json:"seconds"`
-	Streamed    bool    `json:"streamed"`
+	Mode        result.Mode `json:"mode"`
+	Groups      int         `json:"groups"`
+	Rotations   float64     `json:"rotations_seconds"`
+	Similarity  float64     `json:"similarity_seconds"`
+	Comparison  float64     `json:"comparison_seconds"`
+	Aggregation float64     `json:"aggregation_seconds"`
+	Seconds     float64     `json:"seconds"`
+	Streamed    bool        `json:"streamed"`
 }
 
 // SearchOptions tune one search.
@@ -208,15 +208,11 @@ type SearchOptions struct {
 }
 
 // Search answers one framed query in mode membership, identification or
-// payload, at the index's threshold (there is no other).
-func (s *Server) Search(query []byte, mode string) ([]byte, *Stats, error) {
-	return s.SearchWith(query, mode, SearchOptions{})
-}
-
-// SearchWith is Search with options.
-func (s *Server) SearchWith(query []byte, mode string, opt SearchOptions) ([]byte, *Stats, error) {
+// payload, at the index's threshold (there is no other); SearchOptions{}
+// is the default payload bound.
+func (s *Server) Search(query []byte, mode result.Mode, opt SearchOptions) ([]byte, *Stats, error) {
 	start := time.Now()
-	if err := result.CheckMode(mode); err != nil {
+	if err := mode.Check(); err != nil {
 		return nil, nil, err
 	}
 	var layout payload.Layout
@@ -298,7 +294,7 @@ func (s *Server) SearchWith(query []byte, mode string, opt SearchOptions) ([]byt
 
 // NewResult is the empty result of a search in mode over the groups
 // served: its header and the spans it covers.
-func NewResult(m *index.Manifest, served []index.Group, mode string) *result.Result {
+func NewResult(m *index.Manifest, served []index.Group, mode result.Mode) *result.Result {
 	res := &result.Result{Header: result.Header{Mode: mode, Delta: m.Delta, Rule: m.Rule, Total: m.Count}}
 	for _, g := range served {
 		res.Spans = append(res.Spans, result.Span{Start: g.Start, Count: g.Count})

@@ -99,7 +99,7 @@ func BenchmarkSearch(b *testing.B) {
 		}
 	}
 	if _, err := os.Stat(idxDir); os.IsNotExist(err) {
-		if _, err := index.Create(idxDir, srvKeys, delta); err != nil {
+		if _, err := index.Create(idxDir, srvKeys, delta, index.CreateOptions{}); err != nil {
 			b.Fatal(err)
 		}
 		sum, err := enrollBench(keyDir, idxDir, data, k, dim, seededStore)
@@ -128,15 +128,15 @@ func BenchmarkSearch(b *testing.B) {
 		b.Fatal(err)
 	}
 	warmUp := os.Getenv("ENCMATCH_BENCH_NO_WARMUP") == ""
-	for _, mode := range []string{result.Membership, result.Identification} {
+	for _, mode := range []result.Mode{result.Membership, result.Identification} {
 		if warmUp {
-			if _, _, err := srv.Search(qb, mode); err != nil { // not timed
+			if _, _, err := srv.Search(qb, mode, SearchOptions{}); err != nil { // not timed
 				b.Fatal(err)
 			}
 		}
 		b.Run(fmt.Sprintf("%s/%s/n1=%d/dim=%d/kappa=%d/K=%d", mode, strat.Name, strat.N1, dim, kappa, k), func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
-				res, st, err := srv.Search(qb, mode)
+				res, st, err := srv.Search(qb, mode, SearchOptions{})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -175,13 +175,13 @@ func enrollBench(keyDir, idxDir string, data []float32, k, dim int, seededStore 
 		if err != nil {
 			return nil, err
 		}
-		return index.EnrollSeeded(idxDir, owner, data, k, dim)
+		return index.EnrollSeeded(idxDir, owner, data, k, dim, index.EnrollOptions{})
 	}
 	pub, err := keys.LoadPublic(filepath.Join(keyDir, keys.ServerDir))
 	if err != nil {
 		return nil, err
 	}
-	return index.Enroll(idxDir, pub, data, k, dim)
+	return index.Enroll(idxDir, pub, data, k, dim, index.EnrollOptions{})
 }
 
 func envInt(name string, def int) int {

@@ -52,7 +52,7 @@ func newFixtureOf(t *testing.T, set *params.Set, name string, n1 int, delta floa
 	if _, err := keys.Generate(f.keyDir, set, strat); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := index.CreateWith(f.indexDir, f.serverKeys(), delta, opt); err != nil {
+	if _, err := index.Create(f.indexDir, f.serverKeys(), delta, opt); err != nil {
 		t.Fatal(err)
 	}
 	if f.client, err = client.Open(f.keyDir); err != nil {
@@ -86,7 +86,7 @@ func (f *fixture) enroll(t *testing.T, vecs [][]float32) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := index.Enroll(f.indexDir, pub, flatten(vecs), len(vecs), f.set.Dim); err != nil {
+	if _, err := index.Enroll(f.indexDir, pub, flatten(vecs), len(vecs), f.set.Dim, index.EnrollOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -98,7 +98,7 @@ func (f *fixture) enrollSeeded(t *testing.T, vecs [][]float32) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := index.EnrollSeeded(f.indexDir, owner, flatten(vecs), len(vecs), f.set.Dim); err != nil {
+	if _, err := index.EnrollSeeded(f.indexDir, owner, flatten(vecs), len(vecs), f.set.Dim, index.EnrollOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -120,13 +120,13 @@ func (f *fixture) enrollAs(t *testing.T, vecs [][]float32, seededStore bool, opt
 		if lerr != nil {
 			t.Fatal(lerr)
 		}
-		_, err = index.EnrollSeededWith(f.indexDir, owner, flatten(vecs), len(vecs), f.set.Dim, opt)
+		_, err = index.EnrollSeeded(f.indexDir, owner, flatten(vecs), len(vecs), f.set.Dim, opt)
 	} else {
 		pub, lerr := keys.LoadPublic(f.serverKeys())
 		if lerr != nil {
 			t.Fatal(lerr)
 		}
-		_, err = index.EnrollWith(f.indexDir, pub, flatten(vecs), len(vecs), f.set.Dim, opt)
+		_, err = index.Enroll(f.indexDir, pub, flatten(vecs), len(vecs), f.set.Dim, opt)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -237,7 +237,7 @@ func check(t *testing.T, f *fixture, srv *Server, gal [][]float32, q []float32) 
 			hi++
 		}
 	}
-	resID, _, err := srv.Search(qb, result.Identification)
+	resID, _, err := srv.Search(qb, result.Identification, SearchOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +255,7 @@ func check(t *testing.T, f *fixture, srv *Server, gal [][]float32, q []float32) 
 			t.Errorf("entry %d with score %.5f (delta %.3f, band %.1e): encrypted says %v", i, s, cmp.Delta, cmp.DecisionBand, got[i])
 		}
 	}
-	resM, _, err := srv.Search(qb, result.Membership)
+	resM, _, err := srv.Search(qb, result.Membership, SearchOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -387,7 +387,7 @@ func TestStreamedCorruptionFailsTheQuery(t *testing.T) {
 	flipped[len(data)/2] ^= 1
 	for name, bad := range map[string][]byte{"flipped bit": flipped, "truncated": data[:len(data)/2]} {
 		os.WriteFile(path, bad, 0o644)
-		if _, _, err := srv.Search(q, result.Identification); !errors.Is(err, errs.ErrCorrupt) {
+		if _, _, err := srv.Search(q, result.Identification, SearchOptions{}); !errors.Is(err, errs.ErrCorrupt) {
 			t.Errorf("%s: a corrupted streamed group gave %v, want ErrCorrupt", name, err)
 		}
 	}
@@ -445,19 +445,19 @@ func TestRefusesForeignKeysAndBadQueries(t *testing.T) {
 		t.Fatal(err)
 	}
 	foreign, _ := other.client.EncryptQuery(f32(randomUnit(rng, 8)))
-	if _, _, err := srv.Search(foreign, result.Membership); !errors.Is(err, errs.ErrMismatch) {
+	if _, _, err := srv.Search(foreign, result.Membership, SearchOptions{}); !errors.Is(err, errs.ErrMismatch) {
 		t.Fatalf("query of another key set accepted: %v", err)
 	}
 	good, _ := f.client.EncryptQuery(f32(randomUnit(rng, 8)))
 	for _, n := range []int{0, 10, len(good) / 2, len(good) - 1} {
-		if _, _, err := srv.Search(good[:n], result.Membership); !errors.Is(err, errs.ErrCorrupt) {
+		if _, _, err := srv.Search(good[:n], result.Membership, SearchOptions{}); !errors.Is(err, errs.ErrCorrupt) {
 			t.Fatalf("query truncated to %d bytes: %v", n, err)
 		}
 	}
-	if _, _, err := srv.Search(good, "everything"); !errors.Is(err, errs.ErrInvalid) {
+	if _, _, err := srv.Search(good, "everything", SearchOptions{}); !errors.Is(err, errs.ErrInvalid) {
 		t.Fatalf("bad mode: %v", err)
 	}
-	res, _, err := srv.Search(good, result.Identification)
+	res, _, err := srv.Search(good, result.Identification, SearchOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,7 +36,7 @@ func BenchmarkPayloadWorkload(b *testing.B) {
 	const dim, width, delta, bound = 128, 7, 0.5, 32
 	n := envInt("ENCMATCH_BENCH_RECORDS", 1000)
 	withPayload := os.Getenv("ENCMATCH_BENCH_PLAIN") == ""
-	modes := []string{result.Membership, result.Payload}
+	modes := []result.Mode{result.Membership, result.Payload}
 	w := width
 	if !withPayload {
 		modes, w = modes[:1], 0
@@ -58,7 +58,7 @@ func BenchmarkPayloadWorkload(b *testing.B) {
 	}
 	keygen := time.Since(t0).Seconds()
 	srvKeys := filepath.Join(keyDir, keys.ServerDir)
-	if _, err := index.CreateWith(indexDir, srvKeys, delta, index.CreateOptions{PayloadWidth: w, Rule: index.RuleAbove}); err != nil {
+	if _, err := index.Create(indexDir, srvKeys, delta, index.CreateOptions{PayloadWidth: w, Rule: index.RuleAbove}); err != nil {
 		b.Fatal(err)
 	}
 	rng := rand.New(rand.NewSource(2026))
@@ -78,7 +78,7 @@ func BenchmarkPayloadWorkload(b *testing.B) {
 		b.Fatal(err)
 	}
 	t0 = time.Now()
-	if _, err := index.EnrollSeededWith(indexDir, owner, flatten(gal), n, dim, index.EnrollOptions{Payloads: enrolled}); err != nil {
+	if _, err := index.EnrollSeeded(indexDir, owner, flatten(gal), n, dim, index.EnrollOptions{Payloads: enrolled}); err != nil {
 		b.Fatal(err)
 	}
 	encryptDB := time.Since(t0).Seconds()
@@ -109,7 +109,7 @@ func BenchmarkPayloadWorkload(b *testing.B) {
 				b.Fatal(err)
 			}
 			t1 := time.Now()
-			res, _, err := srv.SearchWith(qb, mode, SearchOptions{Bound: bound})
+			res, _, err := srv.Search(qb, mode, SearchOptions{Bound: bound})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -84,7 +84,7 @@ func TestPayloadCellErrors(t *testing.T) {
 				t.Fatal(err)
 			}
 			qb, _ := f.client.EncryptQuery(f32(q))
-			res, _, err := srv.SearchWith(qb, result.Payload, SearchOptions{Bound: bound})
+			res, _, err := srv.Search(qb, result.Payload, SearchOptions{Bound: bound})
 			if err != nil {
 				t.Fatal(err)
 			}

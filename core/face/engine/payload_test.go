@@ -102,7 +102,7 @@ func payloadSearch(t *testing.T, f *fixture, srv *Server, q []float32, bound int
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, _, err := srv.SearchWith(qb, result.Payload, SearchOptions{Bound: bound})
+	res, _, err := srv.Search(qb, result.Payload, SearchOptions{Bound: bound})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,8 +208,8 @@ func TestExactTieIsFlagged(t *testing.T) {
 				rule, ans.Complete, ans.Uncertain, len(ans.Records), others)
 		}
 		qb, _ := f.client.EncryptQuery(q)
-		for _, mode := range []string{result.Identification, result.Membership} {
-			res, _, err := srv.Search(qb, mode)
+		for _, mode := range []result.Mode{result.Identification, result.Membership} {
+			res, _, err := srv.Search(qb, mode, SearchOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -262,27 +262,27 @@ func TestPayloadInputsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	qb, _ := plain.client.EncryptQuery(vecs[0])
-	if _, _, err := srv.SearchWith(qb, result.Payload, SearchOptions{}); !errors.Is(err, errs.ErrInvalid) {
+	if _, _, err := srv.Search(qb, result.Payload, SearchOptions{}); !errors.Is(err, errs.ErrInvalid) {
 		t.Fatalf("payload search of an index without payloads: %v", err)
 	}
 	pub, _ := keys.LoadPublic(plain.serverKeys())
-	if _, err := index.EnrollWith(plain.indexDir, pub, flatten(vecs), 4, 8, index.EnrollOptions{Payloads: make([]int16, 4)}); !errors.Is(err, errs.ErrInvalid) {
+	if _, err := index.Enroll(plain.indexDir, pub, flatten(vecs), 4, 8, index.EnrollOptions{Payloads: make([]int16, 4)}); !errors.Is(err, errs.ErrInvalid) {
 		t.Fatalf("payloads for an index without them: %v", err)
 	}
-	if _, err := index.CreateWith(filepath.Join(t.TempDir(), "p"), plain.serverKeys(), 0.5, index.CreateOptions{PayloadWidth: 3}); !errors.Is(err, errs.ErrInvalid) {
+	if _, err := index.Create(filepath.Join(t.TempDir(), "p"), plain.serverKeys(), 0.5, index.CreateOptions{PayloadWidth: 3}); !errors.Is(err, errs.ErrInvalid) {
 		t.Fatalf("a payload index on keys without the payload level: %v", err)
 	}
 	f := newPayloadFixture(t, params.Toy, 8, 8, 8, 0.5, 3, "")
-	if _, err := index.CreateWith(filepath.Join(t.TempDir(), "r"), f.serverKeys(), 0.5, index.CreateOptions{Rule: "=>"}); !errors.Is(err, errs.ErrInvalid) {
+	if _, err := index.Create(filepath.Join(t.TempDir(), "r"), f.serverKeys(), 0.5, index.CreateOptions{Rule: "=>"}); !errors.Is(err, errs.ErrInvalid) {
 		t.Fatalf("rule =>: %v", err)
 	}
 	pub, _ = keys.LoadPublic(f.serverKeys())
 	for _, n := range []int{0, 11, 13} {
-		if _, err := index.EnrollWith(f.indexDir, pub, flatten(vecs), 4, 8, index.EnrollOptions{Payloads: make([]int16, n)}); !errors.Is(err, errs.ErrInvalid) {
+		if _, err := index.Enroll(f.indexDir, pub, flatten(vecs), 4, 8, index.EnrollOptions{Payloads: make([]int16, n)}); !errors.Is(err, errs.ErrInvalid) {
 			t.Fatalf("%d payload values for 4 records of 3: %v", n, err)
 		}
 	}
-	if _, err := index.EnrollWith(f.indexDir, pub, flatten(vecs), 4, 8, index.EnrollOptions{Payloads: make([]int16, 12)}); err != nil {
+	if _, err := index.Enroll(f.indexDir, pub, flatten(vecs), 4, 8, index.EnrollOptions{Payloads: make([]int16, 12)}); err != nil {
 		t.Fatal(err)
 	}
 	srv, err = Open(f.indexDir, f.serverKeys(), Options{})
@@ -290,7 +290,7 @@ func TestPayloadInputsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	qb, _ = f.client.EncryptQuery(vecs[0])
-	if _, _, err := srv.SearchWith(qb, result.Payload, SearchOptions{Bound: payload.MaxBound + 1}); !errors.Is(err, errs.ErrInvalid) {
+	if _, _, err := srv.Search(qb, result.Payload, SearchOptions{Bound: payload.MaxBound + 1}); !errors.Is(err, errs.ErrInvalid) {
 		t.Fatalf("bound above the maximum: %v", err)
 	}
 }

@@ -59,8 +59,8 @@ func checkRightOrFlagged(t *testing.T, f *fixture, gal [][]float32, pay []int16,
 	if err != nil {
 		t.Fatal(err)
 	}
-	answer := func(mode string) *result.Answer {
-		res, _, err := srv.Search(qb, mode)
+	answer := func(mode result.Mode) *result.Answer {
+		res, _, err := srv.Search(qb, mode, SearchOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -35,8 +35,8 @@ func TestShardsMergeToTheFullAnswer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, mode := range []string{result.Identification, result.Membership} {
-		whole, _, err := full.Search(qb, mode)
+	for _, mode := range []result.Mode{result.Identification, result.Membership} {
+		whole, _, err := full.Search(qb, mode, SearchOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -46,7 +46,7 @@ func TestShardsMergeToTheFullAnswer(t *testing.T) {
 		}
 		var parts []*result.Result
 		for _, shard := range []*Server{shardA, shardB} {
-			b, _, err := shard.Search(qb, mode)
+			b, _, err := shard.Search(qb, mode, SearchOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -94,8 +94,8 @@ func TestMergeRefusesMixedResults(t *testing.T) {
 		return s
 	}
 	a, b := open(0), open(1)
-	search := func(s *Server, mode string) *result.Result {
-		out, _, err := s.Search(qb, mode)
+	search := func(s *Server, mode result.Mode) *result.Result {
+		out, _, err := s.Search(qb, mode, SearchOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -154,7 +154,7 @@ func TestPublicKeyQuery(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, _, err := srv.Search(qb, result.Identification)
+		out, _, err := srv.Search(qb, result.Identification, SearchOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -190,9 +190,9 @@ func (f *fixture) openShards(t *testing.T) (full, shardA, shardB *Server) {
 }
 
 // shardResult searches one shard and decodes its partial result.
-func shardResult(t *testing.T, shard *Server, qb []byte, mode string, opt SearchOptions) *result.Result {
+func shardResult(t *testing.T, shard *Server, qb []byte, mode result.Mode, opt SearchOptions) *result.Result {
 	t.Helper()
-	b, _, err := shard.SearchWith(qb, mode, opt)
+	b, _, err := shard.Search(qb, mode, opt)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -108,9 +108,9 @@ func TestAppendsFillTheLastGroup(t *testing.T) {
 		var sum *EnrollSummary
 		var err error
 		if asOwner {
-			sum, err = EnrollSeeded(idx, owner, all[at*4:(at+k)*4], k, 4)
+			sum, err = EnrollSeeded(idx, owner, all[at*4:(at+k)*4], k, 4, EnrollOptions{})
 		} else {
-			sum, err = Enroll(idx, pub, all[at*4:(at+k)*4], k, 4)
+			sum, err = Enroll(idx, pub, all[at*4:(at+k)*4], k, 4, EnrollOptions{})
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -183,11 +183,11 @@ func TestAppendsFillTheLastGroup(t *testing.T) {
 // file, starts a new group even when the last one has room.
 func TestNewGroupsOption(t *testing.T) {
 	idx, pub := setup(t)
-	if _, err := Enroll(idx, pub, vectors(3), 3, 4); err != nil {
+	if _, err := Enroll(idx, pub, vectors(3), 3, 4, EnrollOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	os.Remove(filepath.Join(idx, groupFile(0, 0))) // as in a staging directory
-	sum, err := EnrollWith(idx, pub, vectors(2), 2, 4, EnrollOptions{NewGroups: true})
+	sum, err := Enroll(idx, pub, vectors(2), 2, 4, EnrollOptions{NewGroups: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +207,7 @@ func TestFillCrashSafety(t *testing.T) {
 	idx, pub := setup(t)
 	owner := ownerOf(t, idx)
 	all := randomVectors(20, 2)
-	if _, err := EnrollSeeded(idx, owner, all[:3*4], 3, 4); err != nil {
+	if _, err := EnrollSeeded(idx, owner, all[:3*4], 3, 4, EnrollOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	m, _ := Load(idx)
@@ -251,7 +251,7 @@ func TestFillCrashSafety(t *testing.T) {
 		t.Fatalf("a filled file read with the count 3: %v", err)
 	}
 	// The next enrollment removes the stray file and fills again.
-	if _, err := EnrollSeeded(idx, owner, all[3*4:7*4], 4, 4); err != nil {
+	if _, err := EnrollSeeded(idx, owner, all[3*4:7*4], 4, 4, EnrollOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	m3, _ := Load(idx)
@@ -266,7 +266,7 @@ func TestFillCrashSafety(t *testing.T) {
 	old := filepath.Join(idx, groupFile(0, 0))
 	cur, _ := os.ReadFile(filepath.Join(idx, groupFile(0, 1)))
 	os.WriteFile(old, cur, 0o644)
-	if _, err := Enroll(idx, pub, all[7*4:8*4], 1, 4); err != nil {
+	if _, err := Enroll(idx, pub, all[7*4:8*4], 1, 4, EnrollOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(old); !os.IsNotExist(err) {
@@ -310,11 +310,11 @@ func TestFillCrashSafety(t *testing.T) {
 // fill is told the index changed, not that it is corrupt.
 func TestReaderOfAReplacedGroup(t *testing.T) {
 	idx, pub := setup(t)
-	if _, err := Enroll(idx, pub, vectors(3), 3, 4); err != nil {
+	if _, err := Enroll(idx, pub, vectors(3), 3, 4, EnrollOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	stale, _ := Load(idx)
-	if _, err := Enroll(idx, pub, vectors(1), 1, 4); err != nil {
+	if _, err := Enroll(idx, pub, vectors(1), 1, 4, EnrollOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	err := StreamGroup(idx, stale, pub.Params, stale.Groups[0], 4, func(int, []*rlwe.Ciphertext) error { return nil })
@@ -357,7 +357,7 @@ func TestFillCosts(t *testing.T) {
 	t.Logf("%s kappa %d dim %d (l = %d, %d slots): keygen %.1f s", preset, kappa, dim, set.L(), set.Slots(), time.Since(t0).Seconds())
 	srv := filepath.Join(kd, keys.ServerDir)
 	idx := filepath.Join(dir, "index")
-	if _, err := Create(idx, srv, 0.5); err != nil {
+	if _, err := Create(idx, srv, 0.5, CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	pub, err := keys.LoadPublic(srv)
@@ -390,9 +390,9 @@ func TestFillCosts(t *testing.T) {
 		t1 := time.Now()
 		var sum *EnrollSummary
 		if asOwner {
-			sum, err = EnrollSeeded(idx, owner, all[at*dim:(at+k)*dim], k, dim)
+			sum, err = EnrollSeeded(idx, owner, all[at*dim:(at+k)*dim], k, dim, EnrollOptions{})
 		} else {
-			sum, err = Enroll(idx, pub, all[at*dim:(at+k)*dim], k, dim)
+			sum, err = Enroll(idx, pub, all[at*dim:(at+k)*dim], k, dim, EnrollOptions{})
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -408,11 +408,11 @@ func TestFillCosts(t *testing.T) {
 	step("fill 5, owner (+3)", 3, true)
 	// a fresh seeded group, for its load time
 	fresh := filepath.Join(dir, "fresh")
-	if _, err := Create(fresh, srv, 0.5); err != nil {
+	if _, err := Create(fresh, srv, 0.5, CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t1 := time.Now()
-	if _, err := EnrollSeeded(fresh, owner, all[:240*dim], 240, dim); err != nil {
+	if _, err := EnrollSeeded(fresh, owner, all[:240*dim], 240, dim, EnrollOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	took := time.Since(t1)

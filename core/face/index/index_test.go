@@ -32,7 +32,7 @@ func setup(t *testing.T) (string, *keys.Public) {
 	}
 	srv := filepath.Join(kd, keys.ServerDir)
 	idx := filepath.Join(dir, "index")
-	if _, err := Create(idx, srv, 0.5); err != nil {
+	if _, err := Create(idx, srv, 0.5, CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	pub, err := keys.LoadPublic(srv)
@@ -52,11 +52,11 @@ func vectors(n int) []float32 {
 
 func TestEnrollAppendsGroups(t *testing.T) {
 	idx, pub := setup(t)
-	if _, err := Enroll(idx, pub, vectors(3), 3, 4); err != nil {
+	if _, err := Enroll(idx, pub, vectors(3), 3, 4, EnrollOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	slots := pub.Params.Slots()
-	sum, err := Enroll(idx, pub, vectors(slots+2), slots+2, 4)
+	sum, err := Enroll(idx, pub, vectors(slots+2), slots+2, 4, EnrollOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,17 +89,17 @@ func TestBadVectorsWriteNothing(t *testing.T) {
 	idx, pub := setup(t)
 	data := vectors(4)
 	data[9] = float32(math.NaN())
-	if _, err := Enroll(idx, pub, data, 4, 4); !errors.Is(err, errs.ErrInvalid) {
+	if _, err := Enroll(idx, pub, data, 4, 4, EnrollOptions{}); !errors.Is(err, errs.ErrInvalid) {
 		t.Fatalf("NaN accepted: %v", err)
 	}
 	zero := vectors(2)
 	for i := 4; i < 8; i++ {
 		zero[i] = 0
 	}
-	if _, err := Enroll(idx, pub, zero, 2, 4); !errors.Is(err, errs.ErrInvalid) {
+	if _, err := Enroll(idx, pub, zero, 2, 4, EnrollOptions{}); !errors.Is(err, errs.ErrInvalid) {
 		t.Fatalf("zero vector accepted: %v", err)
 	}
-	if _, err := Enroll(idx, pub, vectors(2)[:6], 2, 3); !errors.Is(err, errs.ErrInvalid) {
+	if _, err := Enroll(idx, pub, vectors(2)[:6], 2, 3, EnrollOptions{}); !errors.Is(err, errs.ErrInvalid) {
 		t.Fatalf("wrong dimension accepted: %v", err)
 	}
 	files, _ := filepath.Glob(filepath.Join(idx, "*"))
@@ -112,7 +112,7 @@ func TestBadVectorsWriteNothing(t *testing.T) {
 // was written but before the manifest named it, plus a temporary file.
 func TestInterruptedEnrollmentIsCleanedUp(t *testing.T) {
 	idx, pub := setup(t)
-	if _, err := Enroll(idx, pub, vectors(3), 3, 4); err != nil {
+	if _, err := Enroll(idx, pub, vectors(3), 3, 4, EnrollOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	g0, _ := os.ReadFile(filepath.Join(idx, groupFile(0, 0)))
@@ -122,7 +122,7 @@ func TestInterruptedEnrollmentIsCleanedUp(t *testing.T) {
 	if err != nil || m.Count != 3 || len(m.Groups) != 1 {
 		t.Fatalf("the manifest must name only complete groups: %v %+v", err, m)
 	}
-	if _, err := Enroll(idx, pub, vectors(2), 2, 4); err != nil {
+	if _, err := Enroll(idx, pub, vectors(2), 2, 4, EnrollOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	m, _ = Load(idx)
@@ -139,7 +139,7 @@ func TestInterruptedEnrollmentIsCleanedUp(t *testing.T) {
 
 func TestBadManifestsAreRefused(t *testing.T) {
 	idx, pub := setup(t)
-	if _, err := Enroll(idx, pub, vectors(3), 3, 4); err != nil {
+	if _, err := Enroll(idx, pub, vectors(3), 3, 4, EnrollOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(idx, manifestFile)
@@ -158,7 +158,7 @@ func TestBadManifestsAreRefused(t *testing.T) {
 	if _, err := Load(filepath.Join(idx, "missing")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("missing index: %v", err)
 	}
-	if _, err := Create(idx, filepath.Join(idx, "no-keys"), 0.5); err == nil {
+	if _, err := Create(idx, filepath.Join(idx, "no-keys"), 0.5, CreateOptions{}); err == nil {
 		t.Error("index created without keys")
 	}
 }
@@ -182,10 +182,10 @@ func TestSeededGroups(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Enroll(idx, pub, vectors(3), 3, 4); err != nil {
+	if _, err := Enroll(idx, pub, vectors(3), 3, 4, EnrollOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := EnrollSeededWith(idx, owner, vectors(3), 3, 4, EnrollOptions{NewGroups: true}); err != nil {
+	if _, err := EnrollSeeded(idx, owner, vectors(3), 3, 4, EnrollOptions{NewGroups: true}); err != nil {
 		t.Fatal(err)
 	}
 	m, err := Load(idx)
@@ -252,7 +252,7 @@ func TestCreateRefusesBadDelta(t *testing.T) {
 	srv := filepath.Join(filepath.Dir(idx), "keys", keys.ServerDir)
 	for _, d := range []float64{math.NaN(), math.Inf(1), math.Inf(-1), 1, -1, 1.5, -2} {
 		dir := filepath.Join(t.TempDir(), "bad")
-		if _, err := Create(dir, srv, d); !errors.Is(err, errs.ErrInvalid) {
+		if _, err := Create(dir, srv, d, CreateOptions{}); !errors.Is(err, errs.ErrInvalid) {
 			t.Fatalf("delta %v accepted: %v", d, err)
 		}
 		if _, err := os.Stat(dir); !os.IsNotExist(err) {
@@ -260,7 +260,7 @@ func TestCreateRefusesBadDelta(t *testing.T) {
 		}
 	}
 	other := filepath.Join(t.TempDir(), "other")
-	m2, err := Create(other, srv, 0.5)
+	m2, err := Create(other, srv, 0.5, CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -306,8 +306,8 @@ func (pl *Plan) Program() (*Program, error) {
 // here; for identification one comparator output per served group. Each
 // ciphertext is an array of shape (2, level+1, N) at the program's output
 // level.
-func (pl *Plan) Result(mode string, outs []byte) ([]byte, error) {
-	if err := result.CheckMode(mode); err != nil {
+func (pl *Plan) Result(mode result.Mode, outs []byte) ([]byte, error) {
+	if err := mode.Check(); err != nil {
 		return nil, err
 	}
 	prog, err := pl.Program()

@@ -33,7 +33,7 @@ func toyIndex(t *testing.T, preset, name string, n int) (string, string) {
 	if _, err := keys.Generate(keyDir, set, strat); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := index.Create(indexDir, filepath.Join(keyDir, keys.ServerDir), 0.5); err != nil {
+	if _, err := index.Create(indexDir, filepath.Join(keyDir, keys.ServerDir), 0.5, index.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if n == 0 {
@@ -48,7 +48,7 @@ func toyIndex(t *testing.T, preset, name string, n int) (string, string) {
 	for i := range data {
 		data[i] = float32(rng.NormFloat64())
 	}
-	if _, err := index.Enroll(indexDir, pub, data, n, 32); err != nil {
+	if _, err := index.Enroll(indexDir, pub, data, n, 32, index.EnrollOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	return keyDir, indexDir

@@ -32,20 +32,30 @@ const (
 	KindResult = "result"
 )
 
+// Mode is what a search answers: Membership, Identification or Payload.
+type Mode string
+
 // Search modes.
 const (
-	Membership     = "membership"
-	Identification = "identification"
+	// Membership answers whether any entry matches (and how many).
+	Membership Mode = "membership"
+	// Identification answers which entries match.
+	Identification Mode = "identification"
 	// Payload returns the payloads of the matching records (package payload).
-	Payload = "payload"
+	Payload Mode = "payload"
 )
 
-// CheckMode validates a mode name.
-func CheckMode(mode string) error {
-	if mode != Membership && mode != Identification && mode != Payload {
-		return fmt.Errorf("%w: unknown search mode %q (want %q, %q or %q)", errs.ErrInvalid, mode, Membership, Identification, Payload)
+// Check refuses a mode that is none of the three.
+func (m Mode) Check() error {
+	if m != Membership && m != Identification && m != Payload {
+		return fmt.Errorf("%w: unknown search mode %q (want %q, %q or %q)", errs.ErrInvalid, string(m), Membership, Identification, Payload)
 	}
 	return nil
+}
+
+// ParseMode is the mode named s, or an error naming the three.
+func ParseMode(s string) (Mode, error) {
+	return Mode(s), Mode(s).Check()
 }
 
 // Span is the gallery range a group covers.
@@ -56,7 +66,7 @@ type Span struct {
 
 // Header describes a result.
 type Header struct {
-	Mode  string  `json:"mode"`
+	Mode  Mode    `json:"mode"`
 	Delta float64 `json:"delta"`
 	// Rule is the index's threshold rule (">" or ">=", empty: ">="), which
 	// decides the outputs that are not clean (Read).
@@ -172,7 +182,7 @@ func Merge(p ckks.Parameters, parts []*Result) (*Result, error) {
 // Answer is what decrypting a result tells: the number of matches
 // (membership) or the matching gallery positions (identification).
 type Answer struct {
-	Mode  string  `json:"mode"`
+	Mode  Mode    `json:"mode"`
 	Delta float64 `json:"delta"`
 	Total int     `json:"total"`
 	// Membership: the number of matches, rounded, and as decrypted.
@@ -361,7 +371,7 @@ func Unmarshal(data []byte, want envelope.Header, p ckks.Parameters) (*Result, e
 	if err := json.Unmarshal(head, &r.Header); err != nil {
 		return nil, fmt.Errorf("%w: result header: %v", errs.ErrCorrupt, err)
 	}
-	if err := CheckMode(r.Mode); err != nil {
+	if err := r.Mode.Check(); err != nil {
 		return nil, fmt.Errorf("%w: result: %v", errs.ErrCorrupt, err)
 	}
 	if err := r.checkHeader(p); err != nil {

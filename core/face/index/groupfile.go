@@ -1,0 +1,230 @@
+// The group file format: records of ciphertexts (whole, or seeded c0
+// halves), written atomically, read whole or streamed in chunks.
+
+package index
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"encmatch/core/base/codec"
+	"encmatch/core/base/envelope"
+	"encmatch/core/base/errs"
+	"encmatch/core/base/params"
+	"encmatch/core/face/payload"
+	"encmatch/core/face/seeded"
+
+	"github.com/tuneinsight/lattigo/v6/core/rlwe"
+	"github.com/tuneinsight/lattigo/v6/ring"
+	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
+)
+
+// writeGroup writes group g's diagonals; with a seed, the seed and only
+// the c0 half of each ciphertext.
+func writeGroup(path string, m *Manifest, g Group, p ckks.Parameters, cts []*rlwe.Ciphertext, seed *seeded.Seed) (int64, error) {
+	err := envelope.WriteFileStream(path, m.groupHeader(g), groupPayload(p, len(cts)-2*m.PayloadWidth, 2*m.PayloadWidth, seed != nil), 0o644, func(w io.Writer) error {
+		if seed != nil {
+			if _, err := w.Write(record(seed[:])); err != nil {
+				return err
+			}
+		}
+		for _, ct := range cts {
+			if seed != nil {
+				ct = &rlwe.Ciphertext{Element: rlwe.Element[ring.Poly]{Value: ct.Value[:1], MetaData: ct.MetaData}}
+			}
+			b, err := codec.PackCiphertext(ct, p)
+			if err != nil {
+				return err
+			}
+			if _, err := w.Write(record(b)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("writing %s: %w", path, err)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return 0, err
+	}
+	return st.Size(), nil
+}
+
+// A group payload is a sequence of records: u64 length | bytes | u32
+// CRC-32C of the bytes. A seeded group starts with a record holding the
+// seed; then each diagonal is one record holding the ciphertext with
+// bit-packed coefficients (codec.PackCiphertext), only its c0 half when
+// seeded. The file's SHA-256 (envelope) covers the whole group; the
+// per-record CRC lets a streamed read check every ciphertext in one pass.
+const recordOverhead = 8 + 4
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func record(b []byte) []byte {
+	rec := envelope.AppendChunk(make([]byte, 0, len(b)+recordOverhead), b)
+	return binary.LittleEndian.AppendUint32(rec, crc32.Checksum(b, castagnoli))
+}
+
+// storedDegree is the degree of the stored part of a diagonal.
+func storedDegree(seededGroup bool) int {
+	if seededGroup {
+		return 0
+	}
+	return 1
+}
+
+// groupPayload is the payload size of a group of l diagonals at the top
+// level and cols payload columns at PayloadLevel.
+func groupPayload(p ckks.Parameters, l, cols int, seededGroup bool) int64 {
+	deg := storedDegree(seededGroup)
+	n := int64(l)*int64(recordOverhead+codec.PackedSize(p, deg, p.MaxLevel())) +
+		int64(cols)*int64(recordOverhead+codec.PackedSize(p, deg, PayloadLevel))
+	if seededGroup {
+		n += recordOverhead + seeded.SeedSize
+	}
+	return n
+}
+
+// PayloadLevel is the level of the payload columns: the level of the
+// comparator's output on a chain with the payload level (params.NewWith).
+const PayloadLevel = 1
+
+// groupPlain is what a group's records encode: its diagonals and its
+// payload columns (none without payloads).
+type groupPlain struct {
+	diags, columns [][]float64
+}
+
+// BytesPerGroup is the size of a group file's payload at the parameters of
+// set for payloadWidth int16 per record: stored whole (public-key
+// enrollment) or seeded (secret-key).
+func BytesPerGroup(set *params.Set, payloadWidth int, seededGroup bool) int64 {
+	return groupPayload(set.CKKS, set.L(), 2*payloadWidth, seededGroup)
+}
+
+// LoadGroup reads group g after verifying the whole file's SHA-256.
+func LoadGroup(dir string, m *Manifest, set *params.Set, g Group) ([]*rlwe.Ciphertext, error) {
+	path := filepath.Join(dir, g.File)
+	var cts []*rlwe.Ciphertext
+	err := envelope.ReadFileStream(path, m.groupHeader(g), func(r io.Reader, n int64) error {
+		return readRecords(r, n, set, g, 2*m.PayloadWidth, set.L(), func(first int, chunk []*rlwe.Ciphertext) error {
+			cts = append(cts, chunk...)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, groupError(path, err)
+	}
+	return cts, nil
+}
+
+// StreamGroup reads group g in one pass, checking each ciphertext's CRC-32C
+// and layout, and hands the diagonals to emit in chunks of chunk
+// ciphertexts (first is the index of the chunk's first diagonal). Used when
+// the index does not fit in memory.
+func StreamGroup(dir string, m *Manifest, set *params.Set, g Group, chunk int, emit func(first int, cts []*rlwe.Ciphertext) error) error {
+	path := filepath.Join(dir, g.File)
+	ps, err := envelope.OpenPayload(path, m.groupHeader(g))
+	if err != nil {
+		return groupError(path, err)
+	}
+	defer ps.Close()
+	if err := readRecords(ps, ps.Len, set, g, 2*m.PayloadWidth, chunk, emit); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+func groupError(path string, err error) error {
+	if os.IsNotExist(err) {
+		dir, name := filepath.Split(path)
+		if m, lerr := Load(dir); lerr == nil {
+			for _, g := range m.Groups {
+				if g.File != name && strings.HasPrefix(name, strings.SplitN(g.File, ".", 2)[0]+".") {
+					return fmt.Errorf("%w: group file %s was replaced by %s since the index was loaded (an enrollment filled the group): reopen the index", errs.ErrMismatch, path, g.File)
+				}
+			}
+		}
+		return fmt.Errorf("%w: group file %s named by the manifest is missing", errs.ErrCorrupt, path)
+	}
+	return err
+}
+
+// readRecord reads one record of exactly size bytes into buf and checks
+// its CRC.
+func readRecord(r io.Reader, buf []byte, size int, what string) ([]byte, error) {
+	buf = buf[:recordOverhead+size]
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return nil, fmt.Errorf("%w: %v", errs.ErrCorrupt, err)
+	}
+	b, rest, err := envelope.NextChunk(buf)
+	if err != nil || len(b) != size || len(rest) != 4 {
+		return nil, fmt.Errorf("%w: %s has the wrong size", errs.ErrCorrupt, what)
+	}
+	if crc32.Checksum(b, castagnoli) != binary.LittleEndian.Uint32(rest) {
+		return nil, fmt.Errorf("%w: %s fails its CRC-32C", errs.ErrCorrupt, what)
+	}
+	return b, nil
+}
+
+// readRecords decodes the l diagonal records of a group payload, in chunks
+// of chunk diagonals, then its cols payload columns, in one chunk of their
+// own (first = l), regenerating the uniform halves of a seeded group.
+func readRecords(r io.Reader, n int64, set *params.Set, g Group, cols, chunk int, emit func(int, []*rlwe.Ciphertext) error) error {
+	p, l := set.CKKS, set.L()
+	if want := groupPayload(p, l, cols, g.Seeded); n != want {
+		return fmt.Errorf("%w: %d payload bytes, expected %d for %d diagonals and %d payload columns", errs.ErrCorrupt, n, want, l, cols)
+	}
+	buf := make([]byte, recordOverhead+max(codec.PackedSize(p, storedDegree(g.Seeded), p.MaxLevel()), seeded.SeedSize))
+	var seed seeded.Seed
+	if g.Seeded {
+		b, err := readRecord(r, buf, seeded.SeedSize, "the seed")
+		if err != nil {
+			return err
+		}
+		copy(seed[:], b)
+	}
+	var batch []*rlwe.Ciphertext
+	first := 0
+	for i := 0; i < l+cols; i++ {
+		what := fmt.Sprintf("%s diagonal %d", g.File, i)
+		level := p.MaxLevel()
+		if i >= l {
+			what = fmt.Sprintf("%s payload column %d", g.File, i-l)
+			level = PayloadLevel
+		}
+		rq := p.RingQ().AtLevel(level)
+		size := codec.PackedSize(p, storedDegree(g.Seeded), level)
+		b, err := readRecord(r, buf, size, what)
+		if err != nil {
+			return err
+		}
+		ct, err := codec.UnpackCiphertext(b, p, storedDegree(g.Seeded), level, what)
+		if err != nil {
+			return err
+		}
+		if g.Seeded {
+			c1 := rq.NewPoly()
+			seeded.Mask(rq, seed, uint64(i), c1)
+			ct.Value = append(ct.Value, c1)
+		}
+		if i >= l && !ct.Scale.Equal(rlwe.NewScale(payload.PayloadScale)) {
+			return fmt.Errorf("%w: %s is not at the payload columns' scale", errs.ErrCorrupt, what)
+		}
+		batch = append(batch, ct)
+		if (i < l && len(batch) == chunk) || i == l-1 || i == l+cols-1 {
+			if err := emit(first, batch); err != nil {
+				return err
+			}
+			first, batch = i+1, nil
+		}
+	}
+	return nil
+}
