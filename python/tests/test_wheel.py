@@ -5,6 +5,7 @@ dependencies only, no Go, no npm, no source tree), it runs an encrypted search f
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -38,8 +39,11 @@ def _run(cmd: list, cwd: Path, timeout: int = 900) -> subprocess.CompletedProces
 
 
 def test_wheel_installs_and_searches(tmp_path):
+    # built from a copy: setuptools' build/ directory would otherwise be left in the source tree
+    src = tmp_path / "src"
+    shutil.copytree(PYTHON_DIR, src, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__", "tests"))
     dist = tmp_path / "dist"
-    p = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", dist, PYTHON_DIR], tmp_path)
+    p = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", dist, src], tmp_path)
     assert p.returncode == 0, p.stderr
     (wheel,) = dist.glob("encmatch-*.whl")
     assert "-py3-none-" in wheel.name, wheel.name  # tied to the platform (the library), not to a Python ABI
