@@ -30,10 +30,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as work:
         keys = Path(work) / "keys"
         E.keygen(keys, preset=args.preset)                      # holder/, querier/, server/
-        E.KeyHolder(keys).enroll(gallery, Path(work) / "db", t)  # the encrypted database
+        E.Client(keys).enroll(gallery, Path(work) / "db", t)  # the encrypted database
         E.Querier(keys).encrypt(queries, Path(work) / "q.bin", rotation_shift=3)
-        stats = E.Server(keys).match(Path(work) / "db", Path(work) / "q.bin", Path(work) / "r.bin")
-        holder = E.KeyHolder(keys)
+        stats = E.Server(keys).search(Path(work) / "db", Path(work) / "q.bin", Path(work) / "r.bin")
+        holder = E.Client(keys)
         values = holder.decrypt(Path(work) / "r.bin")          # one value per query eye: 1 match, 0 not
         check = E.validate(values, match(queries, gallery, t, rotation_shift=3), holder.band(t))
 

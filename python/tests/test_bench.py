@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from encmatch.evaluation import bench
+from encmatch.evaluation import bench, bench_report
 from encmatch import comparator
 from encmatch.evaluation.bruteforce import cosine_scores
 
@@ -52,7 +52,7 @@ def test_check_trial():
 
 
 def test_reference_loads():
-    ref = bench.load_reference()
+    ref = bench_report.load_reference()
     cpu = [r for r in ref["rows"] if r["device"] == "CPU" and r["kappa"] == 8]
     for approach in ("HyDia-CPU-DG", "BSGS-CPU-DG"):
         assert sorted(r["K"] for r in cpu if r["approach"] == approach) == [2 ** k for k in range(10, 21)]
@@ -154,7 +154,7 @@ def fake_doc(sizes=(2048,), passed=1, preset="toy", insecure=True, strategies=("
 
 
 def test_insecure_rows_are_marked_and_kept_apart_from_the_papers():
-    md = bench.markdown_table(fake_doc(sizes=(1024, 2048), passed=3))
+    md = bench_report.markdown_table(fake_doc(sizes=(1024, 2048), passed=3))
     ours = [ln for ln in md.splitlines() if ln.startswith("| ") and "encmatch," in ln]
     papers = [ln for ln in md.splitlines() if "papers/000 Table" in ln]
     assert len(ours) == 4 and all("INSECURE toy" in ln for ln in ours) and papers
@@ -162,19 +162,19 @@ def test_insecure_rows_are_marked_and_kept_apart_from_the_papers():
     apart = next(i for i, ln in enumerate(lines) if "NOT comparable" in ln and ln.startswith("## papers/000"))
     assert max(lines.index(ln) for ln in ours) < apart < min(lines.index(ln) for ln in papers)
     # at a secure preset the published rows stay beside ours, K by K, and nothing says INSECURE
-    md = bench.markdown_table(fake_doc(sizes=(1024, 2048), passed=3, preset="default", insecure=False))
+    md = bench_report.markdown_table(fake_doc(sizes=(1024, 2048), passed=3, preset="default", insecure=False))
     assert "INSECURE" not in md and "NOT comparable" not in md
     rows = [ln for ln in md.splitlines() if ln.startswith("| 1,024") or ln.startswith("| 2,048")]
     assert [("papers/000" in ln) for ln in rows] == [False, False, True, True] * 2
 
 
 def test_single_sample_has_no_spread():
-    md = bench.markdown_table(fake_doc(passed=1))
+    md = bench_report.markdown_table(fake_doc(passed=1))
     ours = [ln for ln in md.splitlines() if "encmatch," in ln and ln.startswith("| ")]
     assert ours and all("±" not in ln and "(n=1)" in ln for ln in ours)
     assert "0.26 (n=1)" in ours[0]
     assert "± 0.00" not in bench._summary_line(fake_doc(passed=1)["configs"][0])
-    many = bench.markdown_table(fake_doc(passed=3))
+    many = bench_report.markdown_table(fake_doc(passed=3))
     assert "0.26 ± 0.01" in many and "(n=1)" not in "".join(ln for ln in many.splitlines() if "encmatch," in ln)
 
 
@@ -195,7 +195,7 @@ def test_plots_are_readable(sizes, tmp_path, monkeypatch):
     monkeypatch.setattr(Figure, "savefig", lambda self, *a, **k: drawn.append(self))  # keep what write_outputs draws
     monkeypatch.setattr(plt, "close", lambda *a: None)
     doc = fake_doc(sizes=sizes, passed=1 if len(sizes) == 1 else 3)
-    bench.write_outputs(doc, tmp_path)
+    bench_report.write_outputs(doc, tmp_path)
     fig = drawn[0]  # time.png: membership and identification per strategy
     ax = fig.axes[0]
     texts = _tick_texts(fig)
@@ -213,11 +213,11 @@ def test_plots_are_readable(sizes, tmp_path, monkeypatch):
 
 
 def test_check_out_dir(tmp_path):
-    assert bench.check_out_dir(tmp_path / "new" / "deeper") == tmp_path / "new" / "deeper"  # made by write_outputs
+    assert bench_report.check_out_dir(tmp_path / "new" / "deeper") == tmp_path / "new" / "deeper"  # made by write_outputs
     (tmp_path / "file").write_text("x")
     from encmatch.errors import InvalidArgument
 
     with pytest.raises(InvalidArgument, match="is a file"):
-        bench.check_out_dir(tmp_path / "file")
+        bench_report.check_out_dir(tmp_path / "file")
     with pytest.raises(InvalidArgument, match="not a folder"):
-        bench.check_out_dir(tmp_path / "file" / "sub")
+        bench_report.check_out_dir(tmp_path / "file" / "sub")

@@ -43,7 +43,7 @@ def data():
 def db(keys, data, tmp_path_factory):
     """The gallery enrolled at t = 0.34."""
     d = tmp_path_factory.mktemp("iris-db") / "db"
-    res = E.KeyHolder(keys).enroll(data[0], d, T)
+    res = E.Client(keys).enroll(data[0], d, T)
     assert res["meta"]["codes"] == 1000 and res["meta"]["blocks"] == 1
     return d
 
@@ -75,13 +75,13 @@ def test_roles_match_the_model_near_the_threshold(keys, db, data, tmp_path):
                                 np.concatenate([qm, np.stack([m for _, m in near])]), ids=["q0", "q1", "a", "b"])
     q, r = tmp_path / "q.bin", tmp_path / "r.bin"
     E.Querier(keys).encrypt(batch, q, rotation_shift=3)
-    stats = E.Server(keys).match(db, q, r)
+    stats = E.Server(keys).search(db, q, r)
     assert stats["eyes"] == 4 and stats["rotations"] == 7 and stats["codes"] == 1000
     assert stats["half_bootstraps"] == 7
-    values = E.KeyHolder(keys).decrypt(r)
+    values = E.Client(keys).decrypt(r)
     model = match(batch, gallery, T, rotation_shift=3)
     assert model.bits.tolist() == [bool(x) for x in queries.truth] + [True, False]
-    band = E.KeyHolder(keys).band(T)
+    band = E.Client(keys).band(T)
     v = E.validate(values, model, band)
     assert v.ok and not v.guard.any(), (v.to_dict(), model.best_margin, band)
     assert np.all(np.abs(values - model.bits) < 1e-3), values
@@ -131,9 +131,9 @@ def test_bad_input(keys, db, tmp_path, data):
     assert main(["iris", "match", "--keys", str(keys), "--db", str(db), str(trunc), "-o", str(tmp_path / "r.bin")]) == 2
     # The server's directory cannot decrypt; the querier's cannot enroll.
     with pytest.raises(Mismatch):
-        E.KeyHolder(keys / "server").decrypt(q)
+        E.Client(keys / "server").decrypt(q)
     with pytest.raises(InvalidArgument):
-        E.KeyHolder(keys).enroll(data[0], tmp_path / "db2", 1.5)
+        E.Client(keys).enroll(data[0], tmp_path / "db2", 1.5)
     # A second enrollment into an existing database is refused.
     assert main(["iris", "enroll", "--keys", str(keys), "--db", str(db), "--t", "0.3",
                  str(tmp_path / "nothing.npz")]) == 2
@@ -144,7 +144,7 @@ def test_bad_input(keys, db, tmp_path, data):
                   "--key-cache-gb", size])
         assert e.value.code == 2
     with pytest.raises(InvalidArgument):
-        E.Server(keys).match(db, q, tmp_path / "r.bin", key_cache_gb=0)
+        E.Server(keys).search(db, q, tmp_path / "r.bin", key_cache_gb=0)
     # A bad rotation shift stops the benchmark before key generation.
     assert main(["iris", "bench", "--preset", "toy", "--gallery", "10", "--eyes", "1", "--enrolled", "1",
                  "--rotation-shift", "-1", "--out", str(tmp_path / "bench"), "--work", str(tmp_path)]) == 2
@@ -171,16 +171,16 @@ def test_many_scores_crowd_the_threshold(keys, tmp_path):
     gallery = Templates.from_bits(np.concatenate([oc, np.stack([c for c, _ in crowd])]),
                                   np.concatenate([om, np.stack([m for _, m in crowd])]))
     d = tmp_path / "db"
-    E.KeyHolder(keys).enroll(gallery, d, T)
+    E.Client(keys).enroll(gallery, d, T)
     model = match(eyes, gallery, T, rotation_shift=3, pairs=True)
-    band = E.KeyHolder(keys).band(T)
+    band = E.Client(keys).band(T)
     assert model.bits.tolist() == [False, True]
     assert len(model.guard_band(band)) == 0, (model.best_margin, band)
     assert (np.abs(1 - 2 * model.min_fhd - (1 - 2 * T)) < 0.07).sum() >= 300  # the crowd
     q, r = tmp_path / "q.bin", tmp_path / "r.bin"
     E.Querier(keys).encrypt(eyes, q, rotation_shift=3)
-    E.Server(keys).match(d, q, r)
-    values = E.KeyHolder(keys).decrypt(r)
+    E.Server(keys).search(d, q, r)
+    values = E.Client(keys).decrypt(r)
     assert E.validate(values, model, band).ok, (values, model.best_margin)
     assert np.all(np.abs(values - model.bits) < 1e-3), values
 

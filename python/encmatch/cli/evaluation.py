@@ -18,7 +18,7 @@ from .._util.ui import (
     warn_if_insecure,
 )
 from ..params import STRATEGIES, describe
-from ..evaluation import bench as bench_mod, demo as demo_mod, validate as validate_mod
+from ..evaluation import bench as bench_mod, bench_report, demo as demo_mod, validate as validate_mod
 from .._util.extras import require
 from .exits import EXIT_FAILURE
 
@@ -64,15 +64,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
     warn_if_insecure(params)
     log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
     require("plots")  # its plots, before any work
-    bench_mod.check_out_dir(args.out)
+    bench_report.check_out_dir(args.out)
     log(f"parameters: {describe_params(params)}")
     doc = bench_mod.run(
         args.sizes, args.strategies, encryptions=args.encryption, matches=args.matches, n1=args.n1,
         trials=args.trials, preset=args.preset, kappa=args.kappa, dim=args.dim, workload=args.workload,
         memory_budget=args.memory_budget, work_dir=args.work, seed=args.seed, log=log,
     )
-    paths = bench_mod.write_outputs(doc, args.out)
-    print(bench_mod.markdown_table(doc))
+    paths = bench_report.write_outputs(doc, args.out)
+    print(bench_report.markdown_table(doc))
     print(f"results: {', '.join(str(p) for p in paths.values())}")
     failed = sum(rec["failed"] for rec in doc["configs"])
     if failed:

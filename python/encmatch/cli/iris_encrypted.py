@@ -61,7 +61,7 @@ def cmd_enroll(args: argparse.Namespace) -> int:
     """``iris enroll``: encrypt a gallery into a new database directory."""
     gallery = read_templates(args.gallery)
     _log(f"encrypting {len(gallery)} templates into {args.db} (t = {args.t}) ...")
-    res = E.KeyHolder(args.keys).enroll(gallery, args.db, args.t)
+    res = E.Client(args.keys).enroll(gallery, args.db, args.t)
     meta = res["meta"]
     _log(f"{meta['codes']} codes in {meta['blocks']} blocks in {res['seconds']:.1f} s")
     return 0
@@ -81,7 +81,7 @@ def cmd_match(args: argparse.Namespace) -> int:
     _fresh_output(args.out)
     _log(f"matching {args.query} against {args.db} ...")
     t0 = time.perf_counter()
-    res = E.Server(args.keys).match(args.db, args.query, args.out, key_cache_gb=args.key_cache_gb)
+    res = E.Server(args.keys).search(args.db, args.query, args.out, key_cache_gb=args.key_cache_gb)
     kc = res["key_cache"]
     _log(f"{res['eyes']} eyes against {res['codes']} codes in {time.perf_counter() - t0:.1f} s -> {args.out} "
          f"(Galois keys: {kc['loads']} reads in {kc['load_seconds']:.1f} s, at most {kc['peak_bytes'] / 2**30:.1f} GiB held)")
@@ -91,7 +91,7 @@ def cmd_match(args: argparse.Namespace) -> int:
 
 def cmd_decrypt(args: argparse.Namespace) -> int:
     """``iris decrypt``: one value per eye; with ``--validate``, against the plaintext model."""
-    holder = E.KeyHolder(args.keys)
+    holder = E.Client(args.keys)
     t = None
     if args.validate:  # arguments checked before any work
         if not args.gallery or not args.queries:

@@ -102,12 +102,12 @@ def _print_retry(line: str) -> None:
 
 
 def service_client(args: argparse.Namespace) -> Any:
-    """The :class:`~encmatch.service.remote.ServiceClient` of a ``--server`` command's arguments
+    """The :class:`~encmatch.service.client.ServiceClient` of a ``--server`` command's arguments
     (each retry announced on stderr; a token about to go over plain HTTP to a host that is not
     loopback is a ``warning:`` line there)."""
     import warnings
 
-    from ..service.remote import PlaintextTokenWarning, ServiceClient
+    from ..service.client import PlaintextTokenWarning, ServiceClient
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", PlaintextTokenWarning)

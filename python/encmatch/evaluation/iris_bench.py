@@ -62,12 +62,12 @@ def run(out: Path, work: Path, preset: str, gallery_size: int, eyes: int, enroll
         gallery, queries = step("generate data (plaintext)", lambda: generate(
             gallery_size, n_queries=eyes, n_enrolled=enrolled, seed=seed, generator=POPULATIONS[population]))
         step("key generation", lambda: E.keygen(keys, preset, kappa))
-        step("enroll (encrypt database)", lambda: E.KeyHolder(keys).enroll(gallery, db, t))
+        step("enroll (encrypt database)", lambda: E.Client(keys).enroll(gallery, db, t))
         step("encrypt query", lambda: E.Querier(keys).encrypt(queries, q, rotation_shift))
-        stats = step("match (server, total)", lambda: E.Server(keys).match(db, q, r, key_cache_gb=key_cache_gb))
-        values = step("decrypt", lambda: E.KeyHolder(keys).decrypt(r))
+        stats = step("match (server, total)", lambda: E.Server(keys).search(db, q, r, key_cache_gb=key_cache_gb))
+        values = step("decrypt", lambda: E.Client(keys).decrypt(r))
         model = step("plaintext model", lambda: model_match(queries, gallery, t, rotation_shift=rotation_shift))
-        v = E.validate(values, model, E.KeyHolder(keys).band(t))
+        v = E.validate(values, model, E.Client(keys).band(t))
     res = {
         "machine": hardware(),
         "preset": preset, "insecure": preset == "toy", "kappa": kappa, "gallery": gallery_size, "eyes": eyes,

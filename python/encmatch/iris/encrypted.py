@@ -5,10 +5,10 @@ The roles work on files, so that they can run on different machines::
     from encmatch.iris import encrypted as E
 
     E.keygen("keys", preset="toy")                        # holder/, querier/, server/
-    E.KeyHolder("keys").enroll(gallery, "db", t=0.34)     # encrypted database (the key holder enrolls)
+    E.Client("keys").enroll(gallery, "db", t=0.34)     # encrypted database (the key holder enrolls)
     E.Querier("keys").encrypt(queries, "q.bin")           # 31 rotations per eye, public key only
-    stats = E.Server("keys").match("db", "q.bin", "r.bin")  # one encrypted bit per eye
-    values = E.KeyHolder("keys").decrypt("r.bin")         # 1.0: the eye matches, 0.0: it does not
+    stats = E.Server("keys").search("db", "q.bin", "r.bin")  # one encrypted bit per eye
+    values = E.Client("keys").decrypt("r.bin")         # 1.0: the eye matches, 0.0: it does not
 
 ``keys`` may be a key set's root (with ``holder/``, ``querier/`` and
 ``server/``) or the role's own directory, as each role receives only its
@@ -34,7 +34,7 @@ from .encoding import DEFAULT_ROTATION_SHIFT, masked_bits, rotations
 from .model import EyeResults
 from .templates import Templates
 
-__all__ = ["PRESETS", "DEFAULT_KEY_CACHE_GB", "keygen", "KeyHolder", "Querier", "Server", "Validation", "validate", "role_dir"]
+__all__ = ["PRESETS", "DEFAULT_KEY_CACHE_GB", "keygen", "Client", "Querier", "Server", "Validation", "validate", "role_dir"]
 
 #: Parameter presets of the core (``toy`` is insecure, for tests only).
 PRESETS = ("default", "toy")
@@ -72,8 +72,10 @@ def _codes(templates: Templates) -> np.ndarray:
     return masked_bits(codes, masks).reshape(len(templates), -1).astype(np.int8)
 
 
-class KeyHolder:
-    """The key holder: enrolls databases and decrypts results (``holder/``)."""
+class Client:
+    """The key holder (the iris counterpart of :class:`encmatch.Client`): enrolls databases and decrypts
+    results (``holder/``). Its threshold is ``t``, the iris paper's fractional Hamming distance below
+    which a pair matches (a distance, where the face search's ``delta`` is a similarity)."""
 
     def __init__(self, keys: str | Path):
         """Use the key holder's directory in ``keys``."""
@@ -129,8 +131,9 @@ class Server:
         """Use the server's directory in ``keys``."""
         self.dir = role_dir(keys, "server")
 
-    def match(self, db: str | Path, query: str | Path, out: str | Path, key_cache_gb: float = DEFAULT_KEY_CACHE_GB) -> dict:
-        """Match an encrypted query against an encrypted database; the result goes to ``out``.
+    def search(self, db: str | Path, query: str | Path, out: str | Path, key_cache_gb: float = DEFAULT_KEY_CACHE_GB) -> dict:
+        """Search an encrypted database with an encrypted query (every eye against every code, at every
+        rotation); the encrypted result goes to ``out``.
 
         ``key_cache_gb`` bounds the memory of the Galois keys (GiB; the rest
         stay on disk and are read when needed: 16 GiB of them at the default

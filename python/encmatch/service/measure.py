@@ -48,7 +48,8 @@ from ..params import describe
 from ..data import separated_gallery
 from ..results import Result
 from .._util.defaults import DEFAULT_KAPPA
-from .remote import RemoteIndex, ServiceClient, create_index, enroll
+from .client import ServiceClient
+from .remote import RemoteIndex, create_index, enroll
 from .tenancy import TokenStore
 
 __all__ = ["ServerProcess", "free_port", "add_tenant", "run_load",

@@ -61,68 +61,33 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from .._util.atomic import fsync_dir, write_atomic
-from ..params import describe
 from ..errors import Corrupt, EncmatchError, Exists, InvalidArgument, Mismatch, NotFound
 from .errors import Conflict, Forbidden, InsufficientStorage, QuotaExceeded
 from .frames import FrameError, parse_header, verify_file
+from .policy import (
+    FILE_NAME,
+    GROUP_KIND,
+    INDEX_ID,
+    PUBLIC_KINDS,
+    SEALED_KIND,
+    allowed_kinds,
+    check_append_only,
+    check_key_meta,
+    check_name,
+    group_kind,
+    is_fill_of,
+    key_files,
+)
 
 __all__ = ["Storage", "Generation", "INDEX_ID", "FILE_NAME"]
 
-#: Index ids (server-made: 16 hex digits).
-INDEX_ID = re.compile(r"^[0-9a-f]{16}$")
-#: Names of uploaded files.
-FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-#: Names an upload may never take (they are the service's own files, or a secret key's).
-_RESERVED = {"manifest.json", "keys.json", "index.json", "current.json", "secret.key", "client.json"}
-#: Envelope kinds of the key files the service accepts, by file name.
-_KEY_KINDS = {"relin.key": "relinearization-key"}
-_GALOIS_KIND = "galois-key"
-#: Kind of a sealed label file (encmatch.labels): the only kind a ``*.sealed`` upload may have.
-_SEALED_KIND = "sealed-labels"
-#: Kind prefix of a gallery group file (core/face/index KindGroup).
-_GROUP_KIND = "gallery-group"
-#: Public kinds the service knows but never stores as uploads: one of them in the wrong place is a
-#: ``mismatch``; every kind outside this set and the allow-list (secret keys, label secret keys,
-#: threshold shares and receiver secret keys, unknown kinds) is ``forbidden``.
-_PUBLIC_KINDS = {"public-key", "relinearization-key", "galois-key", "query", "result", _SEALED_KIND,
-                 "label-public-key", "threshold-receiver-public", "threshold-ciphertext",
-                 "threshold-decryption-share", "threshold-round1", "threshold-round2"}
 #: Bytes of a file's start read to find its header.
 _HEAD = 1 << 16
-#: keys.json fields the service needs, with their types.
-_KEY_META = {"format": int, "key_id": str, "preset": str, "kappa": int, "dim": int, "fingerprint": str,
-             "strategy": str, "n1": int, "galois_elements": list}
 
 
 def _write_json(path: Path, doc: Any) -> None:
     """Write ``doc`` as JSON, atomically."""
     write_atomic(path, (json.dumps(doc, indent=1) + "\n").encode())
-
-
-#: The manifest fields an append changes; every other one is fixed when the
-#: index is created (the threshold, the rule, the score scale the gallery
-#: was encoded with, the parameters, the strategy, the uid...).
-APPEND_FIELDS = ("groups", "count")
-
-
-def _fills(old: dict, new: dict) -> bool:
-    """Whether group entry ``new`` is ``old`` filled: the same start, more entries, the next fill's file
-    (the core's file name for it, ``group-<i>.fill-<F>.ct``, checked again when it loads the commit)."""
-    fills = int(old.get("fills", 0) or 0)
-    return (isinstance(new.get("count"), int) and new.get("start") == old.get("start")
-            and new["count"] > int(old.get("count", 0)) and new.get("fills") == fills + 1
-            and new.get("file") != old.get("file"))
-
-
-def _check_append_only(old: dict, new: dict) -> None:
-    """Refuse (Conflict) a manifest that differs from the committed one in
-    any field but :data:`APPEND_FIELDS`, a field added or dropped included:
-    a token may grow an index, never move what its answers mean."""
-    changed = sorted(k for k in set(old) | set(new)
-                     if k not in APPEND_FIELDS and (k not in old or k not in new or old[k] != new[k]))
-    if changed:
-        raise Conflict(f"a commit can change only the index's groups and count; this one changes "
-                       f"{', '.join(changed)}, fixed when the index was created")
 
 
 def _read_json(path: Path) -> Any:
@@ -147,97 +112,6 @@ def _sha256_file(path: Path, start: int = 0, length: int | None = None) -> str:
             if left is not None:
                 left -= len(block)
     return h.hexdigest()
-
-
-def _check_name(name: str) -> str:
-    """``name`` if it may name an uploaded file, else InvalidArgument."""
-    if not FILE_NAME.match(name) or name in _RESERVED or name.endswith((".part", ".json")):
-        raise InvalidArgument(f"{name!r} cannot name an uploaded file")
-    return name
-
-
-def check_key_meta(meta: Any, allow_insecure: bool) -> dict:
-    """Validate a key set's ``keys.json`` (sent at index creation) against the core's parameters.
-
-    The preset, kappa and dimension must describe a parameter set whose
-    fingerprint is the one the keys claim; an insecure preset is Forbidden
-    unless ``allow_insecure``. Returns the metadata with ``insecure`` as the
-    core says.
-    """
-    if not isinstance(meta, dict):
-        raise InvalidArgument("keys: expected the key set's keys.json object")
-    for field, typ in _KEY_META.items():
-        value = meta.get(field)
-        if not isinstance(value, typ) or isinstance(value, bool):
-            raise InvalidArgument(f"keys: field {field!r} missing or not a {typ.__name__}")
-    gal = meta["galois_elements"]
-    if not gal or len(gal) > 4096 or not all(isinstance(g, int) and not isinstance(g, bool) and g > 0 for g in gal):
-        raise InvalidArgument("keys: galois_elements must be 1 to 4096 positive integers")
-    if not re.match(r"^[0-9a-f]{1,64}$", meta["key_id"]):
-        raise InvalidArgument("keys: key_id must be hex")
-    if not isinstance(meta.get("payload", False), bool):
-        raise InvalidArgument("keys: field 'payload' must be true or false")
-    payload = bool(meta.get("payload", False))  # a payload key set: one more level (issue 18)
-    params = describe(meta["preset"], meta["kappa"], meta["dim"], payload=payload)
-    # Galois elements live modulo the ring's 2N-th (conjugate-invariant ring: 4N-th) root of unity.
-    two_n = (4 if params.get("ring") == "ConjugateInvariant" else 2) << int(params["log_n"])
-    if len(set(gal)) != len(gal) or not all(g % 2 == 1 and 1 < g < two_n for g in gal):
-        raise InvalidArgument(f"keys: galois_elements must be distinct odd integers between 1 and {two_n} "
-                              f"(the ring's Galois group)")
-    if meta["strategy"] not in ("dg", "bsgs-diagonal", "bsgs-tbs", "bsgs-tbe") or \
-            not 1 <= meta["n1"] <= int(params["padded_dim"]):
-        raise InvalidArgument(f"keys: strategy {meta['strategy'][:40]!r} with n1 {meta['n1']} is not one the core "
-                              f"makes (n1 from 1 to {params['padded_dim']})")
-    if params.get("fingerprint") != meta["fingerprint"]:
-        raise Mismatch(
-            f"keys: fingerprint {meta['fingerprint']} does not match the parameters they name "
-            f"({meta['preset']}, kappa={meta['kappa']}, dim={meta['dim']}{', payload' if payload else ''})"
-        )
-    if params.get("insecure") and not allow_insecure:
-        raise Forbidden(
-            f"preset {meta['preset']!r} is INSECURE; this service refuses it "
-            "(start it with --allow-insecure for tests)"
-        )
-    return dict(meta, insecure=bool(params.get("insecure")))
-
-
-def key_files(meta: dict) -> list[str]:
-    """The key files a server needs for a key set: the relinearization key and every Galois key."""
-    return ["relin.key"] + [f"gal-{g}.key" for g in meta["galois_elements"]]
-
-
-def allowed_kinds(name: str, meta: dict) -> set[str]:
-    """The envelope kinds an upload named ``name`` may have, for an index whose keys are ``meta``.
-
-    A key file: its key kind; a ``*.sealed`` file: ``sealed-labels``; any
-    other name: a gallery group of the index's layout (core/face/index
-    ``groupHeader``: ``gallery-group/plain`` or
-    ``gallery-group/prerotated-n1=<n1>`` for ``bsgs-tbe``, each with or
-    without ``/seeded``; a payload key set's groups also end in
-    ``/payload=<W>``, see :func:`group_kind`). Everything else is refused.
-    """
-    if name in set(key_files(meta)):
-        return {_KEY_KINDS.get(name, _GALOIS_KIND)}
-    if name.endswith(".sealed"):
-        return {_SEALED_KIND}
-    layout = f"{_GROUP_KIND}/prerotated-n1={meta['n1']}" if meta["strategy"] == "bsgs-tbe" else f"{_GROUP_KIND}/plain"
-    return {layout, layout + "/seeded"}
-
-
-_PAYLOAD_SUFFIX = re.compile(r"/payload=([1-9]|[1-5][0-9]|6[0-4])$")
-
-
-_FILL_SUFFIX = re.compile(r"/fill=[1-9][0-9]{0,6}/count=[1-9][0-9]{0,9}$")
-
-
-def group_kind(kind: str, meta: dict) -> str:
-    """A group's envelope kind without the suffixes :func:`allowed_kinds` does not spell: a filled
-    group's ``/fill=<F>/count=<C>``, and ``/payload=<W>`` when the keys are a payload key set (the core
-    checks both against the manifest when it loads the commit)."""
-    if not kind.startswith(_GROUP_KIND + "/"):
-        return kind
-    kind = _FILL_SUFFIX.sub("", kind)
-    return _PAYLOAD_SUFFIX.sub("", kind) if meta.get("payload") else kind
 
 
 @dataclass
@@ -600,7 +474,7 @@ class Storage:
         declaration replaces an uncommitted upload; a committed file cannot
         change (Conflict).
         """
-        _check_name(name)
+        check_name(name)
         if not isinstance(size, int) or isinstance(size, bool) or not 0 < size <= self.max_file_bytes:
             raise InvalidArgument(f"size must be 1 to {self.max_file_bytes} bytes")
         if not isinstance(sha256, str) or not re.match(r"^[0-9a-f]{64}$", sha256):
@@ -628,7 +502,7 @@ class Storage:
 
     def upload_status(self, tenant: str, index_id: str, name: str) -> dict:
         """Progress of the upload of ``name`` (NotFound if it was never declared)."""
-        _check_name(name)
+        check_name(name)
         d = self._dir(tenant, index_id)
         cur = self._current(d)
         rec_path = d / "uploads" / f"{name}.json"
@@ -663,7 +537,7 @@ class Storage:
         if offset < 0:
             raise InvalidArgument("offset must be >= 0")
         d = self._dir(tenant, index_id)
-        rec_path = d / "uploads" / f"{_check_name(name)}.json"
+        rec_path = d / "uploads" / f"{check_name(name)}.json"
         if not rec_path.is_file():
             cur = self._current(d)
             if cur and name in cur["files"]:
@@ -697,7 +571,7 @@ class Storage:
             raise InvalidArgument("offset must be >= 0")
         with self.lock(tenant, index_id):
             d = self._dir(tenant, index_id)
-            rec_path = d / "uploads" / f"{_check_name(name)}.json"
+            rec_path = d / "uploads" / f"{check_name(name)}.json"
             if not rec_path.is_file():
                 cur = self._current(d)
                 if cur and name in cur["files"]:
@@ -746,7 +620,7 @@ class Storage:
         allowed = allowed_kinds(name, meta)
         kind = group_kind(h.kind, meta)
         problem: EncmatchError | None = None
-        if kind not in allowed and not (h.kind in _PUBLIC_KINDS or h.kind.startswith(_GROUP_KIND + "/")):
+        if kind not in allowed and not (h.kind in PUBLIC_KINDS or h.kind.startswith(GROUP_KIND + "/")):
             what = "a secret key" if "secret" in h.kind else f"of kind {h.kind[:60]!r}"
             problem = Forbidden(f"{name} is {what}: the service accepts only {', '.join(sorted(allowed))} "
                                 "under this name and never holds secret material")
@@ -788,7 +662,7 @@ class Storage:
 
         Committed groups must stay as they are (an index only grows), and
         every field of the manifest but the groups and the count must equal
-        the committed one (:func:`_check_append_only`); every other group file must be
+        the committed one (:func:`check_append_only`); every other group file must be
         uploaded and verified, and the key files complete. A manifest with
         plaintext ``labels`` is refused. Sealed files are kept opaque: the
         committed ones carry over, the new ones must be uploaded. The generation is assembled from hard links in a staging
@@ -822,12 +696,12 @@ class Storage:
         replaced = None  # the committed last group this commit fills, if any
         if groups[: len(old_groups)] != old_groups:
             n = len(old_groups)
-            if not (n and len(groups) >= n and groups[: n - 1] == old_groups[:-1] and _fills(old_groups[-1], groups[n - 1])):
+            if not (n and len(groups) >= n and groups[: n - 1] == old_groups[:-1] and is_fill_of(old_groups[-1], groups[n - 1])):
                 raise Conflict("the manifest changes committed groups; an index only grows (and only its last, "
                                "partial group may be filled: same start, more entries, the next fill's file)")
             replaced = old_groups[-1]["file"]
         if old_dir is not None:
-            _check_append_only(_read_json(old_dir / "manifest.json"), manifest)
+            check_append_only(_read_json(old_dir / "manifest.json"), manifest)
         old_sealed = _read_json(old_dir / "sealed.json") if old_dir and (old_dir / "sealed.json").is_file() else []
         files = dict(cur["files"]) if cur else {}
         if replaced is not None:
@@ -837,7 +711,7 @@ class Storage:
             files[n] = _read_json(d / "uploads" / f"{n}.json")["sha256"]
         sources: list[tuple[str, Path]] = []
         for g in groups:
-            name = _check_name(g["file"])
+            name = check_name(g["file"])
             if name in {n for n, _ in sources}:
                 raise InvalidArgument(f"manifest names {name} twice")
             if old_dir is not None and g in old_groups:
@@ -853,7 +727,7 @@ class Storage:
             sources.append((name, src))
         sealed_list = list(old_sealed)
         for name in sealed:
-            _check_name(name)
+            check_name(name)
             if not name.endswith(".sealed"):
                 raise InvalidArgument(f"{name}: sealed label files are named *.sealed")
             if name in {f["name"] for f in sealed_list}:
@@ -866,7 +740,7 @@ class Storage:
                 raise Conflict(f"{name} is not uploaded (or not complete)")
             with open(src, "rb") as f:
                 kind = parse_header(f.read(_HEAD)).kind
-            if kind != _SEALED_KIND:
+            if kind != SEALED_KIND:
                 raise Mismatch(f"{name} is a {kind}, not sealed labels")
             digest = _read_json(rec_path)["sha256"]
             files[name] = digest
