@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
-from ._util.progress import progress as progress_bar
 
-from . import _core
-from . import labels as labels_mod
-from .errors import InvalidArgument, PayloadBandWarning
+from . import _core, labels as labels_mod
 from ._util.journal import Journal, batch_digest
 from ._util.paths import PathLike, require_dir
+from ._util.progress import progress as progress_bar
+from ._util.text import forbidden_char
+from .errors import InvalidArgument, PayloadBandWarning
 from .manifest import Manifest, index_info
 from .params import check_delta, check_payload_width, check_rule
 
@@ -227,15 +227,6 @@ def _last_group_count(manifest: dict, group_size: int) -> int:
     return count if 0 < count < group_size else 0
 
 
-#: Unicode categories a label may not hold: control characters (NUL, escapes, newlines), format
-#: characters (right-to-left overrides and other invisible marks that make a shown name lie; the zero-width
-#: joiners that Persian, Indic scripts and emoji need excepted), surrogates and unassigned code points.
-_LABEL_FORBIDDEN = ("Cc", "Cf", "Cs", "Cn")
-
-
-_LABEL_JOINERS = ("\u200c", "\u200d")
-
-
 def check_labels(labels: Sequence[str]) -> None:
     """Refuse (InvalidArgument) labels that are not printable text: an empty label is allowed; one with a
     control or format character (NUL, newline, ANSI escapes, right-to-left overrides...) or over 1,000
@@ -243,7 +234,7 @@ def check_labels(labels: Sequence[str]) -> None:
     for i, text in enumerate(labels):
         if len(text) > 1000:
             raise InvalidArgument(f"label {i} has {len(text)} characters (at most 1,000)")
-        bad = next((c for c in text if unicodedata.category(c) in _LABEL_FORBIDDEN and c not in _LABEL_JOINERS), None)
+        bad = forbidden_char(text)
         if bad is not None:
             raise InvalidArgument(f"label {i} holds the character U+{ord(bad):04X} "
                                   f"({unicodedata.name(bad, unicodedata.category(bad))}): labels are printable text")

@@ -235,10 +235,11 @@ def test_demo_toy_calibrates_for_its_gallery_and_reports_ground_truth(data_dir, 
     import argparse
     import io
 
+    from encmatch.cli.evaluation import add_demo_arguments
     from encmatch.evaluation import demo
 
     p = argparse.ArgumentParser()
-    demo.add_arguments(p)
+    add_demo_arguments(p)
     args = p.parse_args(["--preset", "toy", "--size", "512", "--enrolled", "200", "--known", "2", "--unknown", "2",
                          "--work", str(tmp_path / "w"), "--data", str(data_dir)])
     out = io.StringIO()

@@ -9,18 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from .. import data as data_mod
-from .._util.ui import (
-    add_kappa_argument,
-    add_memory_budget_argument,
-    add_preset_argument,
-    add_strategy_arguments,
-    describe_params,
-    warn_if_insecure,
-)
-from ..params import STRATEGIES, describe
-from ..evaluation import bench as bench_mod, bench_report, demo as demo_mod, validate as validate_mod
 from .._util.extras import require
+from .._util.ui import describe_params, warn_if_insecure
+from ..evaluation import bench as bench_mod, bench_report, demo as demo_mod, validate as validate_mod
+from ..faces.models import DEFAULT_MODEL, MODELS
+from ..params import STRATEGIES, describe
 from .exits import EXIT_FAILURE
+from .options import add_kappa_argument, add_memory_budget_argument, add_preset_argument, add_strategy_arguments
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -112,6 +107,29 @@ def _encryption_list(text: str) -> list[str]:
     return names
 
 
+def add_demo_arguments(p: argparse.ArgumentParser) -> None:
+    """Add the demo's options to ``p``."""
+    add_preset_argument(p)
+    add_kappa_argument(p)
+    p.add_argument("--delta", type=float, default=None,
+                   help="match threshold, cosine (default: calibrated for --target-fpir at the gallery size)")
+    p.add_argument("--target-fpir", type=float, default=demo_mod.DEFAULT_TARGET_FPIR,
+                   help="1:N target for the calibrated delta: fraction of unknown people answered enrolled at the "
+                        "demo's gallery size (default: %(default)g)")
+    p.add_argument("--work", type=Path, default=Path("demo-work"), help="work directory (default: ./%(default)s)")
+    p.add_argument("--data", type=Path, default=None,
+                   help="face data directory holding lfw/ (default: $ENCMATCH_DATA or shared/data next to the repo)")
+    p.add_argument("--model", default=DEFAULT_MODEL, choices=tuple(MODELS),
+                   help="face model of the LFW embeddings (default: %(default)s)")
+    p.add_argument("--enrolled", type=int, default=None, help="enrolled identities (default: min(3000, group/2))")
+    p.add_argument("--size", type=int, default=None, help="gallery size (default: one full group)")
+    p.add_argument("--known", type=int, default=4, help="queries of enrolled people (default: %(default)s)")
+    p.add_argument("--unknown", type=int, default=4, help="queries of people not enrolled (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=1, help="random seed for picking faces (default: %(default)s)")
+    add_strategy_arguments(p, model=False)
+    add_memory_budget_argument(p, "server memory (also the model's, for --strategy auto)")
+
+
 def add_commands(sub: Any) -> None:
     """Add the evaluation commands to the subcommands ``sub``."""
     s = sub.add_parser("validate", help="encrypted search vs brute force; exit 1 on disagreement")
@@ -133,7 +151,7 @@ def add_commands(sub: Any) -> None:
     s.set_defaults(func=cmd_validate)
 
     s = sub.add_parser("demo", help="end-to-end demo on LFW faces")
-    demo_mod.add_arguments(s)
+    add_demo_arguments(s)
     s.set_defaults(func=cmd_demo)
 
     s = sub.add_parser("bench", help="benchmark per gallery size and strategy, beside papers/000 Tables 6-8")

@@ -36,7 +36,8 @@ import numpy as np
 
 from .. import data as data_mod
 from .._util.extras import require
-from .._util.ui import add_kappa_argument, add_preset_argument, describe_params, warn_if_insecure
+from .._util.ui import describe_params, warn_if_insecure
+from .options import add_kappa_argument, add_preset_argument
 from ..params import describe
 from ..errors import InvalidArgument, Mismatch
 from ..evaluation import accuracy as accuracy_mod, calibrate as calibrate_mod

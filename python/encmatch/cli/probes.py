@@ -13,7 +13,9 @@ from typing import Callable
 
 import numpy as np
 
-from .._util.ui import fmt_bytes, print_answer
+from .._util.ui import fmt_bytes
+
+from .answers import print_answer
 from ..keyholder import Client
 from ..results import PayloadResult, incomplete_message
 from . import resultfiles

@@ -14,28 +14,20 @@ from typing import Any
 import numpy as np
 
 from .. import data as data_mod, labels as labels_mod
-from .._util.ui import (
-    add_kappa_argument,
-    add_memory_budget_argument,
-    add_preset_argument,
-    add_strategy_arguments,
-    describe_params,
-    describe_strategy,
-    fmt_bytes,
-    print_answer,
-    warn_if_insecure,
-)
-from ..params import RULES, check_delta, choose_strategy, describe
-from ..keyholder import Client
+from .._util.ui import describe_params, describe_strategy, fmt_bytes, warn_if_insecure
 from ..enroller import Enroller
-from ..server import Server
-from ..manifest import index_info, Manifest
 from ..errors import InvalidArgument, NotFound, PayloadBandWarning
 from ..evaluation import validate as validate_mod
+from ..keyholder import Client
+from ..manifest import Manifest, index_info
+from ..params import RULES, check_delta, choose_strategy, describe
 from ..results import MAX_BOUND, PAYLOAD, SEARCH_MODES, PayloadResult, incomplete_message
+from ..server import Server
 from . import cluster as cluster_commands, faces as face_commands, resultfiles, service as service_commands
+from .answers import print_answer
 from .exits import EXIT_FAILURE, EXIT_USAGE
 from .layout_checks import check_payload_input, check_same_layout
+from .options import add_kappa_argument, add_memory_budget_argument, add_preset_argument, add_strategy_arguments
 from .probes import run_probes
 from .summaries import cmd_info
 

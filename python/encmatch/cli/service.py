@@ -37,7 +37,9 @@ from typing import Any
 
 import numpy as np
 
-from .._util.ui import add_memory_budget_argument, fmt_bytes, warn_if_insecure
+from .._util.ui import fmt_bytes, warn_if_insecure
+
+from .options import add_memory_budget_argument
 from ..keyholder import Client
 from ..enroller import Enroller
 from ..manifest import Manifest

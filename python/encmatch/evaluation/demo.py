@@ -39,49 +39,17 @@ from pathlib import Path
 import numpy as np
 
 from .. import data as data_mod
-from .._util.ui import (
-    add_kappa_argument,
-    add_memory_budget_argument,
-    add_preset_argument,
-    add_strategy_arguments,
-    describe_params,
-    warn_if_insecure,
-)
+from .._util.ui import describe_params, warn_if_insecure
 from ..params import describe, version
-from ..faces.models import DEFAULT_MODEL, MODELS
 from . import calibrate as calibrate_mod, validate
 from .validate import format_table
 
-__all__ = ["DEFAULT_DELTA", "DEFAULT_TARGET_FPIR", "GroundTruth", "ground_truth", "calibrate_delta", "add_arguments",
-           "run"]
+__all__ = ["DEFAULT_DELTA", "DEFAULT_TARGET_FPIR", "GroundTruth", "ground_truth", "calibrate_delta", "run"]
 
 #: The 1:1 threshold (FMR 1e-4) of ``encmatch validate``; the demo calibrates a 1:N one instead.
 DEFAULT_DELTA = validate.DEFAULT_DELTA
 #: The demo's target FPIR at its gallery size.
 DEFAULT_TARGET_FPIR = calibrate_mod.DEFAULT_TARGET_FPIR
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    """Add the demo's options to ``p``."""
-    add_preset_argument(p)
-    add_kappa_argument(p)
-    p.add_argument("--delta", type=float, default=None,
-                   help="match threshold, cosine (default: calibrated for --target-fpir at the gallery size)")
-    p.add_argument("--target-fpir", type=float, default=DEFAULT_TARGET_FPIR,
-                   help="1:N target for the calibrated delta: fraction of unknown people answered enrolled at the "
-                        "demo's gallery size (default: %(default)g)")
-    p.add_argument("--work", type=Path, default=Path("demo-work"), help="work directory (default: ./%(default)s)")
-    p.add_argument("--data", type=Path, default=None,
-                   help="face data directory holding lfw/ (default: $ENCMATCH_DATA or shared/data next to the repo)")
-    p.add_argument("--model", default=DEFAULT_MODEL, choices=tuple(MODELS),
-                   help="face model of the LFW embeddings (default: %(default)s)")
-    p.add_argument("--enrolled", type=int, default=None, help="enrolled identities (default: min(3000, group/2))")
-    p.add_argument("--size", type=int, default=None, help="gallery size (default: one full group)")
-    p.add_argument("--known", type=int, default=4, help="queries of enrolled people (default: %(default)s)")
-    p.add_argument("--unknown", type=int, default=4, help="queries of people not enrolled (default: %(default)s)")
-    p.add_argument("--seed", type=int, default=1, help="random seed for picking faces (default: %(default)s)")
-    add_strategy_arguments(p, model=False)
-    add_memory_budget_argument(p, "server memory (also the model's, for --strategy auto)")
 
 
 # ---- the threshold ----------------------------------------------------------------
