@@ -22,7 +22,9 @@ $(LIB): $(GO_SRC)
 	cd core && go build -buildmode=c-shared -o ../$@.tmp ./capi
 	mv $@.tmp $@
 
-$(VENV)/.installed: python/pyproject.toml
+# The package directories must exist before pip reads the project (setuptools
+# checks every listed package), so the library and the weights come first.
+$(VENV)/.installed: python/pyproject.toml python/setup.py | $(LIB) $(MFN_MODEL)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e 'python[all,test]'
