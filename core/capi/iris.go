@@ -16,15 +16,6 @@ import (
 // irisstore. Codes cross the boundary as int8 values in {-1, 0, 1}, one
 // masked code per row.
 
-func init() {
-	methods["iris_keygen"] = irisKeygen
-	methods["iris_enroll"] = irisEnroll
-	methods["iris_encrypt_query"] = irisEncryptQuery
-	methods["iris_match"] = irisMatch
-	methods["iris_decrypt"] = irisDecrypt
-	methods["iris_band"] = irisBand
-}
-
 // int8Codes reads rows x length int8 codes.
 func int8Codes(in []byte, rows, length int) (irisstore.Codes, error) {
 	if rows < 1 || length < 1 || len(in) != rows*length {
@@ -37,7 +28,15 @@ func int8Codes(in []byte, rows, length int) (irisstore.Codes, error) {
 	return c, nil
 }
 
-func irisKeygen(args, _ []byte) (any, []byte, error) {
+// irisKeygenReply is iris_keygen's reply: the key set's metadata and the
+// time taken.
+type irisKeygenReply struct {
+	Meta    *irisstore.Meta `json:"meta"`
+	Seconds float64         `json:"seconds"`
+}
+
+// irisKeygen generates an iris key set (every role's directory) in dir.
+func irisKeygen(args, _ []byte) (*irisKeygenReply, []byte, error) {
 	var a struct {
 		Dir    string `json:"dir"`
 		Preset string `json:"preset"`
@@ -54,10 +53,18 @@ func irisKeygen(args, _ []byte) (any, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return map[string]any{"meta": m, "seconds": time.Since(start).Seconds()}, nil, nil
+	return &irisKeygenReply{Meta: m, Seconds: time.Since(start).Seconds()}, nil, nil
 }
 
-func irisEnroll(args, in []byte) (any, []byte, error) {
+// irisEnrollReply is iris_enroll's reply: the database's metadata and the
+// time taken.
+type irisEnrollReply struct {
+	Meta    *irisstore.DBMeta `json:"meta"`
+	Seconds float64           `json:"seconds"`
+}
+
+// irisEnroll encrypts a gallery of codes into a new database.
+func irisEnroll(args, in []byte) (*irisEnrollReply, []byte, error) {
 	var a struct {
 		Holder string  `json:"holder"`
 		DB     string  `json:"db"`
@@ -81,10 +88,17 @@ func irisEnroll(args, in []byte) (any, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return map[string]any{"meta": m, "seconds": time.Since(start).Seconds()}, nil, nil
+	return &irisEnrollReply{Meta: m, Seconds: time.Since(start).Seconds()}, nil, nil
 }
 
-func irisEncryptQuery(args, in []byte) (any, []byte, error) {
+// irisEncryptQueryReply is iris_encrypt_query's reply: the time taken.
+type irisEncryptQueryReply struct {
+	Seconds float64 `json:"seconds"`
+}
+
+// irisEncryptQuery encrypts a query's codes (every eye at every rotation)
+// to a file.
+func irisEncryptQuery(args, in []byte) (*irisEncryptQueryReply, []byte, error) {
 	var a struct {
 		Querier   string `json:"querier"`
 		Out       string `json:"out"`
@@ -107,10 +121,52 @@ func irisEncryptQuery(args, in []byte) (any, []byte, error) {
 	if err := q.EncryptQuery(a.Out, codes, a.Rotations); err != nil {
 		return nil, nil, err
 	}
-	return map[string]any{"seconds": time.Since(start).Seconds()}, nil, nil
+	return &irisEncryptQueryReply{Seconds: time.Since(start).Seconds()}, nil, nil
 }
 
-func irisMatch(args, _ []byte) (any, []byte, error) {
+// irisMatchReply is iris_match's reply: the match's shape, timings,
+// counts, the comparator's band and the Galois key cache's activity.
+type irisMatchReply struct {
+	Blocks           int            `json:"blocks"`
+	Bootstraps       int            `json:"bootstraps"`
+	Classified       int            `json:"classified"`
+	Codes            int            `json:"codes"`
+	Eyes             int            `json:"eyes"`
+	GEMMEngine       string         `json:"gemm_engine"`
+	HalfBootstraps   int            `json:"half_bootstraps"`
+	KeyCache         irisKeyCache   `json:"key_cache"`
+	LoadSeconds      float64        `json:"load_seconds"`
+	MarginBand       float64        `json:"margin_band"`
+	PipelineSeconds  float64        `json:"pipeline_seconds"`
+	ProductSeconds   float64        `json:"product_seconds"`
+	Rotations        int            `json:"rotations"`
+	Seconds          float64        `json:"seconds"`
+	StageWallSeconds irisStageTimes `json:"stage_wall_seconds"`
+}
+
+// irisStageTimes is the wall time of each stage of a match (seconds).
+type irisStageTimes struct {
+	Classify      float64 `json:"classify"`
+	Gather        float64 `json:"gather"`
+	HalfBootstrap float64 `json:"half_bootstrap"`
+	Lift          float64 `json:"lift"`
+	Margins       float64 `json:"margins"`
+	Reduce        float64 `json:"reduce"`
+}
+
+// irisKeyCache is the Galois key cache's budget and activity during a
+// match.
+type irisKeyCache struct {
+	BudgetBytes int64   `json:"budget_bytes"`
+	Hits        int     `json:"hits"`
+	LoadSeconds float64 `json:"load_seconds"`
+	Loads       int     `json:"loads"`
+	PeakBytes   int64   `json:"peak_bytes"`
+}
+
+// irisMatch matches an encrypted query against a database and writes the
+// encrypted result.
+func irisMatch(args, _ []byte) (*irisMatchReply, []byte, error) {
 	var a struct {
 		Server string `json:"server"`
 		DB     string `json:"db"`
@@ -144,24 +200,29 @@ func irisMatch(args, _ []byte) (any, []byte, error) {
 		return nil, nil, err
 	}
 	ks := s.Cache.Stats()
-	return map[string]any{
-		"eyes": q.Eyes, "rotations": q.Rotations, "codes": db.Meta.Codes, "blocks": db.Meta.Blocks,
-		"load_seconds": load.Seconds(), "product_seconds": st.Product.Seconds(),
-		"pipeline_seconds": st.Wall.Seconds(), "seconds": time.Since(start).Seconds(), "gemm_engine": ccmm.GEMMEngine(),
-		"stage_wall_seconds": map[string]float64{
-			"margins": st.Margins.Seconds(), "lift": st.Lift.Seconds(), "half_bootstrap": st.HalfBootstrap.Seconds(),
-			"classify": st.Classify.Seconds(), "reduce": st.Reduce.Seconds(), "gather": st.Gather.Seconds(),
+	return &irisMatchReply{
+		Blocks: db.Meta.Blocks, Bootstraps: st.Bootstraps, Classified: st.Classified, Codes: db.Meta.Codes, Eyes: q.Eyes,
+		GEMMEngine: ccmm.GEMMEngine(), HalfBootstraps: st.HalfBootstraps,
+		KeyCache: irisKeyCache{
+			BudgetBytes: s.Cache.Budget(), Hits: ks.Hits, LoadSeconds: ks.LoadTime.Seconds(), Loads: ks.Loads, PeakBytes: ks.PeakBytes,
 		},
-		"half_bootstraps": st.HalfBootstraps, "classified": st.Classified, "bootstraps": st.Bootstraps,
-		"margin_band": st.MarginBand,
-		"key_cache": map[string]any{
-			"budget_bytes": s.Cache.Budget(), "loads": ks.Loads, "hits": ks.Hits,
-			"load_seconds": ks.LoadTime.Seconds(), "peak_bytes": ks.PeakBytes,
+		LoadSeconds: load.Seconds(), MarginBand: st.MarginBand, PipelineSeconds: st.Wall.Seconds(),
+		ProductSeconds: st.Product.Seconds(), Rotations: q.Rotations, Seconds: time.Since(start).Seconds(),
+		StageWallSeconds: irisStageTimes{
+			Classify: st.Classify.Seconds(), Gather: st.Gather.Seconds(), HalfBootstrap: st.HalfBootstrap.Seconds(),
+			Lift: st.Lift.Seconds(), Margins: st.Margins.Seconds(), Reduce: st.Reduce.Seconds(),
 		},
 	}, nil, nil
 }
 
-func irisDecrypt(args, _ []byte) (any, []byte, error) {
+// irisDecryptReply is iris_decrypt's reply: one value per eye, 1 (match)
+// or 0.
+type irisDecryptReply struct {
+	Values []float64 `json:"values"`
+}
+
+// irisDecrypt decrypts a match's result with the key holder's keys.
+func irisDecrypt(args, _ []byte) (*irisDecryptReply, []byte, error) {
 	var a struct {
 		Holder string `json:"holder"`
 		Result string `json:"result"`
@@ -177,12 +238,18 @@ func irisDecrypt(args, _ []byte) (any, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return map[string]any{"values": vals}, nil, nil
+	return &irisDecryptReply{Values: vals}, nil, nil
+}
+
+// irisBandReply is iris_band's reply: the comparator's guard band on the
+// normalised margin.
+type irisBandReply struct {
+	MarginBand float64 `json:"margin_band"`
 }
 
 // irisBand reports the comparator's guard band on the normalised margin
 // for a key set (its comparator depth) at threshold t.
-func irisBand(args, _ []byte) (any, []byte, error) {
+func irisBand(args, _ []byte) (*irisBandReply, []byte, error) {
 	var a struct {
 		Keys string  `json:"keys"` // any role's directory
 		T    float64 `json:"t"`
@@ -201,5 +268,5 @@ func irisBand(args, _ []byte) (any, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return map[string]any{"margin_band": irismatch.MarginBand(cmp, 1-2*a.T)}, nil, nil
+	return &irisBandReply{MarginBand: irismatch.MarginBand(cmp, 1-2*a.T)}, nil, nil
 }

@@ -1,20 +1,13 @@
 package main
 
 import (
+	"encmatch/core/face/index"
 	"encmatch/core/face/offload"
 	"encmatch/core/face/result"
 )
 
 // The offload methods serve an executor outside Go (the GPU engine,
 // python/encmatch/gpu) one shard's search as arrays (package offload).
-func init() {
-	methods["offload_open"] = offloadOpen
-	methods["offload_key"] = offloadKey
-	methods["offload_group"] = offloadGroup
-	methods["offload_query"] = offloadQuery
-	methods["offload_program"] = offloadProgram
-	methods["offload_result"] = offloadResult
-}
 
 // plan parses args (which embed handleArgs) and returns their plan.
 func plan(args []byte, a interface{ handleID() int64 }) (*offload.Plan, error) {
@@ -24,9 +17,17 @@ func plan(args []byte, a interface{ handleID() int64 }) (*offload.Plan, error) {
 	return getHandle[*offload.Plan](a.handleID())
 }
 
+// offloadOpenReply is offload_open's reply: the plan's handle, its index
+// and what an executor needs besides keys, groups and queries.
+type offloadOpenReply struct {
+	Description *offload.Description `json:"description"`
+	Handle      int64                `json:"handle"`
+	Manifest    *index.Manifest      `json:"manifest"`
+}
+
 // offloadOpen opens a shard (index_dir, server_key_dir, groups as for
 // server_open) and describes it.
-func offloadOpen(args, _ []byte) (any, []byte, error) {
+func offloadOpen(args, _ []byte) (*offloadOpenReply, []byte, error) {
 	var a struct {
 		IndexDir     string `json:"index_dir"`
 		ServerKeyDir string `json:"server_key_dir"`
@@ -46,11 +47,15 @@ func offloadOpen(args, _ []byte) (any, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return map[string]any{"handle": putHandle(pl), "manifest": pl.Manifest, "description": pl.Describe()}, nil, nil
+	return &offloadOpenReply{Description: pl.Describe(), Handle: putHandle(pl), Manifest: pl.Manifest}, nil, nil
 }
 
+// offloadKeyReply is offload_key's reply: an empty object (the key is in
+// the bytes).
+type offloadKeyReply struct{}
+
 // offloadKey returns the relinearisation key (galois 0) or a rotation key.
-func offloadKey(args, _ []byte) (any, []byte, error) {
+func offloadKey(args, _ []byte) (*offloadKeyReply, []byte, error) {
 	var a struct {
 		handleArgs
 		Galois uint64 `json:"galois"`
@@ -60,11 +65,16 @@ func offloadKey(args, _ []byte) (any, []byte, error) {
 		return nil, nil, err
 	}
 	out, err := pl.Key(a.Galois)
-	return map[string]any{}, out, err
+	return &offloadKeyReply{}, out, err
+}
+
+// offloadGroupReply is offload_group's reply: the diagonals' level.
+type offloadGroupReply struct {
+	Level int `json:"level"`
 }
 
 // offloadGroup returns diagonals first..first+count-1 of one served group.
-func offloadGroup(args, _ []byte) (any, []byte, error) {
+func offloadGroup(args, _ []byte) (*offloadGroupReply, []byte, error) {
 	var a struct {
 		handleArgs
 		Group int `json:"group"`
@@ -76,22 +86,32 @@ func offloadGroup(args, _ []byte) (any, []byte, error) {
 		return nil, nil, err
 	}
 	out, level, err := pl.Group(a.Group, a.First, a.Count)
-	return map[string]any{"level": level}, out, err
+	return &offloadGroupReply{Level: level}, out, err
+}
+
+// offloadQueryReply is offload_query's reply: the query ciphertext's level.
+type offloadQueryReply struct {
+	Level int `json:"level"`
 }
 
 // offloadQuery checks a framed query and returns its ciphertext.
-func offloadQuery(args, in []byte) (any, []byte, error) {
+func offloadQuery(args, in []byte) (*offloadQueryReply, []byte, error) {
 	var a handleArgs
 	pl, err := plan(args, &a)
 	if err != nil {
 		return nil, nil, err
 	}
 	out, level, err := pl.Query(in)
-	return map[string]any{"level": level}, out, err
+	return &offloadQueryReply{Level: level}, out, err
+}
+
+// offloadProgramReply is offload_program's reply: the comparator's program.
+type offloadProgramReply struct {
+	*offload.Program
 }
 
 // offloadProgram returns the comparator's recorded program.
-func offloadProgram(args, _ []byte) (any, []byte, error) {
+func offloadProgram(args, _ []byte) (*offloadProgramReply, []byte, error) {
 	var a handleArgs
 	pl, err := plan(args, &a)
 	if err != nil {
@@ -101,11 +121,16 @@ func offloadProgram(args, _ []byte) (any, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return prog, nil, nil
+	return &offloadProgramReply{prog}, nil, nil
+}
+
+// offloadResultReply is offload_result's reply: the result's mode.
+type offloadResultReply struct {
+	Mode result.Mode `json:"mode"`
 }
 
 // offloadResult frames the executor's output arrays as a search result.
-func offloadResult(args, in []byte) (any, []byte, error) {
+func offloadResult(args, in []byte) (*offloadResultReply, []byte, error) {
 	var a struct {
 		handleArgs
 		Mode result.Mode `json:"mode"`
@@ -115,5 +140,5 @@ func offloadResult(args, in []byte) (any, []byte, error) {
 		return nil, nil, err
 	}
 	out, err := pl.Result(a.Mode, in)
-	return map[string]any{"mode": a.Mode}, out, err
+	return &offloadResultReply{Mode: a.Mode}, out, err
 }

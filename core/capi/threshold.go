@@ -11,33 +11,25 @@ import (
 	"encmatch/core/base/errs"
 	"encmatch/core/base/params"
 	"encmatch/core/face/keys"
+	"encmatch/core/face/result"
 	"encmatch/core/face/strategy"
 	"encmatch/core/threshold"
 )
 
 // The threshold methods (docs/ABI.md, "Threshold decryption").
-func init() {
-	for name, m := range map[string]method{
-		"threshold_init":            thresholdInit,
-		"threshold_round1":          thresholdRound1,
-		"threshold_round2":          thresholdRound2,
-		"threshold_finalize":        thresholdFinalize,
-		"threshold_receiver_keygen": thresholdReceiverKeygen,
-		"threshold_encrypt":         thresholdEncrypt,
-		"threshold_signing_keygen":  thresholdSigningKeygen,
-		"threshold_signing_public":  thresholdSigningPublic,
-		"threshold_bind":            thresholdBind,
-		"threshold_decrypt_share":   thresholdDecryptShare,
-		"threshold_combine":         thresholdCombine,
-	} {
-		methods[name] = m
-	}
-}
 
 // noStrategy asks threshold_init for no similarity strategy's rotation keys.
 const noStrategy = "none"
 
-func thresholdInit(args, _ []byte) (any, []byte, error) {
+// thresholdInitReply is threshold_init's reply: the setup written and its
+// parameters.
+type thresholdInitReply struct {
+	Params params.Description `json:"params"`
+	Setup  *threshold.Config  `json:"setup"`
+}
+
+// thresholdInit writes the setup of a threshold key generation.
+func thresholdInit(args, _ []byte) (*thresholdInitReply, []byte, error) {
 	var a struct {
 		paramArgs
 		strategyArgs
@@ -74,7 +66,7 @@ func thresholdInit(args, _ []byte) (any, []byte, error) {
 	if err := threshold.WriteConfig(a.Out, cfg); err != nil {
 		return nil, nil, err
 	}
-	return map[string]any{"setup": cfg, "params": set.Describe()}, nil, nil
+	return &thresholdInitReply{Params: set.Describe(), Setup: cfg}, nil, nil
 }
 
 // partyArgs name a party and its directories in a setup round.
@@ -101,7 +93,18 @@ func (a *partyArgs) load(round2 bool) (*threshold.Config, *params.Set, error) {
 	return threshold.ReadConfig(a.Setup)
 }
 
-func thresholdRound1(args, _ []byte) (any, []byte, error) {
+// thresholdRound1Reply is threshold_round1's reply: the party, the Shamir
+// share files it wrote (one per recipient), the number of Galois keys and
+// the time taken.
+type thresholdRound1Reply struct {
+	GaloisKeys  int      `json:"galois_keys"`
+	Party       int      `json:"party"`
+	Seconds     float64  `json:"seconds"`
+	ShamirFiles []string `json:"shamir_files"`
+}
+
+// thresholdRound1 runs a party's first round of key generation.
+func thresholdRound1(args, _ []byte) (*thresholdRound1Reply, []byte, error) {
 	var a partyArgs
 	if err := parse(args, &a); err != nil {
 		return nil, nil, err
@@ -118,11 +121,20 @@ func thresholdRound1(args, _ []byte) (any, []byte, error) {
 	for j := range shamir {
 		shamir[j] = threshold.ShamirFile(a.Party, j+1)
 	}
-	return map[string]any{"party": a.Party, "shamir_files": shamir, "galois_keys": len(cfg.GaloisElements),
-		"seconds": time.Since(start).Seconds()}, nil, nil
+	return &thresholdRound1Reply{GaloisKeys: len(cfg.GaloisElements), Party: a.Party, Seconds: time.Since(start).Seconds(),
+		ShamirFiles: shamir}, nil, nil
 }
 
-func thresholdRound2(args, _ []byte) (any, []byte, error) {
+// thresholdRound2Reply is threshold_round2's reply: the party, its
+// threshold share's file and the time taken.
+type thresholdRound2Reply struct {
+	Party     int     `json:"party"`
+	Seconds   float64 `json:"seconds"`
+	ShareFile string  `json:"share_file"`
+}
+
+// thresholdRound2 runs a party's second round of key generation.
+func thresholdRound2(args, _ []byte) (*thresholdRound2Reply, []byte, error) {
 	var a partyArgs
 	if err := parse(args, &a); err != nil {
 		return nil, nil, err
@@ -135,10 +147,21 @@ func thresholdRound2(args, _ []byte) (any, []byte, error) {
 	if err := threshold.Round2(cfg, set, a.Party, a.PrivateDir, a.BulletinDir, a.SharesDir); err != nil {
 		return nil, nil, err
 	}
-	return map[string]any{"party": a.Party, "share_file": threshold.ShareFile(a.Party), "seconds": time.Since(start).Seconds()}, nil, nil
+	return &thresholdRound2Reply{Party: a.Party, Seconds: time.Since(start).Seconds(), ShareFile: threshold.ShareFile(a.Party)}, nil, nil
 }
 
-func thresholdFinalize(args, _ []byte) (any, []byte, error) {
+// thresholdFinalizeReply is threshold_finalize's reply: the server key
+// set written, its parameters and the time taken.
+type thresholdFinalizeReply struct {
+	KeyID        string             `json:"key_id"`
+	Params       params.Description `json:"params"`
+	RotationKeys int                `json:"rotation_keys"`
+	Seconds      float64            `json:"seconds"`
+}
+
+// thresholdFinalize combines the bulletin's messages into a server key
+// directory.
+func thresholdFinalize(args, _ []byte) (*thresholdFinalizeReply, []byte, error) {
 	var a struct {
 		Setup       string `json:"setup"`
 		BulletinDir string `json:"bulletin_dir"`
@@ -160,11 +183,19 @@ func thresholdFinalize(args, _ []byte) (any, []byte, error) {
 	if err := threshold.Finalize(cfg, set, a.BulletinDir, a.KeyDir); err != nil {
 		return nil, nil, err
 	}
-	return map[string]any{"key_id": cfg.KeyID, "rotation_keys": len(cfg.GaloisElements), "params": set.Describe(),
-		"seconds": time.Since(start).Seconds()}, nil, nil
+	return &thresholdFinalizeReply{KeyID: cfg.KeyID, Params: set.Describe(), RotationKeys: len(cfg.GaloisElements),
+		Seconds: time.Since(start).Seconds()}, nil, nil
 }
 
-func thresholdReceiverKeygen(args, _ []byte) (any, []byte, error) {
+// thresholdReceiverKeygenReply is threshold_receiver_keygen's reply: the
+// key set and the receiver's public key file.
+type thresholdReceiverKeygenReply struct {
+	KeyID     string `json:"key_id"`
+	PublicKey string `json:"public_key"`
+}
+
+// thresholdReceiverKeygen generates a receiver's key pair for a setup.
+func thresholdReceiverKeygen(args, _ []byte) (*thresholdReceiverKeygenReply, []byte, error) {
 	var a struct {
 		Setup       string `json:"setup"`
 		ReceiverDir string `json:"receiver_dir"`
@@ -182,7 +213,7 @@ func thresholdReceiverKeygen(args, _ []byte) (any, []byte, error) {
 	if err := threshold.GenerateReceiver(cfg, set, a.ReceiverDir); err != nil {
 		return nil, nil, err
 	}
-	return map[string]any{"key_id": cfg.KeyID, "public_key": threshold.ReceiverPublicFile(a.ReceiverDir)}, nil, nil
+	return &thresholdReceiverKeygenReply{KeyID: cfg.KeyID, PublicKey: threshold.ReceiverPublicFile(a.ReceiverDir)}, nil, nil
 }
 
 // float64Rows decodes rows x cols little-endian float64 values, checking
@@ -203,7 +234,16 @@ func float64Rows(in []byte, rows, cols int) ([][]float64, error) {
 	return out, nil
 }
 
-func thresholdEncrypt(args, in []byte) (any, []byte, error) {
+// thresholdEncryptReply is threshold_encrypt's reply: the ciphertext's
+// size and the time taken.
+type thresholdEncryptReply struct {
+	Bytes   int     `json:"bytes"`
+	Seconds float64 `json:"seconds"`
+}
+
+// thresholdEncrypt encrypts float64 rows under a server key set's public
+// key.
+func thresholdEncrypt(args, in []byte) (*thresholdEncryptReply, []byte, error) {
 	var a struct {
 		KeyDir string `json:"key_dir"`
 		Rows   int    `json:"rows"`
@@ -225,10 +265,19 @@ func thresholdEncrypt(args, in []byte) (any, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return map[string]any{"bytes": len(out), "seconds": time.Since(start).Seconds()}, out, nil
+	return &thresholdEncryptReply{Bytes: len(out), Seconds: time.Since(start).Seconds()}, out, nil
 }
 
-func thresholdSigningKeygen(args, _ []byte) (any, []byte, error) {
+// thresholdSigningKeygenReply is threshold_signing_keygen's reply: the key
+// pair's files and the public key.
+type thresholdSigningKeygenReply struct {
+	Key       string `json:"key"`
+	Public    string `json:"public"`
+	PublicHex string `json:"public_hex"`
+}
+
+// thresholdSigningKeygen generates a server's signing key pair in dir.
+func thresholdSigningKeygen(args, _ []byte) (*thresholdSigningKeygenReply, []byte, error) {
 	var a struct {
 		Dir string `json:"dir"`
 	}
@@ -242,11 +291,19 @@ func thresholdSigningKeygen(args, _ []byte) (any, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return map[string]any{"key": filepath.Join(a.Dir, threshold.SigningKeyFile),
-		"public": filepath.Join(a.Dir, threshold.SigningPublicFile), "public_hex": pub.Hex()}, nil, nil
+	return &thresholdSigningKeygenReply{Key: filepath.Join(a.Dir, threshold.SigningKeyFile),
+		Public: filepath.Join(a.Dir, threshold.SigningPublicFile), PublicHex: pub.Hex()}, nil, nil
 }
 
-func thresholdSigningPublic(args, _ []byte) (any, []byte, error) {
+// thresholdSigningPublicReply is threshold_signing_public's reply: the
+// public key.
+type thresholdSigningPublicReply struct {
+	PublicHex string `json:"public_hex"`
+}
+
+// thresholdSigningPublic loads and checks a signing key and returns its
+// public key.
+func thresholdSigningPublic(args, _ []byte) (*thresholdSigningPublicReply, []byte, error) {
 	var a struct {
 		SigningKey string `json:"signing_key"`
 	}
@@ -260,10 +317,11 @@ func thresholdSigningPublic(args, _ []byte) (any, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return map[string]any{"public_hex": key.Public().Hex()}, nil, nil
+	return &thresholdSigningPublicReply{PublicHex: key.Public().Hex()}, nil, nil
 }
 
-func thresholdBind(args, in []byte) (any, []byte, error) {
+// thresholdBind binds a search result to its query and signs it.
+func thresholdBind(args, in []byte) (*thresholdBindReply, []byte, error) {
 	var a struct {
 		KeyDir     string `json:"key_dir"`
 		SigningKey string `json:"signing_key"`
@@ -298,16 +356,46 @@ func thresholdBind(args, in []byte) (any, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return searchInfo(head, len(out)), out, nil
+	return signedSearch(head, len(out)), out, nil
 }
 
-// searchInfo describes a signed search.
-func searchInfo(head *threshold.SearchHead, size int) map[string]any {
-	return map[string]any{"transcript": head.Transcript, "mode": head.Mode, "index": head.Index,
-		"generation": head.Generation, "signer": head.Signer, "bytes": size}
+// thresholdBindReply is threshold_bind's reply (and search's "signed"): a
+// signed search's transcript, what it names, its signer and its size.
+type thresholdBindReply struct {
+	Bytes      int    `json:"bytes"`
+	Generation int64  `json:"generation"`
+	Index      string `json:"index"`
+	Mode       string `json:"mode"`
+	Signer     string `json:"signer"`
+	Transcript string `json:"transcript"`
 }
 
-func thresholdDecryptShare(args, in []byte) (any, []byte, error) {
+// signedSearch describes a signed search of size bytes.
+func signedSearch(head *threshold.SearchHead, size int) *thresholdBindReply {
+	return &thresholdBindReply{Bytes: size, Generation: head.Generation, Index: head.Index, Mode: head.Mode,
+		Signer: head.Signer, Transcript: head.Transcript}
+}
+
+// thresholdDecryptShareReply is threshold_decrypt_share's reply: the
+// share's party, participants, flooding, transcript and journal, the
+// search it decrypts, its size and the time taken.
+type thresholdDecryptShareReply struct {
+	Bytes       int                `json:"bytes"`
+	Ciphertexts int                `json:"ciphertexts"`
+	Flooding    threshold.Flooding `json:"flooding"`
+	Generation  int64              `json:"generation"`
+	Index       string             `json:"index"`
+	Journal     string             `json:"journal"`
+	Mode        string             `json:"mode"`
+	Parties     []int              `json:"parties"`
+	Party       int                `json:"party"`
+	Seconds     float64            `json:"seconds"`
+	Transcript  string             `json:"transcript"`
+}
+
+// thresholdDecryptShare makes a party's decryption share of a signed
+// search for a receiver.
+func thresholdDecryptShare(args, in []byte) (*thresholdDecryptShareReply, []byte, error) {
 	var a struct {
 		Share          string `json:"share"`
 		ReceiverPublic string `json:"receiver_public"`
@@ -344,12 +432,27 @@ func thresholdDecryptShare(args, in []byte) (any, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return map[string]any{"party": info.Party, "parties": info.Parties, "flooding": info.Flooding,
-		"transcript": info.Transcript, "journal": info.Journal, "index": input.Search.Index, "generation": input.Search.Generation,
-		"mode": input.Search.Mode, "ciphertexts": len(input.Ciphertexts), "bytes": len(out), "seconds": time.Since(start).Seconds()}, out, nil
+	return &thresholdDecryptShareReply{Bytes: len(out), Ciphertexts: len(input.Ciphertexts), Flooding: info.Flooding,
+		Generation: input.Search.Generation, Index: input.Search.Index, Journal: info.Journal, Mode: input.Search.Mode,
+		Parties: info.Parties, Party: info.Party, Seconds: time.Since(start).Seconds(), Transcript: info.Transcript}, out, nil
 }
 
-func thresholdCombine(args, in []byte) (any, []byte, error) {
+// thresholdCombineReply is threshold_combine's reply: what was decrypted,
+// by which parties with what flooding, a search result's answer and the
+// time taken.
+type thresholdCombineReply struct {
+	Answer      *result.Answer       `json:"answer,omitempty"`
+	Ciphertexts int                  `json:"ciphertexts"`
+	Flooding    []threshold.Flooding `json:"flooding"`
+	Kind        string               `json:"kind"`
+	Parties     []int                `json:"parties"`
+	Seconds     float64              `json:"seconds"`
+	Slots       int                  `json:"slots"`
+}
+
+// thresholdCombine combines t decryption shares into the receiver's
+// plaintext.
+func thresholdCombine(args, in []byte) (*thresholdCombineReply, []byte, error) {
 	var a struct {
 		ReceiverDir string `json:"receiver_dir"`
 	}
@@ -391,15 +494,13 @@ func thresholdCombine(args, in []byte) (any, []byte, error) {
 			out = binary.LittleEndian.AppendUint64(out, math.Float64bits(v))
 		}
 	}
-	res := map[string]any{"kind": input.Kind, "ciphertexts": len(values), "slots": slots, "parties": info.Parties,
-		"flooding": info.Flooding}
+	res := &thresholdCombineReply{Ciphertexts: len(values), Flooding: info.Flooding, Kind: input.Kind, Parties: info.Parties,
+		Slots: slots}
 	if input.Result != nil { // a search result: what it answers, as decrypt reports it
-		answer, err := input.Result.Read(values)
-		if err != nil {
+		if res.Answer, err = input.Result.Read(values); err != nil {
 			return nil, nil, err
 		}
-		res["answer"] = answer
 	}
-	res["seconds"] = time.Since(start).Seconds()
+	res.Seconds = time.Since(start).Seconds()
 	return res, out, nil
 }
