@@ -35,7 +35,7 @@ Errors are :class:`EncmatchError` subclasses (:mod:`encmatch.errors`).
 
 from .params import STRATEGIES, choose_strategy, comparator, describe, presets, version
 from .keyholder import Client, Querier
-from .enroller import Enroller
+from .enroller import Enroller, EnrollSummary, GroupWrite
 from .server import Server
 from .manifest import Manifest, index_info
 from .errors import (
@@ -61,6 +61,8 @@ __all__ = [
     "Client",
     "Querier",
     "Enroller",
+    "EnrollSummary",
+    "GroupWrite",
     "Server",
     "EncryptedIndex",
     "Manifest",

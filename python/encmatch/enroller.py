@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import unicodedata
 import warnings
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -19,6 +20,71 @@ from ._util.text import forbidden_char
 from .errors import InvalidArgument, PayloadBandWarning
 from .manifest import Manifest, index_info
 from .params import check_delta, check_payload_width, check_rule
+
+__all__ = ["Enroller", "EnrollSummary", "GroupWrite", "check_labels"]
+
+
+@dataclass(frozen=True)
+class GroupWrite:
+    """One group file an enrollment wrote: a ``filled`` last group (rewritten whole) or a new one."""
+
+    group: int  #: the group's number in the index
+    filled: bool  #: True: the index's last group, filled and rewritten; False: a new group
+    added: int  #: entries this enrollment put in it
+    count: int  #: entries it holds now
+    bytes: int  #: size of the file written (a filled group counts whole)
+    seeded: bool  #: written by the key owner (seeded halves)
+
+    @classmethod
+    def of(cls, w: dict) -> GroupWrite:
+        """A core ``group_writes`` record as a :class:`GroupWrite`."""
+        return cls(group=int(w["group"]), filled=bool(w.get("filled")), added=int(w.get("added", 0)),
+                   count=int(w.get("count", 0)), bytes=int(w.get("bytes", 0)), seeded=bool(w.get("seeded")))
+
+    def describe(self, slots: int) -> str:
+        """``"filled group 0 (3 entries, now 243 of 16,384)"`` or ``"new group 1 (40 entries of 16,384)"``."""
+        of = f" of {slots:,}" if slots else ""
+        if self.filled:
+            return f"filled group {self.group} ({self.added:,} entries, now {self.count:,}{of})"
+        return f"new group {self.group} ({self.added:,} entries{of})"
+
+
+@dataclass(frozen=True)
+class EnrollSummary:
+    """What an enrollment did (:meth:`Enroller.enroll`, :meth:`EncryptedIndex.add <encmatch.EncryptedIndex.add>`).
+
+    The counts are summed over the enrollment's core calls. Through the
+    service (:func:`encmatch.service.remote.enroll`) it also says what
+    crossed the wire, and ``already_enrolled`` when the same vectors were
+    committed before (nothing added, ``warnings`` says where).
+    """
+
+    added: int  #: vectors enrolled now
+    total: int  #: vectors the index holds after it
+    skipped: int = 0  #: vectors an earlier (interrupted or repeated) run of the same input had enrolled
+    seconds: float = 0.0  #: time in the core
+    bytes: int = 0  #: size of the files written (a filled group counts whole)
+    growth: int = 0  #: what the index grew on disk
+    groups_written: int = 0  #: group files written
+    groups_filled: int = 0  #: of which the last group, filled
+    groups_new: int = 0  #: of which new groups
+    group_slots: int = 0  #: entries a group holds
+    group_writes: tuple[GroupWrite, ...] = ()  #: one per group written
+    uploaded_bytes: int = 0  #: through the service: bytes uploaded
+    downloaded_bytes: int = 0  #: through the service: the last group, downloaded to fill it
+    already_enrolled: bool = False  #: through the service: the same vectors were committed before
+    warnings: tuple[str, ...] = ()  #: what the enroller should know (an earlier enrollment of the same vectors)
+    manifest: dict = field(default_factory=dict, repr=False)  #: through the service: the index's new manifest
+
+    @property
+    def report(self) -> list[str]:
+        """One line per group written: ``"filled group 0 (3 entries, now 243 of 16,384)"``, ``"new group 1 (...)"``."""
+        return [w.describe(self.group_slots) for w in self.group_writes]
+
+    def to_dict(self) -> dict:
+        """The summary as JSON-ready data (with ``report``)."""
+        return dict(asdict(self), group_writes=[asdict(w) for w in self.group_writes],
+                    warnings=list(self.warnings), report=self.report)
 
 
 class Enroller:
@@ -85,7 +151,7 @@ class Enroller:
         progress: bool | None = None,
         fill: bool = True,
         payloads: Any = None,
-    ) -> dict:
+    ) -> EnrollSummary:
         """Append ``vectors`` (``[n, dim]``, optionally with one label each) to the index.
 
         ``payloads`` (``[n, W]`` integers within int16, ``[W]`` for one
@@ -111,15 +177,10 @@ class Enroller:
         starts new groups instead (an enroller that does not hold the
         group files: the service path). A batch whose content an earlier
         run already enrolled (a rerun after a crash or Ctrl-C) is skipped,
-        not added twice (:mod:`encmatch._util.journal`). Returns the last batch's
-        summary with ``added``, ``seconds``, ``bytes`` (files written; a
-        filled group counts whole), ``growth`` (what the index grew on
-        disk), ``groups_filled``, ``groups_new`` and ``groups_written``
-        summed over all batches, ``group_writes`` (one ``{group, filled,
-        added, count, bytes, seeded}`` per group written), ``report`` (one
-        line per group written: ``"filled group 0 (3 entries, now 243 of
-        16,384)"``, ``"new group 1 (...)"``) and ``skipped``, the vectors
-        not added again.
+        not added twice (:mod:`encmatch._util.journal`). Returns an
+        :class:`EnrollSummary` (``added``, ``total``, ``skipped``, the
+        bytes written and grown, the groups written, each as a
+        :class:`GroupWrite`, and a ``report`` line for each).
         """
         index_dir = Path(index_dir)
         manifest = index_info(index_dir)
@@ -156,7 +217,8 @@ class Enroller:
         plan = _plan_batches(vecs, labels_list, journal, group, group_size,
                              _last_group_count(manifest, group_size) if fill else 0, pays)
         show = progress if progress is not None else len(plan) > 1
-        summary: dict = {"added": 0, "total": Manifest.of(manifest).total}
+        total = Manifest.of(manifest).total
+        slots = group_size
         added = skipped = 0
         seconds = 0.0
         stored = growth = 0
@@ -178,10 +240,12 @@ class Enroller:
                     args["server_key_dir"] = self.server_key_dir
                 if not fill:
                     args["new_groups"] = True
-                batch = journal.begin(digest, int(summary["total"]), hi - lo)
+                batch = journal.begin(digest, total, hi - lo)
                 data = vecs[lo:hi] if pays is None else _with_payloads(vecs[lo:hi], pays[lo:hi])
                 summary, _ = _core.call("enroll", args, data)
-                start = int(summary["total"]) - int(summary["added"])
+                total = int(summary["total"])
+                slots = int(summary.get("group_slots") or slots or 0)
+                start = total - int(summary["added"])
                 journal.finish(batch, start)
                 if seal_key is not None:  # after the groups are in: a crash leaves entries unlabelled, never mislabelled
                     seal(start, batch_labels)
@@ -193,11 +257,9 @@ class Enroller:
                     counts[key] += int(summary.get(key, 0))
                 writes += list(summary.get("group_writes") or [])
                 bar.update(hi - lo)
-        slots = int(summary.get("group_slots") or group_size or 0)
-        summary = dict(summary, added=added, skipped=skipped, seconds=seconds, bytes=stored, growth=growth,
-                       group_writes=_merge_writes(writes), group_slots=slots, **counts)
-        summary["report"] = [describe_group_write(w, slots) for w in summary["group_writes"]]
-        return summary
+        return EnrollSummary(added=added, total=total, skipped=skipped, seconds=seconds, bytes=stored,
+                             growth=growth, group_slots=slots, **counts,
+                             group_writes=tuple(GroupWrite.of(w) for w in _merge_writes(writes)))
 
 
 def _check_payloads(payloads: Any, n: int, width: int) -> np.ndarray | None:
@@ -291,13 +353,3 @@ def _merge_writes(writes: list[dict]) -> list[dict]:
         else:
             out.append(dict(w))
     return out
-
-
-def describe_group_write(w: dict, slots: int) -> str:
-    """``"filled group 0 (3 entries, now 243 of 16,384)"`` or ``"new group 1 (40 entries of 16,384)"``."""
-    of = f" of {slots:,}" if slots else ""
-    if w.get("filled"):
-        return f"filled group {w['group']} ({w['added']:,} entries, now {w['count']:,}{of})"
-    return f"new group {w['group']} ({w['added']:,} entries{of})"
-
-

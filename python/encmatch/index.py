@@ -35,7 +35,7 @@ from . import _core
 from . import labels as labels_mod
 from .params import AUTO, check_delta, check_payload_width, check_rule, memory_budget_bytes
 from .keyholder import Client
-from .enroller import Enroller
+from .enroller import Enroller, EnrollSummary
 from .server import SearchBackend, Server
 from .manifest import Manifest, index_info
 from .errors import InvalidArgument, NotFound
@@ -206,8 +206,8 @@ class EncryptedIndex:
     # ---- operations -----------------------------------------------------
 
     def add(self, vectors: Any, labels: Sequence[Any] | None = None, payloads: Any = None, *,
-            progress: bool | None = None) -> dict:
-        """Encrypt and append ``vectors`` (``[n, dim]`` or one ``[dim]``); returns the enroll summary.
+            progress: bool | None = None) -> EnrollSummary:
+        """Encrypt and append ``vectors`` (``[n, dim]`` or one ``[dim]``); returns what was done.
 
         ``payloads`` (``[n, W]`` integers within int16, ``[W]`` for one
         vector) is required by an index with payloads (:attr:`payload_width`
@@ -215,9 +215,9 @@ class EncryptedIndex:
 
         The vectors first fill the last group while it has room (it is
         rewritten whole, atomically), then start new groups; the summary
-        says which (``report``: ``"filled group 0 (3 entries, now 243 of
-        16,384)"``, ``group_writes``, ``groups_filled``, ``groups_new``,
-        ``growth``: see :meth:`Enroller.enroll <encmatch.Enroller.enroll>`).
+        says which (an :class:`~encmatch.EnrollSummary`: ``added``,
+        ``group_writes``, ``report``: ``"filled group 0 (3 entries, now 243
+        of 16,384)"``; see :meth:`Enroller.enroll <encmatch.Enroller.enroll>`).
         """
         self._drop_server()
         try:

@@ -31,19 +31,19 @@ def test_add_of_3_fills_the_partial_group(new_index, check):
     ix = new_index(DIM, DELTA)
     g = _gallery(243, seed=1)
     first = ix.add(g[:240])
-    assert first["report"] == ["new group 0 (240 entries of 2,048)"] and first["groups_new"] == 1
+    assert first.report == ["new group 0 (240 entries of 2,048)"] and first.groups_new == 1
     one_group = ix.info()["groups"][0]["bytes"]
     summary = ix.add(g[240:])
     groups = ix.info()["groups"]
     assert len(groups) == 1 and groups[0]["count"] == 243 and groups[0]["fills"] == 1
-    assert summary["report"] == ["filled group 0 (3 entries, now 243 of 2,048)"]
-    assert (summary["groups_filled"], summary["groups_new"], summary["added"], summary["total"]) == (1, 0, 3, 243)
-    assert summary["group_writes"] == [{"group": 0, "filled": True, "added": 3, "count": 243,
-                                        "bytes": groups[0]["bytes"], "seeded": True}]
+    assert summary.report == ["filled group 0 (3 entries, now 243 of 2,048)"]
+    assert (summary.groups_filled, summary.groups_new, summary.added, summary.total) == (1, 0, 3, 243)
+    assert summary.group_writes == (encmatch.GroupWrite(group=0, filled=True, added=3, count=243,
+                                                        bytes=groups[0]["bytes"], seeded=True),)
     # the group was rewritten, not a second one added: the index is one group's size
     files = sorted(p.name for p in ix.index_dir.glob("group-*"))
     assert files == ["group-000000.fill-1.ct"]
-    assert abs(summary["growth"]) < 256 and abs(groups[0]["bytes"] - one_group) < 256
+    assert abs(summary.growth) < 256 and abs(groups[0]["bytes"] - one_group) < 256
     check(ix, g, np.vstack([g[1], g[241], g[242], _gallery(1, seed=9)[0]]))
     _found_once(ix, g, (0, 240, 241, 242))
 
@@ -58,11 +58,11 @@ def test_appends_by_both_enrollers_and_overflow(new_index, check):
     ix.add(g[:size - 10], labels=names[:size - 10])
     public = encmatch.Enroller(ix.client.server_key_dir).enroll(ix.index_dir, g[size - 10:size - 8],
                                                                names[size - 10:size - 8], progress=False)
-    assert public["report"] == [f"filled group 0 (2 entries, now {size - 8:,} of {size:,})"]
+    assert public.report == [f"filled group 0 (2 entries, now {size - 8:,} of {size:,})"]
     ix.manifest = encmatch.index_info(ix.index_dir)
     assert [(grp["count"], grp.get("seeded", False)) for grp in ix.manifest["groups"]] == [(size - 8, False)]
     summary = ix.add(g[size - 8:], labels=names[size - 8:])
-    assert summary["report"] == [f"filled group 0 (8 entries, now {size:,} of {size:,})",
+    assert summary.report == [f"filled group 0 (8 entries, now {size:,} of {size:,})",
                                  f"new group 1 (12 entries of {size:,})"]
     groups = ix.info()["groups"]
     assert [(grp["count"], grp.get("seeded", False), grp.get("fills", 0)) for grp in groups] == \
@@ -79,7 +79,7 @@ def test_small_batches_fill_one_group(new_index, check):
     ix.add(g[:5])
     summary = encmatch.Enroller(ix.client.server_key_dir, owner_key_dir=ix.key_dir).enroll(
         ix.index_dir, g[5:], batch_size=64, progress=False)
-    assert summary["groups_filled"] == 3 and summary["report"] == ["filled group 0 (145 entries, now 150 of 2,048)"]
+    assert summary.groups_filled == 3 and summary.report == ["filled group 0 (145 entries, now 150 of 2,048)"]
     ix.manifest = encmatch.index_info(ix.index_dir)
     assert len(ix.manifest["groups"]) == 1 and ix.manifest["groups"][0]["fills"] == 3
     check(ix, g, np.vstack([g[4], g[70], g[149]]))
@@ -146,9 +146,9 @@ def test_service_path_fills_the_last_group(new_index):
     fake = _FakeService(ix.index_dir)
     owner = encmatch.Enroller(ix.client.server_key_dir, owner_key_dir=ix.key_dir)
     summary = remote.enroll(fake, "id", owner, g[5:], progress=False)
-    assert summary["report"] == ["filled group 0 (3 entries, now 8 of 2,048)"] and summary["warnings"] == []
+    assert summary.report == ["filled group 0 (3 entries, now 8 of 2,048)"] and summary.warnings == ()
     assert fake.downloaded == ["group-000000.ct"] and fake.uploaded == ["group-000000.fill-1.ct"]
-    assert summary["downloaded_bytes"] > 0
+    assert summary.downloaded_bytes > 0
     assert [(grp["count"], grp.get("fills")) for grp in fake.committed["groups"]] == [(8, 1)]
     ix2 = new_index(DIM, DELTA)
     fake2 = _FakeService(ix2.index_dir)

@@ -69,10 +69,10 @@ def test_ctrl_c_then_rerun_adds_nothing_twice(new_index, monkeypatch):
     assert encmatch.manifest.Manifest.of(encmatch.manifest.index_info(ix.index_dir)).total == 3 * BATCH
 
     summary = _owner(ix).enroll(ix.index_dir, gallery, names, batch_size=BATCH)
-    assert (summary["skipped"], summary["added"], summary["total"]) == (3 * BATCH, 100 - 3 * BATCH, 100)
+    assert (summary.skipped, summary.added, summary.total) == (3 * BATCH, 100 - 3 * BATCH, 100)
     _assert_exact(ix.path, gallery, names)
     again = _owner(ix).enroll(ix.index_dir, gallery, names, batch_size=BATCH)  # a plain repeat adds nothing
-    assert (again["skipped"], again["added"], again["total"]) == (100, 0, 100)
+    assert (again.skipped, again.added, again.total) == (100, 0, 100)
 
 
 def test_crash_after_the_group_before_the_journal(new_index, monkeypatch):
@@ -90,7 +90,7 @@ def test_crash_after_the_group_before_the_journal(new_index, monkeypatch):
     doc = json.loads((ix.index_dir / journal_mod.JOURNAL_FILE).read_text())
     assert [b["done"] for b in doc["batches"]] == [False]
     summary = _owner(ix).enroll(ix.index_dir, gallery, names, batch_size=BATCH)
-    assert (summary["skipped"], summary["added"], summary["total"]) == (BATCH, 40 - BATCH, 40)
+    assert (summary.skipped, summary.added, summary.total) == (BATCH, 40 - BATCH, 40)
     _assert_exact(ix.path, gallery, names)  # the first batch's labels were sealed by the rerun
 
 
@@ -105,7 +105,7 @@ def test_crash_before_the_group_is_in(new_index, monkeypatch):
     doc = json.loads((ix.index_dir / journal_mod.JOURNAL_FILE).read_text())
     assert [b["done"] for b in doc["batches"]] == [True, False]
     summary = _owner(ix).enroll(ix.index_dir, gallery, names, batch_size=BATCH)
-    assert (summary["skipped"], summary["added"], summary["total"]) == (BATCH, 40 - BATCH, 40)
+    assert (summary.skipped, summary.added, summary.total) == (BATCH, 40 - BATCH, 40)
     _assert_exact(ix.path, gallery, names)
 
 
@@ -185,7 +185,7 @@ def test_rerun_after_a_crash_that_filled_the_last_group(new_index, monkeypatch):
     manifest = encmatch.manifest.index_info(ix.index_dir)
     assert manifest["count"] == size and len(manifest["groups"]) == 1  # the first batch filled the group
     summary = _owner(ix).enroll(ix.index_dir, more, more_names, batch_size=BATCH)
-    assert (summary["skipped"], summary["added"], summary["total"]) == (8, 32, size + 32)
-    assert summary["report"] == [f"new group 1 (32 entries of {size:,})"]
+    assert (summary.skipped, summary.added, summary.total) == (8, 32, size + 32)
+    assert summary.report == [f"new group 1 (32 entries of {size:,})"]
     gallery = np.vstack([base, more])
     _assert_exact(ix.path, gallery, base_names + more_names)

@@ -98,7 +98,7 @@ def test_multiple_adds_labels_round_trip_and_reopen(new_index, check):
     lb = [f"bob-{i}" for i in range(45)]
     s1 = ix.add(a, labels=la)
     s2 = ix.add(b, labels=np.array(lb))
-    assert s1["added"] == 30 and s2["added"] == 45 and len(ix) == 75
+    assert s1.added == 30 and s2.added == 45 and len(ix) == 75
     assert ix.labels == la + lb
     gallery = np.vstack([a, b])
     queries = np.vstack([a[5], b[40], rng.standard_normal(16)])
@@ -132,7 +132,7 @@ def test_many_small_groups(new_index, check):
     ix = new_index(16, 0.5)
     g = rng.standard_normal((150, 16)).astype(np.float32)
     summary = Enroller(ix.client.server_key_dir).enroll(ix.index_dir, g, batch_size=64, progress=False)
-    assert summary["added"] == 150
+    assert summary.added == 150
     ix.manifest = encmatch.index_info(ix.index_dir)
     assert len(ix) == 150
     check(ix, g, np.vstack([g[10], g[100], g[149]]))
@@ -148,11 +148,11 @@ def test_owner_enrollment_is_seeded_and_half_the_bytes(new_index, check):
     public = Enroller(ix.client.server_key_dir).enroll(ix.index_dir, g[30:60], progress=False)
     ix.manifest = encmatch.index_info(ix.index_dir)
     assert [grp.get("seeded", False) for grp in ix.manifest["groups"]] == [False]
-    assert 0.45 < owner["bytes"] / public["bytes"] < 0.55
+    assert 0.45 < owner.bytes / public.bytes < 0.55
     check(ix, g[:60], np.vstack([g[3], g[40], rng.standard_normal(16)]))
     again = ix.add(g[60:])
     assert [grp.get("seeded", False) for grp in ix.manifest["groups"]] == [True]
-    assert 0.45 < again["bytes"] / public["bytes"] < 0.55
+    assert 0.45 < again.bytes / public.bytes < 0.55
     check(ix, g, np.vstack([g[3], g[40], g[80], rng.standard_normal(16)]))
 
 

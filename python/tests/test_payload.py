@@ -482,9 +482,9 @@ def test_appends_fill_the_last_group_with_their_payloads(payload_index):
     ix.add(gallery[: size - 8], payloads=pays[: size - 8], progress=False)
     public = Enroller(ix.client.server_key_dir).enroll(ix.index_dir, gallery[size - 8: size - 6],
                                                        payloads=pays[size - 8: size - 6], progress=False)
-    assert public["report"] == [f"filled group 0 (2 entries, now {size - 6:,} of {size:,})"]
+    assert public.report == [f"filled group 0 (2 entries, now {size - 6:,} of {size:,})"]
     summary = ix.add(gallery[size - 6:], payloads=pays[size - 6:])
-    assert summary["report"] == [f"filled group 0 (6 entries, now {size:,} of {size:,})",
+    assert summary.report == [f"filled group 0 (6 entries, now {size:,} of {size:,})",
                                  f"new group 1 (12 entries of {size:,})"]
     assert len(ix) == n
     got, want, _ = check_payloads(ix, gallery, pays, basis)
@@ -494,11 +494,11 @@ def test_appends_fill_the_last_group_with_their_payloads(payload_index):
         for p, row in zip(got[j].positions, got[j].payloads):
             np.testing.assert_array_equal(row, pays[p])
     again = ix.add(gallery[size - 6:], payloads=pays[size - 6:])
-    assert again["skipped"] == 18 and again["added"] == 0 and len(ix) == n
+    assert again.skipped == 18 and again.added == 0 and len(ix) == n
     other = pays[size - 6:].copy()
     other[:, 0] ^= 1
     changed = ix.add(gallery[size - 6:], payloads=other)
-    assert changed["added"] == 18 and len(ix) == n + 18
+    assert changed.added == 18 and len(ix) == n + 18
     check_payloads(ix, np.vstack([gallery, gallery[size - 6:]]), np.vstack([pays, other]), basis)
 
 

@@ -150,7 +150,7 @@ def test_end_to_end(server, keys, data):
         empty = index.search(data["queries"][0], "membership")
         assert empty.count == 0 and not empty.enrolled
         summary = index.add(data["gallery"][:500], data["labels"][:500])
-        assert summary["added"] == 500 and summary["uploaded_bytes"] > 0
+        assert summary.added == 500 and summary.uploaded_bytes > 0
         check_answers(index, data["gallery"][:500], data["queries"][:6])
         ident = index.search(data["queries"][2], "identification")
         assert ident.count > 0 and ident.labels == [data["labels"][p] for p in ident.positions]
@@ -650,7 +650,7 @@ def test_remote_enrollment_resumes(server, keys, data, monkeypatch, tmp_path):
     first, second, third = data["gallery"][:100], data["gallery"][100:150], data["gallery"][150:160]
     index.add(first)
     with pytest.warns(AlreadyEnrolledWarning, match="nothing added"):
-        assert index.add(first)["added"] == 0
+        assert index.add(first).added == 0
     assert len(index) == 100
 
     def die(*_a, **_k):
@@ -663,12 +663,12 @@ def test_remote_enrollment_resumes(server, keys, data, monkeypatch, tmp_path):
     index.refresh()
     assert len(index) == 150
     with pytest.warns(AlreadyEnrolledWarning):
-        assert index.add(second)["added"] == 0
+        assert index.add(second).added == 0
     with monkeypatch.context() as m:  # killed before the commit
         m.setattr(ServiceClient, "commit", die)
         with pytest.raises(KeyboardInterrupt):
             index.add(third)
-    assert index.add(third)["added"] == 10
+    assert index.add(third).added == 10
     index.refresh()
     assert len(index) == 160
     check_answers(index, data["gallery"][:160], data["queries"][:2])

@@ -131,14 +131,13 @@ def _enroll_local(args: argparse.Namespace, enroller: Enroller, manifest: dict |
     t0 = time.perf_counter()
     summary = enroller.enroll(args.index, vectors, labels, batch_size=args.batch_size, payloads=payloads)
     dt = time.perf_counter() - t0
-    total = summary.get("total", Manifest.of(index_info(args.index)).total)
-    print(f"enrolled {summary.get('added', len(vectors)):,} vectors in {dt:.2f} s; index holds {int(total):,}")
-    for write, line in zip(summary.get("group_writes") or [], summary.get("report") or []):
+    print(f"enrolled {summary.added:,} vectors in {dt:.2f} s; index holds {summary.total:,}")
+    for write, line in zip(summary.group_writes, summary.report):
         # what each group written cost on disk: a new group takes its whole size whatever it holds
-        cost = "rewritten" if write.get("filled") else "added"
-        print(f"{line}: {fmt_bytes(int(write.get('bytes', 0)))} {cost}")
-    if summary.get("skipped"):
-        print(f"kept {summary['skipped']:,} vectors an earlier run of the same input had enrolled "
+        cost = "rewritten" if write.filled else "added"
+        print(f"{line}: {fmt_bytes(write.bytes)} {cost}")
+    if summary.skipped:
+        print(f"kept {summary.skipped:,} vectors an earlier run of the same input had enrolled "
               "(interrupted or repeated): not added twice")
     return face_commands.finish_enroll(args, got)
 

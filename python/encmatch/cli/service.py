@@ -440,11 +440,11 @@ def remote_enroll(args: argparse.Namespace, vectors: np.ndarray, labels: Any, en
             warnings.simplefilter("ignore", AlreadyEnrolledWarning)
             summary = enroll(service, index_id, enroller, vectors, labels, payloads=payloads)
         dt = time.perf_counter() - t0
-        for note in summary.get("warnings") or []:
+        for note in summary.warnings:
             print(f"warning: {note}", file=sys.stderr)
-    got = f", downloaded {fmt_bytes(summary['downloaded_bytes'])} to fill the last group" if summary.get("downloaded_bytes") else ""
-    print(f"enrolled {summary['added']:,} vectors in {dt:.2f} s (uploaded {fmt_bytes(summary['uploaded_bytes'])}{got}); "
-          f"index {index_id} holds {summary['manifest']['count']:,}")
+    got = f", downloaded {fmt_bytes(summary.downloaded_bytes)} to fill the last group" if summary.downloaded_bytes else ""
+    print(f"enrolled {summary.added:,} vectors in {dt:.2f} s (uploaded {fmt_bytes(summary.uploaded_bytes)}{got}); "
+          f"index {index_id} holds {summary.total:,}")
     return 0
 
 

@@ -480,7 +480,7 @@ def run(
                 enroller = Enroller(client.server_key_dir)
                 enroller.create_index(index_dir, delta)
                 summary = enroller.enroll(index_dir, g, gallery_labels, progress=True if progress else None)
-                info["note"] = f"{summary.get('added', len(g)):,} added"
+                info["note"] = f"{summary.added:,} added"
             with steps.step("encrypt queries", f"{len(q)} queries") as info:
                 encrypted = [client.encrypt_query(v) for v in q]
                 info["note"] = f"{len(encrypted[0]):,} bytes each" if encrypted else ""

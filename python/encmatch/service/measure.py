@@ -386,7 +386,7 @@ def measure(work: Path, *, preset: str, kappa: int, dim: int, size: int, queries
         t0 = time.perf_counter()
         summary = enroll(service, index_id, enroller, gallery)
         out["enroll_and_upload_seconds"] = time.perf_counter() - t0
-        out["bytes_gallery_files"] = summary["uploaded_bytes"]
+        out["bytes_gallery_files"] = summary.uploaded_bytes
         out["bytes_gallery_wire"] = service.bytes_sent - sent0
         if overload_clients:
             log(f"overload: {overload_clients} concurrent clients for {overload_seconds:g} s")

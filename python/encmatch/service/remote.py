@@ -31,6 +31,7 @@ failures and TLS are :mod:`~encmatch.service.client`'s.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import ssl
 import tempfile
@@ -44,7 +45,7 @@ from .. import _core, labels as labels_mod
 from .._util.journal import RemoteJournal, batch_digest
 from .._util.paths import PathLike
 from .._util.progress import progress as progress_bar
-from ..enroller import Enroller
+from ..enroller import Enroller, EnrollSummary
 from ..errors import InvalidArgument, Mismatch
 from ..keyholder import Client
 from ..manifest import Manifest
@@ -203,15 +204,15 @@ class RemoteIndex:
     # ---- operations ----------------------------------------------------------------
 
     def add(self, vectors: Any, labels: Sequence[Any] | None = None, payloads: Any = None, *,
-            progress: bool | None = None) -> dict:
+            progress: bool | None = None) -> EnrollSummary:
         """Encrypt ``vectors`` here (``[n, dim]``; with their ``payloads`` for an index with payloads) as the
         key owner, upload the new groups and commit them.
 
-        Returns the enrollment summary plus ``uploaded_bytes`` (see :func:`enroll`).
+        Returns the :class:`~encmatch.EnrollSummary`, with ``uploaded_bytes`` (see :func:`enroll`).
         """
         owner = Enroller(self.client.server_key_dir, owner_key_dir=self.client.key_dir)
         summary = enroll(self.service, self.id, owner, vectors, labels, progress=progress, payloads=payloads)
-        self._manifest = summary.pop("manifest")
+        self._manifest = summary.manifest
         return summary
 
     def search(self, queries: Any, mode: str = "identification", *,
@@ -290,7 +291,8 @@ def create_index(service: ServiceClient, server_key_dir: PathLike, delta: float,
 
 
 def enroll(service: ServiceClient, index_id: str, enroller: Enroller, vectors: Any,
-           labels: Sequence[Any] | None = None, *, progress: bool | None = None, payloads: Any = None) -> dict:
+           labels: Sequence[Any] | None = None, *, progress: bool | None = None,
+           payloads: Any = None) -> EnrollSummary:
     """Encrypt ``vectors`` here with ``enroller``, upload the new groups, commit.
 
     ``enroller`` is an :class:`~encmatch.Enroller`: with only the public
@@ -299,8 +301,8 @@ def enroll(service: ServiceClient, index_id: str, enroller: Enroller, vectors: A
     into a staging directory that holds the service's current manifest, so
     the new groups continue its positions; only they are uploaded. The
     service makes the new entries visible all at once, after it has loaded
-    them. Returns the enrollment summary plus ``uploaded_bytes`` and the
-    new ``manifest``.
+    them. Returns the :class:`~encmatch.EnrollSummary` with ``uploaded_bytes``,
+    ``downloaded_bytes`` and the new ``manifest``.
 
     When the index's last group has room, its file is downloaded into the
     staging directory first and filled there (the core adds the new
@@ -319,8 +321,8 @@ def enroll(service: ServiceClient, index_id: str, enroller: Enroller, vectors: A
         note = (f"these vectors were enrolled in index {index_id} before (positions {span[0]} to {span[1] - 1}, "
                 f"journal {journal.path}): nothing added")
         warnings.warn(AlreadyEnrolledWarning(note), stacklevel=2)
-        return {"added": 0, "total": int(manifest.get("count", 0)), "uploaded_bytes": 0, "manifest": manifest,
-                "warnings": [note], "already_enrolled": True}
+        return EnrollSummary(added=0, total=Manifest.of(manifest).total, manifest=manifest, warnings=(note,),
+                             already_enrolled=True)
     with tempfile.TemporaryDirectory(prefix="encmatch-remote-") as tmp:
         stage = Path(tmp) / "index"
         stage.mkdir()
@@ -330,7 +332,6 @@ def enroll(service: ServiceClient, index_id: str, enroller: Enroller, vectors: A
         fill = bool(groups) and 0 < int(groups[-1].get("count", 0)) < slots
         downloaded = service.download_group(index_id, groups[-1]["file"], stage / groups[-1]["file"]) if fill else 0
         summary = enroller.enroll(stage, vectors, labels, progress=progress, fill=fill, payloads=payloads)
-        summary["warnings"], summary["downloaded_bytes"] = [], downloaded
         new_manifest = json.loads((stage / "manifest.json").read_text())
         files = [stage / g["file"] for g in new_manifest["groups"] if g["file"] not in old]  # filled and new
         sealed = sorted((stage / labels_mod.LABELS_DIR).glob("*.sealed"))  # this enrollment's only
@@ -338,7 +339,7 @@ def enroll(service: ServiceClient, index_id: str, enroller: Enroller, vectors: A
         batch = journal.begin(digest, [g for g in new_manifest["groups"] if g["file"] not in old])
         service.commit(index_id, new_manifest, [p.name for p in sealed])
         journal.finish(batch)
-    return dict(summary, uploaded_bytes=sent, manifest=new_manifest)
+    return dataclasses.replace(summary, uploaded_bytes=sent, downloaded_bytes=downloaded, manifest=new_manifest)
 
 
 class AlreadyEnrolledWarning(UserWarning):
