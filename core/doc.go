@@ -26,10 +26,12 @@
 // payload (fetch by similarity) and offload (a shard's search described for
 // the GPU engine).
 //
-// iris/ (docs/IRIS.md), papers/004's first algorithm: ccmm (encrypted matrix
-// products at the ring level), scoreslots (scores from coefficients into
-// slots), dftbatch (bootstrapping steps batched over many ciphertexts),
-// irismatch (the matching pipeline), irisstore (presets, the roles' key sets,
-// the encrypted database and queries) and keycache (evaluation keys on disk,
-// a bounded number in memory).
+// iris/ (docs/IRIS.md), papers/004's first algorithm, cut as face/ is
+// (parameters, keys, store, query, match): irisparams (the presets),
+// iriskeys (each role's key set), irisdb (the encrypted database), irisquery
+// (the query, the server's match, the result), on the algorithms: ccmm
+// (encrypted matrix products at the ring level), scoreslots (scores from
+// coefficients into slots), dftbatch (bootstrapping steps batched over many
+// ciphertexts), irismatch (the matching pipeline) and keycache (evaluation
+// keys on disk, a bounded number in memory).
 package core

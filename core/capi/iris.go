@@ -7,21 +7,23 @@ import (
 	"encmatch/core/base/comparator"
 	"encmatch/core/base/errs"
 	"encmatch/core/iris/ccmm"
+	"encmatch/core/iris/irisdb"
+	"encmatch/core/iris/iriskeys"
 	"encmatch/core/iris/irismatch"
-	"encmatch/core/iris/irisstore"
+	"encmatch/core/iris/irisquery"
 )
 
 // The iris methods (docs/ABI.md, "Iris"): key generation, enrollment,
 // query encryption, matching and decryption through the files of package
-// irisstore. Codes cross the boundary as int8 values in {-1, 0, 1}, one
+// irisdb. Codes cross the boundary as int8 values in {-1, 0, 1}, one
 // masked code per row.
 
 // int8Codes reads rows x length int8 codes.
-func int8Codes(in []byte, rows, length int) (irisstore.Codes, error) {
+func int8Codes(in []byte, rows, length int) (irisdb.Codes, error) {
 	if rows < 1 || length < 1 || len(in) != rows*length {
-		return irisstore.Codes{}, fmt.Errorf("%w: expected %d x %d int8 codes (%d bytes), got %d bytes", errs.ErrInvalid, rows, length, rows*length, len(in))
+		return irisdb.Codes{}, fmt.Errorf("%w: expected %d x %d int8 codes (%d bytes), got %d bytes", errs.ErrInvalid, rows, length, rows*length, len(in))
 	}
-	c := irisstore.Codes{Rows: rows, Len: length, Data: make([]int8, len(in))}
+	c := irisdb.Codes{Rows: rows, Len: length, Data: make([]int8, len(in))}
 	for i, b := range in {
 		c.Data[i] = int8(b)
 	}
@@ -31,8 +33,8 @@ func int8Codes(in []byte, rows, length int) (irisstore.Codes, error) {
 // irisKeygenReply is iris_keygen's reply: the key set's metadata and the
 // time taken.
 type irisKeygenReply struct {
-	Meta    *irisstore.Meta `json:"meta"`
-	Seconds float64         `json:"seconds"`
+	Meta    *iriskeys.Meta `json:"meta"`
+	Seconds float64        `json:"seconds"`
 }
 
 // irisKeygen generates an iris key set (every role's directory) in dir.
@@ -49,7 +51,7 @@ func irisKeygen(args, _ []byte) (*irisKeygenReply, []byte, error) {
 		return nil, nil, err
 	}
 	start := time.Now()
-	m, err := irisstore.Generate(a.Dir, a.Preset, a.Kappa)
+	m, err := iriskeys.Generate(a.Dir, a.Preset, a.Kappa)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -59,8 +61,8 @@ func irisKeygen(args, _ []byte) (*irisKeygenReply, []byte, error) {
 // irisEnrollReply is iris_enroll's reply: the database's metadata and the
 // time taken.
 type irisEnrollReply struct {
-	Meta    *irisstore.DBMeta `json:"meta"`
-	Seconds float64           `json:"seconds"`
+	Meta    *irisdb.Meta `json:"meta"`
+	Seconds float64      `json:"seconds"`
 }
 
 // irisEnroll encrypts a gallery of codes into a new database.
@@ -79,12 +81,12 @@ func irisEnroll(args, in []byte) (*irisEnrollReply, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	h, err := irisstore.LoadHolder(a.Holder)
+	h, err := iriskeys.LoadHolder(a.Holder)
 	if err != nil {
 		return nil, nil, err
 	}
 	start := time.Now()
-	m, err := h.Enroll(a.DB, codes, a.T)
+	m, err := irisdb.Enroll(h, a.DB, codes, a.T)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -113,12 +115,12 @@ func irisEncryptQuery(args, in []byte) (*irisEncryptQueryReply, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	q, err := irisstore.LoadQuerier(a.Querier)
+	q, err := iriskeys.LoadQuerier(a.Querier)
 	if err != nil {
 		return nil, nil, err
 	}
 	start := time.Now()
-	if err := q.EncryptQuery(a.Out, codes, a.Rotations); err != nil {
+	if err := irisquery.EncryptQuery(q, a.Out, codes, a.Rotations); err != nil {
 		return nil, nil, err
 	}
 	return &irisEncryptQueryReply{Seconds: time.Since(start).Seconds()}, nil, nil
@@ -182,20 +184,20 @@ func irisMatch(args, _ []byte) (*irisMatchReply, []byte, error) {
 		return nil, nil, fmt.Errorf("%w: key cache of %v GiB", errs.ErrInvalid, a.KeyCacheGB)
 	}
 	start := time.Now()
-	s, err := irisstore.LoadServer(a.Server, int64(a.KeyCacheGB*(1<<30)))
+	s, err := iriskeys.LoadServer(a.Server, int64(a.KeyCacheGB*(1<<30)))
 	if err != nil {
 		return nil, nil, err
 	}
-	db, err := s.LoadDB(a.DB)
+	db, err := irisdb.Load(s, a.DB)
 	if err != nil {
 		return nil, nil, err
 	}
-	q, err := s.LoadQuery(a.Query)
+	q, err := irisquery.LoadQuery(s, a.Query)
 	if err != nil {
 		return nil, nil, err
 	}
 	load := time.Since(start)
-	st, err := s.Match(db, q, a.Out)
+	st, err := irisquery.Match(s, db, q, a.Out)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -230,11 +232,11 @@ func irisDecrypt(args, _ []byte) (*irisDecryptReply, []byte, error) {
 	if err := parse(args, &a); err != nil {
 		return nil, nil, err
 	}
-	h, err := irisstore.LoadHolder(a.Holder)
+	h, err := iriskeys.LoadHolder(a.Holder)
 	if err != nil {
 		return nil, nil, err
 	}
-	vals, err := h.Decrypt(a.Result)
+	vals, err := irisquery.Decrypt(h, a.Result)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -260,7 +262,7 @@ func irisBand(args, _ []byte) (*irisBandReply, []byte, error) {
 	if !(a.T > 0 && a.T < 1) {
 		return nil, nil, fmt.Errorf("%w: threshold t = %v", errs.ErrInvalid, a.T)
 	}
-	m, err := irisstore.ReadMeta(a.Keys)
+	m, err := iriskeys.ReadMeta(a.Keys)
 	if err != nil {
 		return nil, nil, err
 	}

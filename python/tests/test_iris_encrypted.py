@@ -1,7 +1,7 @@
 """Encrypted iris matching by role at the INSECURE toy preset: every eye outside the guard band equals the plaintext model.
 
 One key set for the module (about 10 s) and one database of 1,000 codes
-(one block; several blocks are tested in core/iris/irisstore). A match costs
+(one block; several blocks are tested in core/iris/irisquery). A match costs
 one half-bootstrap per rotation and group of 4 eyes: the model tests use
 7 rotations (shift 3), the CLI test open-iris's 31.
 """

@@ -498,6 +498,39 @@ func NextChunk(data []byte) (chunk, rest []byte, err error) {
 	return data[8 : 8+n], data[8+n:], nil
 }
 
+// Chunks splits a payload of length-prefixed chunks (AppendChunk); want
+// > 0 fixes their number (ErrCorrupt otherwise). what names the payload in
+// errors.
+func Chunks(payload []byte, want int, what string) ([][]byte, error) {
+	var out [][]byte
+	for len(payload) > 0 {
+		c, rest, err := NextChunk(payload)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		out, payload = append(out, c), rest
+	}
+	if want > 0 && len(out) != want {
+		return nil, fmt.Errorf("%w: %s: %d parts, expected %d", errs.ErrCorrupt, what, len(out), want)
+	}
+	return out, nil
+}
+
+// WriteChunks writes each object's binary form as a length-prefixed chunk
+// (read back by Chunks).
+func WriteChunks[T encoding.BinaryMarshaler](w io.Writer, objs []T) error {
+	for _, o := range objs {
+		b, err := o.MarshalBinary()
+		if err != nil {
+			return err
+		}
+		if _, err := w.Write(AppendChunk(nil, b)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // WriteJSON writes v as indented JSON, atomically.
 func WriteJSON(path string, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")

@@ -1,6 +1,8 @@
 package envelope
 
 import (
+	"bytes"
+	"encmatch/core/base/errs"
 	"errors"
 	"io"
 	"os"
@@ -194,3 +196,28 @@ func TestWriteFileAt(t *testing.T) {
 		t.Fatalf("temporary files left: %v", m)
 	}
 }
+
+// TestChunks: chunks written by WriteChunks come back in order; a wrong
+// count or a cut chunk is ErrCorrupt, never a short read.
+func TestChunks(t *testing.T) {
+	var b bytes.Buffer
+	objs := []binaryBytes{[]byte("one"), []byte(""), []byte("three")}
+	if err := WriteChunks(&b, objs); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Chunks(b.Bytes(), 3, "test")
+	if err != nil || len(got) != 3 || string(got[0]) != "one" || len(got[1]) != 0 || string(got[2]) != "three" {
+		t.Fatalf("chunks %q, %v", got, err)
+	}
+	if _, err := Chunks(b.Bytes(), 2, "test"); !errors.Is(err, errs.ErrCorrupt) {
+		t.Fatalf("3 chunks read as 2: %v", err)
+	}
+	if _, err := Chunks(b.Bytes()[:b.Len()-1], 0, "test"); !errors.Is(err, errs.ErrCorrupt) {
+		t.Fatalf("a cut chunk: %v", err)
+	}
+}
+
+// binaryBytes is a byte string as an encoding.BinaryMarshaler.
+type binaryBytes []byte
+
+func (b binaryBytes) MarshalBinary() ([]byte, error) { return b, nil }

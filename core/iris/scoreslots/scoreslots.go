@@ -243,7 +243,7 @@ func (p *Params) GaloisElements(extra []uint64) []uint64 {
 // and the relinearisation key and Galois keys of GaloisElements(galois)
 // under it. Database blocks are added with AddBlock. (A key set too large
 // for memory is made key by key with NewSecret and Lattigo's key
-// generator, as package irisstore does.)
+// generator, as package iriskeys does.)
 func (p *Params) GenSharedKeys(galois []uint64) *Keys {
 	sk := p.NewSecret()
 	kg := rlwe.NewKeyGenerator(p.Bootstrap.BootstrappingParameters)

@@ -40,7 +40,7 @@ __all__ = ["PRESETS", "DEFAULT_KEY_CACHE_GB", "keygen", "Client", "Querier", "Se
 PRESETS = ("default", "toy")
 
 #: GiB of the server's Galois keys kept in memory by default (15 of the
-#: default preset's 0.4 GB keys; the core's ``irisstore.DefaultKeyCache``).
+#: default preset's 0.4 GB keys; the core's ``iriskeys.DefaultKeyCache``).
 DEFAULT_KEY_CACHE_GB = 6.0
 
 

@@ -1,10 +1,16 @@
-// Package irisstore holds the files of encrypted iris matching
-// (docs/IRIS.md, "Roles and files"): the parameter presets, the key set of
-// each role (key holder, querier, server), the encrypted database, the
-// encrypted query and the encrypted result, each in a checksummed envelope
-// frame bound to its key set, written atomically and decoded from
-// untrusted bytes with every length checked before allocation.
-package irisstore
+// Package irisparams holds the parameter presets of encrypted iris matching
+// (docs/IRIS.md): the encrypted matrix product, the bootstrapping that
+// follows it and the comparator depth, built and checked (Build), and the
+// fingerprint that binds every iris file to its parameters.
+//
+// The iris packages follow one cut, as the face ones do: irisparams
+// (parameters), iriskeys (each role's key set), irisdb (the encrypted
+// database), irisquery (queries, the server's match, results) on the
+// algorithms of ccmm, scoreslots, dftbatch and irismatch. Every file is a
+// checksummed envelope frame bound to its key set, written atomically and
+// decoded from untrusted bytes with every length checked before
+// allocation.
+package irisparams
 
 import (
 	"fmt"
@@ -81,6 +87,7 @@ func Build(name string, kappa int) (*Params, error) {
 	return &Params{Preset: pr, Kappa: kappa, CCMM: cp, Slots: sp}, nil
 }
 
+// presetNames lists the presets' names (for errors).
 func presetNames() []string {
 	var out []string
 	for n := range Presets {

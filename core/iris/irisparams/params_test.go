@@ -1,4 +1,4 @@
-package irisstore
+package irisparams
 
 import (
 	"errors"

@@ -1,4 +1,9 @@
-package irisstore
+// Package irisquery holds an encrypted iris query's life (docs/IRIS.md,
+// "Roles and files"): a querier's EncryptQuery (public key only), the
+// server's LoadQuery and Match (the product against an irisdb database,
+// then irismatch's pipeline), and the key holder's Decrypt of the result:
+// one bit per eye.
+package irisquery
 
 import (
 	"bytes"
@@ -11,6 +16,8 @@ import (
 	"encmatch/core/base/envelope"
 	"encmatch/core/base/errs"
 	"encmatch/core/iris/ccmm"
+	"encmatch/core/iris/irisdb"
+	"encmatch/core/iris/iriskeys"
 	"encmatch/core/iris/irismatch"
 
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
@@ -28,12 +35,12 @@ const MaxColumns = 1 << 14
 // EncryptQuery encrypts the rotated codes of a batch of eyes (row
 // e*rotations + r of codes: eye e at its r-th rotation) under the query
 // public key and writes the query to path.
-func (q *Querier) EncryptQuery(path string, codes Codes, rotations int) error {
+func EncryptQuery(q *iriskeys.Querier, path string, codes irisdb.Codes, rotations int) error {
 	p := q.Params
 	if rotations < 1 || codes.Rows%rotations != 0 || codes.Rows > MaxColumns {
 		return fmt.Errorf("%w: %d query rows for %d rotations per eye (at most %d rows)", errs.ErrInvalid, codes.Rows, rotations, MaxColumns)
 	}
-	if err := codes.check(p.CCMM.Lit.Inner, "query"); err != nil {
+	if err := codes.Check(p.CCMM.Lit.Inner, "query"); err != nil {
 		return err
 	}
 	m := ccmm.NewIntMat(codes.Len, codes.Rows) // positions x columns
@@ -48,14 +55,14 @@ func (q *Querier) EncryptQuery(path string, codes Codes, rotations int) error {
 	}
 	var head, masks, body bytes.Buffer
 	_ = binary.Write(&head, binary.LittleEndian, [2]uint32{uint32(codes.Rows / rotations), uint32(rotations)})
-	if err := writeWords(&masks, codes.masks(codes.Rows)); err != nil {
+	if err := irisdb.WriteWords(&masks, codes.Masks(codes.Rows)); err != nil {
 		return err
 	}
 	if _, err := ct.WriteTo(&body); err != nil {
 		return err
 	}
 	payload := envelope.AppendChunk(envelope.AppendChunk(envelope.AppendChunk(nil, head.Bytes()), masks.Bytes()), body.Bytes())
-	return envelope.WriteFile(path, q.header("iris-query"), payload, 0o644)
+	return envelope.WriteFile(path, q.Header("iris-query"), payload, 0o644)
 }
 
 // Query is a loaded encrypted query.
@@ -65,10 +72,10 @@ type Query struct {
 	Matrix          *ccmm.SharedA
 }
 
-// LoadQuery reads an encrypted query for this server's key set.
-func (s *Server) LoadQuery(path string) (*Query, error) {
+// LoadQuery reads an encrypted query for the server s's key set.
+func LoadQuery(s *iriskeys.Server, path string) (*Query, error) {
 	p := s.Params
-	b, err := envelope.ReadFile(path, s.header("iris-query"))
+	b, err := envelope.ReadFile(path, s.Header("iris-query"))
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +88,7 @@ func (s *Server) LoadQuery(path string) (*Query, error) {
 		return nil, fmt.Errorf("%w: query of %d eyes x %d rotations", errs.ErrCorrupt, eyes, rot)
 	}
 	q := &Query{Eyes: eyes, Rotations: rot}
-	if q.Masks, err = readWords(parts[1], eyes*rot*p.CCMM.Lit.Inner/64, "query masks"); err != nil {
+	if q.Masks, err = irisdb.ReadWords(parts[1], eyes*rot*p.CCMM.Lit.Inner/64, "query masks"); err != nil {
 		return nil, err
 	}
 	want := &ccmm.SharedA{LogN: p.CCMM.Lit.LogNQ, Rows: p.CCMM.Lit.Inner, Cols: eyes * rot, Moduli: p.CCMM.Q, Scale: new(big.Int).SetUint64(p.CCMM.Delta)}
@@ -97,12 +104,12 @@ type Stats struct {
 	*irismatch.Stats
 }
 
-// Match runs the encrypted matching of a query against a database and
-// writes the encrypted result (one bit per eye) to out.
-func (s *Server) Match(db *DB, q *Query, out string) (*Stats, error) {
+// Match runs the server s's encrypted matching of a query against a
+// database and writes the encrypted result (one bit per eye) to out.
+func Match(s *iriskeys.Server, db *irisdb.DB, q *Query, out string) (*Stats, error) {
 	p := s.Params
 	start := time.Now()
-	src, closeFiles, err := s.readers(db)
+	src, closeFiles, err := irisdb.OpenMatrices(s, db)
 	if err != nil {
 		return nil, err
 	}
@@ -118,7 +125,7 @@ func (s *Server) Match(db *DB, q *Query, out string) (*Stats, error) {
 	st := &Stats{Product: time.Since(start)}
 	words := p.CCMM.Lit.Inner / 64
 	rows := db.Meta.Blocks * p.CCMM.NDB
-	ov := overlaps(db.Masks, q.Masks, rows, q.Eyes*q.Rotations, words)
+	ov := irisdb.Overlaps(db.Masks, q.Masks, rows, q.Eyes*q.Rotations, words)
 	keys := *s.Keys
 	keys.Blocks = db.Blocks
 	pl, err := irismatch.NewPipeline(p.Slots, &keys, p.Kappa, db.Meta.Delta, q.Rotations)
@@ -137,15 +144,16 @@ func (s *Server) Match(db *DB, q *Query, out string) (*Stats, error) {
 	var head bytes.Buffer
 	_ = binary.Write(&head, binary.LittleEndian, [2]uint32{uint32(q.Eyes), uint32(ct.Level())})
 	payload := envelope.AppendChunk(envelope.AppendChunk(nil, head.Bytes()), b)
-	return st, envelope.WriteFile(out, s.header("iris-result"), payload, 0o644)
+	return st, envelope.WriteFile(out, s.Header("iris-result"), payload, 0o644)
 }
 
-// Decrypt reads an encrypted result and returns each eye's value (1: the
-// eye matches some code, 0: it matches none; values between 0 and 1 only
-// for eyes inside the comparator's guard band).
-func (h *Holder) Decrypt(path string) ([]float64, error) {
+// Decrypt reads an encrypted result with the key holder h's keys and
+// returns each eye's value (1: the eye matches some code, 0: it matches
+// none; values between 0 and 1 only for eyes inside the comparator's guard
+// band).
+func Decrypt(h *iriskeys.Holder, path string) ([]float64, error) {
 	bp := h.Params.Slots.Bootstrap.BootstrappingParameters
-	b, err := envelope.ReadFile(path, h.header("iris-result"))
+	b, err := envelope.ReadFile(path, h.Header("iris-result"))
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +183,7 @@ func (h *Holder) Decrypt(path string) ([]float64, error) {
 // framedParts splits a query or result payload into its n chunks, the
 // first of which is two uint32 (little endian), returned as ints.
 func framedParts(b []byte, n int, what string) ([][]byte, [2]int, error) {
-	parts, err := chunks(b, n, what)
+	parts, err := envelope.Chunks(b, n, what)
 	if err != nil {
 		return nil, [2]int{}, err
 	}

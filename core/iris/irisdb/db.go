@@ -1,4 +1,8 @@
-package irisstore
+// Package irisdb holds encrypted iris databases (docs/IRIS.md, "Roles and
+// files"): the key holder's Enroll encrypts a gallery of masked codes into
+// one, the server's Load checks and loads it, and OpenMatrices streams its
+// encrypted matrices, a block at a time, into the product.
+package irisdb
 
 import (
 	"bytes"
@@ -14,6 +18,8 @@ import (
 	"encmatch/core/base/errs"
 	"encmatch/core/base/parallel"
 	"encmatch/core/iris/ccmm"
+	"encmatch/core/iris/iriskeys"
+	"encmatch/core/iris/irisparams"
 	"encmatch/core/iris/scoreslots"
 
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
@@ -28,8 +34,8 @@ import (
 //	blocks.keys     per block, the key from its database secret to the bootstrapping ring's
 const formatDB = "encmatch-iris-db/1"
 
-// DBMeta is db.json.
-type DBMeta struct {
+// Meta is db.json.
+type Meta struct {
 	Format      string  `json:"format"`
 	KeyID       string  `json:"key_id"`
 	Fingerprint string  `json:"fingerprint"`
@@ -46,9 +52,9 @@ type Codes struct {
 	Data      []int8
 }
 
-// check refuses codes of another length or entries outside {-1, 0, 1},
-// and rows whose mask is empty.
-func (c Codes) check(inner int, what string) error {
+// Check refuses codes of another length than inner or entries outside
+// {-1, 0, 1}, and rows whose mask is empty (what names them in errors).
+func (c Codes) Check(inner int, what string) error {
 	if c.Len != inner || c.Rows <= 0 || len(c.Data) != c.Rows*c.Len {
 		return fmt.Errorf("%w: %s: %d codes of %d positions (%d values); this key set takes codes of %d", errs.ErrInvalid, what, c.Rows, c.Len, len(c.Data), inner)
 	}
@@ -67,9 +73,9 @@ func (c Codes) check(inner int, what string) error {
 	return nil
 }
 
-// masks packs the rows' masks (c' != 0) into bits, rows padded with
-// zeros up to rows (pad rows have empty masks).
-func (c Codes) masks(rows int) []uint64 {
+// Masks packs the rows' masks (c' != 0) into bits, Len/64 words per row,
+// rows padded with zeros up to rows (pad rows have empty masks).
+func (c Codes) Masks(rows int) []uint64 {
 	words := c.Len / 64
 	out := make([]uint64, rows*words)
 	for r := 0; r < c.Rows; r++ {
@@ -89,12 +95,12 @@ func (c Codes) masks(rows int) []uint64 {
 // the RGSW-style shared-a format of papers/004 §6.1.1 (which needs the query
 // secrets), and each block's key to the bootstrapping ring's secret is
 // made. The database secrets are then dropped: nothing needs them again.
-func (h *Holder) Enroll(dir string, codes Codes, t float64) (*DBMeta, error) {
+func Enroll(h *iriskeys.Holder, dir string, codes Codes, t float64) (*Meta, error) {
 	p := h.Params
 	if math.IsNaN(t) || t <= 0 || t >= 1 {
 		return nil, fmt.Errorf("%w: threshold t = %v: a fractional Hamming distance in (0, 1)", errs.ErrInvalid, t)
 	}
-	if err := codes.check(p.CCMM.Lit.Inner, "gallery"); err != nil {
+	if err := codes.Check(p.CCMM.Lit.Inner, "gallery"); err != nil {
 		return nil, err
 	}
 	if _, err := os.Stat(filepath.Join(dir, "db.json")); err == nil {
@@ -108,9 +114,9 @@ func (h *Holder) Enroll(dir string, codes Codes, t float64) (*DBMeta, error) {
 	sk := &ccmm.Secrets{DB: ccmm.GenKeys(p.CCMM.DB, blocks), Query: h.Query}
 	// Enc and EncS are written a band of columns at a time: at the default
 	// preset they take 18 GiB per block of 2^14 codes.
-	enc, encs := p.dbHeads(blocks)
-	err := envelope.WriteFileAt(filepath.Join(dir, "enc.bin"), h.header("iris-db-enc"), enc.EncodedSize(), 0o644, func(encW io.WriterAt) error {
-		return envelope.WriteFileAt(filepath.Join(dir, "encs.bin"), h.header("iris-db-encs"), encs.EncodedSize(), 0o644, func(encsW io.WriterAt) error {
+	enc, encs := heads(p, blocks)
+	err := envelope.WriteFileAt(filepath.Join(dir, "enc.bin"), h.Header("iris-db-enc"), enc.EncodedSize(), 0o644, func(encW io.WriterAt) error {
+		return envelope.WriteFileAt(filepath.Join(dir, "encs.bin"), h.Header("iris-db-encs"), encs.EncodedSize(), 0o644, func(encsW io.WriterAt) error {
 			return p.CCMM.EncryptDBTo(sk, paddedCodes{Codes: codes, rows: blocks * n}, encW, encsW)
 		})
 	})
@@ -123,19 +129,19 @@ func (h *Holder) Enroll(dir string, codes Codes, t float64) (*DBMeta, error) {
 			return nil, err
 		}
 	}
-	meta := &DBMeta{Format: formatDB, KeyID: h.Meta.KeyID, Fingerprint: p.Fingerprint(), Codes: codes.Rows, Blocks: blocks, T: t, Delta: 1 - 2*t}
+	meta := &Meta{Format: formatDB, KeyID: h.Meta.KeyID, Fingerprint: p.Fingerprint(), Codes: codes.Rows, Blocks: blocks, T: t, Delta: 1 - 2*t}
 	var mb bytes.Buffer
-	if err := writeWords(&mb, codes.masks(blocks*n)); err != nil {
+	if err := WriteWords(&mb, codes.Masks(blocks*n)); err != nil {
 		return nil, err
 	}
-	if err := envelope.WriteFile(filepath.Join(dir, "masks.bin"), h.header("iris-db-masks"), mb.Bytes(), 0o644); err != nil {
+	if err := envelope.WriteFile(filepath.Join(dir, "masks.bin"), h.Header("iris-db-masks"), mb.Bytes(), 0o644); err != nil {
 		return nil, err
 	}
 	var kb bytes.Buffer
-	if err := writeChunks(&kb, keys.Blocks); err != nil {
+	if err := envelope.WriteChunks(&kb, keys.Blocks); err != nil {
 		return nil, err
 	}
-	if err := envelope.WriteFile(filepath.Join(dir, "blocks.keys"), h.header("iris-db-block-keys"), kb.Bytes(), 0o644); err != nil {
+	if err := envelope.WriteFile(filepath.Join(dir, "blocks.keys"), h.Header("iris-db-block-keys"), kb.Bytes(), 0o644); err != nil {
 		return nil, err
 	}
 	// db.json last: a directory without it is not a database (a crash
@@ -153,8 +159,10 @@ type paddedCodes struct {
 	rows int
 }
 
+// Dims is the matrix's shape: rows x code length.
 func (c paddedCodes) Dims() (rows, cols int) { return c.rows, c.Len }
 
+// At is entry (i, j): 0 in a pad row.
 func (c paddedCodes) At(i, j int) int64 {
 	if i >= c.Rows {
 		return 0
@@ -162,9 +170,9 @@ func (c paddedCodes) At(i, j int) int64 {
 	return int64(c.Data[i*c.Len+j])
 }
 
-// dbHeads are the shapes of Enc and EncS for a database of blocks blocks
+// heads are the shapes of Enc and EncS for a database of blocks blocks
 // (matrices not allocated).
-func (p *Params) dbHeads(blocks int) (enc, encs *ccmm.SharedA) {
+func heads(p *irisparams.Params, blocks int) (enc, encs *ccmm.SharedA) {
 	c := p.CCMM
 	all := append(append([]uint64(nil), c.Q...), c.K...)
 	head := func(cols int) *ccmm.SharedA {
@@ -177,16 +185,17 @@ func (p *Params) dbHeads(blocks int) (enc, encs *ccmm.SharedA) {
 // matrices stay on disk (18 GiB per block at the default preset) and are
 // read a block at a time by Match.
 type DB struct {
-	Meta   DBMeta
+	Meta   Meta
 	Dir    string
 	Masks  []uint64 // Blocks*N_db rows of Inner/64 words
 	Blocks []*rlwe.EvaluationKey
 }
 
-// readers opens the database's two matrix files for a streamed product:
-// the frames' headers and sizes and the matrices' headers are checked.
-func (s *Server) readers(db *DB) (src ccmm.DBBlocks, closeAll func(), err error) {
-	enc, encs := s.Params.dbHeads(db.Meta.Blocks)
+// OpenMatrices opens the database's two matrix files for a streamed
+// product by the server s: the frames' headers and sizes and the matrices'
+// headers are checked. closeAll closes them.
+func OpenMatrices(s *iriskeys.Server, db *DB) (src ccmm.DBBlocks, closeAll func(), err error) {
+	enc, encs := heads(s.Params, db.Meta.Blocks)
 	var rs []*ccmm.SharedAReader
 	var files []*envelope.PayloadStream
 	closeAll = func() {
@@ -198,7 +207,7 @@ func (s *Server) readers(db *DB) (src ccmm.DBBlocks, closeAll func(), err error)
 		name string
 		want *ccmm.SharedA
 	}{{"enc.bin", enc}, {"encs.bin", encs}} {
-		f, err := envelope.OpenPayload(filepath.Join(db.Dir, part.name), s.header("iris-db-"+part.name[:len(part.name)-4]))
+		f, err := envelope.OpenPayload(filepath.Join(db.Dir, part.name), s.Header("iris-db-"+part.name[:len(part.name)-4]))
 		if err != nil {
 			closeAll()
 			return nil, nil, err
@@ -222,10 +231,10 @@ func (s *Server) readers(db *DB) (src ccmm.DBBlocks, closeAll func(), err error)
 	return src, closeAll, nil
 }
 
-// LoadDB loads the encrypted database in dir for the server s.
-func (s *Server) LoadDB(dir string) (*DB, error) {
+// Load loads the encrypted database in dir for the server s.
+func Load(s *iriskeys.Server, dir string) (*DB, error) {
 	p := s.Params
-	var meta DBMeta
+	var meta Meta
 	if err := envelope.ReadJSON(filepath.Join(dir, "db.json"), "iris database", &meta); err != nil {
 		return nil, err
 	}
@@ -244,12 +253,12 @@ func (s *Server) LoadDB(dir string) (*DB, error) {
 	// The encrypted matrices: checksums verified in a streaming pass and
 	// headers checked now; Match reads them a block at a time (checking
 	// every residue again as it arrives).
-	enc, encs := p.dbHeads(meta.Blocks)
+	enc, encs := heads(p, meta.Blocks)
 	for _, part := range []struct {
 		name string
 		want *ccmm.SharedA
 	}{{"enc.bin", enc}, {"encs.bin", encs}} {
-		err := envelope.ReadFileStream(filepath.Join(dir, part.name), s.header("iris-db-"+part.name[:len(part.name)-4]), func(r io.Reader, n int64) error {
+		err := envelope.ReadFileStream(filepath.Join(dir, part.name), s.Header("iris-db-"+part.name[:len(part.name)-4]), func(r io.Reader, n int64) error {
 			_, err := ccmm.NewSharedAReader(r, n, part.want)
 			return err
 		})
@@ -257,17 +266,17 @@ func (s *Server) LoadDB(dir string) (*DB, error) {
 			return nil, err
 		}
 	}
-	b, err := envelope.ReadFile(filepath.Join(dir, "masks.bin"), s.header("iris-db-masks"))
+	b, err := envelope.ReadFile(filepath.Join(dir, "masks.bin"), s.Header("iris-db-masks"))
 	if err != nil {
 		return nil, err
 	}
-	if db.Masks, err = readWords(b, rows*p.CCMM.Lit.Inner/64, "database masks"); err != nil {
+	if db.Masks, err = ReadWords(b, rows*p.CCMM.Lit.Inner/64, "database masks"); err != nil {
 		return nil, err
 	}
-	if b, err = envelope.ReadFile(filepath.Join(dir, "blocks.keys"), s.header("iris-db-block-keys")); err != nil {
+	if b, err = envelope.ReadFile(filepath.Join(dir, "blocks.keys"), s.Header("iris-db-block-keys")); err != nil {
 		return nil, err
 	}
-	parts, err := chunks(b, meta.Blocks, "block keys")
+	parts, err := envelope.Chunks(b, meta.Blocks, "block keys")
 	if err != nil {
 		return nil, err
 	}
@@ -281,7 +290,8 @@ func (s *Server) LoadDB(dir string) (*DB, error) {
 	return db, nil
 }
 
-func writeWords(w io.Writer, words []uint64) error {
+// WriteWords writes words as little-endian uint64.
+func WriteWords(w io.Writer, words []uint64) error {
 	b := make([]byte, 8*len(words))
 	for i, v := range words {
 		for k := 0; k < 8; k++ {
@@ -292,7 +302,9 @@ func writeWords(w io.Writer, words []uint64) error {
 	return err
 }
 
-func readWords(b []byte, n int, what string) ([]uint64, error) {
+// ReadWords reads exactly n little-endian uint64 from b (ErrCorrupt on
+// another length; what names them in errors).
+func ReadWords(b []byte, n int, what string) ([]uint64, error) {
 	if len(b) != 8*n {
 		return nil, fmt.Errorf("%w: %s: %d bytes, expected %d", errs.ErrCorrupt, what, len(b), 8*n)
 	}
@@ -305,9 +317,9 @@ func readWords(b []byte, n int, what string) ([]uint64, error) {
 	return out, nil
 }
 
-// overlaps computes |m_row and m_col| for every database row and query
+// Overlaps computes |m_row and m_col| for every database row and query
 // column from packed masks (words per mask), rows x cols, row-major.
-func overlaps(db []uint64, q []uint64, rows, cols, words int) []int32 {
+func Overlaps(db []uint64, q []uint64, rows, cols, words int) []int32 {
 	out := make([]int32, rows*cols)
 	_ = parallel.For(rows, func(r int) error {
 		a := db[r*words : (r+1)*words]

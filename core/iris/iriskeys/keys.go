@@ -1,4 +1,9 @@
-package irisstore
+// Package iriskeys holds the key set of each role of encrypted iris
+// matching (docs/IRIS.md, "Roles and files"): Generate writes them, one
+// directory per role (key holder, querier, server), and LoadHolder,
+// LoadQuerier and LoadServer load a role's directory, checking every file's
+// frame and size.
+package iriskeys
 
 import (
 	"bytes"
@@ -16,6 +21,7 @@ import (
 	"encmatch/core/base/errs"
 	"encmatch/core/iris/ccmm"
 	"encmatch/core/iris/irismatch"
+	"encmatch/core/iris/irisparams"
 	"encmatch/core/iris/keycache"
 	"encmatch/core/iris/scoreslots"
 
@@ -41,8 +47,8 @@ const (
 	formatKeys = "encmatch-iris-keys/2"
 )
 
-// galoisFile is the name of the server's key file for Galois element g.
-func galoisFile(g uint64) string { return fmt.Sprintf("gal-%d.key", g) }
+// GaloisFile is the name of the server's key file for Galois element g.
+func GaloisFile(g uint64) string { return fmt.Sprintf("gal-%d.key", g) }
 
 // Meta is iris.json, the first file of every role's directory.
 type Meta struct {
@@ -58,10 +64,12 @@ type Meta struct {
 // KeySet is a loaded role directory: its metadata and parameters.
 type KeySet struct {
 	Meta   Meta
-	Params *Params
+	Params *irisparams.Params
 }
 
-func (k *KeySet) header(kind string) envelope.Header {
+// Header is the envelope header of a file of this key set, of kind kind:
+// the file is bound to the key set's parameters and id.
+func (k *KeySet) Header(kind string) envelope.Header {
 	return envelope.Header{Kind: kind, Fingerprint: k.Params.Fingerprint(), KeyID: k.Meta.KeyID}
 }
 
@@ -88,7 +96,7 @@ func Open(dir, role string) (*KeySet, error) {
 	if m.Role != role {
 		return nil, fmt.Errorf("%w: %s holds the %s's keys, this step needs the %s's", errs.ErrMismatch, dir, m.Role, role)
 	}
-	p, err := Build(m.Preset, m.Kappa)
+	p, err := irisparams.Build(m.Preset, m.Kappa)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
@@ -103,7 +111,7 @@ func Open(dir, role string) (*KeySet, error) {
 // bootstrapping ring and the bootstrapping and reduction keys under it. The
 // database secrets are made at enrollment, per block, and not kept.
 func Generate(dir, preset string, kappa int) (*Meta, error) {
-	p, err := Build(preset, kappa)
+	p, err := irisparams.Build(preset, kappa)
 	if err != nil {
 		return nil, err
 	}
@@ -132,15 +140,15 @@ func Generate(dir, preset string, kappa int) (*Meta, error) {
 		if err := payload(&b); err != nil {
 			return err
 		}
-		return envelope.WriteFile(filepath.Join(dir, role, name), ks.header(kind), b.Bytes(), perm)
+		return envelope.WriteFile(filepath.Join(dir, role, name), ks.Header(kind), b.Bytes(), perm)
 	}
 	if err := write(HolderDir, "query-secrets.key", "iris-query-secrets", 0o600, func(w io.Writer) error {
-		return writeChunks(w, query)
+		return envelope.WriteChunks(w, query)
 	}); err != nil {
 		return nil, err
 	}
 	if err := write(HolderDir, "bootstrap-secret.key", "iris-bootstrap-secret", 0o600, func(w io.Writer) error {
-		return writeChunks(w, []*rlwe.SecretKey{bsk})
+		return envelope.WriteChunks(w, []*rlwe.SecretKey{bsk})
 	}); err != nil {
 		return nil, err
 	}
@@ -157,8 +165,8 @@ func Generate(dir, preset string, kappa int) (*Meta, error) {
 	}); err != nil {
 		return nil, err
 	}
-	for _, g := range serverGaloisElements(p) {
-		if err := write(ServerDir, galoisFile(g), kindGalois, 0o644, func(w io.Writer) error {
+	for _, g := range ServerGaloisElements(p) {
+		if err := write(ServerDir, GaloisFile(g), kindGalois, 0o644, func(w io.Writer) error {
 			return writeBinary(w, kg.GenGaloisKeyNew(g, bsk))
 		}); err != nil {
 			return nil, err
@@ -180,10 +188,10 @@ const (
 	kindGalois = "iris-galois-key"
 )
 
-// serverGaloisElements are the Galois elements of the server's keys: the
+// ServerGaloisElements are the Galois elements of the server's keys: the
 // bootstrapping circuit's, complex conjugation and the reduction's
 // rotations, sorted.
-func serverGaloisElements(p *Params) []uint64 {
+func ServerGaloisElements(p *irisparams.Params) []uint64 {
 	return p.Slots.GaloisElements(irismatch.ReducerGaloisElements(p.Slots))
 }
 
@@ -194,37 +202,6 @@ func writeBinary(w io.Writer, o encoding.BinaryMarshaler) error {
 		_, err = w.Write(b)
 	}
 	return err
-}
-
-// writeChunks writes each object's binary form as a length-prefixed chunk.
-func writeChunks[T encoding.BinaryMarshaler](w io.Writer, objs []T) error {
-	for _, o := range objs {
-		b, err := o.MarshalBinary()
-		if err != nil {
-			return err
-		}
-		if _, err := w.Write(envelope.AppendChunk(nil, b)); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// chunks splits a payload of length-prefixed chunks; want > 0 fixes their
-// number.
-func chunks(payload []byte, want int, what string) ([][]byte, error) {
-	var out [][]byte
-	for len(payload) > 0 {
-		c, rest, err := envelope.NextChunk(payload)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", what, err)
-		}
-		out, payload = append(out, c), rest
-	}
-	if want > 0 && len(out) != want {
-		return nil, fmt.Errorf("%w: %s: %d parts, expected %d", errs.ErrCorrupt, what, len(out), want)
-	}
-	return out, nil
 }
 
 // writePolys writes polynomials as their raw residues (u64, level by level,
@@ -280,11 +257,11 @@ func LoadHolder(dir string) (*Holder, error) {
 		return nil, err
 	}
 	p := ks.Params
-	b, err := envelope.ReadFile(filepath.Join(dir, "query-secrets.key"), ks.header("iris-query-secrets"))
+	b, err := envelope.ReadFile(filepath.Join(dir, "query-secrets.key"), ks.Header("iris-query-secrets"))
 	if err != nil {
 		return nil, err
 	}
-	parts, err := chunks(b, p.CCMM.Lit.Inner/p.CCMM.NQ, "query secrets")
+	parts, err := envelope.Chunks(b, p.CCMM.Lit.Inner/p.CCMM.NQ, "query secrets")
 	if err != nil {
 		return nil, err
 	}
@@ -296,10 +273,10 @@ func LoadHolder(dir string) (*Holder, error) {
 		}
 		h.Query = append(h.Query, sk)
 	}
-	if b, err = envelope.ReadFile(filepath.Join(dir, "bootstrap-secret.key"), ks.header("iris-bootstrap-secret")); err != nil {
+	if b, err = envelope.ReadFile(filepath.Join(dir, "bootstrap-secret.key"), ks.Header("iris-bootstrap-secret")); err != nil {
 		return nil, err
 	}
-	if parts, err = chunks(b, 1, "bootstrap secret"); err != nil {
+	if parts, err = envelope.Chunks(b, 1, "bootstrap secret"); err != nil {
 		return nil, err
 	}
 	if h.Bootstrap, err = codec.DecodeSecretKey(parts[0], p.Slots.Bootstrap.BootstrappingParameters, "bootstrap secret"); err != nil {
@@ -321,7 +298,7 @@ func LoadQuerier(dir string) (*Querier, error) {
 		return nil, err
 	}
 	p := ks.Params
-	b, err := envelope.ReadFile(filepath.Join(dir, "query-public.key"), ks.header("iris-query-public"))
+	b, err := envelope.ReadFile(filepath.Join(dir, "query-public.key"), ks.Header("iris-query-public"))
 	if err != nil {
 		return nil, err
 	}
@@ -363,7 +340,7 @@ func LoadServer(dir string, cacheBytes int64) (*Server, error) {
 	}
 	bp := ks.Params.Slots.Bootstrap.BootstrappingParameters
 	path := filepath.Join(dir, relinFile)
-	b, err := envelope.ReadFileSized(path, ks.header(kindRelin), int64(codec.RelinearizationKeySize(bp)))
+	b, err := envelope.ReadFileSized(path, ks.Header(kindRelin), int64(codec.RelinearizationKeySize(bp)))
 	if err != nil {
 		return nil, err
 	}
@@ -372,15 +349,15 @@ func LoadServer(dir string, cacheBytes int64) (*Server, error) {
 		return nil, err
 	}
 	size := int64(codec.GaloisKeySize(bp))
-	els := serverGaloisElements(ks.Params)
+	els := ServerGaloisElements(ks.Params)
 	for _, g := range els {
-		if err := envelope.CheckFileSized(filepath.Join(dir, galoisFile(g)), ks.header(kindGalois), size); err != nil {
+		if err := envelope.CheckFileSized(filepath.Join(dir, GaloisFile(g)), ks.Header(kindGalois), size); err != nil {
 			return nil, err
 		}
 	}
 	set := keycache.New(rlk, els, cacheBytes, func(g uint64) (*rlwe.GaloisKey, error) {
-		path := filepath.Join(dir, galoisFile(g))
-		b, err := envelope.ReadFileSized(path, ks.header(kindGalois), size)
+		path := filepath.Join(dir, GaloisFile(g))
+		b, err := envelope.ReadFileSized(path, ks.Header(kindGalois), size)
 		if err != nil {
 			return nil, err
 		}

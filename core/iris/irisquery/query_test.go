@@ -1,4 +1,4 @@
-package irisstore
+package irisquery
 
 import (
 	"errors"
@@ -11,12 +11,14 @@ import (
 
 	"encmatch/core/base/codec"
 	"encmatch/core/base/errs"
+	"encmatch/core/iris/irisdb"
+	"encmatch/core/iris/iriskeys"
 )
 
 // randomCodes draws n masked codes of length l: 80 % of positions usable,
 // bits uniform.
-func randomCodes(rng *rand.Rand, n, l int) Codes {
-	c := Codes{Rows: n, Len: l, Data: make([]int8, n*l)}
+func randomCodes(rng *rand.Rand, n, l int) irisdb.Codes {
+	c := irisdb.Codes{Rows: n, Len: l, Data: make([]int8, n*l)}
 	for i := range c.Data {
 		if rng.Float64() < 0.8 {
 			c.Data[i] = int8(1 - 2*rng.IntN(2))
@@ -27,7 +29,7 @@ func randomCodes(rng *rand.Rand, n, l int) Codes {
 
 // modelBits is the plaintext model: eye e matches iff some rotation r and
 // code k with a common mask M > 0 have <c'_q, c'_k> > (1 - 2t) M.
-func modelBits(db, q Codes, rotations int, t float64) []bool {
+func modelBits(db, q irisdb.Codes, rotations int, t float64) []bool {
 	bits := make([]bool, q.Rows/rotations)
 	for j := 0; j < q.Rows; j++ {
 		qc := q.Data[j*q.Len : (j+1)*q.Len]
@@ -55,13 +57,13 @@ func modelBits(db, q Codes, rotations int, t float64) []bool {
 // corrupted database file and another key set's query.
 func TestFilesEndToEnd(t *testing.T) {
 	dir := t.TempDir()
-	if _, err := Generate(dir, "toy", 0); err != nil {
+	if _, err := iriskeys.Generate(dir, "toy", 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Generate(dir, "toy", 0); err == nil {
+	if _, err := iriskeys.Generate(dir, "toy", 0); err == nil {
 		t.Fatal("a second key set was written over the first")
 	}
-	holder, err := LoadHolder(filepath.Join(dir, HolderDir))
+	holder, err := iriskeys.LoadHolder(filepath.Join(dir, iriskeys.HolderDir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,44 +85,44 @@ func TestFilesEndToEnd(t *testing.T) {
 		t.Fatalf("model bits %v, want [false true false]", want)
 	}
 	dbDir := filepath.Join(dir, "db")
-	if _, err := holder.Enroll(dbDir, gallery, thr); err != nil {
+	if _, err := irisdb.Enroll(holder, dbDir, gallery, thr); err != nil {
 		t.Fatal(err)
 	}
-	querier, err := LoadQuerier(filepath.Join(dir, QuerierDir))
+	querier, err := iriskeys.LoadQuerier(filepath.Join(dir, iriskeys.QuerierDir))
 	if err != nil {
 		t.Fatal(err)
 	}
 	qPath := filepath.Join(dir, "query.bin")
-	if err := querier.EncryptQuery(qPath, q, rotations); err != nil {
+	if err := EncryptQuery(querier, qPath, q, rotations); err != nil {
 		t.Fatal(err)
 	}
 	// A key cache of three keys: the pipeline reloads evicted keys from
 	// their files (checked below) and must still give the model's bits.
 	bp := holder.Params.Slots.Bootstrap.BootstrappingParameters
-	server, err := LoadServer(filepath.Join(dir, ServerDir), 3*int64(codec.GaloisKeySize(bp)))
+	server, err := iriskeys.LoadServer(filepath.Join(dir, iriskeys.ServerDir), 3*int64(codec.GaloisKeySize(bp)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err := server.LoadDB(dbDir)
+	db, err := irisdb.Load(server, dbDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	query, err := server.LoadQuery(qPath)
+	query, err := LoadQuery(server, qPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "result.bin")
-	st, err := server.Match(db, query, out)
+	st, err := Match(server, db, query, out)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ks := server.Cache.Stats()
 	t.Logf("product %.1fs, pipeline %.1fs: %d half-bootstraps, %d bootstraps; key cache: %d loads (%.1fs), %d hits, peak %d bytes",
 		st.Product.Seconds(), st.Wall.Seconds(), st.HalfBootstraps, st.Bootstraps, ks.Loads, ks.LoadTime.Seconds(), ks.Hits, ks.PeakBytes)
-	if els := len(serverGaloisElements(holder.Params)); ks.Loads <= els || ks.PeakBytes > 4*int64(codec.GaloisKeySize(bp)) {
+	if els := len(iriskeys.ServerGaloisElements(holder.Params)); ks.Loads <= els || ks.PeakBytes > 4*int64(codec.GaloisKeySize(bp)) {
 		t.Errorf("key cache: %d loads of %d keys, peak %d bytes: the budget of three keys was not exercised or not kept", ks.Loads, els, ks.PeakBytes)
 	}
-	got, err := holder.Decrypt(out)
+	got, err := Decrypt(holder, out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +139,7 @@ func TestFilesEndToEnd(t *testing.T) {
 	// A damaged Galois key file gives ErrCorrupt when the key is read (the
 	// evaluator passes the error on); a missing one is refused when the
 	// server loads.
-	gal := filepath.Join(dir, ServerDir, galoisFile(serverGaloisElements(holder.Params)[0]))
+	gal := filepath.Join(dir, iriskeys.ServerDir, iriskeys.GaloisFile(iriskeys.ServerGaloisElements(holder.Params)[0]))
 	kb, err := os.ReadFile(gal)
 	if err != nil {
 		t.Fatal(err)
@@ -147,17 +149,17 @@ func TestFilesEndToEnd(t *testing.T) {
 	if err := os.WriteFile(gal, bad, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	damaged, err := LoadServer(filepath.Join(dir, ServerDir), 0)
+	damaged, err := iriskeys.LoadServer(filepath.Join(dir, iriskeys.ServerDir), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := damaged.Cache.GetGaloisKey(serverGaloisElements(holder.Params)[0]); !errors.Is(err, errs.ErrCorrupt) {
+	if _, err := damaged.Cache.GetGaloisKey(iriskeys.ServerGaloisElements(holder.Params)[0]); !errors.Is(err, errs.ErrCorrupt) {
 		t.Fatalf("a damaged key file: %v, want ErrCorrupt", err)
 	}
 	if err := os.Remove(gal); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := LoadServer(filepath.Join(dir, ServerDir), 0); err == nil {
+	if _, err := iriskeys.LoadServer(filepath.Join(dir, iriskeys.ServerDir), 0); err == nil {
 		t.Fatal("a server directory with a missing key file loaded")
 	}
 	// A flipped byte in the database is refused by the checksum.
@@ -169,23 +171,23 @@ func TestFilesEndToEnd(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dbDir, "encs.bin"), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := server.LoadDB(dbDir); !errors.Is(err, errs.ErrCorrupt) {
+	if _, err := irisdb.Load(server, dbDir); !errors.Is(err, errs.ErrCorrupt) {
 		t.Fatalf("corrupted database: %v, want ErrCorrupt", err)
 	}
 	// Another key set's server refuses this key set's query.
 	other := t.TempDir()
-	if _, err := Generate(other, "toy", 0); err != nil {
+	if _, err := iriskeys.Generate(other, "toy", 0); err != nil {
 		t.Fatal(err)
 	}
-	s2, err := LoadServer(filepath.Join(other, ServerDir), 0)
+	s2, err := iriskeys.LoadServer(filepath.Join(other, iriskeys.ServerDir), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s2.LoadQuery(qPath); !errors.Is(err, errs.ErrMismatch) {
+	if _, err := LoadQuery(s2, qPath); !errors.Is(err, errs.ErrMismatch) {
 		t.Fatalf("another key set's query: %v, want ErrMismatch", err)
 	}
 	// The querier's directory is not a key holder's.
-	if _, err := LoadHolder(filepath.Join(dir, QuerierDir)); !errors.Is(err, errs.ErrMismatch) {
+	if _, err := iriskeys.LoadHolder(filepath.Join(dir, iriskeys.QuerierDir)); !errors.Is(err, errs.ErrMismatch) {
 		t.Fatalf("querier directory loaded as the key holder's: %v", err)
 	}
 }
