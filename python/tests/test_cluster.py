@@ -155,7 +155,7 @@ def test_dead_actor_is_restarted_and_the_query_retried(cluster, index_path, data
         t0 = time.monotonic()
         result = server.search(q, "identification")
         killer.join()
-        got = encmatch.index.index.client.decrypt(result)
+        got = index.client.decrypt(result)
         want = expected_results(data["gallery"], data["queries"][:1], DELTA, "identification")[0]
         assert same_answer(got, want)
         assert _pid(server, 0) != server.actor_info[0]["pid"], f"actor 0 was not restarted ({time.monotonic() - t0:.2f} s)"

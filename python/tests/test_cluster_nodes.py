@@ -109,7 +109,7 @@ def test_two_nodes_answer_and_survive_a_lost_node(nodes, index_path, data):
         result = server.search(query, "identification")
         killer.join()
         recovered = time.monotonic() - t0
-        got = encmatch.index.index.client.decrypt(result)
+        got = index.client.decrypt(result)
         want = expected_results(data["gallery"], data["queries"][:1], DELTA, "identification")[0]
         assert same_answer(got, want)
         assert not nodes.nodes[1].pids(), "the worker node's processes survived the kill"
