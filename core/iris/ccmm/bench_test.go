@@ -87,3 +87,22 @@ func BenchmarkGEMMVNNI(b *testing.B) {
 	}
 	report(b, m, k, n, cpu0)
 }
+
+// BenchmarkGEMMAVX2 is the same product on the AVX2 engine (four s16 x s16
+// digit products; GMAC counts the modular product once).
+func BenchmarkGEMMAVX2(b *testing.B) {
+	if !hasAVX2 {
+		b.Skip("this CPU or build has no AVX2 engine")
+	}
+	m, k, n := benchDims()
+	q := uint64(1048193)
+	x, yt := benchOperands(m, k, n, q)
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	for range b.N {
+		if _, err := gemmAVX2(x, yt, q); err != nil {
+			b.Fatal(err)
+		}
+	}
+	report(b, m, k, n, cpu0)
+}

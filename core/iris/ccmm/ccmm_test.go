@@ -301,7 +301,7 @@ func TestGEMMExact(t *testing.T) {
 			y.Data[i] = int32(rng.Int64N(int64(q))) - int32(q/2)
 		}
 		ci := gemmGo(x, y, q)
-		cf := GEMM(x, y, q) // the VNNI engine where this CPU has it
+		cf := GEMM(x, y, q) // the engine GEMMEngine names
 		for i := 0; i < dims[0]; i++ {
 			for j := 0; j < dims[2]; j++ {
 				s := new(big.Int)

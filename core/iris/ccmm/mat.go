@@ -139,12 +139,16 @@ func modInt(v int64, q uint64) uint64 {
 
 // GEMMEngine names the engine GEMM runs on for moduli below 2^23 on this
 // machine and build: "avx512-vnni" (gemm_vnni.go, about 45 GMAC/s on 2
-// Zen 5 cores) or "int64-go" (the Go kernel: about 3.7 there, 2.2 on 2
-// cores of an AVX2-only EPYC), so that a benchmark says which one it
+// Zen 5 cores), "avx2-int16" (gemm_avx2.go, for CPUs without AVX-512 VNNI)
+// or "int64-go" (the Go kernel: about 3.7 GMAC/s on the Zen 5 cores, 2.2
+// on 2 cores of an AVX2-only EPYC), so that a benchmark says which one it
 // measured.
 func GEMMEngine() string {
-	if hasVNNI {
+	switch {
+	case hasVNNI:
 		return "avx512-vnni"
+	case hasAVX2:
+		return "avx2-int16"
 	}
 	return "int64-go"
 }
@@ -152,21 +156,30 @@ func GEMMEngine() string {
 // GEMM returns x * yt^T modulo q (yt is the right operand transposed, so
 // that both operands are read along rows), centered; the operands are
 // centered residues. It runs on the AVX-512 VNNI engine (gemm_vnni.go)
-// where the CPU has it and q < 2^23, else on the int64 Go kernel, exact
+// where the CPU has it, else on the AVX2 engine (gemm_avx2.go) where the
+// CPU has that, when q < 2^23; otherwise on the int64 Go kernel, exact
 // when x.Cols * (q/2)^2 < 2^63 (checked by NewParams for its primes). It
 // parallelises over rows of x with GOMAXPROCS goroutines.
 func GEMM(x, yt Mat, q uint64) Mat {
 	if x.Cols != yt.Cols {
 		panic(fmt.Sprintf("ccmm: GEMM inner dimensions %d and %d", x.Cols, yt.Cols))
 	}
-	if hasVNNI && q < maxVNNIModulus && x.Cols <= maxVNNIInner {
-		c, err := gemmVNNI(x, yt, q)
-		if err != nil {
-			panic(err) // unreachable: the conditions above are gemmVNNI's
-		}
-		return c
+	var (
+		c   Mat
+		err error
+	)
+	switch {
+	case hasVNNI && q < maxVNNIModulus && x.Cols <= maxVNNIInner:
+		c, err = gemmVNNI(x, yt, q)
+	case hasAVX2 && q < maxAVX2Modulus && x.Cols <= maxAVX2Inner:
+		c, err = gemmAVX2(x, yt, q)
+	default:
+		return gemmGo(x, yt, q)
 	}
-	return gemmGo(x, yt, q)
+	if err != nil {
+		panic(err) // unreachable: the conditions above are the engines'
+	}
+	return c
 }
 
 // gemmGo is GEMM on the int64 Go kernel.
