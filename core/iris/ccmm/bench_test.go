@@ -71,28 +71,17 @@ func BenchmarkGEMMInt64(b *testing.B) {
 
 // BenchmarkGEMMVNNI is the same product on the AVX-512 VNNI engine (nine
 // u8 x s8 digit products; GMAC counts the modular product once).
-func BenchmarkGEMMVNNI(b *testing.B) {
-	if !hasVNNI {
-		b.Skip("this CPU or build has no AVX-512 VNNI engine")
-	}
-	m, k, n := benchDims()
-	q := uint64(1048193)
-	x, yt := benchOperands(m, k, n, q)
-	b.ResetTimer()
-	cpu0 := cpuTime()
-	for range b.N {
-		if _, err := gemmVNNI(x, yt, q); err != nil {
-			b.Fatal(err)
-		}
-	}
-	report(b, m, k, n, cpu0)
-}
+func BenchmarkGEMMVNNI(b *testing.B) { benchEngine(b, "AVX-512 VNNI", hasVNNI, gemmVNNI) }
 
 // BenchmarkGEMMAVX2 is the same product on the AVX2 engine (four s16 x s16
 // digit products; GMAC counts the modular product once).
-func BenchmarkGEMMAVX2(b *testing.B) {
-	if !hasAVX2 {
-		b.Skip("this CPU or build has no AVX2 engine")
+func BenchmarkGEMMAVX2(b *testing.B) { benchEngine(b, "AVX2", hasAVX2, gemmAVX2) }
+
+// benchEngine measures one engine at benchDims, skipping where this CPU or
+// build does not run it.
+func benchEngine(b *testing.B, name string, has bool, gemm func(x, yt Mat, q uint64) (Mat, error)) {
+	if !has {
+		b.Skipf("this CPU or build has no %s engine", name)
 	}
 	m, k, n := benchDims()
 	q := uint64(1048193)
@@ -100,7 +89,7 @@ func BenchmarkGEMMAVX2(b *testing.B) {
 	b.ResetTimer()
 	cpu0 := cpuTime()
 	for range b.N {
-		if _, err := gemmAVX2(x, yt, q); err != nil {
+		if _, err := gemm(x, yt, q); err != nil {
 			b.Fatal(err)
 		}
 	}

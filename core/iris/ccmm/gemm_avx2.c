@@ -7,6 +7,7 @@
 // int32 accumulators by weight (1, 4096, 2^24), widened to int64 every
 // KC positions and recombined exactly modulo the prime.
 #include "gemm_avx2.h"
+#include "gemm_common.h"
 
 #include <immintrin.h>
 #include <string.h>
@@ -100,16 +101,6 @@ static void tile(const int16_t *x0, const int16_t *x1, size_t ldx, const int16_t
 	}
 }
 
-/* centered maps v to its centered residue modulo odd q. */
-static int64_t centered(int64_t v, int64_t q) {
-	int64_t r = v % q;
-	if (r > q / 2)
-		r -= q;
-	else if (r < -q / 2)
-		r += q;
-	return r;
-}
-
 void encmatch_avx2_gemm(const int32_t *x, int rows, int k, const int16_t *right, int n, int npad, int kpad, int64_t q,
                         int32_t *c, int16_t *xbuf, int64_t *acc) {
 	int64_t w1 = 4096 % q, w2 = ((int64_t)1 << 24) % q;
@@ -138,7 +129,7 @@ void encmatch_avx2_gemm(const int32_t *x, int rows, int k, const int16_t *right,
 			for (int j = 0; j < n; j++) {
 				size_t e = (size_t)i * npad + j;
 				int64_t v = acc[e] % q + w1 * (acc[accplane + e] % q) + w2 * (acc[2 * accplane + e] % q);
-				c[(size_t)(i0 + i) * n + j] = (int32_t)centered(v, q);
+				c[(size_t)(i0 + i) * n + j] = (int32_t)encmatch_centered(v, q);
 			}
 	}
 }

@@ -9,7 +9,6 @@ package ccmm
 import "C"
 
 import (
-	"fmt"
 	"unsafe"
 
 	"golang.org/x/sys/cpu"
@@ -36,11 +35,8 @@ const maxAVX2Inner = 1 << 26
 
 // gemmAVX2 is GEMM on the AVX2 engine (callers check hasAVX2).
 func gemmAVX2(x, yt Mat, q uint64) (Mat, error) {
-	if q >= maxAVX2Modulus || q < 3 {
-		return Mat{}, fmt.Errorf("%w: the AVX2 GEMM needs an odd modulus below 2^23, got %d", ErrModulus, q)
-	}
-	if x.Cols != yt.Cols || x.Cols > maxAVX2Inner {
-		return Mat{}, fmt.Errorf("%w: AVX2 GEMM of inner dimensions %d and %d", ErrModulus, x.Cols, yt.Cols)
+	if err := checkEngineArgs("AVX2", x, yt, q, maxAVX2Modulus, maxAVX2Inner); err != nil {
+		return Mat{}, err
 	}
 	k, n := x.Cols, yt.Rows
 	kpad := (k + 1) &^ 1

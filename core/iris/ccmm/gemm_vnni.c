@@ -5,6 +5,7 @@
 // digit products are u8 x s8 -> s32 matrix products on AVX-512 VNNI
 // (VPDPBUSD), recombined exactly modulo the prime in int64.
 #include "gemm_vnni.h"
+#include "gemm_common.h"
 
 #include <immintrin.h>
 #include <string.h>
@@ -100,15 +101,6 @@ static void tile(const uint8_t *const *xs, size_t ldx, const int8_t *const *ys, 
 	}
 }
 
-static int64_t centered(int64_t v, int64_t q) {
-	int64_t r = v % q;
-	if (r > q / 2)
-		r -= q;
-	else if (r < -q / 2)
-		r += q;
-	return r;
-}
-
 void encmatch_vnni_gemm(const int32_t *x, int rows, int k, const int8_t *right, const int64_t *colsum, int n, int npad,
                         int kpad, int64_t q, int32_t *c, uint8_t *xbuf, int64_t *acc) {
 	int64_t w[5]; /* 2^(8s) mod q */
@@ -153,6 +145,6 @@ void encmatch_vnni_gemm(const int32_t *x, int rows, int k, const int8_t *right, 
 		for (int i = 0; i < mc; i++)
 			for (int j = 0; j < n; j++)
 				c[(size_t)(i0 + i) * n + j] =
-				    (int32_t)centered(acc[(size_t)i * npad + j] - off * (colsum[j] % q), q);
+				    (int32_t)encmatch_centered(acc[(size_t)i * npad + j] - off * (colsum[j] % q), q);
 	}
 }

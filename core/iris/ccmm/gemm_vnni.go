@@ -9,7 +9,6 @@ package ccmm
 import "C"
 
 import (
-	"fmt"
 	"unsafe"
 
 	"golang.org/x/sys/cpu"
@@ -38,11 +37,8 @@ const maxVNNIInner = 1 << 26
 
 // gemmVNNI is GEMM on the VNNI engine (callers check hasVNNI).
 func gemmVNNI(x, yt Mat, q uint64) (Mat, error) {
-	if q >= maxVNNIModulus || q < 3 {
-		return Mat{}, fmt.Errorf("%w: the VNNI GEMM needs an odd modulus below 2^23, got %d", ErrModulus, q)
-	}
-	if x.Cols != yt.Cols || x.Cols > maxVNNIInner {
-		return Mat{}, fmt.Errorf("%w: VNNI GEMM of inner dimensions %d and %d", ErrModulus, x.Cols, yt.Cols)
+	if err := checkEngineArgs("VNNI", x, yt, q, maxVNNIModulus, maxVNNIInner); err != nil {
+		return Mat{}, err
 	}
 	k, n := x.Cols, yt.Rows
 	kpad := (k + 3) &^ 3

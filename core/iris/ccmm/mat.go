@@ -182,6 +182,19 @@ func GEMM(x, yt Mat, q uint64) Mat {
 	return c
 }
 
+// checkEngineArgs refuses (ErrModulus) what a digit engine cannot take: a
+// modulus outside [3, maxModulus) or inner dimensions that differ or
+// exceed maxInner.
+func checkEngineArgs(engine string, x, yt Mat, q, maxModulus uint64, maxInner int) error {
+	if q >= maxModulus || q < 3 {
+		return fmt.Errorf("%w: the %s GEMM needs an odd modulus below %d, got %d", ErrModulus, engine, maxModulus, q)
+	}
+	if x.Cols != yt.Cols || x.Cols > maxInner {
+		return fmt.Errorf("%w: %s GEMM of inner dimensions %d and %d", ErrModulus, engine, x.Cols, yt.Cols)
+	}
+	return nil
+}
+
 // gemmGo is GEMM on the int64 Go kernel.
 func gemmGo(x, yt Mat, q uint64) Mat {
 	c := NewMat(x.Rows, yt.Rows)
