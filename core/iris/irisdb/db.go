@@ -114,9 +114,10 @@ func Enroll(h *iriskeys.Holder, dir string, codes Codes, t float64) (*Meta, erro
 	sk := &ccmm.Secrets{DB: ccmm.GenKeys(p.CCMM.DB, blocks), Query: h.Query}
 	// Enc and EncS are written a band of columns at a time: at the default
 	// preset they take 18 GiB per block of 2^14 codes.
-	enc, encs := heads(p, blocks)
-	err := envelope.WriteFileAt(filepath.Join(dir, "enc.bin"), h.Header("iris-db-enc"), enc.EncodedSize(), 0o644, func(encW io.WriterAt) error {
-		return envelope.WriteFileAt(filepath.Join(dir, "encs.bin"), h.Header("iris-db-encs"), encs.EncodedSize(), 0o644, func(encsW io.WriterAt) error {
+	files := matrixFiles(p, blocks)
+	enc, encs := files[0], files[1]
+	err := envelope.WriteFileAt(filepath.Join(dir, enc.name), h.Header(enc.kind), enc.head.EncodedSize(), 0o644, func(encW io.WriterAt) error {
+		return envelope.WriteFileAt(filepath.Join(dir, encs.name), h.Header(encs.kind), encs.head.EncodedSize(), 0o644, func(encsW io.WriterAt) error {
 			return p.CCMM.EncryptDBTo(sk, paddedCodes{Codes: codes, rows: blocks * n}, encW, encsW)
 		})
 	})
@@ -170,15 +171,22 @@ func (c paddedCodes) At(i, j int) int64 {
 	return int64(c.Data[i*c.Len+j])
 }
 
-// heads are the shapes of Enc and EncS for a database of blocks blocks
-// (matrices not allocated).
-func heads(p *irisparams.Params, blocks int) (enc, encs *ccmm.SharedA) {
+// matrixFile is one of a database's two encrypted matrices: its file, the
+// kind of its frame and its shape (not allocated).
+type matrixFile struct {
+	name, kind string
+	head       *ccmm.SharedA
+}
+
+// matrixFiles are Enc and EncS, in that order, for a database of blocks
+// blocks.
+func matrixFiles(p *irisparams.Params, blocks int) [2]matrixFile {
 	c := p.CCMM
 	all := append(append([]uint64(nil), c.Q...), c.K...)
 	head := func(cols int) *ccmm.SharedA {
 		return &ccmm.SharedA{LogN: c.Lit.LogNDB, Rows: blocks * c.NDB, Cols: cols, Moduli: all, Scale: c.ModulusK()}
 	}
-	return head(c.Lit.Inner), head(c.NQ)
+	return [2]matrixFile{{"enc.bin", "iris-db-enc", head(c.Lit.Inner)}, {"encs.bin", "iris-db-encs", head(c.NQ)}}
 }
 
 // DB is a loaded encrypted database (the server's view). Its encrypted
@@ -195,7 +203,6 @@ type DB struct {
 // product by the server s: the frames' headers and sizes and the matrices'
 // headers are checked. closeAll closes them.
 func OpenMatrices(s *iriskeys.Server, db *DB) (src ccmm.DBBlocks, closeAll func(), err error) {
-	enc, encs := heads(s.Params, db.Meta.Blocks)
 	var rs []*ccmm.SharedAReader
 	var files []*envelope.PayloadStream
 	closeAll = func() {
@@ -203,17 +210,14 @@ func OpenMatrices(s *iriskeys.Server, db *DB) (src ccmm.DBBlocks, closeAll func(
 			f.Close()
 		}
 	}
-	for _, part := range []struct {
-		name string
-		want *ccmm.SharedA
-	}{{"enc.bin", enc}, {"encs.bin", encs}} {
-		f, err := envelope.OpenPayload(filepath.Join(db.Dir, part.name), s.Header("iris-db-"+part.name[:len(part.name)-4]))
+	for _, part := range matrixFiles(s.Params, db.Meta.Blocks) {
+		f, err := envelope.OpenPayload(filepath.Join(db.Dir, part.name), s.Header(part.kind))
 		if err != nil {
 			closeAll()
 			return nil, nil, err
 		}
 		files = append(files, f)
-		r, err := ccmm.NewSharedAReader(f, f.Len, part.want)
+		r, err := ccmm.NewSharedAReader(f, f.Len, part.head)
 		if err != nil {
 			closeAll()
 			return nil, nil, fmt.Errorf("%s: %w", part.name, err)
@@ -253,13 +257,9 @@ func Load(s *iriskeys.Server, dir string) (*DB, error) {
 	// The encrypted matrices: checksums verified in a streaming pass and
 	// headers checked now; Match reads them a block at a time (checking
 	// every residue again as it arrives).
-	enc, encs := heads(p, meta.Blocks)
-	for _, part := range []struct {
-		name string
-		want *ccmm.SharedA
-	}{{"enc.bin", enc}, {"encs.bin", encs}} {
-		err := envelope.ReadFileStream(filepath.Join(dir, part.name), s.Header("iris-db-"+part.name[:len(part.name)-4]), func(r io.Reader, n int64) error {
-			_, err := ccmm.NewSharedAReader(r, n, part.want)
+	for _, part := range matrixFiles(p, meta.Blocks) {
+		err := envelope.ReadFileStream(filepath.Join(dir, part.name), s.Header(part.kind), func(r io.Reader, n int64) error {
+			_, err := ccmm.NewSharedAReader(r, n, part.head)
 			return err
 		})
 		if err != nil {
