@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import unicodedata
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -80,11 +80,6 @@ class EnrollSummary:
     def report(self) -> list[str]:
         """One line per group written: ``"filled group 0 (3 entries, now 243 of 16,384)"``, ``"new group 1 (...)"``."""
         return [w.describe(self.group_slots) for w in self.group_writes]
-
-    def to_dict(self) -> dict:
-        """The summary as JSON-ready data (with ``report``)."""
-        return dict(asdict(self), group_writes=[asdict(w) for w in self.group_writes],
-                    warnings=list(self.warnings), report=self.report)
 
 
 class Enroller:
