@@ -77,8 +77,12 @@ class Backend:
             self._module = cupy.RawModule(code=SOURCE.read_text(), options=opts)
             self._kernels = {name: self._module.get_function(name) for name in SIGNATURES}
             self._sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
+            #: Blocks that keep the device busy (block kernels size their
+            #: blocks to reach it).
+            self.parallelism = 4 * self._sms
         elif device == "cpu":
             self.xp = np
+            self.parallelism = 1
             lib = ctypes.CDLL(str(_host_library()))
             self._kernels = {}
             for name, sig in SIGNATURES.items():
@@ -129,6 +133,11 @@ class Backend:
         finally:
             if self._profile is not None:
                 self._profile.append((None, self._mark()))
+
+    def launch_blocks(self, name: str, blocks: int, *args: Any) -> None:
+        """Run block kernel ``name`` (one that loops over ``blocks`` blocks of
+        _BLOCK threads that share memory, see kernels.cu)."""
+        self.launch(name, blocks * _BLOCK, *args)
 
     def _mark(self) -> Any:
         if self.device == "cuda":

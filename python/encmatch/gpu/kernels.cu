@@ -20,6 +20,10 @@ typedef long long i64;
 #define KERNEL extern "C"
 #define DEV static inline
 #define GRID_LOOP(i, n) _Pragma("omp parallel for") for (i64 i = 0; i < (i64)(n); i++)
+#define BLOCK_LOOP(b, n) _Pragma("omp parallel for") for (i64 b = 0; b < (i64)(n); b++)
+#define THREAD_LOOP(t, n) for (i64 t = 0; t < (i64)(n); t++)
+#define SHARED
+#define SYNC
 DEV u64 mulhi(u64 a, u64 b) { return (u64)(((unsigned __int128)a * b) >> 64); }
 DEV double em_ddiv(double a, double b) { return a / b; }
 DEV double em_dadd(double a, double b) { return a + b; }
@@ -27,6 +31,10 @@ DEV double em_dadd(double a, double b) { return a + b; }
 #define KERNEL extern "C" __global__
 #define DEV __device__ __forceinline__
 #define GRID_LOOP(i, n) for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < (i64)(n); i += (i64)gridDim.x * blockDim.x)
+#define BLOCK_LOOP(b, n) for (i64 b = blockIdx.x; b < (i64)(n); b += gridDim.x)
+#define THREAD_LOOP(t, n) for (i64 t = threadIdx.x; t < (i64)(n); t += blockDim.x)
+#define SHARED __shared__
+#define SYNC __syncthreads()
 DEV u64 mulhi(u64 a, u64 b) { return __umul64hi(a, b); }
 DEV double em_ddiv(double a, double b) { return __ddiv_rn(a, b); }
 DEV double em_dadd(double a, double b) { return __dadd_rn(a, b); }
@@ -78,81 +86,125 @@ DEV u64 acc_reduce(Acc a, Mod m) { return reduce128(reduce64(a.hi, m), a.lo, m);
 
 // ---------------------------------------------------------------- NTT --
 
-// ntt_fwd runs s consecutive stages (s = 1, 2 or 3) of the Cooley-Tukey
-// NTT of Lattigo (bit-reversed twiddles roots[m + i]) on the listed rows,
-// starting at the stage with m0 groups: each thread transforms 2^s
-// residues through the s stages.
-KERNEL void ntt_fwd(u64* base, const i64* rows, const int* rowmod, i64 nrows, i64 logn, i64 m0, i64 s,
-                    const u64* mods, const u64* roots, const u64* roots_shoup) {
+// Block kernels (ntt_fwd_block, ntt_inv_block) are written per block of
+// threads: BLOCK_LOOP runs over blocks, THREAD_LOOP over a block's
+// threads, SHARED is the block's shared memory and SYNC its barrier. On
+// the host a block is one loop iteration: its thread loops run one after
+// the other, which is what the barriers between them guarantee on a GPU.
+
+// NTT_BLOCK_ELEMS is the most residues one block holds in shared memory
+// (16 KiB): up to 11 stages run in one launch.
+#define NTT_BLOCK_ELEMS 2048
+
+// ntt_block_slot maps a block's i-th residue (0 <= i < e, e residues in
+// b = e >> s sub-transforms of 2^s residues spaced T apart) to its
+// position in the row, its sub-transform (local, 0 <= sub < b) and its
+// index c within it. Residues are numbered in address order, so
+// consecutive threads load and store consecutive addresses wherever the
+// transform allows.
+DEV void ntt_block_slot(i64 i, i64 s, i64 T, i64 b, i64 w0, i64* pos, i64* sub, i64* c) {
+    const i64 tb = T < b ? T : b;
+    const i64 rl = i % tb, cc = (i / tb) & (((i64)1 << s) - 1), il = i / (tb << s);
+    const i64 w = w0 + il * tb + rl;  // sub-transform index within the row
+    *sub = il * tb + rl;
+    *c = cc;
+    *pos = (w / T) * (T << s) + (w % T) + cc * T;
+}
+
+// ntt_fwd_block runs s consecutive stages (s <= 11) of Lattigo's
+// Cooley-Tukey NTT (bit-reversed twiddles roots[m + i]), starting at the
+// stage with m0 groups, on the listed rows, in shared memory: each block
+// loads e residues of one row (e / 2^s sub-transforms closed under those
+// stages), runs the s stages and stores them. blocks = nrows * (n / e).
+KERNEL void ntt_fwd_block(u64* base, const i64* rows, const int* rowmod, i64 nrows, i64 logn, i64 m0, i64 s, i64 e,
+                          i64 blocks, const u64* mods, const u64* roots, const u64* roots_shoup) {
     const i64 n = (i64)1 << logn;
-    const i64 per_row = n >> s;
-    const i64 t0 = n / (2 * m0);
-    const i64 T = t0 >> (s - 1);
-    GRID_LOOP(tid, nrows * per_row) {
-        const i64 row = tid / per_row, w = tid % per_row;
+    const i64 per_row = n / e, b = e >> s;
+    const i64 t0 = n / (2 * m0), T = t0 >> (s - 1);
+    BLOCK_LOOP(blk, blocks) {
+        SHARED u64 buf[NTT_BLOCK_ELEMS];
+        const i64 row = blk / per_row, w0 = (blk % per_row) * b;
         const int mi = rowmod[row];
         const u64 q = mods[3 * mi];
         u64* a = base + rows[row] * n;
         const u64* rt = roots + (i64)mi * n;
         const u64* rs = roots_shoup + (i64)mi * n;
-        const i64 i0 = w / T, r = w % T;
-        const i64 start = 2 * i0 * t0 + r;
-        u64 x[8];
-        const int cnt = 1 << s;
-        for (int k = 0; k < cnt; k++) x[k] = a[start + k * T];
-        for (int l = 0; l < s; l++) {
-            const i64 m = m0 << l;
-            const int half = 1 << (s - 1 - l);
-            for (int k = 0; k < cnt; k++) {
-                if (k & half) continue;
-                const i64 gi = m + (i0 << l) + (k >> (s - l));
-                const u64 v = mul_shoup(x[k + half], rt[gi], rs[gi], q);
-                const u64 u = x[k];
-                x[k] = add_mod(u, v, q);
-                x[k + half] = sub_mod(u, v, q);
-            }
+        THREAD_LOOP(i, e) {
+            i64 pos, sub, c;
+            ntt_block_slot(i, s, T, b, w0, &pos, &sub, &c);
+            buf[(sub << s) + c] = a[pos];
         }
-        for (int k = 0; k < cnt; k++) a[start + k * T] = x[k];
+        SYNC;
+        for (i64 l = 0; l < s; l++) {
+            const i64 m = m0 << l, p = s - 1 - l;
+            THREAD_LOOP(k, e / 2) {
+                const i64 sub = k >> (s - 1), j = k & ((((i64)1) << (s - 1)) - 1);
+                const i64 c = ((j >> p) << (p + 1)) | (j & ((((i64)1) << p) - 1));
+                const i64 i0 = (w0 + sub) / T;
+                const i64 gi = m + (i0 << l) + (c >> (s - l));
+                u64* x = buf + (sub << s);
+                const u64 v = mul_shoup(x[c + ((i64)1 << p)], rt[gi], rs[gi], q);
+                const u64 u = x[c];
+                x[c] = add_mod(u, v, q);
+                x[c + ((i64)1 << p)] = sub_mod(u, v, q);
+            }
+            SYNC;
+        }
+        THREAD_LOOP(i, e) {
+            i64 pos, sub, c;
+            ntt_block_slot(i, s, T, b, w0, &pos, &sub, &c);
+            a[pos] = buf[(sub << s) + c];
+        }
+        SYNC;
     }
 }
 
-// ntt_inv runs s consecutive stages of the Gentleman-Sande inverse NTT
-// (twiddles iroots[h + i]), starting at the stage with h0 groups; with
-// scale set, the outputs are multiplied by N^-1 (the last stages).
-KERNEL void ntt_inv(u64* base, const i64* rows, const int* rowmod, i64 nrows, i64 logn, i64 h0, i64 s, i64 scale,
-                    const u64* mods, const u64* iroots, const u64* iroots_shoup, const u64* ninv) {
+// ntt_inv_block runs s consecutive stages (s <= 11) of the
+// Gentleman-Sande inverse NTT (twiddles iroots[h + i]), starting at the
+// stage with h0 groups, in shared memory as ntt_fwd_block; with scale set
+// (the last stages), the outputs are multiplied by N^-1.
+KERNEL void ntt_inv_block(u64* base, const i64* rows, const int* rowmod, i64 nrows, i64 logn, i64 h0, i64 s, i64 scale,
+                          i64 e, i64 blocks, const u64* mods, const u64* iroots, const u64* iroots_shoup,
+                          const u64* ninv) {
     const i64 n = (i64)1 << logn;
-    const i64 per_row = n >> s;
-    const i64 t0 = n / (2 * h0);
-    GRID_LOOP(tid, nrows * per_row) {
-        const i64 row = tid / per_row, w = tid % per_row;
+    const i64 per_row = n / e, b = e >> s;
+    const i64 T = n / (2 * h0);
+    BLOCK_LOOP(blk, blocks) {
+        SHARED u64 buf[NTT_BLOCK_ELEMS];
+        const i64 row = blk / per_row, w0 = (blk % per_row) * b;
         const int mi = rowmod[row];
         const u64 q = mods[3 * mi];
         u64* a = base + rows[row] * n;
         const u64* rt = iroots + (i64)mi * n;
         const u64* rs = iroots_shoup + (i64)mi * n;
-        const i64 iL = w / t0, r = w % t0;
-        const i64 tL = t0 << (s - 1);
-        const i64 start = 2 * iL * tL + r;
-        u64 x[8];
-        const int cnt = 1 << s;
-        for (int k = 0; k < cnt; k++) x[k] = a[start + k * t0];
-        for (int l = 0; l < s; l++) {
+        THREAD_LOOP(i, e) {
+            i64 pos, sub, c;
+            ntt_block_slot(i, s, T, b, w0, &pos, &sub, &c);
+            buf[(sub << s) + c] = a[pos];
+        }
+        SYNC;
+        for (i64 l = 0; l < s; l++) {
             const i64 h = h0 >> l;
-            const int half = 1 << l;
-            for (int k = 0; k < cnt; k++) {
-                if (k & half) continue;
-                const i64 gi = h + (iL << (s - 1 - l)) + (k >> (l + 1));
-                const u64 u = x[k], v = x[k + half];
-                x[k] = add_mod(u, v, q);
-                x[k + half] = mul_shoup(sub_mod(u, v, q), rt[gi], rs[gi], q);
+            THREAD_LOOP(k, e / 2) {
+                const i64 sub = k >> (s - 1), j = k & ((((i64)1) << (s - 1)) - 1);
+                const i64 c = ((j >> l) << (l + 1)) | (j & ((((i64)1) << l) - 1));
+                const i64 iL = (w0 + sub) / T;
+                const i64 gi = h + (iL << (s - 1 - l)) + (c >> (l + 1));
+                u64* x = buf + (sub << s);
+                const u64 u = x[c], v = x[c + ((i64)1 << l)];
+                x[c] = add_mod(u, v, q);
+                x[c + ((i64)1 << l)] = mul_shoup(sub_mod(u, v, q), rt[gi], rs[gi], q);
             }
+            SYNC;
         }
-        if (scale) {
-            const u64 nv = ninv[2 * mi], nvs = ninv[2 * mi + 1];
-            for (int k = 0; k < cnt; k++) x[k] = mul_shoup(x[k], nv, nvs, q);
+        const u64 nv = ninv[2 * mi], nvs = ninv[2 * mi + 1];
+        THREAD_LOOP(i, e) {
+            i64 pos, sub, c;
+            ntt_block_slot(i, s, T, b, w0, &pos, &sub, &c);
+            const u64 v = buf[(sub << s) + c];
+            a[pos] = scale ? mul_shoup(v, nv, nvs, q) : v;
         }
-        for (int k = 0; k < cnt; k++) a[start + k * t0] = x[k];
+        SYNC;
     }
 }
 

@@ -27,6 +27,11 @@ __all__ = ["Ring"]
 
 _MASK = (1 << 64) - 1
 
+#: Residues one NTT block holds in shared memory (kernels.cu's
+#: NTT_BLOCK_ELEMS) and the stages that fit: 2^11.
+_NTT_BLOCK_ELEMS = 2048
+_NTT_MAX_STAGES = 11
+
 
 def _shoup(w: int, q: int) -> int:
     return (w << 64) // q
@@ -136,28 +141,45 @@ class Ring:
         return (r + self.alpha - 1) // self.alpha
 
     # --------------------------------------------------------------- NTT
-    def ntt(self, base: Any, rows: tuple[Any, Any, int]) -> None:
+    def _ntt_chunks(self, count: int, block_elems: int | None) -> list[tuple[int, int]]:
+        """The NTT's stages split into launches: (stages, residues per
+        block) each, at most 11 stages (NTT_BLOCK_ELEMS residues) per
+        launch, the splits as even as possible. Without block_elems, blocks
+        hold as many residues as keep the device busy with count rows."""
+        chunks = -(-self.logn // _NTT_MAX_STAGES)
+        sizes = [self.logn // chunks + (1 if i < self.logn % chunks else 0) for i in range(chunks)]
+        out = []
+        for s in sizes:
+            e = min(self.n, _NTT_BLOCK_ELEMS) if block_elems is None else block_elems
+            if block_elems is None:
+                while e > max(1 << s, 512) and count * (self.n // e) < self.be.parallelism:
+                    e //= 2
+            if not (1 << s) <= e <= min(self.n, _NTT_BLOCK_ELEMS) or e & (e - 1):
+                raise InvalidArgument(f"an NTT block of {e} residues cannot hold {s} stages of a ring of degree {self.n}")
+            out.append((s, e))
+        return out
+
+    def ntt(self, base: Any, rows: tuple[Any, Any, int], block_elems: int | None = None) -> None:
         """Forward NTT (Lattigo's NTT) of the listed rows of base, in place."""
         off, mods, count = rows
-        done, m0 = 0, 1
-        while done < self.logn:
-            s = min(3, self.logn - done)
-            self.be.launch("ntt_fwd", count * (self.n >> s), base, off, mods, count, self.logn, m0, s,
-                           self.mods, self.roots, self.roots_shoup)
+        m0 = 1
+        for s, e in self._ntt_chunks(count, block_elems):
+            blocks = count * (self.n // e)
+            self.be.launch_blocks("ntt_fwd_block", blocks, base, off, mods, count, self.logn, m0, s, e, blocks,
+                                  self.mods, self.roots, self.roots_shoup)
             m0 <<= s
-            done += s
 
-    def intt(self, base: Any, rows: tuple[Any, Any, int]) -> None:
+    def intt(self, base: Any, rows: tuple[Any, Any, int], block_elems: int | None = None) -> None:
         """Inverse NTT (Lattigo's INTT, canonical) of the listed rows, in place."""
         off, mods, count = rows
-        done, h0 = 0, self.n // 2
-        while done < self.logn:
-            s = min(3, self.logn - done)
-            last = int(done + s == self.logn)
-            self.be.launch("ntt_inv", count * (self.n >> s), base, off, mods, count, self.logn, h0, s, last,
-                           self.mods, self.iroots, self.iroots_shoup, self.ninv)
-            h0 >>= s
+        h0, done = self.n // 2, 0
+        for s, e in self._ntt_chunks(count, block_elems):
             done += s
+            blocks = count * (self.n // e)
+            self.be.launch_blocks("ntt_inv_block", blocks, base, off, mods, count, self.logn, h0, s,
+                                  int(done == self.logn), e, blocks, self.mods, self.iroots, self.iroots_shoup,
+                                  self.ninv)
+            h0 >>= s
 
     # ------------------------------------------------------ key switching
     def _decompose_tables(self, r: int) -> tuple:
