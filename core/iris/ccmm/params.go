@@ -298,14 +298,16 @@ func (p *Params) PlainProductBound(inner int, maxAbs int64) float64 {
 }
 
 // SecurityCheck is one (ring degree, modulus, secret distribution) checked
-// against the HE standard's 128-bit table.
+// against the HE standard's 128-bit table, or, for a secret outside the
+// table, against the bound its Source states.
 type SecurityCheck struct {
-	What    string  `json:"what"`      // which secrets
-	LogN    int     `json:"log_n"`     // log2 ring degree
-	LogQ    float64 `json:"log_q"`     // log2 of the largest modulus they are used at
-	MaxLogQ int     `json:"max_log_q"` // the HE standard's bound for LogN (0: not in the table)
-	Secret  string  `json:"secret"`    // the secret distribution
-	OK      bool    `json:"ok"`        // 128-bit secure by the table
+	What    string  `json:"what"`             // which secrets
+	LogN    int     `json:"log_n"`            // log2 ring degree
+	LogQ    float64 `json:"log_q"`            // log2 of the largest modulus they are used at
+	MaxLogQ int     `json:"max_log_q"`        // the bound for LogN (0: not in the table)
+	Secret  string  `json:"secret"`           // the secret distribution
+	Source  string  `json:"source,omitempty"` // where MaxLogQ comes from, when not the HE standard's table
+	OK      bool    `json:"ok"`               // 128-bit secure by the table (or Source)
 }
 
 // Security lists the checks of every key this package uses: the database

@@ -33,18 +33,20 @@ import (
 //
 //	holder/   iris.json, query-secrets.key, bootstrap-secret.key   the key holder: never leaves it
 //	querier/  iris.json, query-public.key                          to every querier
-//	server/   iris.json, relin.key, gal-<element>.key              to the matching server
+//	server/   iris.json, relin.key, gal-<element>.key,             to the matching server
+//	          encapsulation.key (presets with sparse-secret encapsulation)
 //
-// The server's keys are one file each (16 GiB in all at the default
+// The server's keys are one file each (6 GiB in all at the default
 // preset), made and written one at a time and loaded on demand (package
 // keycache).
 const (
-	HolderDir  = "holder"
-	QuerierDir = "querier"
-	ServerDir  = "server"
-	metaFile   = "iris.json"
-	relinFile  = "relin.key"
-	formatKeys = "encmatch-iris-keys/2"
+	HolderDir         = "holder"
+	QuerierDir        = "querier"
+	ServerDir         = "server"
+	metaFile          = "iris.json"
+	relinFile         = "relin.key"
+	encapsulationFile = "encapsulation.key"
+	formatKeys        = "encmatch-iris-keys/3"
 )
 
 // GaloisFile is the name of the server's key file for Galois element g.
@@ -172,6 +174,17 @@ func Generate(dir, preset string, kappa int) (*Meta, error) {
 			return nil, err
 		}
 	}
+	enc, err := p.Slots.GenEncapsulation(bsk)
+	if err != nil {
+		return nil, err
+	}
+	if enc != nil {
+		if err := write(ServerDir, encapsulationFile, kindEncapsulation, 0o644, func(w io.Writer) error {
+			return envelope.WriteChunks(w, []*rlwe.EvaluationKey{enc.DenseToSparse, enc.SparseToDense})
+		}); err != nil {
+			return nil, err
+		}
+	}
 	for _, role := range []string{HolderDir, QuerierDir, ServerDir} {
 		m := meta
 		m.Role = role
@@ -184,8 +197,9 @@ func Generate(dir, preset string, kappa int) (*Meta, error) {
 
 // Kinds of the server's key files.
 const (
-	kindRelin  = "iris-relin-key"
-	kindGalois = "iris-galois-key"
+	kindRelin         = "iris-relin-key"
+	kindGalois        = "iris-galois-key"
+	kindEncapsulation = "iris-encapsulation-keys"
 )
 
 // ServerGaloisElements are the Galois elements of the server's keys: the
@@ -363,5 +377,41 @@ func LoadServer(dir string, cacheBytes int64) (*Server, error) {
 		}
 		return codec.DecodeGaloisKey(b, bp, path)
 	})
-	return &Server{KeySet: ks, Keys: &scoreslots.Keys{Shared: set}, Cache: set}, nil
+	enc, err := loadEncapsulation(dir, ks)
+	if err != nil {
+		return nil, err
+	}
+	return &Server{KeySet: ks, Keys: &scoreslots.Keys{Shared: set, Encapsulation: enc}, Cache: set}, nil
+}
+
+// loadEncapsulation reads the server's encapsulation keys (nil for a
+// preset without encapsulation): the key to the ephemeral secret, in its
+// parameters (q0 p0), and the key back, in the bootstrapping parameters.
+func loadEncapsulation(dir string, ks *KeySet) (*scoreslots.Encapsulation, error) {
+	sp := ks.Params.Slots
+	if sp.Bootstrap.EphemeralSecretWeight == 0 {
+		return nil, nil
+	}
+	eph, err := sp.EphemeralParameters()
+	if err != nil {
+		return nil, err
+	}
+	path := filepath.Join(dir, encapsulationFile)
+	b, err := envelope.ReadFile(path, ks.Header(kindEncapsulation))
+	if err != nil {
+		return nil, err
+	}
+	parts, err := envelope.Chunks(b, 2, "encapsulation keys")
+	if err != nil {
+		return nil, err
+	}
+	toSparse, err := codec.DecodeRelinearizationKey(parts[0], eph, path+" (to the ephemeral secret)")
+	if err != nil {
+		return nil, err
+	}
+	toDense, err := codec.DecodeRelinearizationKey(parts[1], sp.Bootstrap.BootstrappingParameters, path+" (back)")
+	if err != nil {
+		return nil, err
+	}
+	return &scoreslots.Encapsulation{DenseToSparse: &toSparse.EvaluationKey, SparseToDense: &toDense.EvaluationKey}, nil
 }

@@ -16,7 +16,8 @@ import (
 
 // toy is the INSECURE test chain: database ring 2^10 (two blocks of 1,024
 // codes), codes of 1,024 positions, bootstrapping ring 2^12 (four result
-// ciphertexts per half-bootstrap, 2,048 slots).
+// ciphertexts per half-bootstrap, 2,048 slots) with sparse-secret
+// encapsulation, as the default preset.
 type toy struct {
 	cp    *ccmm.Params
 	slots *scoreslots.Params
@@ -31,7 +32,7 @@ func newToy(t *testing.T) toy {
 	}
 	const kappa = 10
 	p, err := scoreslots.NewParams(cp, scoreslots.Literal{LogN2: 12, LogQ0: 55, LogP: []int{61}, ScoreBits: 11, Levels: kappa + 1, LogLevel: 40,
-		Bootstrapping: scoreslots.DenseBootstrapping(160, 6, 56)})
+		Bootstrapping: scoreslots.SparseBootstrapping([]int{61, 61})})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,23 +33,28 @@ type Preset struct {
 
 // Toy is an INSECURE preset for tests: database ring 2^10 (blocks of 1,024
 // codes), query ring 2^9, codes of open-iris's 16,384 bits, bootstrapping
-// ring 2^12.
+// ring 2^12 with sparse-secret encapsulation, as the default preset.
 var Toy = Preset{
 	Name: "toy", Insecure: true, Kappa: 12,
 	CCMM: ccmm.Literal{LogNDB: 10, LogNQ: 9, LogQ: []int{20, 20, 20}, LogK: []int{20, 20, 20}, LogScale: 20, Inner: 1 << 14},
 	Slots: scoreslots.Literal{LogN2: 12, LogQ0: 55, LogP: []int{61}, ScoreBits: 15, Levels: 14, LogLevel: 36,
-		Bootstrapping: scoreslots.DenseBootstrapping(160, 6, 56)},
+		Bootstrapping: scoreslots.SparseBootstrapping([]int{61, 61})},
 }
 
 // Default is the 128-bit preset: the CCMM of ccmm.IrisBootstrap (database
 // ring 2^14, query ring 2^13, log Q*K 123.2) and the half-bootstrap of
-// scoreslots.IrisSecure into ring 2^16 (uniform ternary secret, no
-// sparse-secret encapsulation, log QP 1,750 <= 1,772; docs/IRIS.md, "The
-// secure preset").
+// scoreslots.IrisSecure into ring 2^16 (uniform ternary secret, log QP
+// 1,755 <= 1,772, sparse-secret encapsulation at 116 bits; docs/IRIS.md,
+// "The secure preset", and docs/PARAMETERS.md).
 var Default = Preset{Name: "default", Kappa: 12, CCMM: ccmm.IrisBootstrap, Slots: scoreslots.IrisSecure}
 
+// DefaultDense is Default without sparse-secret encapsulation
+// (scoreslots.IrisSecureDense): every key inside the HE standard's table,
+// at about twice the cost of a bootstrap and 2.8 times the server's keys.
+var DefaultDense = Preset{Name: "default-dense", Kappa: 12, CCMM: ccmm.IrisBootstrap, Slots: scoreslots.IrisSecureDense}
+
 // Presets lists the presets by name.
-var Presets = map[string]Preset{Toy.Name: Toy, Default.Name: Default}
+var Presets = map[string]Preset{Toy.Name: Toy, Default.Name: Default, DefaultDense.Name: DefaultDense}
 
 // Params is a built preset at one comparator depth.
 type Params struct {

@@ -7,27 +7,31 @@ import (
 	"encmatch/core/iris/ccmm"
 )
 
-// TestPresetSecurity: the default preset passes every 128-bit check (the
+// TestPresetSecurity: the secure presets pass every 128-bit check (the
 // CCMM's database and query secrets, the residual secret at q0, the
-// bootstrapping ring's uniform ternary secret, no encapsulation) and holds
-// the comparator and two product layers after a half-bootstrap; the toy preset fails the checks.
+// bootstrapping ring's uniform ternary secret; the default preset's
+// ephemeral secret against its source's bound, default-dense has none) and
+// hold the comparator and two product layers after a half-bootstrap; the
+// toy preset fails the checks.
 func TestPresetSecurity(t *testing.T) {
-	p, err := Build("default", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checks := append(p.CCMM.Security(), p.Slots.Security()...)
-	for _, c := range checks {
-		t.Logf("%-42s N=2^%d log QP %7.1f max %4d %s ok=%v", c.What, c.LogN, c.LogQ, c.MaxLogQ, c.Secret, c.OK)
-	}
-	if err := ccmm.FailedChecks(checks); err != nil {
-		t.Fatal(err)
-	}
-	if p.Slots.Bootstrap.EphemeralSecretWeight != 0 {
-		t.Fatal("the default preset uses sparse-secret encapsulation")
-	}
-	if lvl := p.Slots.Bootstrap.SlotsToCoeffsParameters.LevelQ; lvl < p.Kappa+4 {
-		t.Fatalf("%d levels after the half-bootstrap: the comparator needs %d and the reduction's first two product layers 2 more", lvl, p.Kappa)
+	for name, weight := range map[string]int{"default": 32, "default-dense": 0} {
+		p, err := Build(name, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checks := append(p.CCMM.Security(), p.Slots.Security()...)
+		for _, c := range checks {
+			t.Logf("%s: %-42s N=2^%d log QP %7.1f max %4d %s ok=%v", name, c.What, c.LogN, c.LogQ, c.MaxLogQ, c.Secret, c.OK)
+		}
+		if err := ccmm.FailedChecks(checks); err != nil {
+			t.Fatal(err)
+		}
+		if w := p.Slots.Bootstrap.EphemeralSecretWeight; w != weight {
+			t.Fatalf("%s: ephemeral secret weight %d, want %d", name, w, weight)
+		}
+		if lvl := p.Slots.Bootstrap.SlotsToCoeffsParameters.LevelQ; lvl < p.Kappa+4 {
+			t.Fatalf("%s: %d levels after the half-bootstrap: the comparator needs %d and the reduction's first two product layers 2 more", name, lvl, p.Kappa)
+		}
 	}
 	toy, err := Build("toy", 0)
 	if err != nil {

@@ -162,6 +162,32 @@ func TestFilesEndToEnd(t *testing.T) {
 	if _, err := iriskeys.LoadServer(filepath.Join(dir, iriskeys.ServerDir), 0); err == nil {
 		t.Fatal("a server directory with a missing key file loaded")
 	}
+	// The encapsulation keys are read and checked when the server loads: a
+	// damaged file is ErrCorrupt, a missing one refused.
+	if err := os.WriteFile(gal, kb, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	encFile := filepath.Join(dir, iriskeys.ServerDir, "encapsulation.key")
+	eb, err := os.ReadFile(encFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		data []byte
+	}{{"damaged", func() []byte { b := slices.Clone(eb); b[len(b)-9] ^= 1; return b }()}, {"truncated", eb[:len(eb)-8]}, {"missing", nil}} {
+		if c.data == nil {
+			err = os.Remove(encFile)
+		} else {
+			err = os.WriteFile(encFile, c.data, 0o644)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := iriskeys.LoadServer(filepath.Join(dir, iriskeys.ServerDir), 0); err == nil || c.name != "missing" && !errors.Is(err, errs.ErrCorrupt) {
+			t.Fatalf("%s encapsulation keys: %v", c.name, err)
+		}
+	}
 	// A flipped byte in the database is refused by the checksum.
 	b, err := os.ReadFile(filepath.Join(dbDir, "encs.bin"))
 	if err != nil {

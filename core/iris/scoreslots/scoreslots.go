@@ -72,16 +72,53 @@ func DenseBootstrapping(k, doubleAngle, degree int) bootstrapping.ParametersLite
 	}
 }
 
+// SparseBootstrapping is a bootstrapping literal for a uniform ternary
+// secret with Lattigo's sparse-secret encapsulation [BTPH22]: ModUp runs
+// under an ephemeral secret of Hamming weight EphemeralWeight (at the
+// modulus q0 p0 only), so the multiple I of q0 it adds is a rounded sum of
+// 33 terms in [-1/2, 1/2) and Lattigo's default modular reduction (K = 16,
+// a cosine of degree 30 with 3 double angles: 8 levels) covers it
+// (EncapsulationFailure). The special primes are logP.
+func SparseBootstrapping(logP []int) bootstrapping.ParametersLiteral {
+	return bootstrapping.ParametersLiteral{
+		Xs: ring.Ternary{P: 2.0 / 3}, EphemeralSecretWeight: utils.Pointy(EphemeralWeight), LogP: logP,
+	}
+}
+
+// EphemeralWeight is the Hamming weight of the encapsulation's ephemeral
+// secret: Lattigo's default, papers/004 Table 1's h'.
+const EphemeralWeight = 32
+
+// EphemeralMaxLogQP is the largest modulus at which the source of the
+// ephemeral secret's distribution (Lattigo v6.2,
+// circuits/ckks/bootstrapping, EphemeralSecretWeight, after [BTPH22])
+// states over 128-bit security for Hamming weight 32 at N = 2^16: 121 bits.
+const EphemeralMaxLogQP = 121
+
 // IrisSecure is the 128-bit half-bootstrap after ccmm.IrisBootstrap
-// (docs/IRIS.md, "The secure preset"): ring 2^16, uniform ternary secret
-// without encapsulation (log QP 1,750 <= 1,772). K = 640 covers the dense
-// secret's |I| (standard deviation 60.3) with a failure probability below
-// 2^-62 per bootstrap (Chernoff bound); the cosine of degree 127 with 6
-// double angles keeps EvalMod at 13 levels of 60 bits. 13 residual levels
-// of 36 bits plus the 3 of SlotsToCoeffs (36 bits too, usable after a
-// half-bootstrap) hold the comparator at kappa 12 and leave 4 levels: the
-// reduction's first two product layers run before its first bootstrap.
+// (docs/IRIS.md, "The secure preset"; docs/PARAMETERS.md for the
+// encapsulation key): ring 2^16, uniform ternary secret, sparse-secret
+// encapsulation (Hamming weight 32 at q0 p0 = 116 bits <= 121), EvalMod
+// at Lattigo's default (8 levels of 60 bits), CoeffsToSlots 3 x 52 bits,
+// 8 special primes of 61 bits (4 key-switching digits; log QP 1,755 <=
+// 1,772). 13 residual levels of 36 bits plus the 3 of SlotsToCoeffs hold
+// the comparator at kappa 12 and leave 4 levels for the reduction.
 var IrisSecure = Literal{LogN2: 16, LogQ0: 55, LogP: []int{61}, ScoreBits: 15, Levels: 13, LogLevel: 36,
+	Bootstrapping: func() bootstrapping.ParametersLiteral {
+		b := SparseBootstrapping([]int{61, 61, 61, 61, 61, 61, 61, 61})
+		b.CoeffsToSlotsFactorizationDepthAndLogScales = [][]int{{52}, {52}, {52}}
+		b.EvalModLogScale = utils.Pointy(60)
+		b.LogMessageRatio = utils.Pointy(8)
+		return b
+	}()}
+
+// IrisSecureDense is IrisSecure without encapsulation, every key inside
+// the HE standard's table: the dense secret's |I| (standard deviation
+// sqrt(1/12 + N/18) = 60.3) needs K = 640, a cosine of degree 127 and 6
+// double angles, so EvalMod takes 13 levels of 60 bits and only 3 special
+// primes fit (11 digits; log QP 1,750 <= 1,772). K covers |I| with a
+// failure probability below 2^-62 per bootstrap (Chernoff bound).
+var IrisSecureDense = Literal{LogN2: 16, LogQ0: 55, LogP: []int{61}, ScoreBits: 15, Levels: 13, LogLevel: 36,
 	Bootstrapping: func() bootstrapping.ParametersLiteral {
 		b := DenseBootstrapping(640, 6, 127)
 		b.LogP = []int{61, 61, 61}
@@ -150,10 +187,8 @@ func NewParams(cp *ccmm.Params, lit Literal) (*Params, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: bootstrapping parameters: %v", errs.ErrInvalid, err)
 	}
-	// This package makes no sparse-secret encapsulation keys (and such a
-	// secret is outside the HE standard's table).
-	if bt.EphemeralSecretWeight != 0 {
-		return nil, fmt.Errorf("%w: sparse-secret encapsulation (Hamming weight %d) is not supported: use DenseBootstrapping", errs.ErrInvalid, bt.EphemeralSecretWeight)
+	if w := bt.EphemeralSecretWeight; w != 0 && (w < 1 || w > bt.BootstrappingParameters.N()) {
+		return nil, fmt.Errorf("%w: ephemeral secret of Hamming weight %d", errs.ErrInvalid, w)
 	}
 	sw, err := newSwitcher(cp.Q, res.Q()[0])
 	if err != nil {
@@ -170,16 +205,54 @@ func NewParams(cp *ccmm.Params, lit Literal) (*Params, error) {
 // Security lists the keys this package adds: the residual secret (the
 // database secret s_t, ring N_db; its only new samples are the lifted
 // ciphertexts at modulus q0, and the key back from N2 is a throwaway one,
-// ThrowawayKeyBack) and the bootstrapping ring's secret (ring N2 at the
-// bootstrapping modulus).
+// ThrowawayKeyBack), the bootstrapping ring's secret (ring N2 at the
+// bootstrapping modulus) and, with encapsulation, the ephemeral sparse
+// secret (ring N2 at q0 p0; outside the HE standard's table, checked
+// against its source's bound EphemeralMaxLogQP).
 func (p *Params) Security() []ccmm.SecurityCheck {
 	q0 := math.Log2(float64(p.Residual.Q()[0]))
 	bound, known := params.MaxLogQPFor128[p.Residual.LogN()]
-	return []ccmm.SecurityCheck{
+	out := []ccmm.SecurityCheck{
 		{What: "residual (database) secret, lifted scores", LogN: p.Residual.LogN(), LogQ: q0, MaxLogQ: bound,
 			Secret: fmt.Sprintf("%v", p.Residual.Xs()), OK: known && q0 <= float64(bound)},
 		ccmm.CheckRLWE("bootstrapping secret", p.Bootstrap.BootstrappingParameters.Parameters),
 	}
+	if w := p.Bootstrap.EphemeralSecretWeight; w != 0 {
+		bp := p.Bootstrap.BootstrappingParameters
+		logQP := math.Log2(float64(bp.Q()[0])) + math.Log2(float64(bp.P()[0]))
+		out = append(out, ccmm.SecurityCheck{
+			What: "encapsulation (ephemeral sparse) secret", LogN: bp.LogN(), LogQ: logQP, MaxLogQ: EphemeralMaxLogQP,
+			Secret: fmt.Sprintf("ternary, Hamming weight %d", w),
+			Source: "Lattigo v6.2 bootstrapping (EphemeralSecretWeight), after Bossuat, Troncoso-Pastoriza, Hubaux, eprint 2022/024",
+			OK:     bp.LogN() == 16 && w == EphemeralWeight && logQP <= EphemeralMaxLogQP,
+		})
+	}
+	return out
+}
+
+// EncapsulationFailure is log2 of a bound on the probability that one
+// bootstrap's modular reduction fails with encapsulation. Each of the N2
+// coefficients of I, the multiple of q0 that ModUp adds, is the rounded
+// sum of h + 1 terms uniform in [-1/2, 1/2) (the ciphertext's a times the
+// h nonzero ephemeral coefficients, and b) and of (message + noise) / q0,
+// below 2^-LogMessageRatio; the reduction covers |I| <= K - 1. So |I| >= K
+// needs the n = h + 1 terms to sum beyond K - 1/2 - 2^-LogMessageRatio
+// in magnitude: shifted to [0, 1)^n, within x = n/2 - K + 1/2 +
+// 2^-LogMessageRatio of a corner, of probability at most x^n / n! (the
+// corner simplex's volume) per side; a union bound over the coefficients.
+// +Inf without encapsulation.
+func (p *Params) EncapsulationFailure() float64 {
+	h := p.Bootstrap.EphemeralSecretWeight
+	if h == 0 {
+		return math.Inf(1)
+	}
+	n := float64(h + 1)
+	x := n/2 - float64(p.Bootstrap.Mod1ParametersLiteral.K) + 0.5 + math.Ldexp(1, -p.Bootstrap.Mod1ParametersLiteral.LogMessageRatio)
+	if x <= 0 {
+		return math.Inf(-1) // the sum cannot reach K - 1/2
+	}
+	lg, _ := math.Lgamma(n + 1)
+	return 1 + n*math.Log2(x) - lg/math.Ln2 + float64(p.Bootstrap.BootstrappingParameters.LogN())
 }
 
 // Secure returns nil when every check of Security passes, else an
@@ -201,9 +274,52 @@ func (p *Params) LogRatio() float64 {
 // block the key from its database secret to the bootstrapping ring's
 // secret.
 type Keys struct {
-	Shared rlwe.EvaluationKeySet // holds GaloisElements(extra)
-	Blocks []*rlwe.EvaluationKey // Blocks[t]: database secret s_t -> the bootstrapping secret
-	Secret *rlwe.SecretKey       // the bootstrapping ring's secret (the key holder's only; nil at the server)
+	Shared        rlwe.EvaluationKeySet // holds GaloisElements(extra)
+	Blocks        []*rlwe.EvaluationKey // Blocks[t]: database secret s_t -> the bootstrapping secret
+	Encapsulation *Encapsulation        // nil without sparse-secret encapsulation
+	Secret        *rlwe.SecretKey       // the bootstrapping ring's secret (the key holder's only; nil at the server)
+}
+
+// Encapsulation holds the two keys of sparse-secret encapsulation: from
+// the bootstrapping secret to a fresh ephemeral sparse secret (at q0 p0)
+// and back (at the whole bootstrapping modulus).
+type Encapsulation struct {
+	DenseToSparse, SparseToDense *rlwe.EvaluationKey
+}
+
+// EphemeralParameters are the parameters of the encapsulation's ephemeral
+// secret (Lattigo's): the bootstrapping ring with its first primes q0 and
+// p0 only. DenseToSparse keys have this layout, SparseToDense keys the
+// bootstrapping parameters'.
+func (p *Params) EphemeralParameters() (rlwe.Parameters, error) {
+	bp := p.Bootstrap.BootstrappingParameters
+	sparse, err := rlwe.NewParametersFromLiteral(rlwe.ParametersLiteral{LogN: bp.LogN(), Q: bp.Q()[:1], P: bp.P()[:1]})
+	if err != nil {
+		return rlwe.Parameters{}, fmt.Errorf("%w: encapsulation parameters: %v", errs.ErrInvalid, err)
+	}
+	return sparse, nil
+}
+
+// GenEncapsulation makes the encapsulation keys for the bootstrapping
+// secret sk with a fresh ephemeral secret of the parameters' Hamming
+// weight (Lattigo's construction, with its key generator); nil without
+// encapsulation. The ephemeral secret is not kept.
+func (p *Params) GenEncapsulation(sk *rlwe.SecretKey) (*Encapsulation, error) {
+	w := p.Bootstrap.EphemeralSecretWeight
+	if w == 0 {
+		return nil, nil
+	}
+	sparse, err := p.EphemeralParameters()
+	if err != nil {
+		return nil, err
+	}
+	bp := p.Bootstrap.BootstrappingParameters
+	kgSparse := rlwe.NewKeyGenerator(sparse)
+	eph := kgSparse.GenSecretKeyWithHammingWeightNew(w)
+	return &Encapsulation{
+		DenseToSparse: kgSparse.GenEvaluationKeyNew(sk, eph),
+		SparseToDense: rlwe.NewKeyGenerator(bp).GenEvaluationKeyNew(eph, sk),
+	}, nil
 }
 
 // GenKeys makes the bootstrapping keys for the database secrets dbSecrets
@@ -213,7 +329,10 @@ func (p *Params) GenKeys(dbSecrets []*rlwe.SecretKey, galois []uint64) (*Keys, e
 	if len(dbSecrets) == 0 {
 		return nil, fmt.Errorf("%w: no database secret", errs.ErrInvalid)
 	}
-	keys := p.GenSharedKeys(galois)
+	keys, err := p.GenSharedKeys(galois)
+	if err != nil {
+		return nil, err
+	}
 	for _, s := range dbSecrets {
 		if err := p.AddBlock(keys, s); err != nil {
 			return nil, err
@@ -240,15 +359,19 @@ func (p *Params) GaloisElements(extra []uint64) []uint64 {
 }
 
 // GenSharedKeys makes, in memory, a fresh secret of the bootstrapping ring
-// and the relinearisation key and Galois keys of GaloisElements(galois)
-// under it. Database blocks are added with AddBlock. (A key set too large
-// for memory is made key by key with NewSecret and Lattigo's key
-// generator, as package iriskeys does.)
-func (p *Params) GenSharedKeys(galois []uint64) *Keys {
+// and the relinearisation key, the Galois keys of GaloisElements(galois)
+// and the encapsulation keys under it. Database blocks are added with
+// AddBlock. (A key set too large for memory is made key by key with
+// NewSecret and Lattigo's key generator, as package iriskeys does.)
+func (p *Params) GenSharedKeys(galois []uint64) (*Keys, error) {
 	sk := p.NewSecret()
 	kg := rlwe.NewKeyGenerator(p.Bootstrap.BootstrappingParameters)
 	gks := kg.GenGaloisKeysNew(p.GaloisElements(galois), sk)
-	return &Keys{Shared: rlwe.NewMemEvaluationKeySet(kg.GenRelinearizationKeyNew(sk), gks...), Secret: sk}
+	enc, err := p.GenEncapsulation(sk)
+	if err != nil {
+		return nil, err
+	}
+	return &Keys{Shared: rlwe.NewMemEvaluationKeySet(kg.GenRelinearizationKeyNew(sk), gks...), Encapsulation: enc, Secret: sk}, nil
 }
 
 // ThrowawayKeyBack returns a key from the bootstrapping ring back to the
@@ -300,7 +423,13 @@ func (p *Params) NewEvaluators(k *Keys) ([]*bootstrapping.Evaluator, error) {
 	for _, g := range k.Shared.GetGaloisKeysList() {
 		names.GaloisKeys[g] = new(rlwe.GaloisKey)
 	}
+	if (k.Encapsulation != nil) != (p.Bootstrap.EphemeralSecretWeight != 0) {
+		return nil, fmt.Errorf("%w: encapsulation keys present: %v, the parameters' ephemeral secret weight: %d", errs.ErrMismatch, k.Encapsulation != nil, p.Bootstrap.EphemeralSecretWeight)
+	}
 	evk := &bootstrapping.EvaluationKeys{MemEvaluationKeySet: names, EvkN1ToN2: k.Blocks[0], EvkN2ToN1: p.ThrowawayKeyBack()}
+	if k.Encapsulation != nil {
+		evk.EvkDenseToSparse, evk.EvkSparseToDense = k.Encapsulation.DenseToSparse, k.Encapsulation.SparseToDense
+	}
 	first, err := bootstrapping.NewEvaluator(p.Bootstrap, evk)
 	if err != nil {
 		return nil, err

@@ -4,16 +4,14 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
-	"strings"
 	"testing"
 
-	"encmatch/core/base/errs"
 	"encmatch/core/iris/ccmm"
 	"encmatch/core/iris/internal/ccmmtest"
 
-	"github.com/tuneinsight/lattigo/v6/circuits/ckks/bootstrapping"
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
+	"github.com/tuneinsight/lattigo/v6/utils"
 )
 
 // toyCCMM is an INSECURE CCMM set with a three-prime Q, small enough for a
@@ -24,14 +22,17 @@ var toyCCMM = ccmm.Literal{LogNDB: 10, LogNQ: 9, LogQ: []int{20, 20, 20}, LogK: 
 // bootstrap, as the iris rings 2^14 -> 2^16), scores up to 2^10.
 var toyLiteral = Literal{LogN2: 12, LogQ0: 55, LogP: []int{61}, ScoreBits: 10, Bootstrapping: DenseBootstrapping(160, 6, 56)}
 
-// toyParams builds the toy CCMM set and its bootstrapping.
-func toyParams(t *testing.T) (*ccmm.Params, *Params) {
+// toySparseLiteral is toyLiteral with sparse-secret encapsulation.
+var toySparseLiteral = Literal{LogN2: 12, LogQ0: 55, LogP: []int{61}, ScoreBits: 10, Bootstrapping: SparseBootstrapping([]int{61, 61})}
+
+// toyParams builds the toy CCMM set and its bootstrapping by lit.
+func toyParams(t *testing.T, lit Literal) (*ccmm.Params, *Params) {
 	t.Helper()
 	cp, err := ccmm.NewParams(toyCCMM)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := NewParams(cp, toyLiteral)
+	p, err := NewParams(cp, lit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,9 +42,15 @@ func toyParams(t *testing.T) (*ccmm.Params, *Params) {
 // TestScoresToSlots runs a CCMM (public-key query, database under one
 // secret), lifts its result columns to the residual parameters, checks
 // them against the plaintext scores, half-bootstraps them and checks that
-// every slot holds its score / 2^ScoreBits at the documented position.
+// every slot holds its score / 2^ScoreBits at the documented position:
+// with a dense bootstrapping and with sparse-secret encapsulation.
 func TestScoresToSlots(t *testing.T) {
-	cp, p := toyParams(t)
+	t.Run("dense", func(t *testing.T) { testScoresToSlots(t, toyLiteral) })
+	t.Run("encapsulation", func(t *testing.T) { testScoresToSlots(t, toySparseLiteral) })
+}
+
+func testScoresToSlots(t *testing.T, lit Literal) {
+	cp, p := toyParams(t, lit)
 	rng := rand.New(rand.NewPCG(7, 7))
 	d1, d3 := cp.NDB, 8
 	mdb := ccmmtest.Codes(rng, d1, cp.Lit.Inner)
@@ -136,11 +143,12 @@ func TestScoresToSlots(t *testing.T) {
 	}
 }
 
-// TestSecurity: the toy set fails the 128-bit table (small rings), and
-// Lattigo's sparse-secret encapsulation, outside the table and without
-// keys here, is refused.
+// TestSecurity: the toy sets fail the 128-bit table (small rings); the
+// secure literals pass, the encapsulated one with its ephemeral secret
+// checked against its source's bound and a negligible failure bound, and
+// an ephemeral secret its source gives no figure for fails.
 func TestSecurity(t *testing.T) {
-	cp, p := toyParams(t)
+	_, p := toyParams(t, toyLiteral)
 	checks := p.Security()
 	if len(checks) != 2 || p.Secure() == nil || !errors.Is(p.Secure(), ccmm.ErrInsecure) {
 		t.Fatalf("toy set: checks %+v, Secure %v", checks, p.Secure())
@@ -148,10 +156,48 @@ func TestSecurity(t *testing.T) {
 	if c := checks[1]; c.LogN != toyLiteral.LogN2 || c.OK {
 		t.Fatalf("bootstrapping ring 2^12 at log QP %.0f passed the table: %+v", c.LogQ, c)
 	}
-	sparse := toyLiteral
-	sparse.Bootstrapping = bootstrapping.ParametersLiteral{} // Lattigo's default: encapsulation, Hamming weight 32
-	if _, err := NewParams(cp, sparse); !errors.Is(err, errs.ErrInvalid) || !strings.Contains(err.Error(), "encapsulation") {
-		t.Fatalf("sparse-secret encapsulation: %v", err)
+	_, sp := toyParams(t, toySparseLiteral)
+	if c := sp.Security(); len(c) != 3 || c[2].OK || c[2].Source == "" {
+		t.Fatalf("toy encapsulation: %+v", c)
+	}
+	cp, err := ccmm.NewParams(ccmm.IrisBootstrap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name   string
+		lit    Literal
+		checks int
+	}{{"IrisSecure", IrisSecure, 3}, {"IrisSecureDense", IrisSecureDense, 2}} {
+		p, err := NewParams(cp, c.lit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range p.Security() {
+			t.Logf("%s: %-42s N=2^%d log Q %.1f max %d %s %s ok=%v", c.name, x.What, x.LogN, x.LogQ, x.MaxLogQ, x.Secret, x.Source, x.OK)
+		}
+		if n := len(p.Security()); n != c.checks || p.Secure() != nil {
+			t.Fatalf("%s: %d checks, Secure: %v", c.name, n, p.Secure())
+		}
+		bp := p.Bootstrap.BootstrappingParameters
+		t.Logf("%s: log QP %.1f, %d Q primes, %d P primes, EvalMod K %d, failure bound 2^%.1f per bootstrap", c.name, bp.LogQP(),
+			bp.QCount(), bp.PCount(), p.Bootstrap.Mod1ParametersLiteral.K, p.EncapsulationFailure())
+	}
+	p, err = NewParams(cp, IrisSecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := p.EncapsulationFailure(); !(f < -100) {
+		t.Fatalf("encapsulation failure bound 2^%.1f per bootstrap", f)
+	}
+	other := IrisSecure
+	other.Bootstrapping.EphemeralSecretWeight = utils.Pointy(64) // the source states no figure for it
+	p, err = NewParams(cp, other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Secure(); !errors.Is(err, ccmm.ErrInsecure) {
+		t.Fatalf("an ephemeral secret of weight 64 passed: %v", err)
 	}
 }
 
