@@ -43,7 +43,7 @@ func (p *Params) EncryptQuery(sk *Secrets, m IntMat) (*SharedA, error) {
 	if err := p.checkEntries(m, p.Lit.MaxAbsQuery, "query"); err != nil {
 		return nil, err
 	}
-	return encryptSharedA(p.Query, sk.Query, len(p.Q)-1, m.Rows, m.Cols, matrixPlain(m, p.Q, 0), new(big.Int).SetUint64(p.Delta))
+	return encryptSharedA(p.Query, sk.Query, len(p.Q)-1, m.Rows, m.Cols, matrixPlain(m, p.Q, 0), new(big.Int).SetUint64(p.Delta), nil, 0)
 }
 
 // DB is the RGSW-style (MSRLWE-RGSW, papers/004 §6.1.1) encryption of a
@@ -76,11 +76,15 @@ func (p *Params) EncryptDB(sk *Secrets, m Matrix) (*DB, error) {
 	}
 	all := p.allPrimes()
 	rows, _ := m.Dims()
-	enc, err := encryptSharedA(p.DB, sk.DB, len(all)-1, rows, p.Lit.Inner, matrixPlain(m, all, 0), p.ModulusK())
+	seeds, err := newSeeds(2)
 	if err != nil {
 		return nil, err
 	}
-	encS, err := encryptSharedA(p.DB, sk.DB, len(all)-1, rows, p.NQ, matrixPlain(p.MulSecret(sk.Query, m), all, 0), p.ModulusK())
+	enc, err := encryptSharedA(p.DB, sk.DB, len(all)-1, rows, p.Lit.Inner, matrixPlain(m, all, 0), p.ModulusK(), seeds[0], 0)
+	if err != nil {
+		return nil, err
+	}
+	encS, err := encryptSharedA(p.DB, sk.DB, len(all)-1, rows, p.NQ, matrixPlain(p.MulSecret(sk.Query, m), all, 0), p.ModulusK(), seeds[1], 0)
 	if err != nil {
 		return nil, err
 	}
@@ -104,12 +108,17 @@ func (p *Params) EncryptDBTo(sk *Secrets, m Matrix, enc, encs io.WriterAt) error
 	all := p.allPrimes()
 	rows, _ := m.Dims()
 	ms := p.MulSecret(sk.Query, m)
-	for _, part := range []struct {
+	seeds, err := newSeeds(2)
+	if err != nil {
+		return err
+	}
+	for k, part := range []struct {
 		out   io.WriterAt
 		plain Matrix
 		cols  int
 	}{{enc, m, p.Lit.Inner}, {encs, ms, p.NQ}} {
-		head := &SharedA{LogN: p.Lit.LogNDB, Rows: rows, Cols: part.cols, Moduli: all, Scale: p.ModulusK()}
+		head := p.DBShape(rows, part.cols)
+		head.Seed = seeds[k]
 		var hb bytes.Buffer
 		if err := head.writeHeader(&hb); err != nil {
 			return err
@@ -119,7 +128,7 @@ func (p *Params) EncryptDBTo(sk *Secrets, m Matrix, enc, encs io.WriterAt) error
 		}
 		for j0 := 0; j0 < part.cols; j0 += BandCols {
 			w := min(BandCols, part.cols-j0)
-			band, err := encryptSharedA(p.DB, sk.DB, len(all)-1, rows, w, matrixPlain(part.plain, all, j0), p.ModulusK())
+			band, err := encryptSharedA(p.DB, sk.DB, len(all)-1, rows, w, matrixPlain(part.plain, all, j0), p.ModulusK(), head.Seed, j0)
 			if err != nil {
 				return err
 			}
@@ -129,6 +138,26 @@ func (p *Params) EncryptDBTo(sk *Secrets, m Matrix, enc, encs io.WriterAt) error
 		}
 	}
 	return nil
+}
+
+// DBShape is the shape of a database matrix (Enc: cols = Inner, EncS:
+// cols = N_q) of rows rows, without its matrices: the moduli Q||K, scale
+// K, and a placeholder seed of SeedSize zero bytes (database a-parts are
+// seeded; the shape's seed only says so). Its EncodedSize is the file's.
+func (p *Params) DBShape(rows, cols int) *SharedA {
+	return &SharedA{LogN: p.Lit.LogNDB, Rows: rows, Cols: cols, Moduli: p.allPrimes(), Scale: p.ModulusK(), Seed: make([]byte, SeedSize)}
+}
+
+// newSeeds returns k fresh seeds (NewSeed).
+func newSeeds(k int) ([][]byte, error) {
+	out := make([][]byte, k)
+	for i := range out {
+		var err error
+		if out[i], err = NewSeed(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // allPrimes is Q||K.
@@ -309,14 +338,13 @@ func (m *memBlocks) Next(enc, encs *Mat) error {
 // reads one block of each at a time into two reused buffers. It returns
 // the number of blocks.
 func (p *Params) ReadDB(enc, encs *SharedAReader) (DBBlocks, int, error) {
-	all := p.allPrimes()
 	rows := enc.Head.Rows
 	for _, c := range []struct {
 		h    *SharedA
 		cols int
 		what string
 	}{{enc.Head, p.Lit.Inner, "database"}, {encs.Head, p.NQ, "database key part"}} {
-		if err := c.h.matches(&SharedA{LogN: p.Lit.LogNDB, Rows: rows, Cols: c.cols, Moduli: all, Scale: p.ModulusK()}); err != nil {
+		if err := c.h.matches(p.DBShape(rows, c.cols)); err != nil {
 			return nil, 0, fmt.Errorf("%s: %w", c.what, err)
 		}
 	}

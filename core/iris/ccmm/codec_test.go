@@ -28,15 +28,54 @@ func smallSharedA() *SharedA {
 	return c
 }
 
-// TestSharedARoundTrip: WriteTo then ReadSharedA gives the same matrix;
-// a wrong expected shape is a mismatch, every truncation corrupt.
-func TestSharedARoundTrip(t *testing.T) {
+// smallSeededSharedA is smallSharedA with its A derived from a seed.
+func smallSeededSharedA() *SharedA {
 	c := smallSharedA()
+	c.Seed = bytes.Repeat([]byte{7}, SeedSize)
+	s, err := newSeededA(c.Seed, c.N(), c.Moduli)
+	if err != nil {
+		panic(err)
+	}
+	for i := range c.Moduli {
+		s.fill(c.A[i], i, 0)
+	}
+	return c
+}
+
+// TestSharedARoundTrip: WriteTo then ReadSharedA gives the same matrix
+// (with A stored, and with A regenerated from its seed, whose form is
+// smaller by A's bytes); a wrong expected shape or seededness is a
+// mismatch, every truncation corrupt, a seed of another length corrupt.
+func TestSharedARoundTrip(t *testing.T) {
+	t.Run("stored", func(t *testing.T) { testSharedARoundTrip(t, smallSharedA()) })
+	t.Run("seeded", func(t *testing.T) {
+		c := smallSeededSharedA()
+		testSharedARoundTrip(t, c)
+		if diff := smallSharedA().EncodedSize() - c.EncodedSize(); diff != int64(len(c.Moduli)*c.N()*c.Cols*4-SeedSize) {
+			t.Fatalf("the seeded form is %d bytes smaller", diff)
+		}
+		var buf bytes.Buffer
+		if _, err := c.WriteTo(&buf); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ReadSharedA(bytes.NewReader(buf.Bytes()), int64(buf.Len()), &SharedA{LogN: 4, Cols: 3, Moduli: c.Moduli, Scale: c.Scale}); !errors.Is(err, errs.ErrMismatch) {
+			t.Fatalf("a seeded matrix where a stored one is expected: %v", err)
+		}
+		b := buf.Bytes()
+		seedAt := headerSize(len(c.Moduli), len(c.Scale.Bytes()), 0) - 1
+		b[seedAt] = SeedSize - 1
+		if _, err := ReadSharedA(bytes.NewReader(b), int64(len(b)), nil); !errors.Is(err, errs.ErrCorrupt) {
+			t.Fatalf("a seed of %d bytes: %v", SeedSize-1, err)
+		}
+	})
+}
+
+func testSharedARoundTrip(t *testing.T, c *SharedA) {
 	var buf bytes.Buffer
 	if n, err := c.WriteTo(&buf); err != nil || n != c.EncodedSize() {
 		t.Fatalf("wrote %d bytes (%v), EncodedSize %d", n, err, c.EncodedSize())
 	}
-	got, err := ReadSharedA(bytes.NewReader(buf.Bytes()), int64(buf.Len()), &SharedA{LogN: 4, Cols: 3, Moduli: c.Moduli, Scale: c.Scale})
+	got, err := ReadSharedA(bytes.NewReader(buf.Bytes()), int64(buf.Len()), &SharedA{LogN: 4, Cols: 3, Moduli: c.Moduli, Scale: c.Scale, Seed: c.Seed})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +84,7 @@ func TestSharedARoundTrip(t *testing.T) {
 			t.Fatalf("prime %d differs after the round trip", i)
 		}
 	}
-	if _, err := ReadSharedA(bytes.NewReader(buf.Bytes()), int64(buf.Len()), &SharedA{LogN: 4, Cols: 4, Moduli: c.Moduli, Scale: c.Scale}); !errors.Is(err, errs.ErrMismatch) {
+	if _, err := ReadSharedA(bytes.NewReader(buf.Bytes()), int64(buf.Len()), &SharedA{LogN: 4, Cols: 4, Moduli: c.Moduli, Scale: c.Scale, Seed: c.Seed}); !errors.Is(err, errs.ErrMismatch) {
 		t.Fatalf("another shape: %v, want a mismatch", err)
 	}
 	for _, cut := range []int{0, 5, 30, buf.Len() - 1} {
@@ -58,9 +97,11 @@ func TestSharedARoundTrip(t *testing.T) {
 // FuzzReadSharedA: no input makes the decoder panic or allocate past the
 // input's length; whatever it accepts is centered and round-trips.
 func FuzzReadSharedA(f *testing.F) {
-	var buf bytes.Buffer
-	_, _ = smallSharedA().WriteTo(&buf)
-	f.Add(buf.Bytes())
+	for _, c := range []*SharedA{smallSharedA(), smallSeededSharedA()} {
+		var buf bytes.Buffer
+		_, _ = c.WriteTo(&buf)
+		f.Add(buf.Bytes())
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := ReadSharedA(bytes.NewReader(b), int64(len(b)), nil)
 		if err != nil {

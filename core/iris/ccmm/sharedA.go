@@ -26,11 +26,16 @@ import (
 // a_j, B the Rows x Cols matrix of the b_{t,j} and S the Rows x N stack of
 // the negacyclic matrices of the s_t. Both are stored as residues modulo
 // each prime of Moduli (A[i], B[i] for prime i): the GEMM operands.
+//
+// A database's A is derived from a public Seed (its a_j drawn from a
+// keyed PRNG, seededA): its binary form then holds the seed instead of A,
+// half of one block's bytes, and readers regenerate A.
 type SharedA struct {
 	LogN       int
 	Rows, Cols int
 	Moduli     []uint64
 	Scale      *big.Int
+	Seed       []byte // nil: A drawn from a private PRNG and stored
 	A, B       []Mat
 }
 
@@ -57,15 +62,23 @@ type plainFunc func(i, row, col int) uint64
 
 // encryptSharedA encrypts rows x cols entries given by plain with scale
 // under keys (one per block of N rows) in ring par at modulus moduli (a
-// prefix of par's primes).
-func encryptSharedA(par rlwe.Parameters, keys Keys, level int, rows, cols int, plain plainFunc, scale *big.Int) (*SharedA, error) {
+// prefix of par's primes). With a seed, the a_j are derived from it
+// (seededA), column j being column col0 + j of the seeded matrix.
+func encryptSharedA(par rlwe.Parameters, keys Keys, level int, rows, cols int, plain plainFunc, scale *big.Int, seed []byte, col0 int) (*SharedA, error) {
 	r := par.RingQ().AtLevel(level)
 	n := r.N()
 	if rows%n != 0 || rows/n != len(keys) {
 		return nil, fmt.Errorf("%w: %d rows need %d secrets of ring degree %d, have %d", errs.ErrInvalid, rows, (rows+n-1)/n, n, len(keys))
 	}
 	moduli := append([]uint64(nil), r.ModuliChain()[:level+1]...)
-	ct := &SharedA{LogN: r.LogN(), Rows: rows, Cols: cols, Moduli: moduli, Scale: new(big.Int).Set(scale)}
+	ct := &SharedA{LogN: r.LogN(), Rows: rows, Cols: cols, Moduli: moduli, Scale: new(big.Int).Set(scale), Seed: seed}
+	var seeded *seededA
+	if seed != nil {
+		var err error
+		if seeded, err = newSeededA(seed, n, moduli); err != nil {
+			return nil, err
+		}
+	}
 	for range moduli {
 		ct.A = append(ct.A, NewMat(n, cols))
 		ct.B = append(ct.B, NewMat(rows, cols))
@@ -73,9 +86,8 @@ func encryptSharedA(par rlwe.Parameters, keys Keys, level int, rows, cols int, p
 	// Columns are independent: GOMAXPROCS workers, each with its own
 	// samplers and buffers (Lattigo's samplers are not safe for concurrent
 	// use). Each worker draws from two keyed PRNGs (Lattigo's BLAKE2b XOF)
-	// with fresh 256-bit keys from crypto/rand: one for the a's (a later
-	// version may publish such a key as the seed that replaces A), one for
-	// the errors (secret).
+	// with fresh 256-bit keys from crypto/rand: one for the a's (unless
+	// they come from the seed), one for the errors (secret).
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var firstErr error
@@ -84,7 +96,7 @@ func encryptSharedA(par rlwe.Parameters, keys Keys, level int, rows, cols int, p
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()
-			if err := encryptColumns(par, r, keys, ct, plain, scale, w, workers); err != nil {
+			if err := encryptColumns(par, r, keys, ct, plain, scale, seeded, col0, w, workers); err != nil {
 				mu.Lock()
 				firstErr = err
 				mu.Unlock()
@@ -99,8 +111,8 @@ func encryptSharedA(par rlwe.Parameters, keys Keys, level int, rows, cols int, p
 }
 
 // encryptColumns encrypts the tiles of columns w, w+step, w+2*step, ...
-// of ct.
-func encryptColumns(par rlwe.Parameters, r *ring.Ring, keys Keys, ct *SharedA, plain plainFunc, scale *big.Int, w, step int) error {
+// of ct (their a_j from seeded, at column col0 + j, when not nil).
+func encryptColumns(par rlwe.Parameters, r *ring.Ring, keys Keys, ct *SharedA, plain plainFunc, scale *big.Int, seeded *seededA, col0, w, step int) error {
 	prngA, err := newKeyedPRNG()
 	if err != nil {
 		return err
@@ -126,7 +138,13 @@ func encryptColumns(par rlwe.Parameters, r *ring.Ring, keys Keys, ct *SharedA, p
 	for j0 := w * tile; j0 < ct.Cols; j0 += step * tile {
 		nc := min(tile, ct.Cols-j0)
 		for c := 0; c < nc; c++ {
-			uni.Read(as[c])
+			if seeded != nil {
+				for i := range moduli {
+					seeded.column(col0+j0+c, i, as[c].Coeffs[i])
+				}
+			} else {
+				uni.Read(as[c])
+			}
 			r.NTT(as[c], aNTT[c])
 		}
 		for t := range keys {
@@ -358,7 +376,7 @@ func Encrypt(par rlwe.Parameters, keys Keys, level int, m IntMat, scale *big.Int
 	if level < 0 || level > par.MaxLevel() {
 		return nil, fmt.Errorf("%w: level %d of %d", errs.ErrInvalid, level, par.MaxLevel())
 	}
-	return encryptSharedA(par, keys, level, m.Rows, m.Cols, matrixPlain(m, par.RingQ().ModuliChain(), 0), scale)
+	return encryptSharedA(par, keys, level, m.Rows, m.Cols, matrixPlain(m, par.RingQ().ModuliChain(), 0), scale, nil, 0)
 }
 
 // SubScaled subtracts f(row, col) from every entry of the message: the b

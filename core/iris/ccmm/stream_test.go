@@ -44,6 +44,16 @@ func TestEncryptDBToAndStream(t *testing.T) {
 	if err := p.EncryptDBTo(sk, mdb, &enc, &encs); err != nil {
 		t.Fatal(err)
 	}
+	// The a-parts are seeded (fresh, one seed per matrix): the files hold
+	// the b-parts only.
+	for _, f := range []struct {
+		file *memFile
+		cols int
+	}{{&enc, p.Lit.Inner}, {&encs, p.NQ}} {
+		if want := headerSize(len(p.allPrimes()), len(p.ModulusK().Bytes()), SeedSize) + int64(len(p.allPrimes())*d1*f.cols*4); int64(len(f.file.b)) != want {
+			t.Fatalf("a database file of %d bytes, want %d (b-parts and a seed)", len(f.file.b), want)
+		}
+	}
 	db := &DB{}
 	for _, f := range []struct {
 		file *memFile
@@ -52,6 +62,9 @@ func TestEncryptDBToAndStream(t *testing.T) {
 		if *f.dst, err = ReadSharedA(bytes.NewReader(f.file.b), int64(len(f.file.b)), nil); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if db.Enc.Seed == nil || bytes.Equal(db.Enc.Seed, db.EncS.Seed) {
+		t.Fatal("the database matrices are not seeded, or share a seed")
 	}
 	e, _ := Noise(p.DB, sk.DB, db.Enc, mdb)
 	checkNoise(t, "database K*M written band by band", e, p.FreshBound())
@@ -109,7 +122,7 @@ func TestEncryptDBToAndStream(t *testing.T) {
 		t.Fatalf("the key part given as Enc: %v, want ErrMismatch", err)
 	}
 	bad := bytes.Clone(enc.b)
-	off := headerSize(len(db.Enc.Moduli), len(db.Enc.Scale.Bytes())) + 4*int64(p.NDB*p.Lit.Inner+3) // block 0 of prime 0
+	off := headerSize(len(db.Enc.Moduli), len(db.Enc.Scale.Bytes()), SeedSize) + 4*3 // block 0 of prime 0 (A is seeded)
 	copy(bad[off:], []byte{0xff, 0xff, 0xff, 0x7f})
 	a, err = NewSharedAReader(bytes.NewReader(bad), int64(len(bad)), nil)
 	if err != nil {

@@ -32,7 +32,7 @@ import (
 //	encs.bin        EncS = Enc_{S_db}(K M S_q)  (ccmm.DB.EncS)
 //	masks.bin       the codes' masks, in the clear (papers/004 §3.1)
 //	blocks.keys     per block, the key from its database secret to the bootstrapping ring's
-const formatDB = "encmatch-iris-db/1"
+const formatDB = "encmatch-iris-db/2"
 
 // Meta is db.json.
 type Meta struct {
@@ -182,11 +182,8 @@ type matrixFile struct {
 // blocks.
 func matrixFiles(p *irisparams.Params, blocks int) [2]matrixFile {
 	c := p.CCMM
-	all := append(append([]uint64(nil), c.Q...), c.K...)
-	head := func(cols int) *ccmm.SharedA {
-		return &ccmm.SharedA{LogN: c.Lit.LogNDB, Rows: blocks * c.NDB, Cols: cols, Moduli: all, Scale: c.ModulusK()}
-	}
-	return [2]matrixFile{{"enc.bin", "iris-db-enc", head(c.Lit.Inner)}, {"encs.bin", "iris-db-encs", head(c.NQ)}}
+	rows := blocks * c.NDB
+	return [2]matrixFile{{"enc.bin", "iris-db-enc", c.DBShape(rows, c.Lit.Inner)}, {"encs.bin", "iris-db-encs", c.DBShape(rows, c.NQ)}}
 }
 
 // DB is a loaded encrypted database (the server's view). Its encrypted

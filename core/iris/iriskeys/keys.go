@@ -160,7 +160,8 @@ func Generate(dir, preset string, kappa int) (*Meta, error) {
 		return nil, err
 	}
 	// The server's keys, one at a time: at the default preset each is
-	// 0.4 GB and all of them 16 GiB.
+	// 0.15 GB and all of them 5.8 GiB (0.43 GB and 16 GiB at
+	// default-dense).
 	kg := rlwe.NewKeyGenerator(p.Slots.Bootstrap.BootstrappingParameters)
 	if err := write(ServerDir, relinFile, kindRelin, 0o644, func(w io.Writer) error {
 		return writeBinary(w, kg.GenRelinearizationKeyNew(bsk))
@@ -333,7 +334,8 @@ type Server struct {
 }
 
 // DefaultKeyCache is the memory the server's Galois keys may take when
-// LoadServer is given none: 6 GiB, 15 of the default preset's 0.4 GB keys.
+// LoadServer is given none: 6 GiB, all 39 of the default preset's 0.15 GB
+// Galois keys (14 of default-dense's 0.43 GB ones).
 const DefaultKeyCache = 6 << 30
 
 // LoadServer loads the server's directory: its relinearisation key now,

@@ -4,8 +4,9 @@
 // The relinearisation key stays resident.
 //
 // It exists for the iris bootstrapping ring (N = 2^16, log QP 1,750), whose
-// 39 Galois keys take 16 GiB: more than a 24 GB server can hold beside the
-// bootstrapping's DFT matrices and a database. A bootstrap cycles through
+// 39 Galois keys take 16 GiB at the default-dense preset (5.5 GiB at the
+// default preset, which a 6 GiB budget holds whole): more than a 24 GB
+// server can hold beside the bootstrapping's DFT matrices and a database. A bootstrap cycles through
 // 38 of them (its CoeffsToSlots and SlotsToCoeffs levels, in the same order
 // every time), so the eviction policy is the one for loops longer than the
 // cache: the most recently used key goes first (the one just loaded

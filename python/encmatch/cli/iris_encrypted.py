@@ -2,12 +2,12 @@
 
 ::
 
-    encmatch iris keygen  --keys K [--preset default|toy] [--kappa N]             # key holder
+    encmatch iris keygen  --keys K [--preset default|default-dense|toy] [--kappa N]  # key holder
     encmatch iris enroll  --keys K --db D --t 0.34 GALLERY...                      # key holder
     encmatch iris query   --keys K QUERIES... -o Q.bin [--rotation-shift 15]      # querier
     encmatch iris match   --keys K --db D Q.bin -o R.bin                           # server
     encmatch iris decrypt --keys K R.bin [--validate --gallery G... --queries Q...]  # key holder
-    encmatch iris bench   [--preset default|toy] [--gallery 16384] [--eyes 32]     # all of it, timed
+    encmatch iris bench   [--preset default|default-dense|toy] [--gallery 16384]  # all of it, timed
 
 ``--keys`` is a key set's root or the role's own directory. ``decrypt
 --validate`` compares every eye outside the comparator's guard band with the
@@ -153,7 +153,9 @@ def add_commands(sub: Any) -> None:
     s = sub.add_parser("keygen", help="encrypted matching: make a key set (key holder)")
     s.add_argument("--keys", type=Path, required=True, help="new key set directory")
     s.add_argument("--preset", choices=E.PRESETS, default="default",
-                   help="parameters: default (128-bit) or toy (INSECURE, tests) (default: %(default)s)")
+                   help="parameters: default (128-bit; its bootstrap's ephemeral sparse secret is outside the HE "
+                        "standard's table, docs/PARAMETERS.md), default-dense (128-bit, every key inside the table, "
+                        "slower) or toy (INSECURE, tests) (default: %(default)s)")
     s.add_argument("--kappa", type=int, default=None, help="comparator depth (default: the preset's)")
     s.set_defaults(func=cmd_keygen)
 
