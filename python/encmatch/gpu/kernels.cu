@@ -111,6 +111,30 @@ DEV void ntt_block_slot(i64 i, i64 s, i64 T, i64 b, i64 w0, i64* pos, i64* sub, 
     *pos = (w / T) * (T << s) + (w % T) + cc * T;
 }
 
+// ntt_block_load copies a block's e residues of row a into buf (each
+// sub-transform contiguous), then waits for the block.
+DEV void ntt_block_load(u64* buf, const u64* a, i64 e, i64 s, i64 T, i64 b, i64 w0) {
+    THREAD_LOOP(i, e) {
+        i64 pos, sub, c;
+        ntt_block_slot(i, s, T, b, w0, &pos, &sub, &c);
+        buf[(sub << s) + c] = a[pos];
+    }
+    SYNC;
+}
+
+// ntt_block_store copies buf back to its places in row a (times N^-1,
+// given with its Shoup companion, when scale is set), then waits for the
+// block.
+DEV void ntt_block_store(const u64* buf, u64* a, i64 e, i64 s, i64 T, i64 b, i64 w0, i64 scale, u64 nv, u64 nvs, u64 q) {
+    THREAD_LOOP(i, e) {
+        i64 pos, sub, c;
+        ntt_block_slot(i, s, T, b, w0, &pos, &sub, &c);
+        const u64 v = buf[(sub << s) + c];
+        a[pos] = scale ? mul_shoup(v, nv, nvs, q) : v;
+    }
+    SYNC;
+}
+
 // ntt_fwd_block runs s consecutive stages (s <= 11) of Lattigo's
 // Cooley-Tukey NTT (bit-reversed twiddles roots[m + i]), starting at the
 // stage with m0 groups, on the listed rows, in shared memory: each block
@@ -129,12 +153,7 @@ KERNEL void ntt_fwd_block(u64* base, const i64* rows, const int* rowmod, i64 nro
         u64* a = base + rows[row] * n;
         const u64* rt = roots + (i64)mi * n;
         const u64* rs = roots_shoup + (i64)mi * n;
-        THREAD_LOOP(i, e) {
-            i64 pos, sub, c;
-            ntt_block_slot(i, s, T, b, w0, &pos, &sub, &c);
-            buf[(sub << s) + c] = a[pos];
-        }
-        SYNC;
+        ntt_block_load(buf, a, e, s, T, b, w0);
         for (i64 l = 0; l < s; l++) {
             const i64 m = m0 << l, p = s - 1 - l;
             THREAD_LOOP(k, e / 2) {
@@ -150,12 +169,7 @@ KERNEL void ntt_fwd_block(u64* base, const i64* rows, const int* rowmod, i64 nro
             }
             SYNC;
         }
-        THREAD_LOOP(i, e) {
-            i64 pos, sub, c;
-            ntt_block_slot(i, s, T, b, w0, &pos, &sub, &c);
-            a[pos] = buf[(sub << s) + c];
-        }
-        SYNC;
+        ntt_block_store(buf, a, e, s, T, b, w0, 0, 0, 0, q);
     }
 }
 
@@ -177,12 +191,7 @@ KERNEL void ntt_inv_block(u64* base, const i64* rows, const int* rowmod, i64 nro
         u64* a = base + rows[row] * n;
         const u64* rt = iroots + (i64)mi * n;
         const u64* rs = iroots_shoup + (i64)mi * n;
-        THREAD_LOOP(i, e) {
-            i64 pos, sub, c;
-            ntt_block_slot(i, s, T, b, w0, &pos, &sub, &c);
-            buf[(sub << s) + c] = a[pos];
-        }
-        SYNC;
+        ntt_block_load(buf, a, e, s, T, b, w0);
         for (i64 l = 0; l < s; l++) {
             const i64 h = h0 >> l;
             THREAD_LOOP(k, e / 2) {
@@ -197,14 +206,7 @@ KERNEL void ntt_inv_block(u64* base, const i64* rows, const int* rowmod, i64 nro
             }
             SYNC;
         }
-        const u64 nv = ninv[2 * mi], nvs = ninv[2 * mi + 1];
-        THREAD_LOOP(i, e) {
-            i64 pos, sub, c;
-            ntt_block_slot(i, s, T, b, w0, &pos, &sub, &c);
-            const u64 v = buf[(sub << s) + c];
-            a[pos] = scale ? mul_shoup(v, nv, nvs, q) : v;
-        }
-        SYNC;
+        ntt_block_store(buf, a, e, s, T, b, w0, scale, ninv[2 * mi], ninv[2 * mi + 1], q);
     }
 }
 
