@@ -15,10 +15,12 @@ import (
 //	u8 LogN | u64 Rows | u64 Cols | u8 len(Moduli) | u64 Moduli[...] |
 //	u16 len(scale) | scale (big-endian magnitude) |
 //	u8 len(Seed) (0 or SeedSize) | Seed |
-//	per prime i: A[i] (N x Cols int32, row-major; absent when seeded),
-//	             B[i] (Rows x Cols int32)
+//	per prime i: A[i] (N x Cols residues, row-major; absent when seeded),
+//	             B[i] (Rows x Cols residues)
 //
-// Residues are the centered int32 of Mat. The decoder checks every header
+// Residues are the centered values of Mat, little endian in
+// residueWidth(Moduli) bytes: 3 when every prime is below 2^24 (the iris
+// presets' 20- and 21-bit primes), else 4. The decoder checks every header
 // field and the exact payload length before it allocates, and every residue
 // against its prime after; a seeded A is regenerated (seededA).
 
@@ -29,17 +31,53 @@ func headerSize(k, s, seed int) int64 {
 }
 
 // payloadPerPrime is the size of one prime's matrices: A (unless seeded)
-// and B.
-func payloadPerPrime(n, rows, cols int64, seeded bool) int64 {
+// and B, width bytes per residue.
+func payloadPerPrime(n, rows, cols int64, seeded bool, width int) int64 {
 	if seeded {
-		return rows * cols * 4
+		return rows * cols * int64(width)
 	}
-	return (n + rows) * cols * 4
+	return (n + rows) * cols * int64(width)
+}
+
+// residueWidth is the bytes per residue of the binary form: 3 when every
+// centered residue fits a signed 24-bit integer (every prime below 2^24),
+// else 4.
+func residueWidth(moduli []uint64) int {
+	for _, q := range moduli {
+		if q >= 1<<24 {
+			return 4
+		}
+	}
+	return 3
+}
+
+// putResidues writes residues to dst (len(src) * width bytes) in the
+// binary form's width.
+func putResidues(dst []byte, src []int32, width int) {
+	if width == 4 {
+		copy(dst, int32Bytes(src))
+		return
+	}
+	for i, v := range src {
+		dst[3*i], dst[3*i+1], dst[3*i+2] = byte(v), byte(v>>8), byte(v>>16)
+	}
+}
+
+// getResidues reads len(dst) residues of the given width from src,
+// sign-extending 3-byte ones.
+func getResidues(dst []int32, src []byte, width int) {
+	if width == 4 {
+		copy(int32Bytes(dst), src)
+		return
+	}
+	for i := range dst {
+		dst[i] = int32(uint32(src[3*i])<<8|uint32(src[3*i+1])<<16|uint32(src[3*i+2])<<24) >> 8
+	}
 }
 
 // EncodedSize is the number of bytes WriteTo writes.
 func (c *SharedA) EncodedSize() int64 {
-	per := payloadPerPrime(int64(c.N()), int64(c.Rows), int64(c.Cols), c.Seed != nil)
+	per := payloadPerPrime(int64(c.N()), int64(c.Rows), int64(c.Cols), c.Seed != nil, residueWidth(c.Moduli))
 	return headerSize(len(c.Moduli), len(c.Scale.Bytes()), len(c.Seed)) + per*int64(len(c.Moduli))
 }
 
@@ -49,9 +87,12 @@ func (c *SharedA) WriteTo(w io.Writer) (int64, error) {
 	if err := c.writeHeader(cw); err != nil {
 		return cw.n, err
 	}
+	width := residueWidth(c.Moduli)
 	for i := range c.Moduli {
 		for _, mat := range c.stored(i) {
-			if _, err := cw.Write(int32Bytes(mat.Data)); err != nil {
+			b := make([]byte, width*len(mat.Data))
+			putResidues(b, mat.Data, width)
+			if _, err := cw.Write(b); err != nil {
 				return cw.n, err
 			}
 		}
@@ -104,14 +145,17 @@ func (c *SharedA) writeBand(w io.WriterAt, band *SharedA, j0 int) error {
 		return fmt.Errorf("%w: band of %dx%d at column %d of a %dx%d matrix", errs.ErrInvalid, band.Rows, band.Cols, j0, c.Rows, c.Cols)
 	}
 	off := headerSize(len(c.Moduli), len(c.Scale.Bytes()), len(c.Seed))
+	width := int64(residueWidth(c.Moduli))
+	row := make([]byte, width*int64(band.Cols))
 	for i := range c.Moduli {
 		for _, m := range band.stored(i) {
 			for r := 0; r < m.Rows; r++ {
-				if _, err := w.WriteAt(int32Bytes(m.Data[r*m.Cols:(r+1)*m.Cols]), off+4*(int64(r)*int64(c.Cols)+int64(j0))); err != nil {
+				putResidues(row, m.Data[r*m.Cols:(r+1)*m.Cols], int(width))
+				if _, err := w.WriteAt(row, off+width*(int64(r)*int64(c.Cols)+int64(j0))); err != nil {
 					return err
 				}
 			}
-			off += 4 * int64(m.Rows) * int64(c.Cols)
+			off += width * int64(m.Rows) * int64(c.Cols)
 		}
 	}
 	return nil
@@ -166,6 +210,8 @@ type SharedAReader struct {
 	Head   *SharedA // the header: shape, moduli, scale and seed, no matrices
 	r      io.Reader
 	seeded *seededA // nil unless Head.Seed is set
+	width  int      // bytes per residue (residueWidth)
+	buf    []byte   // Next's read buffer (3-byte residues)
 	prime  int      // the prime being read
 	row    int      // rows of that prime read (A's N, then B's)
 }
@@ -221,7 +267,8 @@ func NewSharedAReader(r io.Reader, n int64, want *SharedA) (*SharedAReader, erro
 	}
 	// Size check before any matrix is allocated (products cannot overflow:
 	// rows and columns are below 2^34, primes at most 64).
-	per := payloadPerPrime(int64(nDeg), int64(head.Rows), int64(head.Cols), seedLen[0] != 0)
+	width := residueWidth(moduli)
+	per := payloadPerPrime(int64(nDeg), int64(head.Rows), int64(head.Cols), seedLen[0] != 0, width)
 	if per > 1<<40 || headerSize(int(head.K), int(sl), int(seedLen[0]))+per*int64(head.K) != n {
 		return nil, badMatrix("%d bytes for a %d x %d matrix of %d primes", n, head.Rows, head.Cols, head.K)
 	}
@@ -229,7 +276,7 @@ func NewSharedAReader(r io.Reader, n int64, want *SharedA) (*SharedAReader, erro
 	if c.Scale.Sign() == 0 {
 		return nil, badMatrix("scale 0")
 	}
-	sr := &SharedAReader{Head: c, r: r}
+	sr := &SharedAReader{Head: c, r: r, width: width}
 	if seedLen[0] != 0 {
 		c.Seed = make([]byte, SeedSize)
 		if _, err := io.ReadFull(r, c.Seed); err != nil {
@@ -275,8 +322,19 @@ func (s *SharedAReader) Next(dst *Mat) error {
 		s.row += n
 		return nil
 	}
-	if _, err := io.ReadFull(s.r, int32Bytes(dst.Data)); err != nil {
-		return badMatrix("%v", err)
+	if s.width == 4 {
+		if _, err := io.ReadFull(s.r, int32Bytes(dst.Data)); err != nil {
+			return badMatrix("%v", err)
+		}
+	} else {
+		if need := s.width * len(dst.Data); len(s.buf) < need {
+			s.buf = make([]byte, need)
+		}
+		b := s.buf[:s.width*len(dst.Data)]
+		if _, err := io.ReadFull(s.r, b); err != nil {
+			return badMatrix("%v", err)
+		}
+		getResidues(dst.Data, b, s.width)
 	}
 	q := c.Moduli[s.prime]
 	half := int32(q / 2)

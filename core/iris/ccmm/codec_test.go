@@ -13,9 +13,12 @@ import (
 
 // smallSharedA is a valid 2-prime encrypted matrix in ring 2^4 (the fuzz
 // seed: small enough for millions of executions).
-func smallSharedA() *SharedA {
+func smallSharedA() *SharedA { return smallSharedAModulo([]uint64{97, 193}) }
+
+// smallSharedAModulo is smallSharedA's shape at other primes.
+func smallSharedAModulo(moduli []uint64) *SharedA {
 	rng := rand.New(rand.NewPCG(1, 2))
-	c := &SharedA{LogN: 4, Rows: 32, Cols: 3, Moduli: []uint64{97, 193}, Scale: big.NewInt(1 << 20)}
+	c := &SharedA{LogN: 4, Rows: 32, Cols: 3, Moduli: moduli, Scale: big.NewInt(1 << 20)}
 	for _, q := range c.Moduli {
 		a, b := NewMat(16, 3), NewMat(32, 3)
 		for _, m := range []Mat{a, b} {
@@ -42,16 +45,35 @@ func smallSeededSharedA() *SharedA {
 	return c
 }
 
+// TestResidueWidths: 3-byte residues round-trip every centered value of a
+// prime below 2^24 (the extremes included), and a prime of 2^24 or more
+// takes 4 bytes.
+func TestResidueWidths(t *testing.T) {
+	const q = 1<<24 - 3
+	vals := []int32{0, 1, -1, q / 2, -(q / 2), 1 << 22, -(1 << 22), 12345, -54321}
+	b := make([]byte, 3*len(vals))
+	putResidues(b, vals, 3)
+	got := make([]int32, len(vals))
+	getResidues(got, b, 3)
+	if !slices.Equal(got, vals) {
+		t.Fatalf("3-byte residues: %v, want %v", got, vals)
+	}
+	if residueWidth([]uint64{97, q}) != 3 || residueWidth([]uint64{97, 1 << 24}) != 4 || residueWidth([]uint64{1<<29 + 11}) != 4 {
+		t.Fatal("residue widths")
+	}
+}
+
 // TestSharedARoundTrip: WriteTo then ReadSharedA gives the same matrix
 // (with A stored, and with A regenerated from its seed, whose form is
 // smaller by A's bytes); a wrong expected shape or seededness is a
 // mismatch, every truncation corrupt, a seed of another length corrupt.
 func TestSharedARoundTrip(t *testing.T) {
 	t.Run("stored", func(t *testing.T) { testSharedARoundTrip(t, smallSharedA()) })
+	t.Run("four-byte residues", func(t *testing.T) { testSharedARoundTrip(t, smallSharedAModulo([]uint64{97, 1<<25 + 35})) })
 	t.Run("seeded", func(t *testing.T) {
 		c := smallSeededSharedA()
 		testSharedARoundTrip(t, c)
-		if diff := smallSharedA().EncodedSize() - c.EncodedSize(); diff != int64(len(c.Moduli)*c.N()*c.Cols*4-SeedSize) {
+		if diff := smallSharedA().EncodedSize() - c.EncodedSize(); diff != int64(len(c.Moduli)*c.N()*c.Cols*3-SeedSize) {
 			t.Fatalf("the seeded form is %d bytes smaller", diff)
 		}
 		var buf bytes.Buffer
@@ -97,7 +119,7 @@ func testSharedARoundTrip(t *testing.T, c *SharedA) {
 // FuzzReadSharedA: no input makes the decoder panic or allocate past the
 // input's length; whatever it accepts is centered and round-trips.
 func FuzzReadSharedA(f *testing.F) {
-	for _, c := range []*SharedA{smallSharedA(), smallSeededSharedA()} {
+	for _, c := range []*SharedA{smallSharedA(), smallSeededSharedA(), smallSharedAModulo([]uint64{97, 1<<25 + 35})} {
 		var buf bytes.Buffer
 		_, _ = c.WriteTo(&buf)
 		f.Add(buf.Bytes())

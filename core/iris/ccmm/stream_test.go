@@ -50,8 +50,8 @@ func TestEncryptDBToAndStream(t *testing.T) {
 		file *memFile
 		cols int
 	}{{&enc, p.Lit.Inner}, {&encs, p.NQ}} {
-		if want := headerSize(len(p.allPrimes()), len(p.ModulusK().Bytes()), SeedSize) + int64(len(p.allPrimes())*d1*f.cols*4); int64(len(f.file.b)) != want {
-			t.Fatalf("a database file of %d bytes, want %d (b-parts and a seed)", len(f.file.b), want)
+		if want := headerSize(len(p.allPrimes()), len(p.ModulusK().Bytes()), SeedSize) + int64(len(p.allPrimes())*d1*f.cols*3); int64(len(f.file.b)) != want {
+			t.Fatalf("a database file of %d bytes, want %d (b-parts of 3 bytes per residue and a seed)", len(f.file.b), want)
 		}
 	}
 	db := &DB{}
@@ -122,8 +122,8 @@ func TestEncryptDBToAndStream(t *testing.T) {
 		t.Fatalf("the key part given as Enc: %v, want ErrMismatch", err)
 	}
 	bad := bytes.Clone(enc.b)
-	off := headerSize(len(db.Enc.Moduli), len(db.Enc.Scale.Bytes()), SeedSize) + 4*3 // block 0 of prime 0 (A is seeded)
-	copy(bad[off:], []byte{0xff, 0xff, 0xff, 0x7f})
+	off := headerSize(len(db.Enc.Moduli), len(db.Enc.Scale.Bytes()), SeedSize) + 3*3 // block 0 of prime 0 (A is seeded), 3 bytes per residue
+	copy(bad[off:], []byte{0xff, 0xff, 0x7f})                                        // 2^23 - 1, far above q/2
 	a, err = NewSharedAReader(bytes.NewReader(bad), int64(len(bad)), nil)
 	if err != nil {
 		t.Fatal(err)

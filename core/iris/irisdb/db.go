@@ -32,7 +32,7 @@ import (
 //	encs.bin        EncS = Enc_{S_db}(K M S_q)  (ccmm.DB.EncS)
 //	masks.bin       the codes' masks, in the clear (papers/004 §3.1)
 //	blocks.keys     per block, the key from its database secret to the bootstrapping ring's
-const formatDB = "encmatch-iris-db/2"
+const formatDB = "encmatch-iris-db/3"
 
 // Meta is db.json.
 type Meta struct {
