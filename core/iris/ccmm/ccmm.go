@@ -92,11 +92,12 @@ func (p *Params) EncryptDB(sk *Secrets, m Matrix) (*DB, error) {
 }
 
 // BandCols is the number of columns EncryptDBTo encrypts at once: 1,024
-// int32 residues are one 4 KiB row segment per write.
+// residues are one 3 KiB row segment per write (4 KiB with primes of
+// 2^24 or more).
 const BandCols = 1024
 
 // EncryptDBTo is EncryptDB for databases too large to hold encrypted in
-// memory (18 GiB per 2^14 iris codes at the secure set): Enc and EncS are
+// memory (7.25 GB of b-parts per 2^14 iris codes at the secure set): Enc and EncS are
 // written to enc and encs in SharedA's binary form (WriteTo's bytes, at
 // offset 0 of each), BandCols columns at a time. Memory holds the
 // plaintext, M*S_q (int32) and one band of ciphertext (all rows, all

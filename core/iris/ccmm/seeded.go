@@ -67,11 +67,19 @@ func (s *seededA) column(j, i int, dst []uint64) {
 	ring.NewUniformSampler(prng, s.rings[i]).Read(ring.Poly{Coeffs: [][]uint64{dst}})
 }
 
+// poly writes column j's residues modulo every prime into a (a
+// polynomial of the seeded matrix's moduli, coefficient domain).
+func (s *seededA) poly(j int, a ring.Poly) {
+	for i := range s.rings {
+		s.column(j, i, a.Coeffs[i])
+	}
+}
+
 // fill writes columns col0 .. col0 + m.Cols - 1 of the a-part modulo
 // prime i into m (N x m.Cols, centered residues): GOMAXPROCS workers, each
-// sampling a tile of columns and writing it row by row.
+// sampling a tile of columns and writing it row by row (putCols).
 func (s *seededA) fill(m Mat, i, col0 int) {
-	q := s.rings[i].SubRings[0].Modulus
+	moduli := []uint64{s.rings[i].SubRings[0].Modulus}
 	tiles := (m.Cols + tile - 1) / tile
 	workers := max(1, min(runtime.GOMAXPROCS(0), tiles))
 	var wg sync.WaitGroup
@@ -79,22 +87,17 @@ func (s *seededA) fill(m Mat, i, col0 int) {
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()
-			cols := make([][]uint64, tile)
+			cols := make([]ring.Poly, tile) // one-prime polynomials
 			for c := range cols {
-				cols[c] = make([]uint64, m.Rows)
+				cols[c] = ring.Poly{Coeffs: [][]uint64{make([]uint64, m.Rows)}}
 			}
 			for t := w; t < tiles; t += workers {
 				j0 := t * tile
 				nc := min(tile, m.Cols-j0)
 				for c := 0; c < nc; c++ {
-					s.column(col0+j0+c, i, cols[c])
+					s.column(col0+j0+c, i, cols[c].Coeffs[0])
 				}
-				for k := 0; k < m.Rows; k++ {
-					row := m.Data[k*m.Cols+j0 : k*m.Cols+j0+nc]
-					for c := range row {
-						row[c] = center(cols[c][k], q)
-					}
-				}
+				putCols([]Mat{m}, moduli, cols[:nc], 0, j0)
 			}
 		}(w)
 	}

@@ -113,15 +113,19 @@ func encryptSharedA(par rlwe.Parameters, keys Keys, level int, rows, cols int, p
 // encryptColumns encrypts the tiles of columns w, w+step, w+2*step, ...
 // of ct (their a_j from seeded, at column col0 + j, when not nil).
 func encryptColumns(par rlwe.Parameters, r *ring.Ring, keys Keys, ct *SharedA, plain plainFunc, scale *big.Int, seeded *seededA, col0, w, step int) error {
-	prngA, err := newKeyedPRNG()
-	if err != nil {
-		return err
+	readA := func(j int, a ring.Poly) { seeded.poly(col0+j, a) }
+	if seeded == nil {
+		prngA, err := newKeyedPRNG()
+		if err != nil {
+			return err
+		}
+		uni, err := ring.NewSampler(prngA, r, ring.Uniform{}, false)
+		if err != nil {
+			return err
+		}
+		readA = func(_ int, a ring.Poly) { uni.Read(a) }
 	}
 	prngE, err := newKeyedPRNG()
-	if err != nil {
-		return err
-	}
-	uni, err := ring.NewSampler(prngA, r, ring.Uniform{}, false)
 	if err != nil {
 		return err
 	}
@@ -138,13 +142,7 @@ func encryptColumns(par rlwe.Parameters, r *ring.Ring, keys Keys, ct *SharedA, p
 	for j0 := w * tile; j0 < ct.Cols; j0 += step * tile {
 		nc := min(tile, ct.Cols-j0)
 		for c := 0; c < nc; c++ {
-			if seeded != nil {
-				for i := range moduli {
-					seeded.column(col0+j0+c, i, as[c].Coeffs[i])
-				}
-			} else {
-				uni.Read(as[c])
-			}
+			readA(j0+c, as[c])
 			r.NTT(as[c], aNTT[c])
 		}
 		for t := range keys {

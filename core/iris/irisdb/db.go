@@ -113,7 +113,7 @@ func Enroll(h *iriskeys.Holder, dir string, codes Codes, t float64) (*Meta, erro
 	blocks := (codes.Rows + n - 1) / n
 	sk := &ccmm.Secrets{DB: ccmm.GenKeys(p.CCMM.DB, blocks), Query: h.Query}
 	// Enc and EncS are written a band of columns at a time: at the default
-	// preset they take 18 GiB per block of 2^14 codes.
+	// preset they take 7.25 GB per block of 2^14 codes.
 	files := matrixFiles(p, blocks)
 	enc, encs := files[0], files[1]
 	err := envelope.WriteFileAt(filepath.Join(dir, enc.name), h.Header(enc.kind), enc.head.EncodedSize(), 0o644, func(encW io.WriterAt) error {
@@ -187,7 +187,7 @@ func matrixFiles(p *irisparams.Params, blocks int) [2]matrixFile {
 }
 
 // DB is a loaded encrypted database (the server's view). Its encrypted
-// matrices stay on disk (18 GiB per block at the default preset) and are
+// matrices stay on disk (7.25 GB per block at the default preset) and are
 // read a block at a time by Match.
 type DB struct {
 	Meta   Meta
