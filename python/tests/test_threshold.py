@@ -416,3 +416,21 @@ def test_service_signs_threshold_searches(two_of_three, searcher, tmp_path):
     bad = ServerProcess(tmp_path / "data", "--allow-insecure", "--signing-key", s["receiver"].public_key)
     with pytest.raises(RuntimeError, match="expected a server-signing-key"):
         bad.start(timeout=60)
+
+
+def test_gpu_engine_signs_threshold_searches(two_of_three, searcher):
+    """The GPU engine (its kernels on the CPU here) signs a threshold search as the CPU engine
+    does: the same bound bytes, which t decryptors turn into the right answer."""
+    from encmatch.gpu import GpuServer
+
+    s = two_of_three
+    with GpuServer(searcher.index, s["server"], device="cpu") as gpu:
+        for q, mode in ((0, "membership"), (2, "identification")):
+            query = searcher.querier.encrypt_query(searcher.queries[q])
+            signed = dict(signing_key=s["signing_key"], index="faces", generation=100 + q)
+            bound = gpu.search(query, mode, **signed)
+            assert bound == searcher.server.search(query, mode, **signed)
+            _, info = s["receiver"].combine(bound, shares_of(s, bound, (1, 3)))
+            check_answer(searcher, info, q, mode)
+        with pytest.raises(InvalidArgument, match="give signing_key too"):
+            gpu.search(query, "membership", index="faces")

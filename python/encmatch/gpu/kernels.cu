@@ -12,6 +12,12 @@
 // Layout: a batch of polynomials is rows of N residues; a row's prime is
 // an index into the moduli table (Q's primes, then P's). Kernels that
 // touch a subset of rows take a list of row offsets and their moduli.
+//
+// Index arithmetic: GPUs have no integer divider, and a 64-bit division
+// costs tens of instructions, more than the modular product it serves.
+// Every size that is a power of two (N, NTT blocks and spans) is divided
+// by shifts (log2_pow2, split_n); the others (row counts, degrees) by
+// 32-bit divisions (div_small), which are a few instructions.
 
 typedef unsigned long long u64;
 typedef long long i64;
@@ -25,6 +31,7 @@ typedef long long i64;
 #define SHARED
 #define SYNC
 DEV u64 mulhi(u64 a, u64 b) { return (u64)(((unsigned __int128)a * b) >> 64); }
+DEV i64 log2_pow2(i64 x) { return __builtin_ctzll((u64)x); }  // x a power of two
 DEV double em_ddiv(double a, double b) { return a / b; }
 DEV double em_dadd(double a, double b) { return a + b; }
 #else
@@ -36,9 +43,25 @@ DEV double em_dadd(double a, double b) { return a + b; }
 #define SHARED __shared__
 #define SYNC __syncthreads()
 DEV u64 mulhi(u64 a, u64 b) { return __umul64hi(a, b); }
+DEV i64 log2_pow2(i64 x) { return __ffsll(x) - 1; }  // x a power of two
 DEV double em_ddiv(double a, double b) { return __ddiv_rn(a, b); }
 DEV double em_dadd(double a, double b) { return __dadd_rn(a, b); }
 #endif
+
+// split_n splits a flat index tid over rows of 2^ln residues into its row
+// (returned) and its residue k within the row.
+DEV i64 split_n(i64 tid, i64 ln, i64* k) {
+    *k = tid & (((i64)1 << ln) - 1);
+    return tid >> ln;
+}
+
+// div_small returns x / d and sets *m = x % d for 0 <= x < 2^32, 0 < d < 2^32.
+DEV i64 div_small(i64 x, i64 d, i64* m) {
+    const unsigned ux = (unsigned)x, ud = (unsigned)d;
+    const unsigned qt = ux / ud;
+    *m = (i64)(ux - qt * ud);
+    return (i64)qt;
+}
 
 // Moduli table: for each prime, q and floor(2^128 / q) as (high, low).
 struct Mod { u64 q, uh, ul; };
@@ -97,26 +120,26 @@ DEV u64 acc_reduce(Acc a, Mod m) { return reduce128(reduce64(a.hi, m), a.lo, m);
 #define NTT_BLOCK_ELEMS 2048
 
 // ntt_block_slot maps a block's i-th residue (0 <= i < e, e residues in
-// b = e >> s sub-transforms of 2^s residues spaced T apart) to its
+// b = 2^lb sub-transforms of 2^s residues spaced T = 2^lt apart) to its
 // position in the row, its sub-transform (local, 0 <= sub < b) and its
 // index c within it. Residues are numbered in address order, so
 // consecutive threads load and store consecutive addresses wherever the
 // transform allows.
-DEV void ntt_block_slot(i64 i, i64 s, i64 T, i64 b, i64 w0, i64* pos, i64* sub, i64* c) {
-    const i64 tb = T < b ? T : b;
-    const i64 rl = i % tb, cc = (i / tb) & (((i64)1 << s) - 1), il = i / (tb << s);
-    const i64 w = w0 + il * tb + rl;  // sub-transform index within the row
-    *sub = il * tb + rl;
+DEV void ntt_block_slot(i64 i, i64 s, i64 lt, i64 lb, i64 w0, i64* pos, i64* sub, i64* c) {
+    const i64 ltb = lt < lb ? lt : lb;  // log2 min(T, b)
+    const i64 rl = i & (((i64)1 << ltb) - 1), cc = (i >> ltb) & (((i64)1 << s) - 1), il = i >> (ltb + s);
+    const i64 w = w0 + (il << ltb) + rl;  // sub-transform index within the row
+    *sub = (il << ltb) + rl;
     *c = cc;
-    *pos = (w / T) * (T << s) + (w % T) + cc * T;
+    *pos = ((w >> lt) << (lt + s)) + (w & (((i64)1 << lt) - 1)) + (cc << lt);
 }
 
 // ntt_block_load copies a block's e residues of row a into buf (each
 // sub-transform contiguous), then waits for the block.
-DEV void ntt_block_load(u64* buf, const u64* a, i64 e, i64 s, i64 T, i64 b, i64 w0) {
+DEV void ntt_block_load(u64* buf, const u64* a, i64 e, i64 s, i64 lt, i64 lb, i64 w0) {
     THREAD_LOOP(i, e) {
         i64 pos, sub, c;
-        ntt_block_slot(i, s, T, b, w0, &pos, &sub, &c);
+        ntt_block_slot(i, s, lt, lb, w0, &pos, &sub, &c);
         buf[(sub << s) + c] = a[pos];
     }
     SYNC;
@@ -125,10 +148,10 @@ DEV void ntt_block_load(u64* buf, const u64* a, i64 e, i64 s, i64 T, i64 b, i64 
 // ntt_block_store copies buf back to its places in row a (times N^-1,
 // given with its Shoup companion, when scale is set), then waits for the
 // block.
-DEV void ntt_block_store(const u64* buf, u64* a, i64 e, i64 s, i64 T, i64 b, i64 w0, i64 scale, u64 nv, u64 nvs, u64 q) {
+DEV void ntt_block_store(const u64* buf, u64* a, i64 e, i64 s, i64 lt, i64 lb, i64 w0, i64 scale, u64 nv, u64 nvs, u64 q) {
     THREAD_LOOP(i, e) {
         i64 pos, sub, c;
-        ntt_block_slot(i, s, T, b, w0, &pos, &sub, &c);
+        ntt_block_slot(i, s, lt, lb, w0, &pos, &sub, &c);
         const u64 v = buf[(sub << s) + c];
         a[pos] = scale ? mul_shoup(v, nv, nvs, q) : v;
     }
@@ -142,24 +165,24 @@ DEV void ntt_block_store(const u64* buf, u64* a, i64 e, i64 s, i64 T, i64 b, i64
 // stages), runs the s stages and stores them. blocks = nrows * (n / e).
 KERNEL void ntt_fwd_block(u64* base, const i64* rows, const int* rowmod, i64 nrows, i64 logn, i64 m0, i64 s, i64 e,
                           i64 blocks, const u64* mods, const u64* roots, const u64* roots_shoup) {
-    const i64 n = (i64)1 << logn;
-    const i64 per_row = n / e, b = e >> s;
-    const i64 t0 = n / (2 * m0), T = t0 >> (s - 1);
+    const i64 n = (i64)1 << logn, le = log2_pow2(e);
+    const i64 lpr = logn - le, lb = le - s;  // log2 of blocks per row, of sub-transforms per block
+    const i64 lt = logn - 1 - log2_pow2(m0) - (s - 1);  // log2 T, T = n / (2 m0) / 2^(s-1)
     BLOCK_LOOP(blk, blocks) {
         SHARED u64 buf[NTT_BLOCK_ELEMS];
-        const i64 row = blk / per_row, w0 = (blk % per_row) * b;
+        const i64 row = blk >> lpr, w0 = (blk & (((i64)1 << lpr) - 1)) << lb;
         const int mi = rowmod[row];
         const u64 q = mods[3 * mi];
         u64* a = base + rows[row] * n;
         const u64* rt = roots + (i64)mi * n;
         const u64* rs = roots_shoup + (i64)mi * n;
-        ntt_block_load(buf, a, e, s, T, b, w0);
+        ntt_block_load(buf, a, e, s, lt, lb, w0);
         for (i64 l = 0; l < s; l++) {
             const i64 m = m0 << l, p = s - 1 - l;
             THREAD_LOOP(k, e / 2) {
                 const i64 sub = k >> (s - 1), j = k & ((((i64)1) << (s - 1)) - 1);
                 const i64 c = ((j >> p) << (p + 1)) | (j & ((((i64)1) << p) - 1));
-                const i64 i0 = (w0 + sub) / T;
+                const i64 i0 = (w0 + sub) >> lt;
                 const i64 gi = m + (i0 << l) + (c >> (s - l));
                 u64* x = buf + (sub << s);
                 const u64 v = mul_shoup(x[c + ((i64)1 << p)], rt[gi], rs[gi], q);
@@ -169,7 +192,7 @@ KERNEL void ntt_fwd_block(u64* base, const i64* rows, const int* rowmod, i64 nro
             }
             SYNC;
         }
-        ntt_block_store(buf, a, e, s, T, b, w0, 0, 0, 0, q);
+        ntt_block_store(buf, a, e, s, lt, lb, w0, 0, 0, 0, q);
     }
 }
 
@@ -180,24 +203,24 @@ KERNEL void ntt_fwd_block(u64* base, const i64* rows, const int* rowmod, i64 nro
 KERNEL void ntt_inv_block(u64* base, const i64* rows, const int* rowmod, i64 nrows, i64 logn, i64 h0, i64 s, i64 scale,
                           i64 e, i64 blocks, const u64* mods, const u64* iroots, const u64* iroots_shoup,
                           const u64* ninv) {
-    const i64 n = (i64)1 << logn;
-    const i64 per_row = n / e, b = e >> s;
-    const i64 T = n / (2 * h0);
+    const i64 n = (i64)1 << logn, le = log2_pow2(e);
+    const i64 lpr = logn - le, lb = le - s;
+    const i64 lt = logn - 1 - log2_pow2(h0);  // log2 T, T = n / (2 h0)
     BLOCK_LOOP(blk, blocks) {
         SHARED u64 buf[NTT_BLOCK_ELEMS];
-        const i64 row = blk / per_row, w0 = (blk % per_row) * b;
+        const i64 row = blk >> lpr, w0 = (blk & (((i64)1 << lpr) - 1)) << lb;
         const int mi = rowmod[row];
         const u64 q = mods[3 * mi];
         u64* a = base + rows[row] * n;
         const u64* rt = iroots + (i64)mi * n;
         const u64* rs = iroots_shoup + (i64)mi * n;
-        ntt_block_load(buf, a, e, s, T, b, w0);
+        ntt_block_load(buf, a, e, s, lt, lb, w0);
         for (i64 l = 0; l < s; l++) {
             const i64 h = h0 >> l;
             THREAD_LOOP(k, e / 2) {
                 const i64 sub = k >> (s - 1), j = k & ((((i64)1) << (s - 1)) - 1);
                 const i64 c = ((j >> l) << (l + 1)) | (j & ((((i64)1) << l) - 1));
-                const i64 iL = (w0 + sub) / T;
+                const i64 iL = (w0 + sub) >> lt;
                 const i64 gi = h + (iL << (s - 1 - l)) + (c >> (l + 1));
                 u64* x = buf + (sub << s);
                 const u64 u = x[c], v = x[c + ((i64)1 << l)];
@@ -206,7 +229,7 @@ KERNEL void ntt_inv_block(u64* base, const i64* rows, const int* rowmod, i64 nro
             }
             SYNC;
         }
-        ntt_block_store(buf, a, e, s, T, b, w0, scale, ninv[2 * mi], ninv[2 * mi + 1], q);
+        ntt_block_store(buf, a, e, s, lt, lb, w0, scale, ninv[2 * mi], ninv[2 * mi + 1], q);
     }
 }
 
@@ -214,16 +237,20 @@ KERNEL void ntt_inv_block(u64* base, const i64* rows, const int* rowmod, i64 nro
 
 // copy_rows copies the listed rows of src to the listed rows of dst.
 KERNEL void copy_rows(u64* dst, const i64* drows, const u64* src, const i64* srows, i64 nrows, i64 n) {
+    const i64 ln = log2_pow2(n);
     GRID_LOOP(tid, nrows * n) {
-        const i64 row = tid / n, k = tid % n;
+        i64 k;
+        const i64 row = split_n(tid, ln, &k);
         dst[drows[row] * n + k] = src[srows[row] * n + k];
     }
 }
 
 // add_rows: dst = a + b on the listed rows (a, b, dst may alias).
 KERNEL void add_rows(u64* dst, const u64* a, const u64* b, const i64* rows, const int* rowmod, i64 nrows, i64 n, const u64* mods) {
+    const i64 ln = log2_pow2(n);
     GRID_LOOP(tid, nrows * n) {
-        const i64 row = tid / n, k = tid % n;
+        i64 k;
+        const i64 row = split_n(tid, ln, &k);
         const i64 o = rows[row] * n + k;
         dst[o] = add_mod(a[o], b[o], mods[3 * rowmod[row]]);
     }
@@ -232,8 +259,10 @@ KERNEL void add_rows(u64* dst, const u64* a, const u64* b, const i64* rows, cons
 // mul_scalar_rows: dst = a * c_row on the listed rows, c given per row
 // with its Shoup companion (c[2 row], c[2 row + 1]).
 KERNEL void mul_scalar_rows(u64* dst, const u64* a, const u64* c, const i64* rows, const int* rowmod, i64 nrows, i64 n, const u64* mods) {
+    const i64 ln = log2_pow2(n);
     GRID_LOOP(tid, nrows * n) {
-        const i64 row = tid / n, k = tid % n;
+        i64 k;
+        const i64 row = split_n(tid, ln, &k);
         const i64 o = rows[row] * n + k;
         dst[o] = mul_shoup(a[o], c[2 * row], c[2 * row + 1], mods[3 * rowmod[row]]);
     }
@@ -243,8 +272,10 @@ KERNEL void mul_scalar_rows(u64* dst, const u64* a, const u64* c, const i64* row
 // rows consecutive from 0 with moduli rowmod (an automorphism in the NTT
 // domain).
 KERNEL void permute(u64* dst, const u64* src, const u64* plus, const int* idx, const int* rowmod, i64 nrows, i64 n, i64 add, const u64* mods) {
+    const i64 ln = log2_pow2(n);
     GRID_LOOP(tid, nrows * n) {
-        const i64 row = tid / n, k = tid % n;
+        i64 k;
+        const i64 row = split_n(tid, ln, &k);
         const i64 from = row * n + idx[k];
         u64 v = src[from];
         if (add) v = add_mod(v, plus[from], mods[3 * rowmod[row]]);
@@ -259,8 +290,10 @@ KERNEL void permute(u64* dst, const u64* src, const u64* plus, const int* idx, c
 // rows) and d (nb x 2 x dr rows) are read at their first r rows. With
 // first set, acc is overwritten instead.
 KERNEL void tensor_acc(u64* acc, const u64* t, const u64* d, i64 nb, i64 r, i64 tr, i64 dr, i64 n, i64 first, const u64* mods) {
+    const i64 ln = log2_pow2(n);
     GRID_LOOP(tid, r * n) {
-        const i64 j = tid / n, k = tid % n;
+        i64 k;
+        const i64 j = split_n(tid, ln, &k);
         const Mod m = mod_at(mods, j);
         Acc c0 = {0, 0}, c1 = {0, 0}, c2 = {0, 0};
         for (i64 b = 0; b < nb; b++) {
@@ -283,8 +316,10 @@ KERNEL void tensor_acc(u64* acc, const u64* t, const u64* d, i64 nb, i64 r, i64 
 // tensor: out (g x 3 x r rows) = a (x) b for g pairs of degree-1
 // ciphertexts (a: g x 2 x ar rows, b: g x 2 x br rows, read at r rows).
 KERNEL void tensor(u64* out, const u64* a, const u64* b, i64 g, i64 r, i64 ar, i64 br, i64 n, const u64* mods) {
+    const i64 ln = log2_pow2(n);
     GRID_LOOP(tid, g * r * n) {
-        const i64 gi = tid / (r * n), j = (tid / n) % r, k = tid % n;
+        i64 k, j;
+        const i64 gi = div_small(split_n(tid, ln, &k), r, &j);
         const Mod m = mod_at(mods, j);
         const u64 a0 = a[((gi * 2) * ar + j) * n + k], a1 = a[((gi * 2 + 1) * ar + j) * n + k];
         const u64 b0 = b[((gi * 2) * br + j) * n + k], b1 = b[((gi * 2 + 1) * br + j) * n + k];
@@ -303,8 +338,10 @@ KERNEL void tensor(u64* out, const u64* a, const u64* b, i64 g, i64 r, i64 ar, i
 // the coefficient index. Up to three inputs (ni).
 KERNEL void linear(u64* out, const u64* in0, const u64* in1, const u64* in2, const i64* ideg, const i64* irows, i64 ni,
                    const u64* s, const u64* cst, i64 g, i64 deg, i64 r, i64 n, const u64* mods) {
+    const i64 ln = log2_pow2(n);
     GRID_LOOP(tid, g * (deg + 1) * r * n) {
-        const i64 k = tid % n, j = (tid / n) % r, c = (tid / (n * r)) % (deg + 1), gi = tid / (n * r * (deg + 1));
+        i64 k, j, c;
+        const i64 gi = div_small(div_small(split_n(tid, ln, &k), r, &j), deg + 1, &c);
         const i64 h = k >= n / 2;
         const Mod m = mod_at(mods, j);
         Acc acc = {0, 0};
@@ -339,8 +376,10 @@ KERNEL void decompose(u64* out, const u64* x, i64 p, i64 r, i64 alpha, i64 digit
                       const i64* src, const u64* yc, const u64* hf, const u64* tc, const int* qprow, const u64* mods) {
     const i64 rows = r + alpha;
     const i64 stride_t = alpha + 2;
+    const i64 ln = log2_pow2(n);
     GRID_LOOP(tid, p * digits * n) {
-        const i64 k = tid % n, d = (tid / n) % digits, pi = tid / (n * digits);
+        i64 k, d;
+        const i64 pi = div_small(split_n(tid, ln, &k), digits, &d);
         const i64 cnt = src[2 * d], first = src[2 * d + 1];
         u64* o = out + ((pi * digits + d) * rows) * n + k;
         const u64* xi = x + (pi * r) * n + k;
@@ -388,8 +427,10 @@ KERNEL void decompose(u64* out, const u64* x, i64 p, i64 r, i64 alpha, i64 digit
 KERNEL void key_product(u64* out, const u64* dec, const u64* key, i64 p, i64 digits, i64 r, i64 alpha, i64 krows, i64 kq, i64 n,
                         const int* qprow, const u64* mods) {
     const i64 rows = r + alpha;
+    const i64 ln = log2_pow2(n);
     GRID_LOOP(tid, p * rows * n) {
-        const i64 k = tid % n, t = (tid / n) % rows, pi = tid / (n * rows);
+        i64 k, t;
+        const i64 pi = div_small(split_n(tid, ln, &k), rows, &t);
         const Mod m = mod_at(mods, qprow[t]);
         const i64 kr = t < r ? t : kq + (t - r);
         Acc a0 = {0, 0}, a1 = {0, 0};
@@ -412,8 +453,10 @@ KERNEL void key_product(u64* out, const u64* dec, const u64* key, i64 p, i64 dig
 KERNEL void mod_up_p(u64* ext, const u64* x, i64 p, i64 r, i64 alpha, i64 n, i64 pmod0,
                      const u64* yc, const u64* hf, const u64* tc, const u64* mods) {
     const i64 stride_t = alpha + 2;
+    const i64 ln = log2_pow2(n);
     GRID_LOOP(tid, p * n) {
-        const i64 k = tid % n, pi = tid / n;
+        i64 k;
+        const i64 pi = split_n(tid, ln, &k);
         const u64* xi = x + (pi * (r + alpha) + r) * n + k;
         u64 y[8];
         double vf = 0;
@@ -441,8 +484,10 @@ KERNEL void mod_up_p(u64* ext, const u64* x, i64 p, i64 r, i64 alpha, i64 n, i64
 // Shoup companion.
 KERNEL void mod_down_finish(u64* out, const u64* x, const u64* ext, const u64* plus, i64 p, i64 r, i64 alpha, i64 n, i64 add,
                             const u64* pinv, const u64* mods) {
+    const i64 ln = log2_pow2(n);
     GRID_LOOP(tid, p * r * n) {
-        const i64 k = tid % n, t = (tid / n) % r, pi = tid / (n * r);
+        i64 k, t;
+        const i64 pi = div_small(split_n(tid, ln, &k), r, &t);
         const u64 q = mods[3 * t];
         u64 v = mul_shoup(sub_mod(x[(pi * (r + alpha) + t) * n + k], ext[tid], q), pinv[2 * t], pinv[2 * t + 1], q);
         if (add) v = add_mod(v, plus[tid], q);
@@ -457,8 +502,10 @@ KERNEL void mod_down_finish(u64* out, const u64* x, const u64* ext, const u64* p
 // tmp (p x (r-1) rows) = ((last + half) mod q_l - half) mod q_i, the
 // rounding term of Lattigo's DivRoundByLastModulusNTT (half = (q_l-1)/2).
 KERNEL void rescale_lift(u64* tmp, const u64* last, i64 p, i64 r, i64 n, const u64* mods) {
+    const i64 ln = log2_pow2(n);
     GRID_LOOP(tid, p * (r - 1) * n) {
-        const i64 k = tid % n, i = (tid / n) % (r - 1), pi = tid / (n * (r - 1));
+        i64 k, i;
+        const i64 pi = div_small(split_n(tid, ln, &k), r - 1, &i);
         const Mod ml = mod_at(mods, r - 1), mi = mod_at(mods, i);
         const u64 half = (ml.q - 1) >> 1;
         const u64 b = add_mod(last[pi * n + k], half, ml.q);
@@ -469,8 +516,10 @@ KERNEL void rescale_lift(u64* tmp, const u64* last, i64 p, i64 r, i64 n, const u
 // rescale_finish: out (p x (r-1) rows) = (x_i - tmp_i) * q_l^-1, x being
 // p x r rows; qlinv[i] with its Shoup companion.
 KERNEL void rescale_finish(u64* out, const u64* x, const u64* tmp, i64 p, i64 r, i64 n, const u64* qlinv, const u64* mods) {
+    const i64 ln = log2_pow2(n);
     GRID_LOOP(tid, p * (r - 1) * n) {
-        const i64 k = tid % n, i = (tid / n) % (r - 1), pi = tid / (n * (r - 1));
+        i64 k, i;
+        const i64 pi = div_small(split_n(tid, ln, &k), r - 1, &i);
         const u64 q = mods[3 * i];
         out[tid] = mul_shoup(sub_mod(x[(pi * r + i) * n + k], tmp[tid], q), qlinv[2 * i], qlinv[2 * i + 1], q);
     }

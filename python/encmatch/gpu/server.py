@@ -5,8 +5,9 @@
 in the core's format that :func:`encmatch.server.merge_results` combines),
 and computes what the core's engine computes, operation for operation,
 with the kernels of :mod:`encmatch.gpu.ring`: its results are the same
-bytes as the CPU engine's. Keys, enrollment, decryption and threshold
-decryption stay with the core (Lattigo); the core converts the keys and
+bytes as the CPU engine's. Keys, enrollment, decryption, threshold
+decryption and the signing of threshold searches stay with the core
+(Lattigo); the core converts the keys and
 the diagonals into arrays once, when the shard is opened
 (``offload_*`` methods of the C ABI), and each query and result per
 request. Membership and identification are served; payload fetches run on
@@ -18,12 +19,14 @@ from __future__ import annotations
 import os
 import threading
 import time
+from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
 from .. import _core
 from ..errors import InvalidArgument
+from ..threshold import bind_search
 from .backend import get_backend
 from .program import Program
 from .ring import Ring
@@ -54,6 +57,7 @@ class GpuServer:
         args: dict[str, Any] = {"index_dir": str(index_dir), "server_key_dir": str(server_key_dir)}
         if groups is not None:
             args["groups"] = [int(g) for g in groups]
+        self.server_key_dir = Path(server_key_dir)
         res, _ = _core.call("offload_open", args)
         self._handle = _core.Handle(self, res["handle"])
         self.manifest: dict = res["manifest"]
@@ -121,23 +125,32 @@ class GpuServer:
         self.close()
 
     # ------------------------------------------------------------ search
-    def search(self, query: bytes, mode: str = "identification", *, bound: int | None = None) -> bytes:
+    def search(self, query: bytes, mode: str = "identification", *, bound: int | None = None,
+               signing_key: os.PathLike | str | None = None, index: str | None = None, generation: int = 0) -> bytes:
         """Answers one framed query at the index's threshold in mode
         ``membership`` or ``identification``: the framed (partial, for a
         shard) encrypted result, as :meth:`encmatch.server.Server.search`;
-        the timings go to :attr:`last_search`."""
+        the timings go to :attr:`last_search`. With ``signing_key`` (a
+        threshold key set's server key) the result comes back bound to its
+        query and signed, as the CPU engine's (``index`` names the index,
+        default its manifest's uid; ``generation`` its version)."""
         if mode not in ("membership", "identification"):
             raise InvalidArgument(f"the GPU engine answers membership and identification, not {mode!r} (payload fetches run on the CPU engine)")
         if bound is not None:
             raise InvalidArgument(f"bound is the payload mode's, not the {mode} mode's")
         if not isinstance(query, (bytes, bytearray, memoryview)):
             raise InvalidArgument(f"query must be bytes, not {type(query).__name__}")
+        if signing_key is None and (index is not None or generation):
+            raise InvalidArgument("index and generation name a signed search: give signing_key too")
         t0 = time.perf_counter()
         info, raw = _core.call("offload_query", {"handle": self._handle.get()}, query)
         q = np.frombuffer(raw, dtype=_WIRE).reshape(2, int(info["level"]) + 1, self.ring.n)
         outs, stats = self.compute(q, mode, self._diags)
         t1 = time.perf_counter()
         _, res = _core.call("offload_result", {"handle": self._handle.get(), "mode": mode}, self.backend.get(outs).tobytes())
+        if signing_key is not None:
+            res, _ = bind_search(self.server_key_dir, query, res, signing_key=signing_key,
+                                 index=index or self.manifest["uid"], generation=generation)
         stats["framing_seconds"] = time.perf_counter() - t1
         stats["seconds"] = time.perf_counter() - t0
         self.last_search = stats
@@ -179,7 +192,7 @@ class GpuServer:
         r = q.shape[1]
         table = self._table(q, r)
         mark()
-        scores = self.backend.xp.stack([self._scores(table, d, r) for d in diags])
+        scores = self._scores(table, diags, r)
         mark()
         outs = self.program.run(scores, self._keys[0])
         mark()
@@ -273,46 +286,52 @@ class GpuServer:
                     table[g + b] = self._rotate(table[b], dec_b, g, r)
         return table
 
-    def _accumulate(self, table: Any, diags: Any, r: int) -> Any:
-        """sum_i table[i] (x) diags[i], a degree-2 ciphertext."""
-        acc = self.backend.empty((3, r, self.ring.n))
+    def _accumulate(self, acc: Any, table: Any, diags: Any, r: int) -> None:
+        """acc (3 x r rows) = sum_i table[i] (x) diags[i], a degree-2
+        ciphertext."""
         for c in range(0, len(diags), _CHUNK):
             nb = min(_CHUNK, len(diags) - c)
             self.backend.launch("tensor_acc", r * self.ring.n, acc, table[c:c + nb], diags[c:c + nb], nb, r,
                                 table.shape[-2], diags.shape[-2], self.ring.n, int(c == 0), self.ring.mods)
-        return acc
 
-    def _scores(self, table: Any, diags: Any, r: int) -> Any:
-        """One group's rescaled scores (engine.groupScores)."""
-        ring = self.ring
+    def _scores(self, table: Any, diags: Sequence[Any], r: int) -> Any:
+        """The groups' rescaled scores (engine.groupScores for each group),
+        g x 2 x (r - 1) rows. The products are per group; every key switch
+        after them runs once for all groups (the same operations on g
+        ciphertexts at a time, so the kernels see g times the work)."""
+        ring, g = self.ring, len(diags)
+        acc = self.backend.empty((g, 3, r, ring.n))
         if self.strategy in ("dg", "bsgs-diagonal"):
-            acc = self._accumulate(table, diags, r)
-            scores = ring.relinearize(acc[None], self._keys[0], 1, r)[0]
+            for i, d in enumerate(diags):
+                self._accumulate(acc[i], table, d, r)
+            scores = ring.relinearize(acc, self._keys[0], g, r)
         else:
             total = None
             for first in range(0, self.l, self.n1):
                 nb = min(self.n1, self.l - first)
-                acc = self._accumulate(table[:nb], diags[first:first + nb], r)
+                for i, d in enumerate(diags):
+                    self._accumulate(acc[i], table[:nb], d[first:first + nb], r)
                 part = self._giant_step(acc, first, r)
-                total = part if total is None else ring.add_qp(total, part, 2, r)
-            scores = ring.mod_down(total, 2, r)
-        return ring.rescale(scores, 2, r)
+                total = part if total is None else ring.add_qp(total, part, 2 * g, r)
+            scores = ring.mod_down(total.reshape(2 * g, r + ring.alpha, ring.n), 2 * g, r)
+        return ring.rescale(scores, 2 * g, r).reshape(g, 2, r - 1, ring.n)
 
     def _giant_step(self, acc: Any, rotation: int, r: int) -> Any:
-        """P times Rot_rotation(Relin(acc)) modulo QP (engine's giantSum.add)."""
+        """P times Rot_rotation(Relin(acc)) modulo QP (engine's giantSum.add)
+        for g degree-2 ciphertexts acc (g x 3 x r rows): g x 2 x (r + alpha)
+        rows."""
         ring, xp = self.ring, self.backend.xp
-        a, n = ring.alpha, ring.n
-        zeros = self.backend.zeros((1, a, n))
-        rel = ring.key_product(ring.decompose(acc[2], 1, r), self._keys[0], 1, r)[0]
+        g, a, n = acc.shape[0], ring.alpha, ring.n
+        rel = ring.key_product(ring.decompose(xp.ascontiguousarray(acc[:, 2]), g, r), self._keys[0], g, r)
         if rotation == 0:
-            pc = ring.mul_p(acc[0:2], 2, r)
-            return ring.add_qp(rel, xp.concatenate([pc, xp.concatenate([zeros, zeros])], axis=1), 2, r)
-        x1 = ring.mod_down(xp.ascontiguousarray(rel[1:2]).copy(), 1, r, plus=xp.ascontiguousarray(acc[1:2]))
-        g = self._galois[rotation]
-        ks = ring.key_product(ring.decompose(x1, 1, r), self._keys[g], 1, r)[0]
-        px0 = xp.concatenate([ring.mul_p(acc[0:1], 1, r), zeros], axis=1)
-        c0 = ring.add_qp(ring.add_qp(xp.ascontiguousarray(ks[0:1]), px0, 1, r), xp.ascontiguousarray(rel[0:1]), 1, r)
-        return ring.permute(xp.concatenate([c0, ks[1:2]]), g, 2, ring.qp_mods(r))
+            pc = ring.mul_p(acc[:, 0:2], 2 * g, r).reshape(g, 2, r, n)
+            return ring.add_qp(rel, xp.concatenate([pc, self.backend.zeros((g, 2, a, n))], axis=2), 2 * g, r)
+        x1 = ring.mod_down(xp.ascontiguousarray(rel[:, 1]), g, r, plus=xp.ascontiguousarray(acc[:, 1]))
+        galois = self._galois[rotation]
+        ks = ring.key_product(ring.decompose(x1, g, r), self._keys[galois], g, r)
+        px0 = xp.concatenate([ring.mul_p(acc[:, 0], g, r), self.backend.zeros((g, a, n))], axis=1)
+        c0 = ring.add_qp(ring.add_qp(xp.ascontiguousarray(ks[:, 0]), px0, g, r), xp.ascontiguousarray(rel[:, 0]), g, r)
+        return ring.permute(xp.stack([c0, ks[:, 1]], axis=1), galois, 2 * g, ring.qp_mods(r))
 
     def _inner_sum(self, outs: Any) -> Any:
         """The groups' outputs added, then summed over all slots (Lattigo's
