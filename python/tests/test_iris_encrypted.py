@@ -105,7 +105,10 @@ def test_cli_roles_and_validate(keys, db, data, tmp_path, capsys):
     assert main(["iris", "decrypt", "--keys", str(keys), str(r), "--validate", "--db", str(db),
                  "--gallery", str(tmp_path / "gallery.npz"), "--queries", str(tmp_path / "queries.npz")]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["ok"] and out["eyes"] == 1
+    assert out["ok"] and out["eyes"] == 1 and out["uncertain"] == []
+    assert main(["iris", "decrypt", "--keys", str(keys), str(r)]) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert plain["bits"] == [True] and plain["uncertain"] == [], plain
     # Against a gallery without the enrolled eyes the model says 0 where the encrypted result says 1.
     other, _ = generate(50, seed=99)
     save_templates(tmp_path / "other.npz", other)
@@ -216,3 +219,18 @@ def test_default_preset_end_to_end(tmp_path):
     res = run(tmp_path / "out", tmp_path / "work", "default", 16384, eyes=4, enrolled=2, t=T, rotation_shift=1)
     assert not res["insecure"] and res["validation"]["ok"], res["validation"]
     assert res["server"]["key_cache"]["loads"] > 0
+
+
+def test_undecided_eyes_are_flagged():
+    """A value away from 0 and 1 (an eye inside the comparator's band, or a damaged result) is
+    flagged, never silently rounded; validation fails on one outside the guard band."""
+    values = np.array([0.0, 1.0, 1e-4, 1 - 1e-4, 0.976, 0.5, 2e-3, np.nan, -1e-4])
+    bits, uncertain = E.decide(values)
+    assert bits.tolist() == [False, True, False, True, True, True, False, False, False]
+    assert uncertain.tolist() == [4, 5, 6, 7]
+    guard = np.array([False, False, False, False, True, True, True, True, False])
+    v = E.Validation(values=values, bits=bits, guard=guard, band=0.01, disagreements=[], uncertain=uncertain.tolist())
+    assert v.ok and v.to_dict()["uncertain"] == [4, 5, 6, 7]
+    guard[6] = False
+    assert not E.Validation(values=values, bits=bits, guard=guard, band=0.01, disagreements=[],
+                            uncertain=uncertain.tolist()).ok

@@ -102,8 +102,12 @@ def cmd_decrypt(args: argparse.Namespace) -> int:
         if t is None:
             raise InvalidArgument("--validate needs the threshold: --t, or --db (its db.json)")
     values = holder.decrypt(args.result)
+    bits, uncertain = E.decide(values)
+    if len(uncertain):
+        _log(f"warning: eyes {uncertain.tolist()} decrypted to values away from 0 and 1: their best pair lies "
+             "within the comparator's guard band of the threshold, so their bits are not decided (docs/IRIS.md)")
     if not args.validate:
-        _emit({"values": [round(float(v), 6) for v in values], "bits": [bool(v >= 0.5) for v in values]})
+        _emit({"values": [round(float(v), 6) for v in values], "bits": bits.tolist(), "uncertain": uncertain.tolist()})
         return 0
     gallery, queries = read_templates(args.gallery), read_templates(args.queries)
     model = model_match(queries, gallery, t, rotation_shift=args.rotation_shift)
@@ -111,7 +115,9 @@ def cmd_decrypt(args: argparse.Namespace) -> int:
     v = E.validate(values, model, band)
     _emit(v.to_dict())
     if not v.ok:
-        _log(f"DISAGREEMENT: eyes {v.disagreements} differ from the plaintext model outside the band {band:.4f}")
+        outside = [e for e in v.uncertain if not v.guard[e]]
+        _log(f"DISAGREEMENT: eyes {v.disagreements} differ from the plaintext model, and eyes {outside} are undecided, "
+             f"outside the band {band:.4f}")
         return EXIT_DISAGREE
     _log(f"every eye outside the guard band agrees with the plaintext model ({len(values)} eyes, "
          f"{int(v.guard.sum())} in the band)")

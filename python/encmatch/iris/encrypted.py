@@ -9,6 +9,7 @@ The roles work on files, so that they can run on different machines::
     E.Querier("keys").encrypt(queries, "q.bin")           # 31 rotations per eye, public key only
     stats = E.Server("keys").search("db", "q.bin", "r.bin")  # one encrypted bit per eye
     values = E.Client("keys").decrypt("r.bin")         # 1.0: the eye matches, 0.0: it does not
+    bits, uncertain = E.decide(values)                 # eyes near the threshold are flagged
 
 ``keys`` may be a key set's root (with ``holder/``, ``querier/`` and
 ``server/``) or the role's own directory, as each role receives only its
@@ -34,10 +35,18 @@ from .encoding import DEFAULT_ROTATION_SHIFT, masked_bits, rotations
 from .model import EyeResults
 from .templates import Templates
 
-__all__ = ["PRESETS", "DEFAULT_KEY_CACHE_GB", "keygen", "Client", "Querier", "Server", "Validation", "validate", "role_dir"]
+__all__ = ["PRESETS", "DEFAULT_KEY_CACHE_GB", "DECIDED", "keygen", "Client", "Querier", "Server", "Validation", "validate",
+           "decide", "role_dir"]
 
 #: Parameter presets of the core (``toy`` is insecure, for tests only).
 PRESETS = ("default", "default-dense", "toy")
+
+#: An eye value within this distance of 0 or 1 is a decided bit. Eyes
+#: outside the comparator's guard band decrypt to within 10^-4 of their
+#: bit (docs/IRIS.md, "What is guaranteed"); a value farther from both is
+#: an eye whose best pair lies inside the band, and is flagged, never
+#: rounded silently.
+DECIDED = 1e-3
 
 #: GiB of the server's Galois keys kept in memory by default (all 39 of the
 #: default preset's 0.15 GB keys, 14 of default-dense's 0.43 GB ones; the
@@ -159,19 +168,31 @@ class Validation:
     guard: np.ndarray  # eyes inside the guard band (the model's best margin within the band)
     band: float  # the band on the normalised margin
     disagreements: list[int]  # eyes outside the guard band whose rounded value differs from the model
+    uncertain: list[int]  # eyes whose value is not decided (see decide)
 
     @property
     def ok(self) -> bool:
-        """True when every eye outside the guard band agrees with the model."""
-        return not self.disagreements
+        """True when every eye outside the guard band agrees with the model
+        and only eyes inside it are undecided."""
+        return not self.disagreements and not any(not self.guard[e] for e in self.uncertain)
 
     def to_dict(self) -> dict:
         """A JSON-ready summary."""
         return {
             "eyes": len(self.bits), "matches": int(self.bits.sum()), "guard_band_eyes": np.flatnonzero(self.guard).tolist(),
-            "band": self.band, "disagreements": self.disagreements, "ok": self.ok,
+            "band": self.band, "disagreements": self.disagreements, "uncertain": self.uncertain, "ok": self.ok,
             "values": [round(float(v), 6) for v in self.values],
         }
+
+
+def decide(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each eye's bit (value >= 0.5) and the eyes whose value is not
+    decided: farther than :data:`DECIDED` from both 0 and 1 (an eye whose
+    best pair lies inside the comparator's guard band). Returns
+    ``(bits, uncertain)``, uncertain as sorted eye indices."""
+    values = np.asarray(values, dtype=np.float64)
+    near = np.minimum(np.abs(values), np.abs(values - 1))
+    return values >= 0.5, np.flatnonzero(~(near <= DECIDED))
 
 
 def validate(values: np.ndarray, model: EyeResults, band: float) -> Validation:
@@ -186,4 +207,6 @@ def validate(values: np.ndarray, model: EyeResults, band: float) -> Validation:
     guard = np.zeros(len(values), dtype=bool)
     guard[model.guard_band(band)] = True
     wrong = [int(e) for e in np.flatnonzero((np.rint(values) != model.bits) & ~guard)]
-    return Validation(values=values, bits=model.bits.astype(bool), guard=guard, band=band, disagreements=wrong)
+    uncertain = [int(e) for e in decide(values)[1]]
+    return Validation(values=values, bits=model.bits.astype(bool), guard=guard, band=band, disagreements=wrong,
+                      uncertain=uncertain)
