@@ -166,7 +166,7 @@ def _secure(work: Path, args: argparse.Namespace, log: Any) -> dict:
         pool = cupy.get_default_memory_pool()
         out["gpu_pool_bytes_after_open"] = int(pool.used_bytes())
     out["gpu_bytes_per_group"] = int(gpu._diags[0].nbytes)
-    out["gpu_key_bytes"] = int(sum(k.nbytes for k in gpu._keys.values()))
+    out["gpu_key_bytes"] = int(gpu.keys.nbytes)
     log(f"gpu open {out['gpu_open_seconds']:.1f} s; {out['gpu_bytes_per_group'] / 2**30:.2f} GiB per group, keys {out['gpu_key_bytes'] / 2**30:.2f} GiB")
     equal = []
     for mode in ("membership", "identification"):

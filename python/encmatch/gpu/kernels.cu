@@ -268,15 +268,16 @@ KERNEL void mul_scalar_rows(u64* dst, const u64* a, const u64* c, const i64* row
     }
 }
 
-// permute: dst[row][k] = src[row][idx[k]] + (add ? plus[row][idx[k]] : 0),
-// rows consecutive from 0 with moduli rowmod (an automorphism in the NTT
-// domain).
-KERNEL void permute(u64* dst, const u64* src, const u64* plus, const int* idx, const int* rowmod, i64 nrows, i64 n, i64 add, const u64* mods) {
+// permute: dst[row][k] = src[row][ix[k]] + (add ? plus[row][ix[k]] : 0),
+// ix = idx + idxrow[row] (the row's automorphism's table), rows
+// consecutive from 0 with moduli rowmod (automorphisms in the NTT domain).
+KERNEL void permute(u64* dst, const u64* src, const u64* plus, const int* idx, const i64* idxrow, const int* rowmod, i64 nrows,
+                    i64 n, i64 add, const u64* mods) {
     const i64 ln = log2_pow2(n);
     GRID_LOOP(tid, nrows * n) {
         i64 k;
         const i64 row = split_n(tid, ln, &k);
-        const i64 from = row * n + idx[k];
+        const i64 from = row * n + idx[idxrow[row] + k];
         u64 v = src[from];
         if (add) v = add_mod(v, plus[from], mods[3 * rowmod[row]]);
         dst[row * n + k] = v;
@@ -421,11 +422,13 @@ KERNEL void decompose(u64* out, const u64* x, i64 p, i64 r, i64 alpha, i64 digit
 }
 
 // key_product: out (p x 2 x rows) = sum_d dec[d] * key[d][c] for p
-// decompositions (p x digits x rows, rows = r Q rows then alpha P rows),
-// key of shape (kdigits x 2 x krows) whose Q rows start at 0 and P rows
-// at kq (its first r Q rows and its P rows are read).
-KERNEL void key_product(u64* out, const u64* dec, const u64* key, i64 p, i64 digits, i64 r, i64 alpha, i64 krows, i64 kq, i64 n,
-                        const int* qprow, const u64* mods) {
+// decompositions (p x digits x rows, rows = r Q rows then alpha P rows; with
+// dshared, one decomposition that every polynomial uses), polynomial pi
+// with the key at key + kidx[pi] * kstride, a key being (kdigits x 2 x
+// krows) rows whose Q rows start at 0 and P rows at kq (its first r Q rows
+// and its P rows are read).
+KERNEL void key_product(u64* out, const u64* dec, const u64* key, const i64* kidx, i64 kstride, i64 p, i64 digits, i64 r,
+                        i64 alpha, i64 krows, i64 kq, i64 n, i64 dshared, const int* qprow, const u64* mods) {
     const i64 rows = r + alpha;
     const i64 ln = log2_pow2(n);
     GRID_LOOP(tid, p * rows * n) {
@@ -433,11 +436,13 @@ KERNEL void key_product(u64* out, const u64* dec, const u64* key, i64 p, i64 dig
         const i64 pi = div_small(split_n(tid, ln, &k), rows, &t);
         const Mod m = mod_at(mods, qprow[t]);
         const i64 kr = t < r ? t : kq + (t - r);
+        const u64* kp = key + kidx[pi] * kstride;
+        const u64* dp = dec + (dshared ? 0 : pi * digits * rows * n);
         Acc a0 = {0, 0}, a1 = {0, 0};
         for (i64 d = 0; d < digits; d++) {
-            const u64 x = dec[((pi * digits + d) * rows + t) * n + k];
-            acc_add(&a0, x, key[((d * 2) * krows + kr) * n + k]);
-            acc_add(&a1, x, key[((d * 2 + 1) * krows + kr) * n + k]);
+            const u64 x = dp[(d * rows + t) * n + k];
+            acc_add(&a0, x, kp[((d * 2) * krows + kr) * n + k]);
+            acc_add(&a1, x, kp[((d * 2 + 1) * krows + kr) * n + k]);
         }
         out[((pi * 2) * rows + t) * n + k] = acc_reduce(a0, m);
         out[((pi * 2 + 1) * rows + t) * n + k] = acc_reduce(a1, m);

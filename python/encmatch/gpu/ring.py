@@ -249,15 +249,30 @@ class Ring:
         be.launch("copy_rows", dst[2] * self.n, out, dst[0], be.xp.ascontiguousarray(x), srcr[0], dst[2], self.n)
         return out
 
-    def key_product(self, dec: Any, key: Any, p: int, r: int) -> Any:
+    def key_product(self, dec: Any, key: Any, p: int, r: int, which: Sequence[int] | None = None,
+                    shared: bool = False) -> Any:
         """sum_d dec[d] * key[d] for p decompositions: p x 2 x (r + alpha)
-        rows modulo QP (Lattigo's GadgetProduct(Hoisted)Lazy, reduced)."""
+        rows modulo QP (Lattigo's GadgetProduct(Hoisted)Lazy, reduced).
+        With ``which``, key is a stack of keys and polynomial i uses key
+        which[i]; with ``shared``, dec is one decomposition that all p
+        polynomials use (hoisted rotations)."""
         nd, a = self.digits(r), self.alpha
         out = self.be.empty((p, 2, r + a, self.n))
         _, _, _, _, qprow = self._decompose_tables(r)
-        self.be.launch("key_product", p * (r + a) * self.n, out, dec, key, p, nd, r, a, self.nq + a, self.nq, self.n,
-                       qprow, self.mods)
+        if which is None:
+            kidx, stride = self._index_list(("kidx0", p), [0] * p), 0
+        else:
+            if len(which) != p:
+                raise InvalidArgument(f"{len(which)} keys named for {p} polynomials")
+            kidx, stride = self._index_list(("kidx", tuple(which)), which), key[0].size
+            key = key.reshape(-1)
+        self.be.launch("key_product", p * (r + a) * self.n, out, dec, key, kidx, stride, p, nd, r, a, self.nq + a,
+                       self.nq, self.n, int(shared), qprow, self.mods)
         return out
+
+    def _index_list(self, key: Any, values: Sequence[int]) -> Any:
+        """A device array of int64 values, cached under key."""
+        return self._cached(("ilist",) + key, lambda: self.be.put(np.asarray(values, dtype=np.int64)))
 
     def _mod_up_p_tables(self, r: int) -> tuple:
         def make():
@@ -331,26 +346,39 @@ class Ring:
 
         return self._cached(("autidx", galois), make)
 
-    def permute(self, x: Any, galois: int, p: int, mods: Sequence[int], plus: Any = None) -> Any:
+    def permute(self, x: Any, galois: int | Sequence[int], p: int, mods: Sequence[int], plus: Any = None) -> Any:
         """The automorphism of Galois element galois on p polynomials in the
         NTT domain (Lattigo's AutomorphismNTTWithIndex), plus ``plus``
-        (same shape, permuted too) when given."""
+        (same shape, permuted too) when given. galois is one element for all
+        p polynomials or a list of p, one per polynomial."""
         rows = len(mods)
-        idx = self._automorphism_index(int(galois))
+        els = (int(galois),) * p if isinstance(galois, (int, np.integer)) else tuple(int(g) for g in galois)
+        if len(els) != p:
+            raise InvalidArgument(f"{len(els)} Galois elements for {p} polynomials")
+        distinct = sorted(set(els))
+        idx = self._cached(("autidxs", tuple(distinct)),
+                           lambda: self.be.xp.concatenate([self._automorphism_index(g) for g in distinct]))
+        idxrow = self._index_list(("idxrow", els, rows), [distinct.index(g) * self.n for g in els for _ in range(rows)])
         _, m, count = self._rows(("perm", p, tuple(mods)), range(p * rows), list(mods) * p)
         out = self.be.empty(x.shape)
         add = plus is not None
-        self.be.launch("permute", count * self.n, out, x, plus if add else x, idx, m, count, self.n, int(add), self.mods)
+        self.be.launch("permute", count * self.n, out, x, plus if add else x, idx, idxrow, m, count, self.n, int(add),
+                       self.mods)
         return out
 
     # ------------------------------------------------------- ciphertexts
-    def rotate_hoisted(self, ct: Any, dec: Any, key: Any, galois: int, r: int) -> Any:
-        """Lattigo's AutomorphismHoisted: ct (2 x r rows) rotated with the
-        decomposition dec of its c1 and the Galois key."""
-        ks = self.key_product(dec, key, 1, r).reshape(2, r + self.alpha, self.n)
-        plus = self.be.xp.concatenate([ct[0:1], self.be.zeros((1, r, self.n))])
-        tmp = self.mod_down(ks, 2, r, plus=plus)
-        return self.permute(tmp, galois, 2, list(range(r)))
+    def rotate_hoisted(self, ct: Any, dec: Any, keys: Any, galois: Sequence[int], which: Sequence[int], r: int) -> Any:
+        """Lattigo's AutomorphismHoisted of ct (2 x r rows) for each Galois
+        element galois[i], with the decomposition dec of ct's c1 and the
+        Galois key keys[which[i]] (keys a stack): len(galois) x 2 x r rows.
+        The rotations share one key product, one division by P and one
+        permutation launch."""
+        b, a, xp = len(galois), self.alpha, self.be.xp
+        ks = self.key_product(dec, keys, b, r, which=which, shared=True)
+        plus = xp.zeros((b, 2, r, self.n), dtype=np.uint64)
+        plus[:, 0] = ct[0]
+        tmp = self.mod_down(ks.reshape(2 * b, r + a, self.n), 2 * b, r, plus=plus)
+        return self.permute(tmp, [g for g in galois for _ in range(2)], 2 * b, list(range(r))).reshape(b, 2, r, self.n)
 
     def relinearize(self, ct3: Any, rlk: Any, g: int, r: int) -> Any:
         """Lattigo's Relinearize of g degree-2 ciphertexts (g x 3 x r rows)."""

@@ -71,9 +71,7 @@ class GpuServer:
         self.level = int(desc["query_level"])
         self._galois = {int(k): int(v) for k, v in desc["galois"].items()}
         self._inner = [int(x) for x in desc["inner_sum"]]
-        self._keys = {0: self._key(0)}
-        for g in sorted(set(self._galois.values())):
-            self._keys[g] = self._key(g)
+        self._load_keys([0] + sorted(set(self._galois.values())))
         self._diags = [self._group(i) for i in range(len(self.groups))]
         spec, _ = _core.call("offload_program", {"handle": self._handle.get()})
         self.program = Program(self.ring, spec)
@@ -101,17 +99,27 @@ class GpuServer:
             out[first:first + count] = self.backend.put(np.frombuffer(raw, dtype=_WIRE).reshape(count, 2, r, self.ring.n))
         return out
 
-    def _key(self, galois: int) -> Any:
-        _, out = _core.call("offload_key", {"handle": self._handle.get(), "galois": int(galois)})
+    def _load_keys(self, elements: Sequence[int]) -> None:
+        """The relinearisation key (element 0) and the Galois keys, in one
+        stack on the device (:attr:`keys`), so that one launch can use
+        several; :attr:`_keys` maps an element to its key in the stack,
+        :attr:`_slot` to its position."""
+        self.keys, self._keys, self._slot = None, {}, {}
         rows = self.ring.nq + self.ring.alpha
-        return self.backend.put(np.frombuffer(out, dtype=_WIRE).reshape(-1, 2, rows, self.ring.n))
+        for i, g in enumerate(elements):
+            _, raw = _core.call("offload_key", {"handle": self._handle.get(), "galois": int(g)})
+            key = np.frombuffer(raw, dtype=_WIRE).reshape(-1, 2, rows, self.ring.n)
+            if self.keys is None:
+                self.keys = self.backend.empty((len(elements),) + key.shape)
+            self.keys[i] = self.backend.put(key)
+            self._keys[g], self._slot[g] = self.keys[i], i
 
     def close(self) -> None:
         """Frees the core's plan and the device arrays (idempotent)."""
         self._handle.close()
         if self._graphs:
             self.release_graphs()
-        self._diags, self._keys = [], {}
+        self._diags, self._keys, self.keys = [], {}, None
 
     @property
     def closed(self) -> bool:
@@ -259,9 +267,17 @@ class GpuServer:
         return result, {"mode": mode, "groups": len(diags), "device": self.device, "graph": True,
                         "capture_seconds": t1 - t0, "seconds": t2 - t1}
 
-    def _rotate(self, ct: Any, dec: Any, rotation: int, r: int) -> Any:
-        g = self._galois[rotation]
-        return self.ring.rotate_hoisted(ct, dec, self._keys[g], g, r)
+    #: Rotations computed per launch: bounds the key products' memory.
+    _ROTATIONS_PER_LAUNCH = 64
+
+    def _rotations(self, ct: Any, dec: Any, rotations: Sequence[int], r: int) -> Any:
+        """ct (2 x r rows, c1 decomposed as dec) rotated by each of
+        rotations: len(rotations) x 2 x r rows (hoisted, batched)."""
+        out = []
+        for c in range(0, len(rotations), self._ROTATIONS_PER_LAUNCH):
+            galois = [self._galois[x] for x in rotations[c:c + self._ROTATIONS_PER_LAUNCH]]
+            out.append(self.ring.rotate_hoisted(ct, dec, self.keys, galois, [self._slot[g] for g in galois], r))
+        return out[0] if len(out) == 1 else self.backend.xp.concatenate(out)
 
     def _table(self, q: Any, r: int) -> Any:
         """The query's rotations: the n1 baby steps (bsgs-tbs, bsgs-tbe)
@@ -272,9 +288,9 @@ class GpuServer:
         table = self.backend.empty((size, 2, r, ring.n))
         table[0] = q
         dec = ring.decompose(q[1], 1, r)
-        babies = range(1, self.l) if self.strategy == "dg" else range(1, min(self.n1, self.l))
-        for b in babies:
-            table[b] = self._rotate(q, dec, b, r)
+        babies = list(range(1, self.l)) if self.strategy == "dg" else list(range(1, min(self.n1, self.l)))
+        if babies:
+            table[1:1 + len(babies)] = self._rotations(q, dec, babies, r)
         if self.strategy == "bsgs-diagonal":
             giants = range(self.n1, self.l, self.n1)
             for b in range(self.n1):
@@ -282,8 +298,7 @@ class GpuServer:
                 if not rots:
                     continue
                 dec_b = ring.decompose(xp.ascontiguousarray(table[b, 1]), 1, r)
-                for g in rots:
-                    table[g + b] = self._rotate(table[b], dec_b, g, r)
+                table[self.n1 + b::self.n1] = self._rotations(xp.ascontiguousarray(table[b]), dec_b, rots, r)
         return table
 
     def _accumulate(self, acc: Any, table: Any, diags: Any, r: int) -> None:
@@ -306,32 +321,43 @@ class GpuServer:
                 self._accumulate(acc[i], table, d, r)
             scores = ring.relinearize(acc, self._keys[0], g, r)
         else:
-            total = None
-            for first in range(0, self.l, self.n1):
+            n2 = -(-self.l // self.n1)
+            acc = self.backend.empty((n2, g, 3, r, ring.n))
+            for j in range(n2):
+                first = j * self.n1
                 nb = min(self.n1, self.l - first)
                 for i, d in enumerate(diags):
-                    self._accumulate(acc[i], table[:nb], d[first:first + nb], r)
-                part = self._giant_step(acc, first, r)
-                total = part if total is None else ring.add_qp(total, part, 2 * g, r)
+                    self._accumulate(acc[j, i], table[:nb], d[first:first + nb], r)
+            total = self._giant_steps(acc, r)
             scores = ring.mod_down(total.reshape(2 * g, r + ring.alpha, ring.n), 2 * g, r)
         return ring.rescale(scores, 2 * g, r).reshape(g, 2, r - 1, ring.n)
 
-    def _giant_step(self, acc: Any, rotation: int, r: int) -> Any:
-        """P times Rot_rotation(Relin(acc)) modulo QP (engine's giantSum.add)
-        for g degree-2 ciphertexts acc (g x 3 x r rows): g x 2 x (r + alpha)
-        rows."""
+    def _giant_steps(self, acc: Any, r: int) -> Any:
+        """sum_j P Rot_{j n1}(Relin(acc[j])) modulo QP (engine's giantSum)
+        for n2 x g degree-2 ciphertexts acc (giant step j of group i at
+        acc[j, i]): g x 2 x (r + alpha) rows. Every giant step of every
+        group goes through each kernel together."""
         ring, xp = self.ring, self.backend.xp
-        g, a, n = acc.shape[0], ring.alpha, ring.n
-        rel = ring.key_product(ring.decompose(xp.ascontiguousarray(acc[:, 2]), g, r), self._keys[0], g, r)
-        if rotation == 0:
-            pc = ring.mul_p(acc[:, 0:2], 2 * g, r).reshape(g, 2, r, n)
-            return ring.add_qp(rel, xp.concatenate([pc, self.backend.zeros((g, 2, a, n))], axis=2), 2 * g, r)
-        x1 = ring.mod_down(xp.ascontiguousarray(rel[:, 1]), g, r, plus=xp.ascontiguousarray(acc[:, 1]))
-        galois = self._galois[rotation]
-        ks = ring.key_product(ring.decompose(x1, g, r), self._keys[galois], g, r)
-        px0 = xp.concatenate([ring.mul_p(acc[:, 0], g, r), self.backend.zeros((g, a, n))], axis=1)
-        c0 = ring.add_qp(ring.add_qp(xp.ascontiguousarray(ks[:, 0]), px0, g, r), xp.ascontiguousarray(rel[:, 0]), g, r)
-        return ring.permute(xp.stack([c0, ks[:, 1]], axis=1), galois, 2 * g, ring.qp_mods(r))
+        n2, g, a, n = acc.shape[0], acc.shape[1], ring.alpha, ring.n
+        flat = acc.reshape(n2 * g, 3, r, n)
+        rel = ring.key_product(ring.decompose(xp.ascontiguousarray(flat[:, 2]), n2 * g, r), self._keys[0], n2 * g, r)
+        pc = ring.mul_p(flat[:g, 0:2], 2 * g, r).reshape(g, 2, r, n)
+        total = ring.add_qp(xp.ascontiguousarray(rel[:g]), xp.concatenate([pc, self.backend.zeros((g, 2, a, n))], axis=2),
+                            2 * g, r)
+        m = (n2 - 1) * g
+        if m == 0:
+            return total
+        # rel's c1 is not read after the division by P, which may overwrite its P rows.
+        x1 = ring.mod_down(xp.ascontiguousarray(rel[g:, 1]), m, r, plus=xp.ascontiguousarray(flat[g:, 1]))
+        galois = [self._galois[j * self.n1] for j in range(1, n2) for _ in range(g)]
+        ks = ring.key_product(ring.decompose(x1, m, r), self.keys, m, r, which=[self._slot[e] for e in galois])
+        px0 = xp.concatenate([ring.mul_p(flat[g:, 0], m, r), self.backend.zeros((m, a, n))], axis=1)
+        c0 = ring.add_qp(ring.add_qp(xp.ascontiguousarray(ks[:, 0]), px0, m, r), xp.ascontiguousarray(rel[g:, 0]), m, r)
+        parts = ring.permute(xp.stack([c0, ks[:, 1]], axis=1), [e for e in galois for _ in range(2)], 2 * m,
+                             ring.qp_mods(r)).reshape(n2 - 1, g, 2, r + a, n)
+        for j in range(n2 - 1):
+            total = ring.add_qp(total, parts[j], 2 * g, r)
+        return total
 
     def _inner_sum(self, outs: Any) -> Any:
         """The groups' outputs added, then summed over all slots (Lattigo's
@@ -343,5 +369,5 @@ class GpuServer:
             ct = ring.add_q(ct, outs[i], 2, r)
         for rotation in self._inner:
             dec = ring.decompose(self.backend.xp.ascontiguousarray(ct[1]), 1, r)
-            ct = ring.add_q(ct, self._rotate(ct, dec, rotation, r), 2, r)
+            ct = ring.add_q(ct, self._rotations(ct, dec, [rotation], r)[0], 2, r)
         return ct
