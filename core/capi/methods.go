@@ -111,6 +111,8 @@ type paramArgs struct {
 	Dim    int    `json:"dim"`
 	// Payload: the chain gets the payload level (mode "payload").
 	Payload bool `json:"payload"`
+	// Fold: fold the vectors' halves into complex slots (params.Set.Fold).
+	Fold bool `json:"fold"`
 }
 
 // set returns the parameter set (defaults for an empty preset and kappa 0).
@@ -122,6 +124,9 @@ func (a *paramArgs) set() (*params.Set, error) {
 		a.Kappa = params.DefaultKappa
 	}
 	s, err := params.NewWith(a.Preset, a.Kappa, a.Dim, a.Payload)
+	if err == nil {
+		s, err = s.WithFold(a.Fold)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errs.ErrInvalid, err)
 	}

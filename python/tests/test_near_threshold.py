@@ -130,10 +130,30 @@ def index_on_keys(tmp_path, keys, delta: float) -> EncryptedIndex:
     return EncryptedIndex(path)
 
 
+@pytest.fixture(scope="module")
+def folded_face_keys(tmp_path_factory):
+    """A folded toy key set for 192-d faces (96 complex diagonals per group)."""
+    d = tmp_path_factory.mktemp("near-threshold-folded-keys") / "keys"
+    encmatch.Client.generate(d, preset=TOY, dim=192, fold=True).close()
+    return d
+
+
 @pytest.mark.data
 @pytest.mark.parametrize("fmr", [1e-3, 1e-4], ids=["fmr1e-3", "fmr1e-4"])
 @pytest.mark.parametrize("dataset", ["lfw", "orl"])
 def test_real_faces_near_threshold(request, tmp_path, face_keys, dataset, fmr):
+    real_faces_near_threshold(request, tmp_path, face_keys, dataset, fmr)
+
+
+@pytest.mark.data
+@pytest.mark.parametrize("dataset", ["lfw", "orl"])
+def test_real_faces_near_threshold_folded(request, tmp_path, folded_face_keys, dataset):
+    """The same on a folded key set (the vectors' halves in complex slots, the real part taken by the server)."""
+    real_faces_near_threshold(request, tmp_path, folded_face_keys, dataset, 1e-3)
+
+
+def real_faces_near_threshold(request, tmp_path, face_keys, dataset: str, fmr: float) -> None:
+    """Real faces of ``dataset`` with delta at ``fmr``, searched under ``face_keys``: every probe outside the band exact."""
     faces = request.getfixturevalue(dataset)
     setup = FACE_SETUP[dataset]
     delta, n_imp = impostor_threshold(faces, fmr, setup["calibration_faces"])

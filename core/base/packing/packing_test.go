@@ -52,6 +52,50 @@ func TestScoresAreInnerProducts(t *testing.T) {
 	}
 }
 
+// TestFoldedScoresAreInnerProducts checks the folded layout: twice the real
+// part of slot t of the folded product is the inner product with vector t,
+// with half the diagonals, also when the vectors' halves differ in norm.
+func TestFoldedScoresAreInnerProducts(t *testing.T) {
+	rng := rand.New(rand.NewSource(2))
+	for _, c := range []struct{ dim, slots, n int }{{3, 16, 16}, {5, 64, 37}, {16, 64, 64}, {12, 128, 100}, {512, 1024, 700}} {
+		l := 1
+		for l < c.dim {
+			l <<= 1
+		}
+		vecs := make([][]float64, c.n)
+		folded := make([][]complex128, c.n)
+		for i := range vecs {
+			vecs[i] = randomUnit(rng, c.dim, l)
+			if i%3 == 0 { // most of the norm in the first half
+				for k := l / 2; k < l; k++ {
+					vecs[i][k] *= 0.1
+				}
+			}
+			folded[i] = Fold(vecs[i])
+		}
+		q := randomUnit(rng, c.dim, l)
+		diags, err := Diagonals(folded, l/2, c.slots, 0.5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(diags) != l/2 {
+			t.Fatalf("%d folded diagonals for block %d", len(diags), l)
+		}
+		s := RealPart(Scores(diags, ReplicateQuery(FoldQuery(q), c.slots)))
+		for tt := 0; tt < c.slots; tt++ {
+			want := 0.0
+			if tt < c.n {
+				for k := range q {
+					want += 0.5 * q[k] * vecs[tt][k]
+				}
+			}
+			if math.Abs(s[tt]-want) > 1e-12 {
+				t.Fatalf("%+v slot %d: %v want %v", c, tt, s[tt], want)
+			}
+		}
+	}
+}
+
 func TestNormalizeRejectsBadVectors(t *testing.T) {
 	nan := float32(math.NaN())
 	inf := float32(math.Inf(1))

@@ -102,7 +102,11 @@ type Set struct {
 	Dim    int    // embedding dimension as given by the user
 	// Payload adds one level below the comparator, on which the server
 	// multiplies match bits into encrypted payloads (package payload).
-	Payload  bool
+	Payload bool
+	// Fold packs the padded vector's two halves into one complex vector,
+	// lo + i hi, so that a group has half as many diagonals (packing.Fold;
+	// the standard ring only). Set by WithFold.
+	Fold     bool
 	CKKS     ckks.Parameters
 	Insecure bool
 }
@@ -120,6 +124,7 @@ type Description struct {
 	SecurityBits int     `json:"security_bits"`
 	Kappa        int     `json:"kappa"`
 	Payload      bool    `json:"payload,omitempty"`
+	Fold         bool    `json:"fold,omitempty"`
 	Levels       int     `json:"levels"`
 	Dim          int     `json:"dim"`
 	PaddedDim    int     `json:"padded_dim"`
@@ -216,11 +221,34 @@ func PaddedDim(dim int) int {
 	return l
 }
 
+// WithFold returns a copy of s with Fold set to fold. Folding needs the
+// standard ring's complex slots and a padded dimension of at least 2.
+func (s *Set) WithFold(fold bool) (*Set, error) {
+	if fold && s.CKKS.RingType() != ring.Standard {
+		return nil, fmt.Errorf("preset %q has real slots (the conjugate-invariant ring): folding needs complex slots", s.Preset)
+	}
+	if fold && PaddedDim(s.Dim) < 2 {
+		return nil, fmt.Errorf("embedding dimension %d has no halves to fold", s.Dim)
+	}
+	c := *s
+	c.Fold = fold
+	return &c, nil
+}
+
 // Slots is the number of CKKS slots (gallery entries per group).
 func (s *Set) Slots() int { return s.CKKS.MaxSlots() }
 
-// L is the padded dimension (block size).
-func (s *Set) L() int { return PaddedDim(s.Dim) }
+// Padded is the embedding dimension padded to a power of two.
+func (s *Set) Padded() int { return PaddedDim(s.Dim) }
+
+// L is the block size: the number of diagonals of a group, Padded() or,
+// folded, half of it.
+func (s *Set) L() int {
+	if s.Fold {
+		return s.Padded() / 2
+	}
+	return s.Padded()
+}
 
 // SecurityBits is 128 when log2(QP) is within the HE standard's bound for
 // log2(N), else 0 (not claimed).
@@ -240,6 +268,9 @@ func (s *Set) Fingerprint() string {
 	if s.Payload {
 		h.Write([]byte("payload|")) // sets without it keep their fingerprints
 	}
+	if s.Fold {
+		h.Write([]byte("fold|"))
+	}
 	h.Write(lit)
 	return hex.EncodeToString(h.Sum(nil))[:32]
 }
@@ -258,9 +289,10 @@ func (s *Set) Describe() Description {
 		SecurityBits: s.SecurityBits(),
 		Kappa:        s.Kappa,
 		Payload:      s.Payload,
+		Fold:         s.Fold,
 		Levels:       s.CKKS.MaxLevel(),
 		Dim:          s.Dim,
-		PaddedDim:    s.L(),
+		PaddedDim:    s.Padded(),
 		GroupSize:    s.Slots(),
 		Fingerprint:  s.Fingerprint(),
 	}
@@ -274,6 +306,9 @@ func (s *Set) Label() string {
 	}
 	if s.Payload {
 		tag = "payload level, " + tag
+	}
+	if s.Fold {
+		tag = "folded, " + tag
 	}
 	return fmt.Sprintf("%s (logN=%d, kappa=%d, %s)", s.Preset, s.CKKS.LogN(), s.Kappa, tag)
 }

@@ -84,12 +84,16 @@ func (q *Querier) EncryptQuery(v []float32) ([]byte, error) {
 
 // encryptQuery packs a query and encrypts it with enc.
 func encryptQuery(set *params.Set, h envelope.Header, enc *ckks.Encoder, encryptor *rlwe.Encryptor, v []float32) ([]byte, error) {
-	q, err := packing.Normalize(v, set.Dim, set.L(), 0)
+	q, err := packing.Normalize(v, set.Dim, set.Padded(), 0)
 	if err != nil {
 		return nil, fmt.Errorf("%w: query: %v", errs.ErrInvalid, err)
 	}
+	var slots any = packing.ReplicateQuery(q, set.Slots())
+	if set.Fold {
+		slots = packing.ReplicateQuery(packing.FoldQuery(q), set.Slots())
+	}
 	pt := ckks.NewPlaintext(set.CKKS, set.CKKS.MaxLevel())
-	if err := enc.Encode(packing.ReplicateQuery(q, set.Slots()), pt); err != nil {
+	if err := enc.Encode(slots, pt); err != nil {
 		return nil, err
 	}
 	ct, err := encryptor.EncryptNew(pt)

@@ -167,7 +167,8 @@ func (s *Server) scoreAndCompare(table montTable, cmp *comparator.Comparator, sc
 // accumulators are added and relinearised once; with baby steps a chunk is
 // giant step j, whose products are accumulated, then relinearised and
 // rotated by j*n1 into the worker's giantSum (modulo QP, divided by P once
-// per group). The result is rescaled once.
+// per group). The result is rescaled once; folded scores are then reduced
+// to their real parts (realPart).
 func (s *Server) groupScores(table montTable, ch <-chan chunk) (*rlwe.Ciphertext, error) {
 	p := s.Params.CKKS
 	level := table[0].Level()
@@ -259,5 +260,22 @@ func (s *Server) groupScores(table montTable, ch <-chan chunk) (*rlwe.Ciphertext
 	if err := s.eval.Rescale(out, out); err != nil {
 		return nil, err
 	}
+	if s.Params.Fold {
+		return realPart(s.eval, out)
+	}
 	return out, nil
+}
+
+// realPart is z + conj(z) for folded scores z: each slot's real part
+// doubled, the inner product of the unfolded vectors (packing.FoldQuery
+// halves the query for it). One key switch per group.
+func realPart(eval *ckks.Evaluator, z *rlwe.Ciphertext) (*rlwe.Ciphertext, error) {
+	conj, err := eval.ConjugateNew(z)
+	if err != nil {
+		return nil, fmt.Errorf("real part of the folded scores: %w", err)
+	}
+	if err := eval.Add(z, conj, z); err != nil {
+		return nil, err
+	}
+	return z, nil
 }

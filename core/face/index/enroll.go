@@ -171,7 +171,7 @@ func enroll(dir string, meta *keys.Meta, set *params.Set, data []float32, n, dim
 	l, slots := set.L(), set.Slots()
 	vecs := make([][]float64, n)
 	for i := range vecs {
-		if vecs[i], err = packing.Normalize(data[i*dim:(i+1)*dim], dim, l, i); err != nil {
+		if vecs[i], err = packing.Normalize(data[i*dim:(i+1)*dim], dim, set.Padded(), i); err != nil {
 			return nil, fmt.Errorf("%w: %v", errs.ErrInvalid, err)
 		}
 	}
@@ -192,12 +192,12 @@ func enroll(dir string, meta *keys.Meta, set *params.Set, data []float32, n, dim
 			pt.Scale = rlwe.NewScale(payload.PayloadScale)
 			return pt, ecd.Encode(src.columns[i-l], pt)
 		}
-		d := src.diags[i]
+		r := 0
 		if strat.PreRotatedByEnroller() {
-			d = packing.Rotate(d, strat.PreRotation(i))
+			r = strat.PreRotation(i)
 		}
 		pt := ckks.NewPlaintext(set.CKKS, set.CKKS.MaxLevel())
-		return pt, ecd.Encode(d, pt)
+		return pt, ecd.Encode(src.diagonal(i, r), pt)
 	}
 	pw := m.PayloadWidth
 	records := l + 2*pw
@@ -246,11 +246,10 @@ func enroll(dir string, meta *keys.Meta, set *params.Set, data []float32, n, dim
 	}
 	for ; lo < n; lo += slots {
 		hi := min(lo+slots, n)
-		diags, err := packing.Diagonals(vecs[lo:hi], l, slots, m.ScoreScale)
+		src, err := newGroupPlain(set, vecs[lo:hi], m.ScoreScale)
 		if err != nil {
 			return nil, err
 		}
-		src := groupPlain{diags, nil}
 		if pw > 0 {
 			src.columns = payload.PayloadColumns(rows(lo, hi), pw, 0, slots)
 		}
@@ -297,15 +296,14 @@ func fillGroup(dir string, m *Manifest, set *params.Set, gi int, vecs [][]float6
 		return g, fmt.Errorf("internal error: %d vectors do not fit the %d free slots of %s", len(vecs), slots-g.Count, g.File)
 	}
 	rows := make([][]float64, g.Count, g.Count+len(vecs))
-	zero := make([]float64, l)
+	zero := make([]float64, set.Padded())
 	for i := range rows {
 		rows[i] = zero
 	}
-	diags, err := packing.Diagonals(append(rows, vecs...), l, slots, m.ScoreScale)
+	src, err := newGroupPlain(set, append(rows, vecs...), m.ScoreScale)
 	if err != nil {
 		return g, err
 	}
-	src := groupPlain{diags, nil}
 	if m.PayloadWidth > 0 {
 		src.columns = payload.PayloadColumns(payloads, m.PayloadWidth, g.Count, slots)
 	}

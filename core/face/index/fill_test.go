@@ -216,14 +216,13 @@ func TestFillCrashSafety(t *testing.T) {
 	// Crash 1: the filled file is written, the manifest is not.
 	vecs := make([][]float64, 2)
 	for i := range vecs {
-		vecs[i], _ = packing.Normalize(all[(3+i)*4:(4+i)*4], 4, pub.Params.L(), i)
+		vecs[i], _ = packing.Normalize(all[(3+i)*4:(4+i)*4], 4, pub.Params.Padded(), i)
 	}
 	strat, _ := m.SimilarityStrategy()
 	ecd := ckks.NewEncoder(pub.Params.CKKS)
 	pt := func(src groupPlain, i int) (*rlwe.Plaintext, error) {
-		d := packing.Rotate(src.diags[i], strat.PreRotation(i))
 		p := ckks.NewPlaintext(pub.Params.CKKS, pub.Params.CKKS.MaxLevel())
-		return p, ecd.Encode(d, p)
+		return p, ecd.Encode(src.diagonal(i, strat.PreRotation(i)), p)
 	}
 	enc := rlwe.NewEncryptor(pub.Params.CKKS, pub.Key)
 	g, err := fillGroup(idx, m, pub.Params, 0, vecs, nil, func() (groupEncryptor, error) {

@@ -15,6 +15,7 @@ import (
 	"encmatch/core/base/codec"
 	"encmatch/core/base/envelope"
 	"encmatch/core/base/errs"
+	"encmatch/core/base/packing"
 	"encmatch/core/base/params"
 	"encmatch/core/face/payload"
 	"encmatch/core/face/seeded"
@@ -96,10 +97,36 @@ func groupPayload(p ckks.Parameters, l, cols int, seededGroup bool) int64 {
 // comparator's output on a chain with the payload level (params.NewWith).
 const PayloadLevel = 1
 
-// groupPlain is what a group's records encode: its diagonals and its
-// payload columns (none without payloads).
+// groupPlain is what a group's records encode: its diagonals (real, or
+// complex when the parameters fold) and its payload columns (none without
+// payloads).
 type groupPlain struct {
-	diags, columns [][]float64
+	diags   [][]float64
+	folded  [][]complex128
+	columns [][]float64
+}
+
+// newGroupPlain packs normalised vectors (of length set.Padded()) into a
+// group's diagonals, scaled by scale, folded when set.Fold.
+func newGroupPlain(set *params.Set, vecs [][]float64, scale float64) (groupPlain, error) {
+	if !set.Fold {
+		d, err := packing.Diagonals(vecs, set.L(), set.Slots(), scale)
+		return groupPlain{diags: d}, err
+	}
+	folded := make([][]complex128, len(vecs))
+	for i, v := range vecs {
+		folded[i] = packing.Fold(v)
+	}
+	d, err := packing.Diagonals(folded, set.L(), set.Slots(), scale)
+	return groupPlain{folded: d}, err
+}
+
+// diagonal is diagonal i rotated by r slots, as Lattigo's encoder takes it.
+func (g groupPlain) diagonal(i, r int) any {
+	if g.folded != nil {
+		return packing.Rotate(g.folded[i], r)
+	}
+	return packing.Rotate(g.diags[i], r)
 }
 
 // BytesPerGroup is the size of a group file's payload at the parameters of

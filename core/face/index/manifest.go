@@ -153,12 +153,16 @@ func (m *Manifest) CheckKeys(meta *keys.Meta) error {
 
 // SimilarityStrategy is the strategy the index was made for.
 func (m *Manifest) SimilarityStrategy() (strategy.Strategy, error) {
-	return strategy.New(m.Strategy, m.N1, m.Params.PaddedDim)
+	l := m.Params.PaddedDim
+	if m.Params.Fold { // a folded group has half the diagonals (params.Set.L)
+		l /= 2
+	}
+	return strategy.New(m.Strategy, m.N1, l)
 }
 
 // ParamSet rebuilds the parameter set of the manifest.
 func (m *Manifest) ParamSet() (*params.Set, error) {
-	set, err := keys.ParamSetWith(m.Params.Preset, m.Params.Kappa, m.Params.Dim, m.Params.Payload)
+	set, err := keys.ParamSetWith(m.Params.Preset, m.Params.Kappa, m.Params.Dim, m.Params.Payload, m.Params.Fold)
 	if err != nil {
 		return nil, fmt.Errorf("%w: manifest parameters: %v", errs.ErrCorrupt, err)
 	}

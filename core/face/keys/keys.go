@@ -62,7 +62,9 @@ type Meta struct {
 	Kappa    int    `json:"kappa"`
 	Dim      int    `json:"dim"`
 	// Payload: the chain has the payload level (params.NewWith).
-	Payload        bool     `json:"payload,omitempty"`
+	Payload bool `json:"payload,omitempty"`
+	// Fold: queries and galleries are folded (params.Set.Fold).
+	Fold           bool     `json:"fold,omitempty"`
 	Fingerprint    string   `json:"fingerprint"`
 	Strategy       string   `json:"strategy"`
 	N1             int      `json:"n1"`
@@ -78,7 +80,7 @@ func (m *Meta) Params() (*params.Set, error) {
 	if err := CheckDim(m.Dim); err != nil {
 		return nil, fmt.Errorf("%w: key metadata: %v", errs.ErrCorrupt, err)
 	}
-	set, err := ParamSetWith(m.Preset, m.Kappa, m.Dim, m.Payload)
+	set, err := ParamSetWith(m.Preset, m.Kappa, m.Dim, m.Payload, m.Fold)
 	if err != nil {
 		return nil, fmt.Errorf("%w: key metadata: %v", errs.ErrCorrupt, err)
 	}
@@ -116,11 +118,12 @@ const paramCacheSize = 8
 // checked first (CheckDim). The caller gets its own copy of the Set (the
 // CKKS parameters inside are immutable and shared).
 func ParamSet(preset string, kappa, dim int) (*params.Set, error) {
-	return ParamSetWith(preset, kappa, dim, false)
+	return ParamSetWith(preset, kappa, dim, false, false)
 }
 
-// ParamSetWith is ParamSet for a set with or without the payload level.
-func ParamSetWith(preset string, kappa, dim int, payload bool) (*params.Set, error) {
+// ParamSetWith is ParamSet for a set with or without the payload level,
+// folded or not.
+func ParamSetWith(preset string, kappa, dim int, payload, fold bool) (*params.Set, error) {
 	if err := CheckDim(dim); err != nil {
 		return nil, err
 	}
@@ -140,8 +143,7 @@ func ParamSetWith(preset string, kappa, dim int, payload bool) (*params.Set, err
 		paramCache.m[key] = set
 		paramCache.Unlock()
 	}
-	c := *set
-	return &c, nil
+	return set.WithFold(fold)
 }
 
 // CheckDim refuses a dimension outside [1, MaxDim].
@@ -166,9 +168,13 @@ func (m *Meta) SimilarityStrategy(set *params.Set) (strategy.Strategy, error) {
 }
 
 // GaloisElements lists the Galois elements a server needs: the strategy's
-// rotations and the inner sum over all slots (membership).
+// rotations, the inner sum over all slots (membership) and, for a folded
+// set, the conjugation (the real part of the folded scores).
 func GaloisElements(set *params.Set, rotations []int) []uint64 {
 	seen := map[uint64]bool{}
+	if set.Fold {
+		seen[set.CKKS.GaloisElementOrderTwoOrthogonalSubgroup()] = true
+	}
 	for _, g := range set.CKKS.GaloisElements(rotations) {
 		seen[g] = true
 	}
@@ -230,7 +236,7 @@ func Generate(dir string, set *params.Set, strat strategy.Strategy) (*Summary, e
 	}
 	rots := strat.Rotations()
 	meta := &Meta{Format: formatV1, KeyID: hex.EncodeToString(id), Preset: set.Preset, Insecure: set.Insecure,
-		Kappa: set.Kappa, Dim: set.Dim, Payload: set.Payload, Fingerprint: set.Fingerprint(), Strategy: strat.Name, N1: strat.N1,
+		Kappa: set.Kappa, Dim: set.Dim, Payload: set.Payload, Fold: set.Fold, Fingerprint: set.Fingerprint(), Strategy: strat.Name, N1: strat.N1,
 		Rotations: rots, GaloisElements: GaloisElements(set, rots)}
 
 	p := set.CKKS

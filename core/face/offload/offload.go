@@ -64,7 +64,8 @@ type Plan struct {
 
 // Open opens the groups at positions groups (nil: all) of the index at
 // indexDir with the server keys at serverKeyDir, as engine.Open does.
-// Only the standard ring is supported (not the conjugate-invariant one).
+// Only the standard ring is supported (not the conjugate-invariant one),
+// and key sets that do not fold.
 func Open(indexDir, serverKeyDir string, groups []int) (*Plan, error) {
 	sh, err := engine.LoadShard(indexDir, serverKeyDir, groups)
 	if err != nil {
@@ -73,6 +74,9 @@ func Open(indexDir, serverKeyDir string, groups []int) (*Plan, error) {
 	ek := sh.Keys
 	if ek.Params.CKKS.RingType() != ring.Standard {
 		return nil, fmt.Errorf("%w: the outside engine supports the standard ring only; preset %q uses the %s ring (search it with the CPU engine)", errs.ErrInvalid, ek.Params.Preset, ek.Params.CKKS.RingType())
+	}
+	if ek.Params.Fold {
+		return nil, fmt.Errorf("%w: the outside engine does not take the real part of folded scores yet: search a folded key set's index with the CPU engine", errs.ErrInvalid)
 	}
 	cmp, err := comparator.New(ek.Params.Kappa, sh.Manifest.Delta, sh.Manifest.ScoreScale)
 	if err != nil {

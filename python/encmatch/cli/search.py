@@ -44,7 +44,7 @@ def cmd_keygen(args: argparse.Namespace) -> int:
     client = Client.generate(
         args.keys, preset=args.preset, kappa=args.kappa, dim=args.dim, strategy=args.strategy, n1=args.n1,
         expected_size=args.expected_size, memory_budget=args.memory_budget, workers=args.workers,
-        payload=args.payload,
+        payload=args.payload, fold=args.fold,
     )
     with client:
         warn_if_insecure(client.params)
@@ -55,6 +55,9 @@ def cmd_keygen(args: argparse.Namespace) -> int:
         print(f"strategy: {client.strategy}, n1 {client.n1}{chosen}")
         if args.payload:
             print("payload: yes (one more level: indexes with payloads, `query --mode payload`)")
+        if args.fold:
+            print(f"fold: yes ({client.params['padded_dim'] // 2} complex diagonals per group instead of "
+                  f"{client.params['padded_dim']})")
         if "rotation_keys" in info:
             print(f"rotation keys: {info['rotation_keys']}")
         if "server_key_bytes" in info:
@@ -382,6 +385,9 @@ def add_commands(sub: Any) -> None:
     s.add_argument("--payload", action="store_true",
                    help="a payload key set: one more level in the modulus chain, needed for payload fetch "
                         "(indexes created with --payload-width, `query --mode payload`)")
+    s.add_argument("--fold", action="store_true",
+                   help="fold each vector's halves into complex slots: half the diagonals, products and bytes per "
+                        "entry (standard-ring presets; the CPU engine, not yet the GPU engine or threshold keys)")
     s.set_defaults(func=cmd_keygen)
 
     s = sub.add_parser("enroll", help="encrypt vectors into an index")
