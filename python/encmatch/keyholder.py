@@ -105,8 +105,8 @@ class Client:
         (``lo + i hi``, the query as ``(lo - i hi) / 2``): a group has half
         the diagonals, so half the products, key switches and stored bytes,
         and the server takes the real part once per group (one more
-        rotation key, the conjugation). Standard-ring presets only; the GPU
-        engine and threshold key sets do not take folded key sets yet.
+        rotation key, the conjugation). Standard-ring presets only;
+        threshold key sets do not fold yet.
         """
         for name, flag in (("payload", payload), ("fold", fold)):
             if not isinstance(flag, bool):

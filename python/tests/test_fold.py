@@ -2,9 +2,9 @@
 
 The encrypted answers equal brute force as the unfolded ones do (the core's
 Go tests run every strategy, both stores, streaming and payloads; the
-real-face near-threshold test runs a folded key set too); here the SDK and
-CLI surface: half the diagonals on disk, and what does not take a folded key
-set yet says so.
+real-face near-threshold test runs a folded key set too, the GPU engine's
+conformance test folded strategies); here the SDK and CLI surface: half the
+diagonals on disk, and a preset without complex slots refused.
 """
 
 from __future__ import annotations
@@ -60,12 +60,7 @@ def test_half_the_diagonals(folded, tmp_path):
     assert 0.45 < ratio < 0.55, ratio
 
 
-def test_what_does_not_fold_yet_says_so(folded, tmp_path):
-    client, index, _, _ = folded
-    from encmatch.gpu import GpuServer
-
-    with pytest.raises(InvalidArgument, match="folded"):
-        GpuServer(index, client.server_key_dir, device="cpu")
+def test_what_does_not_fold_says_so(tmp_path):
     with pytest.raises(InvalidArgument, match="complex slots"):
         encmatch.Client.generate(tmp_path / "real", preset="toy-real", dim=DIM, fold=True)
     with pytest.raises(InvalidArgument, match="fold must be True or False"):

@@ -20,7 +20,8 @@ from encmatch.gpu import GpuServer, cuda_available, get_backend
 from encmatch.gpu.ring import Ring, _bitrev
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not cuda_available(), reason="no CUDA GPU"))]
-STRATEGIES = ["bsgs-tbe", "bsgs-tbs", "bsgs-diagonal", "dg"]
+#: The strategies, and folded key sets ("-folded": each vector's halves in complex slots).
+STRATEGIES = ["bsgs-tbe", "bsgs-tbs", "bsgs-diagonal", "dg", "bsgs-tbe-folded", "dg-folded"]
 DIM = 32
 
 
@@ -170,7 +171,9 @@ def indexes(tmp_path_factory):
         if strategy not in made:
             base = tmp_path_factory.mktemp(f"gpu-{strategy}")
             rng = np.random.default_rng(len(made))
-            Client.generate(base / "keys", preset="toy", kappa=7, dim=DIM, strategy=strategy).close()
+            name = strategy.removesuffix("-folded")
+            Client.generate(base / "keys", preset="toy", kappa=7, dim=DIM, strategy=name,
+                            fold=name != strategy).close()
             gal = _unit(rng, 2600)
             q = gal[7].copy()
             for i, cos in enumerate(np.linspace(0.47, 0.53, 24)):  # scores crowding delta 0.5

@@ -64,8 +64,7 @@ type Plan struct {
 
 // Open opens the groups at positions groups (nil: all) of the index at
 // indexDir with the server keys at serverKeyDir, as engine.Open does.
-// Only the standard ring is supported (not the conjugate-invariant one),
-// and key sets that do not fold.
+// Only the standard ring is supported (not the conjugate-invariant one).
 func Open(indexDir, serverKeyDir string, groups []int) (*Plan, error) {
 	sh, err := engine.LoadShard(indexDir, serverKeyDir, groups)
 	if err != nil {
@@ -74,9 +73,6 @@ func Open(indexDir, serverKeyDir string, groups []int) (*Plan, error) {
 	ek := sh.Keys
 	if ek.Params.CKKS.RingType() != ring.Standard {
 		return nil, fmt.Errorf("%w: the outside engine supports the standard ring only; preset %q uses the %s ring (search it with the CPU engine)", errs.ErrInvalid, ek.Params.Preset, ek.Params.CKKS.RingType())
-	}
-	if ek.Params.Fold {
-		return nil, fmt.Errorf("%w: the outside engine does not take the real part of folded scores yet: search a folded key set's index with the CPU engine", errs.ErrInvalid)
 	}
 	cmp, err := comparator.New(ek.Params.Kappa, sh.Manifest.Delta, sh.Manifest.ScoreScale)
 	if err != nil {
@@ -115,6 +111,10 @@ type Description struct {
 	// Galois maps each rotation the search applies (baby and giant steps,
 	// the inner sum's powers of two) to its Galois element.
 	Galois map[int]uint64 `json:"galois"`
+	// Conjugate is the Galois element of the conjugation for a folded key
+	// set (params.Set.Fold: each group's rescaled scores z become
+	// z + conj(z)), 0 otherwise.
+	Conjugate uint64 `json:"conjugate"`
 	// InnerSum lists the rotations of membership's inner sum, in order.
 	InnerSum []int       `json:"inner_sum"`
 	Groups   []GroupInfo `json:"groups"`
@@ -136,6 +136,9 @@ func (pl *Plan) Describe() *Description {
 	}
 	for _, r := range append(rots, d.InnerSum...) {
 		d.Galois[r] = p.GaloisElement(r)
+	}
+	if pl.Params.Fold {
+		d.Conjugate = p.GaloisElementOrderTwoOrthogonalSubgroup()
 	}
 	for _, g := range pl.served {
 		d.Groups = append(d.Groups, GroupInfo{Position: groupPosition(pl.Manifest, g), Start: g.Start, Count: g.Count})

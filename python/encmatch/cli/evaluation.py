@@ -62,7 +62,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     bench_report.check_out_dir(args.out)
     log(f"parameters: {describe_params(params)}")
     doc = bench_mod.run(
-        args.sizes, args.strategies, encryptions=args.encryption, matches=args.matches, n1=args.n1,
+        args.sizes, args.strategies, encryptions=args.encryption, layouts=args.layouts, matches=args.matches, n1=args.n1,
         trials=args.trials, preset=args.preset, kappa=args.kappa, dim=args.dim, workload=args.workload,
         memory_budget=args.memory_budget, work_dir=args.work, seed=args.seed, log=log,
     )
@@ -104,6 +104,15 @@ def _encryption_list(text: str) -> list[str]:
     if not names or bad:
         raise argparse.ArgumentTypeError(
             f"unknown encryption {', '.join(bad) or text!r} (want {', '.join(bench_mod.ENCRYPTIONS)})")
+    return names
+
+
+def _layout_list(text: str) -> list[str]:
+    """argparse type: comma-separated slot layouts (bench)."""
+    names = [x.strip() for x in text.split(",") if x.strip()]
+    bad = [n for n in names if n not in bench_mod.LAYOUTS]
+    if not names or bad:
+        raise argparse.ArgumentTypeError(f"unknown layout {', '.join(bad) or text!r} (want {', '.join(bench_mod.LAYOUTS)})")
     return names
 
 
@@ -164,6 +173,9 @@ def add_commands(sub: Any) -> None:
     s.add_argument("--encryption", type=_encryption_list, default=["public-key"], metavar="E,E",
                    help="gallery enrollment: public-key (any enroller, as papers/000), secret-key (the key owner, "
                         "seeded: half the bytes), or both comma-separated (default: public-key)")
+    s.add_argument("--layouts", type=_layout_list, default=["plain"], metavar="L,L",
+                   help="slot layouts: plain, folded (each vector's halves in complex slots, half the diagonals), "
+                        "or both comma-separated (default: plain)")
     s.add_argument("--trials", type=int, default=11,
                    help="trials per configuration; trial 1 is the setup (default: %(default)s)")
     add_preset_argument(s)

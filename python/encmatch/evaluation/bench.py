@@ -75,6 +75,10 @@ __all__ = [
 #: How a gallery can be enrolled: by any enroller under the public key, or by
 #: the key owner under the secret key with seeded uniform halves (half the bytes).
 ENCRYPTIONS = ("public-key", "secret-key")
+#: Slot layouts a configuration can use: ``plain`` (one real diagonal per
+#: dimension) or ``folded`` (the vector's halves in complex slots, half the
+#: diagonals; ``Client.generate(fold=True)``).
+LAYOUTS = ("plain", "folded")
 
 #: Threshold of the synthetic workload. Matches score about 0.9997, non-matches
 #: of 512-d uniform vectors about 0 +- 0.044 (at most about 0.25 over 2^20): 0.6
@@ -386,8 +390,11 @@ def bench_config(
     progress: bool | None = None,
     query_fn: Callable[[Client, Server, Workload], dict] = _query,
     encryption: str = "public-key",
+    layout: str = "plain",
 ) -> dict:
     """Benchmark ``workload`` with ``strategy`` for ``trials`` trials in ``work_dir``; returns the record.
+
+    ``layout`` is one of :data:`LAYOUTS`.
 
     ``encryption`` is how the gallery is enrolled: ``public-key`` (any
     enroller, as in papers/000) or ``secret-key`` (the key owner: seeded
@@ -403,6 +410,8 @@ def bench_config(
         raise InvalidArgument(f"trials must be at least 2 (trial 1 is the setup), got {trials}")
     if encryption not in ENCRYPTIONS:
         raise InvalidArgument(f"encryption must be one of {', '.join(ENCRYPTIONS)}, got {encryption!r}")
+    if layout not in LAYOUTS:
+        raise InvalidArgument(f"layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
     own_sampler = sampler is None
     sampler = sampler or RssSampler()
     if own_sampler:
@@ -411,13 +420,14 @@ def bench_config(
     key_dir, index_dir = work_dir / "keys", work_dir / "index"
     size = len(workload.gallery)
     rec: dict = {"K": size, "Km": int(len(workload.planted)), "strategy": strategy, "encryption": encryption,
-                 "workload": workload.name, "delta": workload.delta, "trials": []}
+                 "layout": layout, "workload": workload.name, "delta": workload.delta, "trials": []}
     try:
         sampler.reset()
         t_setup = time.perf_counter()
         t0 = time.perf_counter()
         client = Client.generate(key_dir, preset=preset, kappa=kappa, dim=workload.dim, strategy=strategy,
-                                 n1=0 if strategy == "dg" else n1, expected_size=size, memory_budget=memory_budget)
+                                 n1=0 if strategy == "dg" else n1, expected_size=size, memory_budget=memory_budget,
+                                 fold=layout == "folded")
         keygen_s = time.perf_counter() - t0
         with client:
             owner = key_dir if encryption == "secret-key" else None
@@ -504,6 +514,7 @@ def run(
     strategies: Sequence[str] = ("bsgs-tbe", "dg"),
     *,
     encryptions: Sequence[str] = ("public-key",),
+    layouts: Sequence[str] = ("plain",),
     matches: int = 1,
     n1: int = 0,
     trials: int = 11,
@@ -519,7 +530,7 @@ def run(
     query_fn: Callable[[Client, Server, Workload], dict] = _query,
     isolate: bool = True,
 ) -> dict:
-    """Run every (K, strategy, encryption) configuration; returns the results document (see :func:`write_outputs`).
+    """Run every (K, strategy, encryption, layout) configuration; returns the results document (see :func:`write_outputs`).
 
     The workload of each K is generated once and shared by the
     strategies. ``dim`` is ignored by the ``faces`` workload (192-d).
@@ -550,13 +561,13 @@ def run(
             wl = make_workload(workload, int(size), matches, dim, kappa=kappa, seed=seed)
             doc["workloads"][str(size)] = wl.info
             doc["parameters"]["delta"] = wl.delta
-            for strategy, encryption in itertools.product(strategies, encryptions):
+            for strategy, encryption, layout in itertools.product(strategies, encryptions, layouts):
                 if log:
-                    log(f"K = {size:,}, {strategy}, {encryption} enrollment: keygen, enrollment, warm-up ...")
-                cfg_dir = Path(tmp) / f"{size}-{strategy}-{encryption}"
+                    log(f"K = {size:,}, {strategy}, {encryption} enrollment, {layout}: keygen, enrollment, warm-up ...")
+                cfg_dir = Path(tmp) / f"{size}-{strategy}-{encryption}-{layout}"
                 kwargs = dict(workload=wl, strategy=strategy, work_dir=cfg_dir, preset=preset, kappa=kappa,
                               n1=n1, trials=trials, memory_budget=memory_budget, progress=progress,
-                              encryption=encryption)
+                              encryption=encryption, layout=layout)
                 if isolate:
                     ctx = multiprocessing.get_context("spawn")
                     with concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
@@ -582,8 +593,10 @@ def fmt_pm(mean: float | None, std: float | None, scale: float = 1.0, digits: in
 
 
 def series(rec: dict) -> str:
-    """The name of a configuration's line in plots and tables: the strategy, marked when the store is seeded."""
-    return rec["strategy"] + (" seeded" if rec.get("encryption") == "secret-key" else "")
+    """The name of a configuration's line in plots and tables: the strategy, marked when the store is seeded and
+    when the layout is folded."""
+    return (rec["strategy"] + (" seeded" if rec.get("encryption") == "secret-key" else "")
+            + (" folded" if rec.get("layout") == "folded" else ""))
 
 
 def _summary_line(rec: dict) -> str:

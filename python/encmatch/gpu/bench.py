@@ -55,14 +55,15 @@ def _near(rng: np.random.Generator, v: np.ndarray, cos: float) -> np.ndarray:
 
 
 def _make_index(work: Path, preset: str, kappa: int, dim: int, strategy: str, n: int, seed: int, delta: float = 0.5,
-                owner: bool = False) -> tuple[Path, Path, list[np.ndarray], dict]:
+                owner: bool = False, fold: bool = False) -> tuple[Path, Path, list[np.ndarray], dict]:
     """Keys, an index of n random unit vectors (with a crowd planted around
     delta for the first query) and three queries; with timings. With owner
-    the key owner enrolls (secret-key encryption, seeded halves)."""
+    the key owner enrolls (secret-key encryption, seeded halves); with fold
+    the key set folds (half the diagonals)."""
     rng = np.random.default_rng(seed)
     keys, index = work / "keys", work / "index"
     t = time.perf_counter()
-    Client.generate(keys, preset=preset, kappa=kappa, dim=dim, strategy=strategy).close()
+    Client.generate(keys, preset=preset, kappa=kappa, dim=dim, strategy=strategy, fold=fold).close()
     keygen = time.perf_counter() - t
     gallery = _unit(rng, n, dim)
     queries = [gallery[3].copy(), _unit(rng, 1, dim)[0], gallery[n - 1].copy()]
@@ -127,13 +128,14 @@ def _time_compute(gpu: Any, q: np.ndarray, mode: str, diags: list, trials: int, 
 def _secure(work: Path, args: argparse.Namespace, log: Any) -> dict:
     from .server import GpuServer
 
-    out: dict[str, Any] = {"preset": args.preset, "kappa": args.kappa, "dim": args.dim, "strategy": args.strategy}
+    out: dict[str, Any] = {"preset": args.preset, "kappa": args.kappa, "dim": args.dim, "strategy": args.strategy,
+                           "fold": bool(args.fold)}
     from .. import _core
 
     slots = int(_core.call("describe", {"preset": args.preset, "kappa": args.kappa, "dim": args.dim})[0]["slots"])
     n = args.groups * slots
     keys, index, queries, info = _make_index(work / "secure", args.preset, args.kappa, args.dim, args.strategy, n, seed=7,
-                                             owner=args.owner_enroll)
+                                             owner=args.owner_enroll, fold=args.fold)
     out.update(info)
     log(f"{args.preset}: keys in {info['keygen_seconds']:.1f} s, {n} entries enrolled in {info['enroll_seconds']:.1f} s")
     client = Client(keys)
@@ -299,6 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-secure", action="store_true")
     ap.add_argument("--cpu-queries", type=int, default=3, help="queries through the CPU engine (0: none, no conformance)")
     ap.add_argument("--owner-enroll", action="store_true", help="enroll as the key owner (seeded halves)")
+    ap.add_argument("--fold", action="store_true", help="a folded key set (each vector's halves in complex slots)")
     ap.add_argument("--profile", action="store_true", help="per-kernel times of one search")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--index", help=argparse.SUPPRESS)

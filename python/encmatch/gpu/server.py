@@ -71,7 +71,10 @@ class GpuServer:
         self.level = int(desc["query_level"])
         self._galois = {int(k): int(v) for k, v in desc["galois"].items()}
         self._inner = [int(x) for x in desc["inner_sum"]]
-        self._load_keys([0] + sorted(set(self._galois.values())))
+        #: The conjugation's Galois element of a folded key set (0: not folded).
+        self.conjugate = int(desc.get("conjugate", 0))
+        extra = [self.conjugate] if self.conjugate else []
+        self._load_keys([0] + sorted(set(self._galois.values()) | set(extra)))
         self._diags = [self._group(i) for i in range(len(self.groups))]
         spec, _ = _core.call("offload_program", {"handle": self._handle.get()})
         self.program = Program(self.ring, spec)
@@ -330,7 +333,21 @@ class GpuServer:
                     self._accumulate(acc[j, i], table[:nb], d[first:first + nb], r)
             total = self._giant_steps(acc, r)
             scores = ring.mod_down(total.reshape(2 * g, r + ring.alpha, ring.n), 2 * g, r)
-        return ring.rescale(scores, 2 * g, r).reshape(g, 2, r - 1, ring.n)
+        scores = ring.rescale(scores, 2 * g, r).reshape(g, 2, r - 1, ring.n)
+        return self._real_part(scores) if self.conjugate else scores
+
+    def _real_part(self, z: Any) -> Any:
+        """z + conj(z) for g folded score ciphertexts (engine.realPart:
+        Lattigo's Conjugate, an automorphism with a fresh decomposition)."""
+        ring, xp = self.ring, self.backend.xp
+        g, r = z.shape[0], z.shape[2]
+        dec = ring.decompose(xp.ascontiguousarray(z[:, 1]), g, r)
+        ks = ring.key_product(dec, self._keys[self.conjugate], g, r)
+        plus = xp.zeros((g, 2, r, ring.n), dtype=np.uint64)
+        plus[:, 0] = z[:, 0]
+        conj = ring.permute(ring.mod_down(ks.reshape(2 * g, r + ring.alpha, ring.n), 2 * g, r, plus=plus),
+                            self.conjugate, 2 * g, list(range(r)))
+        return ring.add_q(z, conj.reshape(g, 2, r, ring.n), 2 * g, r)
 
     def _giant_steps(self, acc: Any, r: int) -> Any:
         """sum_j P Rot_{j n1}(Relin(acc[j])) modulo QP (engine's giantSum)
