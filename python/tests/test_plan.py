@@ -71,3 +71,22 @@ def test_cli(tmp_path):
     assert slow.returncode == 1 and "kernel-bound" in slow.stdout
     small = run_cli("plan", "--vectors", "100000", "--memory-per-worker", "4", "--profile", "l40s-papers003")
     assert small.returncode == 2 and "cannot hold one shard" in small.stderr
+
+
+def test_profile_of_another_comparator_refused():
+    """A profile measured at another kappa plans another system: refused, with what to do; one
+    that does not state its kappa plans with a warning."""
+    profiles = builtin_profiles()
+    assert profiles["cpu-2core"].kappa == 13 and profiles["cpu-2core-kappa8"].kappa == 8
+    assert plan(10**7, 24e9, profiles["cpu-2core"], kappa=13).workers
+    with pytest.raises(InvalidArgument, match="measured at kappa 8, the plan asks for kappa 13"):
+        plan(10**7, 24e9, profiles["cpu-2core-kappa8"], kappa=13)
+    paper = plan(PAPER_GALLERY, 48e9, profiles["l40s-papers003"], kappa=13)
+    assert paper.workers == 128 and "does not state a comparator depth" in paper.note
+    out = run_cli("plan", "--vectors", "10000000", "--memory-per-worker", "24")  # the default kappa
+    assert out.returncode == 0 and "comparator depth: kappa 13" in out.stdout, out.stderr
+    old = run_cli("plan", "--vectors", "10000000", "--memory-per-worker", "24", "--profile", "cpu-2core-kappa8")
+    assert old.returncode == 2 and "measured at kappa 8" in old.stderr
+    ok = run_cli("plan", "--vectors", "10000000", "--memory-per-worker", "24", "--profile", "cpu-2core-kappa8",
+                 "--kappa", "8")
+    assert ok.returncode == 0 and "comparator depth: kappa 8" in ok.stdout

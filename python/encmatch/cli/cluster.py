@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from .._util.defaults import DEFAULT_KAPPA
 from .._util.ui import gigabytes
 from ..errors import InvalidArgument
 
@@ -58,6 +59,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--profile", default="cpu-2core",
                    help="measured costs: a shipped profile (cpu-2core, l40s-papers003) or a JSON file "
                         "(default: %(default)s)")
+    s.add_argument("--kappa", type=int, default=DEFAULT_KAPPA,
+                   help="comparator depth to plan for; a profile measured at another is refused (default: %(default)s)")
     s.add_argument("--json", action="store_true", help="print the plan as JSON")
     s.add_argument("--plot", type=Path, default=None, help="write latency against fleet size to this PNG")
     s.set_defaults(func=cmd_plan)
@@ -69,7 +72,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
     if args.memory_per_worker <= 0:
         raise InvalidArgument("--memory-per-worker must be > 0")
-    p = plan(args.vectors, args.memory_per_worker, load_profile(args.profile), args.target_latency)
+    p = plan(args.vectors, args.memory_per_worker, load_profile(args.profile), args.target_latency, kappa=args.kappa)
     print(as_json(p) if args.json else render(p))
     if args.plot:
         plot(p, args.plot)

@@ -14,6 +14,10 @@ memory at once):
 - ``ray-1x1``: one actor with 1 CPU holding every group;
 - ``ray-1x2-one-group``: one actor with 2 CPUs holding the one-group gallery.
 
+``--profile-only`` runs only ``ray-1x2`` and ``ray-1x2-one-group``, one
+after the other (what the profile needs, on a machine that cannot hold the
+in-process server and an actor side by side).
+
 It writes ``results.json`` and ``results.md`` (medians, ratios, actors'
 peak memory) and the ``cpu-2core`` planning profile derived from them
 (``profile.json``: per-shard time and memory of a 2-CPU worker) to
@@ -134,17 +138,17 @@ def _time_configs(configs: list[tuple[str, str, RayBackend | None]], setup: dict
     return rows
 
 
-def _profile(rows: dict[str, dict], dim: int, kappa: int, groups: int) -> dict:
+def _profile(rows: dict[str, dict], dim: int, kappa: int, groups: int, out: Path) -> dict:
     """The planning profile of a 2-CPU worker from the measured rows."""
     one, full = rows["ray-1x2-one-group"], rows["ray-1x2"]
     shard_bytes = (max(full["actor_peak_rss"]) - max(one["actor_peak_rss"])) / (groups - 1)
     return {
-        "name": "cpu-2core", "shard_size": 16384,
+        "name": "cpu-2core", "shard_size": 16384, "kappa": kappa,
         "description": f"a Ray actor with 2 CPUs (AMD EPYC), N = 2^15, {dim}-d, kappa {kappa}, bsgs-tbe, groups in memory",
         "shard_seconds": one["median_seconds"], "shard_bytes": shard_bytes,
         "worker_overhead_bytes": max(one["actor_peak_rss"]) - shard_bytes,
         "concurrent": 1, "overhead_seconds": 0.0, "measured": {str(groups): full["median_seconds"]},
-        "source": "python -m encmatch.cluster.measure (bench-results/ray-cpu-2core): medians of membership "
+        "source": f"python -m encmatch.cluster.measure --kappa {kappa} ({out}): medians of membership "
                   "queries through Ray, merge included; memory is the actors' peak RSS",
     }
 
@@ -160,13 +164,18 @@ def _markdown(rows: dict[str, dict], meta: dict) -> str:
         lines.append(f"| {r['config']} | {actors} | {r['groups']} | {r['open_seconds']:.1f} | "
                      f"{r['median_seconds']:.3f} | {len(r['latencies'])} | {r['wrong']} | {rss} |")
     m = {k: r["median_seconds"] for k, r in rows.items()}
-    paired = [b - a for a, b in zip(rows["in-process"]["latencies"], rows["ray-1x2"]["latencies"])]
-    lines += ["", f"- Ray overhead per query (1 actor x 2 CPUs vs in process): "
-                  f"{m['ray-1x2'] - m['in-process']:+.3f} s between the medians ({m['ray-1x2'] / m['in-process']:.3f}x); "
-                  f"median of the {len(paired)} interleaved pairs' differences {statistics.median(paired):+.3f} s "
-                  f"(from {min(paired):+.3f} to {max(paired):+.3f} s)",
-              f"- 2 workers x 1 CPU vs 1 worker x 1 CPU: {m['ray-1x1'] / m['ray-2x1']:.2f}x faster",
-              f"- 2 workers x 1 CPU vs 1 worker x 2 CPUs: {m['ray-1x2'] / m['ray-2x1']:.2f}x faster", ""]
+    lines.append("")
+    if {"in-process", "ray-1x2"} <= m.keys():
+        paired = [b - a for a, b in zip(rows["in-process"]["latencies"], rows["ray-1x2"]["latencies"])]
+        lines.append(f"- Ray overhead per query (1 actor x 2 CPUs vs in process): "
+                     f"{m['ray-1x2'] - m['in-process']:+.3f} s between the medians ({m['ray-1x2'] / m['in-process']:.3f}x); "
+                     f"median of the {len(paired)} interleaved pairs' differences {statistics.median(paired):+.3f} s "
+                     f"(from {min(paired):+.3f} to {max(paired):+.3f} s)")
+    if {"ray-1x1", "ray-2x1"} <= m.keys():
+        lines.append(f"- 2 workers x 1 CPU vs 1 worker x 1 CPU: {m['ray-1x1'] / m['ray-2x1']:.2f}x faster")
+    if {"ray-1x2", "ray-2x1"} <= m.keys():
+        lines.append(f"- 2 workers x 1 CPU vs 1 worker x 2 CPUs: {m['ray-1x2'] / m['ray-2x1']:.2f}x faster")
+    lines.append("")
     return "\n".join(lines)
 
 
@@ -174,12 +183,19 @@ def main(argv: list[str] | None = None) -> int:
     """Run the measurement; see the module doc."""
     ap = argparse.ArgumentParser(prog="python -m encmatch.cluster.measure", description=__doc__.split("\n\n")[0])
     add_gallery_arguments(ap, kappa=8, queries_help="timed queries per configuration")
+    ap.add_argument("--profile-only", action="store_true",
+                    help="only the two configurations the planning profile needs (ray-1x2 and ray-1x2-one-group), "
+                         "one after the other: for a machine without the memory for the in-process server and an "
+                         "actor side by side")
     args = ap.parse_args(argv)
     setup = prepare_from_args(ap, args)
     ray.init(include_dashboard=False, log_to_driver=False)
     runs = [[("in-process", "full", None), ("ray-1x2", "full", RayBackend(workers=1, num_cpus=2))],
             [("ray-2x1", "full", RayBackend(workers=2, num_cpus=1))], [("ray-1x1", "full", RayBackend(workers=1, num_cpus=1))],
             [("ray-1x2-one-group", "one-group", RayBackend(workers=1, num_cpus=2))]]
+    if args.profile_only:
+        runs = [[("ray-1x2", "full", RayBackend(workers=1, num_cpus=2))],
+                [("ray-1x2-one-group", "one-group", RayBackend(workers=1, num_cpus=2))]]
     rows = {row["config"]: row for run in runs for row in _time_configs(run, setup, args.queries)}
     ray.shutdown()
     p = describe("default", args.kappa, args.dim)
@@ -189,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
     (args.out / "results.md").write_text(_markdown(rows, meta))
-    (args.out / "profile.json").write_text(json.dumps(_profile(rows, args.dim, args.kappa, args.groups), indent=2))
+    (args.out / "profile.json").write_text(json.dumps(_profile(rows, args.dim, args.kappa, args.groups, args.out), indent=2))
     print(_markdown(rows, meta))
     return 0 if not any(r["wrong"] for r in rows.values()) else 1
 

@@ -18,7 +18,9 @@ for k shards per worker when the profile has it, else in proportion to the
 rounds of ``concurrent`` shards (shards one worker searches at once, e.g. 2
 under CUDA MPS) from the nearest measured point (:meth:`Profile.latency`). Profiles ship for the CPU worker measured on this project's
 machine (``python -m encmatch.cluster.measure``) and for papers/003's L40S
-GPUs (its published figures); ``--profile FILE`` takes another.
+GPUs (its published figures); ``--profile FILE`` takes another. A profile
+states the comparator depth (kappa) it was measured at, since the
+comparator sets a query's time; a plan for another depth is refused.
 """
 
 from __future__ import annotations
@@ -54,12 +56,31 @@ class Profile:
     #: Measured latency (seconds) of one worker holding k shards, by k.
     measured: dict[int, float] = field(default_factory=dict)
     source: str = ""
+    #: The comparator depth the costs were measured at (None: not
+    #: encmatch's comparator, or not stated).
+    kappa: int | None = None
 
     def __post_init__(self) -> None:
         self.measured = {int(k): float(v) for k, v in (self.measured or {}).items()}
         if self.shard_size < 1 or self.shard_seconds <= 0 or self.shard_bytes <= 0 or self.concurrent < 1:
             raise InvalidArgument(f"profile {self.name!r}: shard_size, shard_seconds, shard_bytes and concurrent "
                                   "must be positive")
+
+    def check_kappa(self, kappa: int) -> str:
+        """Refuses (:class:`InvalidArgument`) a profile measured at another
+        comparator depth than ``kappa``: its costs would describe another
+        system (the comparator sets a query's time and its error band).
+        Returns a warning for a profile that does not state its depth, else
+        an empty string."""
+        if self.kappa is None:
+            return (f"warning: profile {self.name!r} does not state a comparator depth (kappa): its costs are not "
+                    f"measured at encmatch's kappa {kappa}")
+        if self.kappa != kappa:
+            raise InvalidArgument(
+                f"profile {self.name!r} was measured at kappa {self.kappa}, the plan asks for kappa {kappa}: "
+                f"measure a profile at kappa {kappa} (python -m encmatch.cluster.measure --kappa {kappa}), or plan "
+                f"for kappa {self.kappa} (--kappa {self.kappa})")
+        return ""
 
     def points(self) -> dict[int, float]:
         """Every measured latency by shards per worker: one shard, ``concurrent`` shards, and ``measured``."""
@@ -128,8 +149,13 @@ def load_profile(name_or_path: str) -> Profile:
         raise InvalidArgument(f"{path} is not a profile: {exc}") from exc
 
 
-def plan(vectors: int, memory_per_worker: float, profile: Profile, target_latency: float | None = None) -> Plan:
+def plan(vectors: int, memory_per_worker: float, profile: Profile, target_latency: float | None = None,
+         kappa: int | None = None) -> Plan:
     """Size a fleet for ``vectors`` vectors with ``memory_per_worker`` bytes each.
+
+    With ``kappa``, the plan is for that comparator depth: a profile
+    measured at another is refused (:meth:`Profile.check_kappa`), and one
+    that does not state its depth gives a warning in the plan's ``note``.
 
     Without ``target_latency`` the recommendation is the memory-bound
     minimum fleet; with it, the smallest fleet whose predicted latency
@@ -140,6 +166,7 @@ def plan(vectors: int, memory_per_worker: float, profile: Profile, target_latenc
         raise InvalidArgument("vectors and memory per worker must be positive")
     if target_latency is not None and target_latency <= 0:
         raise InvalidArgument("the target latency must be positive")
+    warning = profile.check_kappa(kappa) if kappa is not None else ""
     shards = math.ceil(vectors / profile.shard_size)
     fit = int((memory_per_worker - profile.worker_overhead_bytes) // profile.shard_bytes)
     if fit < 1:
@@ -166,6 +193,7 @@ def plan(vectors: int, memory_per_worker: float, profile: Profile, target_latenc
             note = (f"no fleet meets {target_latency:g} s: the minimum latency is kernel-bound at "
                     f"{curve[0]['latency_seconds']:.2f} s (one shard per worker); it needs faster kernels, "
                     "not more workers")
+    note = "\n".join(x for x in (warning, note) if x)
     return Plan(
         vectors=vectors, shards=shards, memory_per_worker=memory_per_worker, max_shards_per_worker=fit,
         min_workers_memory=min_fleet["workers"], min_latency_seconds=curve[0]["latency_seconds"],
@@ -180,6 +208,7 @@ def render(p: Plan) -> str:
     prof = p.profile
     lines = [
         f"profile {prof.name}: {prof.description}",
+        f"  comparator depth: " + (f"kappa {prof.kappa}" if prof.kappa is not None else "not stated"),
         f"  measured: {prof.shard_seconds:.3g} s and {prof.shard_bytes / 1e9:.2f} GB per shard of "
         f"{prof.shard_size} vectors, {prof.worker_overhead_bytes / 1e9:.2f} GB of keys per worker"
         + (f", {prof.concurrent} shards at once in {prof.concurrent_seconds:.3g} s" if prof.concurrent > 1 else "")
