@@ -1,6 +1,7 @@
 package packing
 
 import (
+	"fmt"
 	"math"
 	"math/rand"
 	"strings"
@@ -17,6 +18,23 @@ func randomUnit(rng *rand.Rand, dim, l int) []float64 {
 		panic(err)
 	}
 	return out
+}
+
+// checkScores requires slot t of s to be half the inner product of q with
+// vecs[t] (the scale 0.5 of the diagonals), and 0 past the vectors.
+func checkScores(t *testing.T, name string, s, q []float64, vecs [][]float64) {
+	t.Helper()
+	for tt := range s {
+		want := 0.0
+		if tt < len(vecs) {
+			for k := range q {
+				want += 0.5 * q[k] * vecs[tt][k]
+			}
+		}
+		if math.Abs(s[tt]-want) > 1e-12 {
+			t.Fatalf("%s slot %d: %v want %v", name, tt, s[tt], want)
+		}
+	}
 }
 
 // TestScoresAreInnerProducts checks the layout: slot t of the diagonal
@@ -38,17 +56,7 @@ func TestScoresAreInnerProducts(t *testing.T) {
 			t.Fatal(err)
 		}
 		s := Scores(diags, ReplicateQuery(q, c.slots))
-		for tt := 0; tt < c.slots; tt++ {
-			want := 0.0
-			if tt < c.n {
-				for k := range q {
-					want += 0.5 * q[k] * vecs[tt][k]
-				}
-			}
-			if math.Abs(s[tt]-want) > 1e-12 {
-				t.Fatalf("%+v slot %d: %v want %v", c, tt, s[tt], want)
-			}
-		}
+		checkScores(t, fmt.Sprintf("%+v", c), s, q, vecs)
 	}
 }
 
@@ -82,17 +90,7 @@ func TestFoldedScoresAreInnerProducts(t *testing.T) {
 			t.Fatalf("%d folded diagonals for block %d", len(diags), l)
 		}
 		s := RealPart(Scores(diags, ReplicateQuery(FoldQuery(q), c.slots)))
-		for tt := 0; tt < c.slots; tt++ {
-			want := 0.0
-			if tt < c.n {
-				for k := range q {
-					want += 0.5 * q[k] * vecs[tt][k]
-				}
-			}
-			if math.Abs(s[tt]-want) > 1e-12 {
-				t.Fatalf("%+v slot %d: %v want %v", c, tt, s[tt], want)
-			}
-		}
+		checkScores(t, fmt.Sprintf("%+v", c), s, q, vecs)
 	}
 }
 
