@@ -55,7 +55,7 @@ def _near(rng: np.random.Generator, v: np.ndarray, cos: float) -> np.ndarray:
 
 
 def _make_index(work: Path, preset: str, kappa: int, dim: int, strategy: str, n: int, seed: int, delta: float = 0.5,
-                owner: bool = False, fold: bool = False) -> tuple[Path, Path, list[np.ndarray], dict]:
+                owner: bool = False, fold: bool = False, n1: int = 0) -> tuple[Path, Path, list[np.ndarray], dict]:
     """Keys, an index of n random unit vectors (with a crowd planted around
     delta for the first query) and three queries; with timings. With owner
     the key owner enrolls (secret-key encryption, seeded halves); with fold
@@ -63,7 +63,7 @@ def _make_index(work: Path, preset: str, kappa: int, dim: int, strategy: str, n:
     rng = np.random.default_rng(seed)
     keys, index = work / "keys", work / "index"
     t = time.perf_counter()
-    Client.generate(keys, preset=preset, kappa=kappa, dim=dim, strategy=strategy, fold=fold).close()
+    Client.generate(keys, preset=preset, kappa=kappa, dim=dim, strategy=strategy, fold=fold, n1=n1).close()
     keygen = time.perf_counter() - t
     gallery = _unit(rng, n, dim)
     queries = [gallery[3].copy(), _unit(rng, 1, dim)[0], gallery[n - 1].copy()]
@@ -129,13 +129,13 @@ def _secure(work: Path, args: argparse.Namespace, log: Any) -> dict:
     from .server import GpuServer
 
     out: dict[str, Any] = {"preset": args.preset, "kappa": args.kappa, "dim": args.dim, "strategy": args.strategy,
-                           "fold": bool(args.fold)}
+                           "fold": bool(args.fold), "n1": args.n1}
     from .. import _core
 
     slots = int(_core.call("describe", {"preset": args.preset, "kappa": args.kappa, "dim": args.dim})[0]["slots"])
     n = args.groups * slots
     keys, index, queries, info = _make_index(work / "secure", args.preset, args.kappa, args.dim, args.strategy, n, seed=7,
-                                             owner=args.owner_enroll, fold=args.fold)
+                                             owner=args.owner_enroll, fold=args.fold, n1=args.n1)
     out.update(info)
     log(f"{args.preset}: keys in {info['keygen_seconds']:.1f} s, {n} entries enrolled in {info['enroll_seconds']:.1f} s")
     client = Client(keys)
@@ -294,6 +294,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kappa", type=int, default=13)
     ap.add_argument("--dim", type=int, default=512)
     ap.add_argument("--strategy", default="bsgs-tbe")
+    ap.add_argument("--n1", type=int, default=0, help="baby-step size at the secure preset (0: the default)")
     ap.add_argument("--groups", type=int, default=2, help="groups enrolled at the secure preset")
     ap.add_argument("--replicate", type=int, default=4, help="time up to groups x replicate groups")
     ap.add_argument("--trials", type=int, default=5)
