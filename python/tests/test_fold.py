@@ -71,3 +71,4 @@ def test_cli_keygen_fold(tmp_path):
     out = run_cli("keygen", "--keys", str(tmp_path / "k"), "--preset", "toy", "--dim", "192", "--fold")
     assert out.returncode == 0, out.stderr
     assert "fold: yes (128 complex diagonals per group instead of 256)" in out.stdout
+    assert "folded (128 complex diagonals per group)" in out.stdout  # the parameters' summary

@@ -58,6 +58,8 @@ def describe_params(p: dict) -> str:
         parts.append("payload level")
     if "padded_dim" in p and p.get("padded_dim") != p.get("dim"):
         parts.append(f"padded to {p['padded_dim']}")
+    if p.get("fold"):
+        parts.append(f"folded ({int(p['padded_dim']) // 2} complex diagonals per group)")
     if "group_size" in p:
         parts.append(f"group {int(p['group_size']):,} vectors")
     return ", ".join(parts)
