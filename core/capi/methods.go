@@ -162,6 +162,9 @@ func (a *strategyArgs) choose(set *params.Set) (strategy.Strategy, []strategy.Es
 	p := set.CKKS
 	costs := strategy.DefaultCosts.For(int64(ckks.NewCiphertext(p, 1, p.MaxLevel()).BinarySize()),
 		int64(rlwe.NewGaloisKey(p).BinarySize()), set.Slots())
+	if set.Fold {
+		costs = costs.Folded()
+	}
 	if a.Strategy != strategy.Auto {
 		s, err := strategy.New(a.Strategy, a.N1, set.L())
 		if err != nil {

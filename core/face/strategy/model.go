@@ -21,6 +21,9 @@ type Costs struct {
 	MulAdd        float64 // ciphertext x ciphertext product into a degree-2 accumulator, within a chunk of 32
 	Comparator    float64 // comparator on one group (kappa = 13)
 	InnerSum      float64 // membership aggregation
+	// RealPart is a folded layout's z + conj(z) per group (one rotation
+	// and one more key; Folded sets it), 0 for the plain layout.
+	RealPart float64
 
 	DiskBytesPerSecond float64 // sequential read bandwidth for streamed groups
 
@@ -53,6 +56,14 @@ func (c Costs) For(ciphertextBytes, keyBytes int64, slots int) Costs {
 	}
 	out.CiphertextBytes, out.KeyBytes, out.Slots = ciphertextBytes, keyBytes, slots
 	return out
+}
+
+// Folded adapts costs to a folded layout (params.Set.Fold): the strategy's
+// block is already half the padded dimension; each group adds the real
+// part, one rotation with the conjugation key.
+func (c Costs) Folded() Costs {
+	c.RealPart = c.Rotate
+	return c
 }
 
 // KeyCount is the number of distinct rotation keys: the strategy's and
@@ -95,6 +106,9 @@ func (s Strategy) Estimate(groups, workers int, budget int64, c Costs) Estimate 
 	l, n1, n2 := s.L, s.N1, s.N2()
 	w := float64(max(workers, 1))
 	keys := s.KeyCount(c.Slots)
+	if c.RealPart > 0 {
+		keys++ // the conjugation
+	}
 	e := Estimate{Strategy: s, Keys: keys, KeyBytes: int64(keys) * c.KeyBytes}
 	var table int
 	var perQuery, perGroup float64
@@ -117,6 +131,7 @@ func (s Strategy) Estimate(groups, workers int, budget int64, c Costs) Estimate 
 			e.LoadSeconds = float64(groups*(l-n1)) * c.Rotate / w
 		}
 	}
+	perGroup += c.RealPart
 	groupBytes := int64(l) * c.CiphertextBytes
 	fixed := e.KeyBytes + int64(table+2*workers)*c.CiphertextBytes
 	resident := int64(groups) * groupBytes

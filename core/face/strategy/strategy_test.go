@@ -1,6 +1,7 @@
 package strategy
 
 import (
+	"math"
 	"sort"
 	"testing"
 )
@@ -84,5 +85,25 @@ func TestChooseRespectsBudgetAndGallerySize(t *testing.T) {
 	}
 	if _, _, err := Choose(512, 64, 2, 1e8, c); err == nil {
 		t.Error("an impossible budget was accepted")
+	}
+}
+
+// TestFoldedEstimate: a folded layout halves the block (fewer products and
+// giant steps) and adds, per group, the real part's rotation and its key.
+func TestFoldedEstimate(t *testing.T) {
+	plain, _ := New(BSGSTBE, 32, 512)
+	folded, _ := New(BSGSTBE, 32, 256)
+	c := DefaultCosts
+	p := plain.Estimate(4, 2, 0, c)
+	f := folded.Estimate(4, 2, 0, c.Folded())
+	noConj := folded.Estimate(4, 2, 0, c)
+	if f.Keys != noConj.Keys+1 {
+		t.Fatalf("folded keys %d, want %d + the conjugation", f.Keys, noConj.Keys)
+	}
+	if d := f.QuerySeconds - noConj.QuerySeconds; math.Abs(d-4*c.Rotate/2) > 1e-12 {
+		t.Fatalf("the real part adds %v s for 4 groups on 2 workers, want %v", d, 4*c.Rotate/2)
+	}
+	if !(f.QuerySeconds < p.QuerySeconds && f.MemoryBytes < p.MemoryBytes) {
+		t.Fatalf("folded %+v is not cheaper than plain %+v", f, p)
 	}
 }
