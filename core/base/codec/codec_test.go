@@ -77,24 +77,38 @@ func FuzzDecodeCiphertext(f *testing.F) {
 }
 
 func TestPackBitsRoundTrip(t *testing.T) {
-	for _, w := range []uint{1, 7, 8, 45, 50, 60, 61, 63} {
-		vals := make([]uint64, 1001)
-		for i := range vals {
-			vals[i] = (uint64(i)*0x9E3779B97F4A7C15 + 12345) & (1<<w - 1)
+	for w := uint(1); w <= 63; w++ {
+		for _, count := range []int{1, 7, 8, 9, 64, 1001} {
+			roundTrip(t, w, count)
 		}
-		b := packBits(nil, vals, w)
-		if len(b) != (len(vals)*int(w)+7)/8 {
-			t.Fatalf("w=%d: %d bytes", w, len(b))
+	}
+}
+
+// roundTrip packs count w-bit values and unpacks them, and checks the
+// range check: a bound at the largest value refuses it.
+func roundTrip(t *testing.T, w uint, count int) {
+	t.Helper()
+	vals := make([]uint64, count)
+	var top uint64
+	for i := range vals {
+		vals[i] = (uint64(i)*0x9E3779B97F4A7C15 + 12345) & (1<<w - 1)
+		top = max(top, vals[i])
+	}
+	b := packBits(nil, vals, w)
+	if len(b) != (len(vals)*int(w)+7)/8 {
+		t.Fatalf("w=%d: %d bytes", w, len(b))
+	}
+	got := make([]uint64, len(vals))
+	if !unpackBits(b, got, w, ^uint64(0)) {
+		t.Fatalf("w=%d: range check failed", w)
+	}
+	for i := range vals {
+		if got[i] != vals[i] {
+			t.Fatalf("w=%d count %d value %d: %x != %x", w, count, i, got[i], vals[i])
 		}
-		got := make([]uint64, len(vals))
-		if !unpackBits(b, got, w, ^uint64(0)) {
-			t.Fatalf("w=%d: range check failed", w)
-		}
-		for i := range vals {
-			if got[i] != vals[i] {
-				t.Fatalf("w=%d value %d: %x != %x", w, i, got[i], vals[i])
-			}
-		}
+	}
+	if unpackBits(b, got, w, top) {
+		t.Fatalf("w=%d count %d: a value equal to the bound passed the range check", w, count)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"encmatch/core/base/envelope"
 	"encmatch/core/base/errs"
 	"encmatch/core/base/packing"
+	"encmatch/core/base/parallel"
 	"encmatch/core/base/params"
 	"encmatch/core/face/payload"
 	"encmatch/core/face/seeded"
@@ -203,55 +204,103 @@ func readRecord(r io.Reader, buf []byte, size int, what string) ([]byte, error) 
 
 // readRecords decodes the l diagonal records of a group payload, in chunks
 // of chunk diagonals, then its cols payload columns, in one chunk of their
-// own (first = l), regenerating the uniform halves of a seeded group.
+// own (first = l), regenerating the uniform halves of a seeded group. The
+// records are read in order and decoded (unpacked, masks regenerated) in
+// parallel, a window of decodeWindow records per worker at a time.
 func readRecords(r io.Reader, n int64, set *params.Set, g Group, cols, chunk int, emit func(int, []*rlwe.Ciphertext) error) error {
 	p, l := set.CKKS, set.L()
 	if want := groupPayload(p, l, cols, g.Seeded); n != want {
 		return fmt.Errorf("%w: %d payload bytes, expected %d for %d diagonals and %d payload columns", errs.ErrCorrupt, n, want, l, cols)
 	}
-	buf := make([]byte, recordOverhead+max(codec.PackedSize(p, storedDegree(g.Seeded), p.MaxLevel()), seeded.SeedSize))
 	var seed seeded.Seed
 	if g.Seeded {
-		b, err := readRecord(r, buf, seeded.SeedSize, "the seed")
+		b, err := readRecord(r, make([]byte, recordOverhead+seeded.SeedSize), seeded.SeedSize, "the seed")
 		if err != nil {
 			return err
 		}
 		copy(seed[:], b)
 	}
-	var batch []*rlwe.Ciphertext
-	first := 0
-	for i := 0; i < l+cols; i++ {
-		what := fmt.Sprintf("%s diagonal %d", g.File, i)
-		level := p.MaxLevel()
-		if i >= l {
-			what = fmt.Sprintf("%s payload column %d", g.File, i-l)
-			level = PayloadLevel
+	// Records [lo, hi) of one emitted chunk: diagonals by chunk, the
+	// diagonals' last chunk ending at l, the columns in one chunk.
+	window := decodeWindow * parallel.Workers()
+	bufs := make([][]byte, window)
+	for i := range bufs {
+		bufs[i] = make([]byte, recordOverhead+codec.PackedSize(p, storedDegree(g.Seeded), p.MaxLevel()))
+	}
+	for lo := 0; lo < l+cols; {
+		hi := min(lo+chunk, l)
+		if lo >= l {
+			hi = l + cols
 		}
-		rq := p.RingQ().AtLevel(level)
-		size := codec.PackedSize(p, storedDegree(g.Seeded), level)
-		b, err := readRecord(r, buf, size, what)
-		if err != nil {
-			return err
-		}
-		ct, err := codec.UnpackCiphertext(b, p, storedDegree(g.Seeded), level, what)
-		if err != nil {
-			return err
-		}
-		if g.Seeded {
-			c1 := rq.NewPoly()
-			seeded.Mask(rq, seed, uint64(i), c1)
-			ct.Value = append(ct.Value, c1)
-		}
-		if i >= l && !ct.Scale.Equal(rlwe.NewScale(payload.PayloadScale)) {
-			return fmt.Errorf("%w: %s is not at the payload columns' scale", errs.ErrCorrupt, what)
-		}
-		batch = append(batch, ct)
-		if (i < l && len(batch) == chunk) || i == l-1 || i == l+cols-1 {
-			if err := emit(first, batch); err != nil {
+		batch := make([]*rlwe.Ciphertext, 0, hi-lo)
+		for w := lo; w < hi; w += window {
+			raw := make([][]byte, min(window, hi-w))
+			for k := range raw {
+				var err error
+				if raw[k], err = readRecord(r, bufs[k], recordSize(p, g, l, w+k), recordName(g, l, w+k)); err != nil {
+					return err
+				}
+			}
+			cts := make([]*rlwe.Ciphertext, len(raw))
+			if err := parallel.For(len(raw), func(k int) error {
+				var err error
+				cts[k], err = decodeRecord(raw[k], p, g, seed, l, w+k)
+				return err
+			}); err != nil {
 				return err
 			}
-			first, batch = i+1, nil
+			batch = append(batch, cts...)
 		}
+		if err := emit(lo, batch); err != nil {
+			return err
+		}
+		lo = hi
 	}
 	return nil
+}
+
+// decodeWindow is the records each worker decodes per window of
+// readRecords (a diagonal's record is about 2 MB at the default preset).
+const decodeWindow = 4
+
+// recordLevel is the level of record i of a group of l diagonals: the
+// diagonals' at the top, the payload columns' at PayloadLevel.
+func recordLevel(p ckks.Parameters, l, i int) int {
+	if i >= l {
+		return PayloadLevel
+	}
+	return p.MaxLevel()
+}
+
+// recordSize is the stored size of record i.
+func recordSize(p ckks.Parameters, g Group, l, i int) int {
+	return codec.PackedSize(p, storedDegree(g.Seeded), recordLevel(p, l, i))
+}
+
+// recordName names record i of group g in errors.
+func recordName(g Group, l, i int) string {
+	if i >= l {
+		return fmt.Sprintf("%s payload column %d", g.File, i-l)
+	}
+	return fmt.Sprintf("%s diagonal %d", g.File, i)
+}
+
+// decodeRecord unpacks record i, regenerating its uniform half from seed
+// when the group is seeded, and checks a payload column's scale.
+func decodeRecord(b []byte, p ckks.Parameters, g Group, seed seeded.Seed, l, i int) (*rlwe.Ciphertext, error) {
+	level, what := recordLevel(p, l, i), recordName(g, l, i)
+	ct, err := codec.UnpackCiphertext(b, p, storedDegree(g.Seeded), level, what)
+	if err != nil {
+		return nil, err
+	}
+	if g.Seeded {
+		rq := p.RingQ().AtLevel(level)
+		c1 := rq.NewPoly()
+		seeded.Mask(rq, seed, uint64(i), c1)
+		ct.Value = append(ct.Value, c1)
+	}
+	if i >= l && !ct.Scale.Equal(rlwe.NewScale(payload.PayloadScale)) {
+		return nil, fmt.Errorf("%w: %s is not at the payload columns' scale", errs.ErrCorrupt, what)
+	}
+	return ct, nil
 }
