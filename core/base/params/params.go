@@ -227,7 +227,7 @@ func (s *Set) WithFold(fold bool) (*Set, error) {
 	if fold && s.CKKS.RingType() != ring.Standard {
 		return nil, fmt.Errorf("preset %q has real slots (the conjugate-invariant ring): folding needs complex slots", s.Preset)
 	}
-	if fold && PaddedDim(s.Dim) < 2 {
+	if fold && s.Padded() < 2 {
 		return nil, fmt.Errorf("embedding dimension %d has no halves to fold", s.Dim)
 	}
 	c := *s
@@ -241,13 +241,17 @@ func (s *Set) Slots() int { return s.CKKS.MaxSlots() }
 // Padded is the embedding dimension padded to a power of two.
 func (s *Set) Padded() int { return PaddedDim(s.Dim) }
 
-// L is the block size: the number of diagonals of a group, Padded() or,
-// folded, half of it.
-func (s *Set) L() int {
-	if s.Fold {
-		return s.Padded() / 2
+// L is the block size: the number of diagonals of a group (BlockSize).
+func (s *Set) L() int { return BlockSize(s.Dim, s.Fold) }
+
+// BlockSize is the number of diagonals of a group for dimension dim: the
+// padded dimension, or half of it when the halves are folded into complex
+// slots (Set.Fold).
+func BlockSize(dim int, fold bool) int {
+	if fold {
+		return PaddedDim(dim) / 2
 	}
-	return s.Padded()
+	return PaddedDim(dim)
 }
 
 // SecurityBits is 128 when log2(QP) is within the HE standard's bound for

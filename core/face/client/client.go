@@ -88,9 +88,11 @@ func encryptQuery(set *params.Set, h envelope.Header, enc *ckks.Encoder, encrypt
 	if err != nil {
 		return nil, fmt.Errorf("%w: query: %v", errs.ErrInvalid, err)
 	}
-	var slots any = packing.ReplicateQuery(q, set.Slots())
+	var slots any
 	if set.Fold {
 		slots = packing.ReplicateQuery(packing.FoldQuery(q), set.Slots())
+	} else {
+		slots = packing.ReplicateQuery(q, set.Slots())
 	}
 	pt := ckks.NewPlaintext(set.CKKS, set.CKKS.MaxLevel())
 	if err := enc.Encode(slots, pt); err != nil {

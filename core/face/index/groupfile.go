@@ -235,16 +235,18 @@ func readRecords(r io.Reader, n int64, set *params.Set, g Group, cols, chunk int
 		batch := make([]*rlwe.Ciphertext, 0, hi-lo)
 		for w := lo; w < hi; w += window {
 			raw := make([][]byte, min(window, hi-w))
+			names := make([]string, len(raw))
 			for k := range raw {
 				var err error
-				if raw[k], err = readRecord(r, bufs[k], recordSize(p, g, l, w+k), recordName(g, l, w+k)); err != nil {
+				names[k] = recordName(g, l, w+k)
+				if raw[k], err = readRecord(r, bufs[k], recordSize(p, g, l, w+k), names[k]); err != nil {
 					return err
 				}
 			}
 			cts := make([]*rlwe.Ciphertext, len(raw))
 			if err := parallel.For(len(raw), func(k int) error {
 				var err error
-				cts[k], err = decodeRecord(raw[k], p, g, seed, l, w+k)
+				cts[k], err = decodeRecord(raw[k], p, g, seed, l, w+k, names[k])
 				return err
 			}); err != nil {
 				return err
@@ -285,10 +287,11 @@ func recordName(g Group, l, i int) string {
 	return fmt.Sprintf("%s diagonal %d", g.File, i)
 }
 
-// decodeRecord unpacks record i, regenerating its uniform half from seed
-// when the group is seeded, and checks a payload column's scale.
-func decodeRecord(b []byte, p ckks.Parameters, g Group, seed seeded.Seed, l, i int) (*rlwe.Ciphertext, error) {
-	level, what := recordLevel(p, l, i), recordName(g, l, i)
+// decodeRecord unpacks record i (named what in errors), regenerating its
+// uniform half from seed when the group is seeded, and checks a payload
+// column's scale.
+func decodeRecord(b []byte, p ckks.Parameters, g Group, seed seeded.Seed, l, i int, what string) (*rlwe.Ciphertext, error) {
+	level := recordLevel(p, l, i)
 	ct, err := codec.UnpackCiphertext(b, p, storedDegree(g.Seeded), level, what)
 	if err != nil {
 		return nil, err

@@ -153,11 +153,7 @@ func (m *Manifest) CheckKeys(meta *keys.Meta) error {
 
 // SimilarityStrategy is the strategy the index was made for.
 func (m *Manifest) SimilarityStrategy() (strategy.Strategy, error) {
-	l := m.Params.PaddedDim
-	if m.Params.Fold { // a folded group has half the diagonals (params.Set.L)
-		l /= 2
-	}
-	return strategy.New(m.Strategy, m.N1, l)
+	return strategy.New(m.Strategy, m.N1, params.BlockSize(m.Params.Dim, m.Params.Fold))
 }
 
 // ParamSet rebuilds the parameter set of the manifest.
