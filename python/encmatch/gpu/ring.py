@@ -367,16 +367,19 @@ class Ring:
         return out
 
     # ------------------------------------------------------- ciphertexts
-    def rotate_hoisted(self, ct: Any, dec: Any, keys: Any, galois: Sequence[int], which: Sequence[int], r: int) -> Any:
-        """Lattigo's AutomorphismHoisted of ct (2 x r rows) for each Galois
-        element galois[i], with the decomposition dec of ct's c1 and the
-        Galois key keys[which[i]] (keys a stack): len(galois) x 2 x r rows.
-        The rotations share one key product, one division by P and one
-        permutation launch."""
+    def automorphisms(self, ct: Any, dec: Any, keys: Any, galois: Sequence[int], which: Sequence[int], r: int) -> Any:
+        """Lattigo's automorphisms with the Galois keys keys[which[i]] (keys
+        a stack): len(galois) x 2 x r rows. ct is one ciphertext (2 x r
+        rows) with dec the decomposition of its c1, mapped by each element
+        galois[i] (AutomorphismHoisted); or len(galois) ciphertexts
+        (b x 2 x r rows) with dec their c1's decompositions, ciphertext i
+        mapped by galois[i] (Automorphism, e.g. Conjugate). Either way one
+        key product, one division by P and one permutation launch."""
         b, a, xp = len(galois), self.alpha, self.be.xp
-        ks = self.key_product(dec, keys, b, r, which=which, shared=True)
+        shared = ct.ndim == 3
+        ks = self.key_product(dec, keys, b, r, which=which, shared=shared)
         plus = xp.zeros((b, 2, r, self.n), dtype=np.uint64)
-        plus[:, 0] = ct[0]
+        plus[:, 0] = ct[0] if shared else ct[:, 0]
         tmp = self.mod_down(ks.reshape(2 * b, r + a, self.n), 2 * b, r, plus=plus)
         return self.permute(tmp, [g for g in galois for _ in range(2)], 2 * b, list(range(r))).reshape(b, 2, r, self.n)
 

@@ -279,7 +279,7 @@ class GpuServer:
         out = []
         for c in range(0, len(rotations), self._ROTATIONS_PER_LAUNCH):
             galois = [self._galois[x] for x in rotations[c:c + self._ROTATIONS_PER_LAUNCH]]
-            out.append(self.ring.rotate_hoisted(ct, dec, self.keys, galois, [self._slot[g] for g in galois], r))
+            out.append(self.ring.automorphisms(ct, dec, self.keys, galois, [self._slot[g] for g in galois], r))
         return out[0] if len(out) == 1 else self.backend.xp.concatenate(out)
 
     def _table(self, q: Any, r: int) -> Any:
@@ -342,12 +342,8 @@ class GpuServer:
         ring, xp = self.ring, self.backend.xp
         g, r = z.shape[0], z.shape[2]
         dec = ring.decompose(xp.ascontiguousarray(z[:, 1]), g, r)
-        ks = ring.key_product(dec, self._keys[self.conjugate], g, r)
-        plus = xp.zeros((g, 2, r, ring.n), dtype=np.uint64)
-        plus[:, 0] = z[:, 0]
-        conj = ring.permute(ring.mod_down(ks.reshape(2 * g, r + ring.alpha, ring.n), 2 * g, r, plus=plus),
-                            self.conjugate, 2 * g, list(range(r)))
-        return ring.add_q(z, conj.reshape(g, 2, r, ring.n), 2 * g, r)
+        conj = ring.automorphisms(z, dec, self.keys, [self.conjugate] * g, [self._slot[self.conjugate]] * g, r)
+        return ring.add_q(z, conj, 2 * g, r)
 
     def _giant_steps(self, acc: Any, r: int) -> Any:
         """sum_j P Rot_{j n1}(Relin(acc[j])) modulo QP (engine's giantSum)
