@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Sequence
 
 from .. import data as data_mod
 from .._util.extras import require
@@ -87,33 +87,23 @@ def _int_list(text: str) -> list[int]:
     return values
 
 
-def _strategy_list(text: str) -> list[str]:
-    """argparse type: comma-separated strategy names (not ``auto``)."""
-    names = [x.strip() for x in text.split(",") if x.strip()]
-    bad = [n for n in names if n not in STRATEGIES or n == "auto"]
-    if not names or bad:
-        raise argparse.ArgumentTypeError(
-            f"unknown strategy {', '.join(bad) or text!r} (want {', '.join(s for s in STRATEGIES if s != 'auto')})")
-    return names
+def _name_list(what: str, allowed: Sequence[str]) -> Callable[[str], list[str]]:
+    """An argparse type: comma-separated names, each one of ``allowed`` (``what`` names them in errors)."""
+
+    def parse(text: str) -> list[str]:
+        names = [x.strip() for x in text.split(",") if x.strip()]
+        bad = [n for n in names if n not in allowed]
+        if not names or bad:
+            raise argparse.ArgumentTypeError(f"unknown {what} {', '.join(bad) or text!r} (want {', '.join(allowed)})")
+        return names
+
+    return parse
 
 
-def _encryption_list(text: str) -> list[str]:
-    """argparse type: comma-separated enrollment encryptions (bench)."""
-    names = [x.strip() for x in text.split(",") if x.strip()]
-    bad = [n for n in names if n not in bench_mod.ENCRYPTIONS]
-    if not names or bad:
-        raise argparse.ArgumentTypeError(
-            f"unknown encryption {', '.join(bad) or text!r} (want {', '.join(bench_mod.ENCRYPTIONS)})")
-    return names
-
-
-def _layout_list(text: str) -> list[str]:
-    """argparse type: comma-separated slot layouts (bench)."""
-    names = [x.strip() for x in text.split(",") if x.strip()]
-    bad = [n for n in names if n not in bench_mod.LAYOUTS]
-    if not names or bad:
-        raise argparse.ArgumentTypeError(f"unknown layout {', '.join(bad) or text!r} (want {', '.join(bench_mod.LAYOUTS)})")
-    return names
+#: argparse types of the bench's sweeps: strategies (not ``auto``), enrollment encryptions, slot layouts.
+_strategy_list = _name_list("strategy", tuple(s for s in STRATEGIES if s != "auto"))
+_encryption_list = _name_list("encryption", bench_mod.ENCRYPTIONS)
+_layout_list = _name_list("layout", bench_mod.LAYOUTS)
 
 
 def add_demo_arguments(p: argparse.ArgumentParser) -> None:
