@@ -215,18 +215,25 @@ func gallery(rng *rand.Rand, q []float64, n int, planted []float64) [][]float32 
 // count must lie within what the value band allows.
 func check(t *testing.T, f *fixture, srv *Server, gal [][]float32, q []float32) (matches []int) {
 	t.Helper()
-	cmp, err := srv.Comparator() // at the index's delta, or moved by its rule
+	qb, err := f.client.EncryptQuery(q)
 	if err != nil {
 		t.Fatal(err)
 	}
-	qb, err := f.client.EncryptQuery(q)
+	return checkQuery(t, f, srv, gal, qb, func(g []float32) float64 { return cosine(q, g) })
+}
+
+// checkQuery is check for an encrypted query qb whose exact score against
+// a gallery vector is score(vector).
+func checkQuery(t *testing.T, f *fixture, srv *Server, gal [][]float32, qb []byte, score func([]float32) float64) (matches []int) {
+	t.Helper()
+	cmp, err := srv.Comparator() // at the index's delta, or moved by its rule
 	if err != nil {
 		t.Fatal(err)
 	}
 	var exact []int
 	lo, hi := 0, 0
 	for i, g := range gal {
-		s := cosine(q, g)
+		s := score(g)
 		if s >= cmp.Delta {
 			exact = append(exact, i)
 		}
@@ -250,7 +257,7 @@ func check(t *testing.T, f *fixture, srv *Server, gal [][]float32, q []float32) 
 		got[m] = true
 	}
 	for i, g := range gal {
-		s := cosine(q, g)
+		s := score(g)
 		if math.Abs(s-cmp.Delta) > cmp.DecisionBand && got[i] != (s >= cmp.Delta) {
 			t.Errorf("entry %d with score %.5f (delta %.3f, band %.1e): encrypted says %v", i, s, cmp.Delta, cmp.DecisionBand, got[i])
 		}
