@@ -7,7 +7,8 @@ cryptography and tqdm; each of these features needs its extra:
 - ``faces``: the face models and photo reading (LiteRT, dlib, Pillow);
 - ``service``: the HTTP service and its client (FastAPI, uvicorn, httpx);
 - ``ray``: the Ray scale-out backend;
-- ``plots``: the plots of ``bench``, ``calibrate``, ``accuracy`` and ``plan`` (matplotlib).
+- ``plots``: the plots of ``bench``, ``calibrate``, ``accuracy`` and ``plan`` (matplotlib);
+- ``fold``: the linear program that designs iris fold polynomials (SciPy).
 
 ``all`` installs every one.
 """
@@ -26,6 +27,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "service": ("fastapi", "uvicorn", "httpx"),
     "ray": ("ray",),
     "plots": ("matplotlib",),
+    "fold": ("scipy",),
 }
 
 

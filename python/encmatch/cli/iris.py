@@ -16,6 +16,8 @@
   degrees of freedom and FMR/FNMR per threshold, as JSON.
 - ``encmatch iris convert INPUT... -o OUT`` between open-iris ``.json``
   and the project's ``.npz``.
+- ``encmatch iris fold --t 0.34 [--sums N] [GALLERY... --queries ...]``:
+  the fold polynomial of papers/004's Algorithm 2, checked (:mod:`encmatch.cli.iris_fold`).
 
 Template inputs are ``.npz`` files of this project or open-iris ``.json``
 files (:mod:`encmatch.iris.openiris`).
@@ -36,6 +38,7 @@ from ..iris.generator import POPULATIONS, IrisGenerator, generate
 from ..iris.model import DEFAULT_CHUNK, Normalisation, confusion, match
 from ..iris.openiris import read_templates, save_templates, write_openiris
 from . import iris_encrypted as encrypted_commands
+from . import iris_fold as fold_commands
 from ._iris_util import emit as _emit, log as _log, threshold as _threshold
 
 __all__ = ["add_commands"]
@@ -152,4 +155,5 @@ def add_commands(sub: Any) -> None:
     s.add_argument("inputs", nargs="+", type=Path, metavar="INPUT", help=".npz or open-iris .json files")
     s.add_argument("-o", "--out", type=Path, required=True, help="output .npz or .json")
     s.set_defaults(func=cmd_convert)
+    fold_commands.add_commands(isub)
     encrypted_commands.add_commands(isub)
