@@ -47,9 +47,6 @@ func thresholdInit(args, _ []byte) (*thresholdInitReply, []byte, error) {
 	if a.Payload {
 		return nil, nil, fmt.Errorf("%w: threshold key sets have no payload level (their flooding noise is measured on the comparator's chain only)", errs.ErrInvalid)
 	}
-	if a.Fold {
-		return nil, nil, fmt.Errorf("%w: threshold key sets do not fold yet (their conjugation key and noise are not measured): make it without fold", errs.ErrInvalid)
-	}
 	set, err := a.set()
 	if err != nil {
 		return nil, nil, err

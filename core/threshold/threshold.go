@@ -128,7 +128,7 @@ func NewConfig(set *params.Set, strat *strategy.Strategy, extra []int, n, t int)
 	}
 	rots := slices.Clone(extra)
 	m := keys.Meta{Format: metaFormat, KeyID: hex.EncodeToString(id), Preset: set.Preset, Insecure: set.Insecure,
-		Kappa: set.Kappa, Dim: set.Dim, Fingerprint: set.Fingerprint()}
+		Kappa: set.Kappa, Dim: set.Dim, Fold: set.Fold, Fingerprint: set.Fingerprint()}
 	if strat != nil {
 		if strat.L != set.L() {
 			return nil, fmt.Errorf("%w: strategy made for block size %d, parameters have %d", errs.ErrInvalid, strat.L, set.L())
@@ -172,6 +172,7 @@ var paramCache struct {
 // paramKey is what determines a key set's parameters.
 type paramKey struct {
 	format, kappa, dim  int
+	fold                bool
 	preset, fingerprint string
 }
 
@@ -179,7 +180,7 @@ const maxCachedParams = 8
 
 // metaParams is m.Params(), cached by the fields that determine it.
 func metaParams(m *keys.Meta) (*params.Set, error) {
-	k := paramKey{format: m.Format, kappa: m.Kappa, dim: m.Dim, preset: m.Preset, fingerprint: m.Fingerprint}
+	k := paramKey{format: m.Format, kappa: m.Kappa, dim: m.Dim, fold: m.Fold, preset: m.Preset, fingerprint: m.Fingerprint}
 	paramCache.Lock()
 	set, ok := paramCache.sets[k]
 	paramCache.Unlock()

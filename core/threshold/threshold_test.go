@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -85,6 +86,12 @@ func newFixtureIn(tb testing.TB, dir, preset string, kappa, dim, n, t int) *fixt
 	if err != nil {
 		tb.Fatal(err)
 	}
+	return newFixtureOf(tb, dir, set, n, t)
+}
+
+// newFixtureOf runs a t-out-of-n setup of set (diagonal strategy) in dir.
+func newFixtureOf(tb testing.TB, dir string, set *params.Set, n, t int) *fixture {
+	tb.Helper()
 	strat, err := strategy.New(strategy.DG, 0, set.L())
 	if err != nil {
 		tb.Fatal(err)
@@ -352,10 +359,21 @@ func (f *fixture) evaluate(tb testing.TB, ev *keys.Evaluation, in *Input, x []fl
 	if ct, err = eval.RotateNew(ct, 1); err != nil {
 		tb.Fatal(err)
 	}
+	twice := 1.0
+	if f.set.Fold { // the folded scores' real part, as the engine takes it: z + conj(z)
+		conj, err := eval.ConjugateNew(ct)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if err := eval.Add(ct, conj, ct); err != nil {
+			tb.Fatal(err)
+		}
+		twice = 2
+	}
 	want := make([]float64, len(x))
 	for i := range want {
 		v := x[(i+1)%len(x)]
-		want[i] = v * v
+		want[i] = twice * v * v
 	}
 	return ct, want
 }
@@ -487,7 +505,11 @@ func measureNoise(t *testing.T, f *fixture) {
 	}
 	ct, want := f.evaluate(t, ev, in, rows[0])
 	fresh, evaluated := f.noiseBits(sk, in.Ciphertexts[0], rows[0]), f.noiseBits(sk, ct, want)
-	t.Logf("log2 B_e at %s: fresh %.1f, product + rotation %.1f (default stated bound %d)", f.set.Label(), fresh, evaluated, DefaultNoiseBits)
+	what := "product + rotation"
+	if f.set.Fold {
+		what += " + real part"
+	}
+	t.Logf("log2 B_e at %s: fresh %.1f, %s %.1f (default stated bound %d)", f.set.Label(), fresh, what, evaluated, DefaultNoiseBits)
 	if fresh > DefaultNoiseBits || evaluated > DefaultNoiseBits {
 		t.Errorf("measured noise above DefaultNoiseBits")
 	}
@@ -497,6 +519,42 @@ func measureNoise(t *testing.T, f *fixture) {
 // (docs/THRESHOLD.md).
 func TestCiphertextNoise(t *testing.T) {
 	measureNoise(t, sharedFixture(t))
+}
+
+// TestFoldedKeySet: a folded set's setup carries the fold and the collective
+// conjugation key; a product, a rotation and the real part (z + conj(z), the
+// engine's step for folded scores) stay under the stated noise bound, and t
+// decryptors recover the values.
+func TestFoldedKeySet(t *testing.T) {
+	set, err := params.New(params.Toy, params.MinKappa, 8)
+	if err == nil {
+		set, err = set.WithFold(true)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixtureOf(t, t.TempDir(), set, 3, 2)
+	conj := set.CKKS.GaloisElementOrderTwoOrthogonalSubgroup()
+	if !f.cfg.Meta.Fold || !slices.Contains(f.cfg.GaloisElements, conj) {
+		t.Fatalf("folded setup: fold %v, Galois elements %v (conjugation %d)", f.cfg.Meta.Fold, f.cfg.GaloisElements, conj)
+	}
+	ev, err := keys.LoadEvaluation(f.serverDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ev.Meta.Fold || ev.Params.Fingerprint() != set.Fingerprint() {
+		t.Fatalf("server keys for %s (fold %v), want %s", ev.Params.Label(), ev.Meta.Fold, set.Label())
+	}
+	measureNoise(t, f)
+	rows := randomRows(1, set.Slots(), 11)
+	ct, want := f.evaluate(t, ev, f.encrypt(t, rows), rows[0])
+	_, q := f.query(t, rows[0][:4])
+	in, _ := f.bind(t, q, f.resultOf(t, ct))
+	got, _, err := f.receiver.Combine(in, f.decryptShares(t, in, []int{1, 3}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkClose(t, got, [][]float64{want}, math.Exp2(-DefaultPrecisionBits))
 }
 
 func TestPlanFlooding(t *testing.T) {
@@ -551,25 +609,35 @@ func TestFloodingSampler(t *testing.T) {
 }
 
 // TestSecurePreset runs a 2-out-of-3 setup and decryption at the secure
-// default preset (skipped with -short) and measures the noise there.
+// default preset, plain and folded (skipped with -short), and measures the
+// noise there.
 func TestSecurePreset(t *testing.T) {
 	if testing.Short() {
 		t.Skip("secure preset: skipped with -short")
 	}
-	f := newFixture(t, params.Default, params.MinKappa, 4, 3, 2)
-	rows := randomRows(1, f.set.Slots(), 8)
-	in := f.search(t, rows)
-	got, info, err := f.receiver.Combine(in, f.decryptShares(t, in, []int{2, 3}))
-	if err != nil {
-		t.Fatal(err)
+	for _, fold := range []bool{false, true} {
+		set, err := params.New(params.Default, params.MinKappa, 4)
+		if err == nil {
+			set, err = set.WithFold(fold)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := newFixtureOf(t, t.TempDir(), set, 3, 2)
+		rows := randomRows(1, f.set.Slots(), 8)
+		in := f.search(t, rows)
+		got, info, err := f.receiver.Combine(in, f.decryptShares(t, in, []int{2, 3}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkClose(t, got, rows, math.Exp2(-DefaultPrecisionBits))
+		var worst float64
+		for j, v := range rows[0] {
+			worst = math.Max(worst, math.Abs(got[0][j]-v))
+		}
+		t.Logf("%s: flooding %+v; largest decoded error 2^%.1f", f.set.Label(), info.Flooding[0], math.Log2(worst))
+		measureNoise(t, f)
 	}
-	checkClose(t, got, rows, math.Exp2(-DefaultPrecisionBits))
-	var worst float64
-	for j, v := range rows[0] {
-		worst = math.Max(worst, math.Abs(got[0][j]-v))
-	}
-	t.Logf("%s: flooding %+v; largest decoded error 2^%.1f", f.set.Label(), info.Flooding[0], math.Log2(worst))
-	measureNoise(t, f)
 }
 
 // TestThresholdDecryptResult decrypts an encmatch result (kind "result",

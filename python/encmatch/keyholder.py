@@ -106,7 +106,7 @@ class Client:
         the diagonals, so half the products, key switches and stored bytes,
         and the server takes the real part once per group (one more
         rotation key, the conjugation). Standard-ring presets only;
-        threshold key sets do not fold yet.
+        threshold key sets fold the same way (:func:`encmatch.threshold.init_setup`).
         """
         for name, flag in (("payload", payload), ("fold", fold)):
             if not isinstance(flag, bool):

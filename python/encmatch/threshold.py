@@ -88,16 +88,21 @@ def init_setup(
     strategy: str = "auto",
     n1: int = 0,
     rotations: Iterable[int] = (),
+    fold: bool = False,
 ) -> dict:
     """Write the public description of a ``threshold``-out-of-``parties`` setup to ``path``.
 
     ``strategy`` picks the rotation keys of a similarity strategy (as
     :meth:`encmatch.Client.generate`), or ``"none"``; ``rotations`` adds
-    more. Every party must use the same file. Returns ``{"setup", "params"}``.
+    more. ``fold=True`` makes a folded key set (as ``Client.generate``:
+    half the diagonals, plus the collective conjugation key). Every party
+    must use the same file. Returns ``{"setup", "params"}``.
     """
+    if not isinstance(fold, bool):
+        raise InvalidArgument(f"fold must be True or False, got {fold!r}")
     args = {"out": path, "parties": int(parties), "threshold": int(threshold), "preset": preset,
             "kappa": int(kappa), "dim": int(dim), "strategy": strategy, "n1": int(n1),
-            "rotations": [int(r) for r in rotations]}
+            "rotations": [int(r) for r in rotations], "fold": fold}
     return _core.call("threshold_init", args)[0]
 
 

@@ -24,10 +24,10 @@ TOL = 2.0 ** -4
 DELTA = 0.5
 
 
-def run_setup(root: Path, n: int, t: int, preset: str = "toy") -> dict:
+def run_setup(root: Path, n: int, t: int, preset: str = "toy", fold: bool = False) -> dict:
     """Run every role of a t-out-of-n setup with the SDK under ``root``; return the paths."""
     setup = root / "setup.json"
-    th.init_setup(setup, parties=n, threshold=t, dim=DIM, preset=preset, kappa=KAPPA, strategy="dg")
+    th.init_setup(setup, parties=n, threshold=t, dim=DIM, preset=preset, kappa=KAPPA, strategy="dg", fold=fold)
     board = root / "bulletin"
     for i in range(1, n + 1):
         th.round1(setup, i, root / f"party-{i}", board)
@@ -379,6 +379,27 @@ def test_threshold_face_search(two_of_three, searcher):
             check_answer(searcher, info, q, mode)
     with pytest.raises(InvalidArgument):
         searcher.querier.encrypt_query(np.zeros(DIM))
+
+
+def test_threshold_folded_face_search(tmp_path):
+    """A folded key set made by 2-out-of-3 parties (collective conjugation key): both modes equal brute force."""
+    import encmatch
+
+    s = run_setup(tmp_path, 3, 2, fold=True)
+    querier = encmatch.Querier(s["server"])
+    assert querier.params.get("fold") is True
+    querier.close()
+    sr = Searcher(s, tmp_path, seed=4)
+    try:
+        for mode in ("membership", "identification"):
+            for q in range(DIM):
+                bound = sr.bound(q, mode)
+                _, info = s["receiver"].combine(bound, shares_of(s, bound, (2, 3)))
+                check_answer(sr, info, q, mode)
+    finally:
+        sr.close()
+    with pytest.raises(InvalidArgument, match="fold"):
+        th.init_setup(tmp_path / "x.json", parties=3, threshold=2, dim=DIM, preset="toy", fold="yes")
 
 
 def test_service_signs_threshold_searches(two_of_three, searcher, tmp_path):

@@ -387,7 +387,7 @@ def add_commands(sub: Any) -> None:
                         "(indexes created with --payload-width, `query --mode payload`)")
     s.add_argument("--fold", action="store_true",
                    help="fold each vector's halves into complex slots: half the diagonals, products and bytes per "
-                        "entry (standard-ring presets; not yet threshold key sets)")
+                        "entry (standard-ring presets; threshold key sets: threshold init --fold)")
     s.set_defaults(func=cmd_keygen)
 
     s = sub.add_parser("enroll", help="encrypt vectors into an index")

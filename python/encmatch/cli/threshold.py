@@ -76,6 +76,8 @@ def add_commands(sub: Any) -> None:
                    help="similarity strategy whose rotation keys to make, or 'none' (default: %(default)s)")
     s.add_argument("--n1", type=int, default=0, help="baby-step size of the bsgs strategies (default: automatic)")
     s.add_argument("--rotations", type=_rotations, default=[], metavar="R,R", help="more rotation keys to make")
+    s.add_argument("--fold", action="store_true",
+                   help="fold each vector's halves into complex slots (half the diagonals; one more key, the conjugation)")
     s.set_defaults(func=cmd_init)
 
     for name, help_text in (("round1", "a party's first round"), ("round2", "a party's second round")):
@@ -160,7 +162,7 @@ def cmd_init(args: argparse.Namespace) -> int:
     """``threshold init``."""
     res = th.init_setup(args.setup, parties=args.parties, threshold=args.threshold, dim=args.dim,
                         preset=args.preset, kappa=args.kappa, strategy=args.strategy, n1=args.n1,
-                        rotations=args.rotations)
+                        rotations=args.rotations, fold=args.fold)
     warn_if_insecure(res["params"])
     setup = res["setup"]
     print(f"setup {args.setup}: {setup['threshold']}-out-of-{setup['parties']}, key id {setup['key_id']}, "
