@@ -111,11 +111,13 @@ type paramArgs struct {
 	Dim    int    `json:"dim"`
 	// Payload: the chain gets the payload level (mode "payload").
 	Payload bool `json:"payload"`
-	// Fold: fold the vectors' halves into complex slots (params.Set.Fold).
-	Fold bool `json:"fold"`
+	// Fold: fold the vectors' halves into complex slots (params.Set.Fold);
+	// absent: fold where the set can (params.Set.Foldable).
+	Fold *bool `json:"fold"`
 }
 
-// set returns the parameter set (defaults for an empty preset and kappa 0).
+// set returns the parameter set (defaults for an empty preset, kappa 0 and
+// no fold given).
 func (a *paramArgs) set() (*params.Set, error) {
 	if a.Preset == "" {
 		a.Preset = params.Default
@@ -125,7 +127,11 @@ func (a *paramArgs) set() (*params.Set, error) {
 	}
 	s, err := params.NewWith(a.Preset, a.Kappa, a.Dim, a.Payload)
 	if err == nil {
-		s, err = s.WithFold(a.Fold)
+		fold := s.Foldable()
+		if a.Fold != nil {
+			fold = *a.Fold
+		}
+		s, err = s.WithFold(fold)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errs.ErrInvalid, err)

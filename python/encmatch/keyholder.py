@@ -83,7 +83,7 @@ class Client:
         memory_budget: int | None = None,
         workers: int | None = None,
         payload: bool = False,
-        fold: bool = False,
+        fold: bool | None = None,
     ) -> "Client":
         """Generate a new key set in ``key_dir`` (which must not hold keys yet) and open it.
 
@@ -101,22 +101,26 @@ class Client:
         an index with payloads (``payload_width > 0``,
         :meth:`Enroller.create_index`).
 
-        ``fold=True`` folds each vector's two halves into complex slots
+        ``fold`` folds each vector's two halves into complex slots
         (``lo + i hi``, the query as ``(lo - i hi) / 2``): a group has half
         the diagonals, so half the products, key switches and stored bytes,
         and the server takes the real part once per group (one more
-        rotation key, the conjugation). Standard-ring presets only;
-        threshold key sets fold the same way (:func:`encmatch.threshold.init_setup`).
+        rotation key, the conjugation). ``None`` (the default) folds where
+        the preset can (the standard ring's complex slots; not the
+        conjugate-invariant ``real`` presets); ``False`` keeps the plain
+        layout. Threshold key sets fold the same way
+        (:func:`encmatch.threshold.init_setup`).
         """
-        for name, flag in (("payload", payload), ("fold", fold)):
-            if not isinstance(flag, bool):
-                raise InvalidArgument(f"{name} must be True or False, got {flag!r}")
+        if not isinstance(payload, bool):
+            raise InvalidArgument(f"payload must be True or False, got {payload!r}")
+        if fold is not None and not isinstance(fold, bool):
+            raise InvalidArgument(f"fold must be True, False or None (fold where the preset can), got {fold!r}")
         args = {"key_dir": Path(key_dir), "preset": preset, "kappa": int(kappa), "dim": check_dim(dim)}
         args.update(strategy_args(strategy, n1, expected_size, memory_budget, workers))
         if payload:
             args["payload"] = True
-        if fold:
-            args["fold"] = True
+        if fold is not None:
+            args["fold"] = fold
         res, _ = _core.call("keygen", args)
         labels_mod.generate_keys(Path(key_dir))  # the label key pair (sealed labels, encmatch.labels)
         client = cls(key_dir)

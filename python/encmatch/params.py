@@ -45,17 +45,21 @@ def presets() -> list[dict]:
     return _core.call("presets")[0].get("presets", [])
 
 
-def describe(preset: str = "default", kappa: int = DEFAULT_KAPPA, dim: int = 512, *, payload: bool = False) -> dict:
+def describe(preset: str = "default", kappa: int = DEFAULT_KAPPA, dim: int = 512, *, payload: bool = False,
+             fold: bool | None = None) -> dict:
     """Parameter description of ``preset`` for depth budget ``kappa`` and dimension ``dim``.
 
     Keys: ``preset, insecure, log_n, ring, slots, log_q, log_p, log_qp,
     security_bits, kappa, levels, dim, padded_dim, group_size`` (and
-    ``payload``). ``payload``: the chain of a payload key set, one level
-    longer (:meth:`Client.generate`).
+    ``payload``, ``fold``). ``payload``: the chain of a payload key set, one
+    level longer; ``fold``: the folded layout, ``None`` as a new key set
+    takes it (folded where the preset can) (:meth:`Client.generate`).
     """
     args: dict = {"preset": preset, "kappa": int(kappa), "dim": int(dim)}
     if payload:
         args["payload"] = True
+    if fold is not None:
+        args["fold"] = bool(fold)
     return _core.call("describe", args)[0]
 
 

@@ -88,21 +88,24 @@ def init_setup(
     strategy: str = "auto",
     n1: int = 0,
     rotations: Iterable[int] = (),
-    fold: bool = False,
+    fold: bool | None = None,
 ) -> dict:
     """Write the public description of a ``threshold``-out-of-``parties`` setup to ``path``.
 
     ``strategy`` picks the rotation keys of a similarity strategy (as
     :meth:`encmatch.Client.generate`), or ``"none"``; ``rotations`` adds
-    more. ``fold=True`` makes a folded key set (as ``Client.generate``:
-    half the diagonals, plus the collective conjugation key). Every party
-    must use the same file. Returns ``{"setup", "params"}``.
+    more. ``fold``: a folded key set (as ``Client.generate``: half the
+    diagonals, plus the collective conjugation key); ``None`` (the default)
+    folds, as every threshold preset can; ``False`` keeps the plain layout.
+    Every party must use the same file. Returns ``{"setup", "params"}``.
     """
-    if not isinstance(fold, bool):
-        raise InvalidArgument(f"fold must be True or False, got {fold!r}")
+    if fold is not None and not isinstance(fold, bool):
+        raise InvalidArgument(f"fold must be True, False or None, got {fold!r}")
     args = {"out": path, "parties": int(parties), "threshold": int(threshold), "preset": preset,
             "kappa": int(kappa), "dim": int(dim), "strategy": strategy, "n1": int(n1),
-            "rotations": [int(r) for r in rotations], "fold": fold}
+            "rotations": [int(r) for r in rotations]}
+    if fold is not None:
+        args["fold"] = fold
     return _core.call("threshold_init", args)[0]
 
 

@@ -118,11 +118,12 @@ def _rotation_keys(stdout: str) -> int:
 def test_keygen_strategy_bsgs_tbe_needs_fewer_keys_than_dg(tmp_path):
     keys = {}
     for strategy in ("dg", "bsgs-tbe"):
+        # New key sets fold: 64 dimensions make 32 complex diagonals (dg's n1 is the block).
         p = ok(run_cli("keygen", "--keys", tmp_path / strategy, "--preset", TOY, "--dim", 64, "--strategy", strategy))
-        assert f"strategy: {strategy}, n1 {64 if strategy == 'dg' else 8}" in p.stdout and "server keys" in p.stdout
+        assert f"strategy: {strategy}, n1 {32 if strategy == 'dg' else 8}" in p.stdout and "server keys" in p.stdout
         keys[strategy] = _rotation_keys(p.stdout)
     assert keys["bsgs-tbe"] < keys["dg"]
-    assert keys["dg"] >= 63
+    assert keys["dg"] >= 31
 
 
 def test_strategies_subcommand(tmp_path):

@@ -50,7 +50,8 @@ def test_answers_equal_brute_force(folded):
 def test_half_the_diagonals(folded, tmp_path):
     """A group file of the folded key set holds 32 diagonals where the unfolded one holds 64."""
     client, index, gallery, _ = folded
-    plain = encmatch.Client.generate(tmp_path / "keys", preset="toy", dim=DIM, strategy="bsgs-tbe")
+    plain = encmatch.Client.generate(tmp_path / "keys", preset="toy", dim=DIM, strategy="bsgs-tbe", fold=False)
+    assert not plain.params.get("fold")
     enroller = encmatch.Enroller(plain.server_key_dir, owner_key_dir=tmp_path / "keys")
     enroller.create_index(tmp_path / "index", DELTA)
     enroller.enroll(tmp_path / "index", gallery, progress=False)
@@ -63,8 +64,18 @@ def test_half_the_diagonals(folded, tmp_path):
 def test_what_does_not_fold_says_so(tmp_path):
     with pytest.raises(InvalidArgument, match="complex slots"):
         encmatch.Client.generate(tmp_path / "real", preset="toy-real", dim=DIM, fold=True)
-    with pytest.raises(InvalidArgument, match="fold must be True or False"):
+    with pytest.raises(InvalidArgument, match="fold must be True, False or None"):
         encmatch.Client.generate(tmp_path / "bad", preset="toy", dim=DIM, fold="yes")
+
+
+def test_fold_is_the_default_where_the_preset_can(tmp_path):
+    """New key sets fold on the standard ring and stay plain on the conjugate-invariant one."""
+    with encmatch.Client.generate(tmp_path / "std", preset="toy", dim=DIM) as c:
+        assert c.params["fold"] is True
+    with encmatch.Client.generate(tmp_path / "real", preset="toy-real", dim=DIM) as c:
+        assert not c.params.get("fold")
+    assert encmatch.describe("toy", dim=DIM)["fold"] is True
+    assert not encmatch.describe("toy", dim=DIM, fold=False).get("fold")
 
 
 def test_cli_keygen_fold(tmp_path):
@@ -72,3 +83,6 @@ def test_cli_keygen_fold(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "fold: yes (128 complex diagonals per group instead of 256)" in out.stdout
     assert "folded (128 complex diagonals per group)" in out.stdout  # the parameters' summary
+    plain = run_cli("keygen", "--keys", str(tmp_path / "p"), "--preset", "toy", "--dim", "192", "--no-fold")
+    assert plain.returncode == 0, plain.stderr
+    assert "fold: yes" not in plain.stdout and "folded" not in plain.stdout

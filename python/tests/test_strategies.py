@@ -18,10 +18,10 @@ from encmatch import Enroller, EncryptedIndex, InvalidArgument, Mismatch, Server
 
 from conftest import KAPPA, TOY, planted_gallery
 
-DIM = 24  # padded to l = 32: default n1 = 8, n2 = 4
+DIM = 24  # padded to 32, folded (new key sets fold) into l = 16 complex diagonals: default n1 = 4, n2 = 4
 DELTA = 0.5
 #: (strategy, n1 asked for, n1 expected): bsgs-tbe with a non-default baby-step size.
-CASES = [("dg", 0, 32), ("bsgs-diagonal", 0, 8), ("bsgs-tbs", 0, 8), ("bsgs-tbe", 4, 4)]
+CASES = [("dg", 0, 16), ("bsgs-diagonal", 0, 4), ("bsgs-tbs", 0, 4), ("bsgs-tbe", 2, 2)]
 STREAMABLE = ["dg", "bsgs-diagonal", "bsgs-tbe"]
 
 
@@ -134,7 +134,7 @@ def test_choose_strategy_ranks_candidates(tmp_path):
     named = encmatch.choose_strategy(64, TOY, KAPPA, strategy="bsgs-tbe")
     assert named["strategy"] == "bsgs-tbe" and named["n1"] == 8
     assert [(c["strategy"], c["n1"]) for c in named["candidates"]] == [("bsgs-tbe", 8)]
-    assert encmatch.choose_strategy(64, TOY, KAPPA, strategy="dg")["n1"] == 64
+    assert encmatch.choose_strategy(64, TOY, KAPPA, strategy="dg")["n1"] == 32  # folded: 32 complex diagonals
     nothing = encmatch.choose_strategy(64, TOY, KAPPA, memory_budget=1)  # nothing fits one byte
     assert nothing["strategy"] is None and "budget" in nothing["error"] and nothing["candidates"]
     with pytest.raises(InvalidArgument):

@@ -235,6 +235,12 @@ func (s *Set) WithFold(fold bool) (*Set, error) {
 	return &c, nil
 }
 
+// Foldable reports whether WithFold(true) succeeds: complex slots (the
+// standard ring) and a padded dimension of at least 2. New key sets fold
+// where they can unless asked not to (the C ABI's keygen, describe,
+// choose_strategy and threshold_init).
+func (s *Set) Foldable() bool { return s.CKKS.RingType() == ring.Standard && s.Padded() >= 2 }
+
 // Slots is the number of CKKS slots (gallery entries per group).
 func (s *Set) Slots() int { return s.CKKS.MaxSlots() }
 

@@ -55,7 +55,7 @@ def cmd_keygen(args: argparse.Namespace) -> int:
         print(f"strategy: {client.strategy}, n1 {client.n1}{chosen}")
         if args.payload:
             print("payload: yes (one more level: indexes with payloads, `query --mode payload`)")
-        if args.fold:
+        if client.params.get("fold"):
             print(f"fold: yes ({client.params['padded_dim'] // 2} complex diagonals per group instead of "
                   f"{client.params['padded_dim']})")
         if "rotation_keys" in info:
@@ -385,9 +385,9 @@ def add_commands(sub: Any) -> None:
     s.add_argument("--payload", action="store_true",
                    help="a payload key set: one more level in the modulus chain, needed for payload fetch "
                         "(indexes created with --payload-width, `query --mode payload`)")
-    s.add_argument("--fold", action="store_true",
+    s.add_argument("--fold", action=argparse.BooleanOptionalAction, default=None,
                    help="fold each vector's halves into complex slots: half the diagonals, products and bytes per "
-                        "entry (standard-ring presets; threshold key sets: threshold init --fold)")
+                        "entry (default: fold where the preset can, the standard ring's; --no-fold: plain layout)")
     s.set_defaults(func=cmd_keygen)
 
     s = sub.add_parser("enroll", help="encrypt vectors into an index")

@@ -76,8 +76,9 @@ def add_commands(sub: Any) -> None:
                    help="similarity strategy whose rotation keys to make, or 'none' (default: %(default)s)")
     s.add_argument("--n1", type=int, default=0, help="baby-step size of the bsgs strategies (default: automatic)")
     s.add_argument("--rotations", type=_rotations, default=[], metavar="R,R", help="more rotation keys to make")
-    s.add_argument("--fold", action="store_true",
-                   help="fold each vector's halves into complex slots (half the diagonals; one more key, the conjugation)")
+    s.add_argument("--fold", action=argparse.BooleanOptionalAction, default=None,
+                   help="fold each vector's halves into complex slots: half the diagonals, one more key (the "
+                        "conjugation) (default: fold; --no-fold: plain layout)")
     s.set_defaults(func=cmd_init)
 
     for name, help_text in (("round1", "a party's first round"), ("round2", "a party's second round")):

@@ -109,8 +109,10 @@ def check_key_meta(meta: Any, allow_insecure: bool) -> dict:
         raise InvalidArgument("keys: key_id must be hex")
     if not isinstance(meta.get("payload", False), bool):
         raise InvalidArgument("keys: field 'payload' must be true or false")
+    if not isinstance(meta.get("fold", False), bool):
+        raise InvalidArgument("keys: field 'fold' must be true or false")
     payload = bool(meta.get("payload", False))  # a payload key set: one more level (issue 18)
-    params = describe(meta["preset"], meta["kappa"], meta["dim"], payload=payload)
+    params = describe(meta["preset"], meta["kappa"], meta["dim"], payload=payload, fold=bool(meta.get("fold", False)))
     # Galois elements live modulo the ring's 2N-th (conjugate-invariant ring: 4N-th) root of unity.
     two_n = (4 if params.get("ring") == "ConjugateInvariant" else 2) << int(params["log_n"])
     if len(set(gal)) != len(gal) or not all(g % 2 == 1 and 1 < g < two_n for g in gal):
