@@ -18,6 +18,8 @@
   calibrated to about 250 degrees of freedom;
 - :mod:`~encmatch.iris.calibration`: impostor/genuine statistics, FMR/FNMR;
 - :mod:`~encmatch.iris.openiris`: open-iris JSON and the project's ``.npz``;
+- :mod:`~encmatch.iris.folding`: papers/004's fold polynomial, made sound
+  for any gallery, and the plaintext model of folded answers;
 - :mod:`~encmatch.cli.iris`: ``encmatch iris generate|match|calibrate|convert``.
 
 ``docs/IRIS.md`` describes the choices and the calibration.

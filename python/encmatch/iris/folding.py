@@ -255,10 +255,10 @@ def design(
                                   "raise the degree or top, or lower clear")
         result = r
     poly = FoldPolynomial(tuple(float(c) for c in result.x[:-1]), -1.0 - delta, 1.0 - delta)
-    return measure(poly, t, k, guard, clear, tolerance, sure_from=hi)
+    return _measure(poly, t, k, guard, clear, tolerance, sure_from=hi)
 
 
-def measure(poly: FoldPolynomial, t: float, k: int, guard: float, clear: float, tolerance: float,
+def _measure(poly: FoldPolynomial, t: float, k: int, guard: float, clear: float, tolerance: float,
             sure_from: float) -> FoldDesign:
     """Measure ``poly``'s bounds exactly, place the thresholds and check soundness."""
     lo, hi = poly.lo, poly.hi
@@ -307,7 +307,7 @@ class FoldResults:
         return np.flatnonzero(clean & outside & ((self.answer == MATCH) != model.bits))
 
 
-def fold_x(qv: np.ndarray, qm: np.ndarray, gv: np.ndarray, gm: np.ndarray, delta: float) -> np.ndarray:
+def _slot_values(qv: np.ndarray, qm: np.ndarray, gv: np.ndarray, gm: np.ndarray, delta: float) -> np.ndarray:
     """``x = score - delta`` per (query row, gallery row); ``-delta`` where the masks share no bit."""
     dot = (qv @ gv.T).astype(np.float64)
     overlap = (qm @ gm.T).astype(np.float64)
@@ -340,7 +340,7 @@ def fold_match(
     bar = progress_bar(starts, desc="iris fold", unit="chunk", show=bool(progress if progress is not None else len(starts) > 1))
     for start in bar:
         gv, gm = gallery_matrices(gallery, start, min(start + chunk, n))
-        fx = fold.poly(fold_x(qv, qm, gv, gm, fold.delta)).reshape(q, rho, -1)
+        fx = fold.poly(_slot_values(qv, qm, gv, gm, fold.delta)).reshape(q, rho, -1)
         for a, b in groups:
             sums = fx[:, a:b].sum(axis=1)
             s, m = fold.classify(sums)
