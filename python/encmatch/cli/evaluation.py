@@ -163,9 +163,9 @@ def add_commands(sub: Any) -> None:
     s.add_argument("--encryption", type=_encryption_list, default=["public-key"], metavar="E,E",
                    help="gallery enrollment: public-key (any enroller, as papers/000), secret-key (the key owner, "
                         "seeded: half the bytes), or both comma-separated (default: public-key)")
-    s.add_argument("--layouts", type=_layout_list, default=["plain"], metavar="L,L",
+    s.add_argument("--layouts", type=_layout_list, default=None, metavar="L,L",
                    help="slot layouts: plain, folded (each vector's halves in complex slots, half the diagonals), "
-                        "or both comma-separated (default: plain)")
+                        "or both comma-separated (default: the new key sets' layout, folded where the preset can)")
     s.add_argument("--trials", type=int, default=11,
                    help="trials per configuration; trial 1 is the setup (default: %(default)s)")
     add_preset_argument(s)

@@ -514,7 +514,7 @@ def run(
     strategies: Sequence[str] = ("bsgs-tbe", "dg"),
     *,
     encryptions: Sequence[str] = ("public-key",),
-    layouts: Sequence[str] = ("plain",),
+    layouts: Sequence[str] | None = None,
     matches: int = 1,
     n1: int = 0,
     trials: int = 11,
@@ -534,6 +534,8 @@ def run(
 
     The workload of each K is generated once and shared by the
     strategies. ``dim`` is ignored by the ``faces`` workload (192-d).
+    ``layouts`` defaults to the one a new key set of ``preset`` takes
+    (``folded`` where the preset can fold, else ``plain``).
     Keys and indexes go to a temporary directory under ``work_dir`` (made if
     missing) and are removed after each configuration. With ``isolate`` (the default,
     unless a test substitutes ``query_fn``) each configuration runs in a
@@ -544,6 +546,8 @@ def run(
     if workload == "faces":
         dim = FACES_DIM
     params = describe(preset, kappa, dim)
+    if layouts is None:
+        layouts = ("folded",) if params.get("fold") else ("plain",)
     doc: dict = {
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "hardware": hardware(),
