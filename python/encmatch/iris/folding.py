@@ -74,7 +74,7 @@ from .._util.extras import require
 from .._util.progress import progress as progress_bar
 from ..errors import InvalidArgument
 from .encoding import DEFAULT_ROTATION_SHIFT, score_threshold, shifts
-from .model import DEFAULT_CHUNK, EyeResults, _check_inputs, gallery_matrices, query_matrices
+from .model import DEFAULT_CHUNK, EyeResults, _check_inputs, _chunk_scores, query_matrices
 from .templates import Templates
 
 __all__ = ["FoldPolynomial", "FoldDesign", "FoldResults", "design", "fold_match", "check_sums",
@@ -209,7 +209,7 @@ def _program(t: float, k: int, degree: int, guard: float, clear: float, quiet: f
     cost = np.zeros(degree + 2)
     cost[-1] = 1.0
     return linprog(cost, A_ub=np.vstack(rows), b_ub=np.concatenate(rhs),
-                   bounds=[(None, None)] * (degree + 1) + [(0.0, None)], method="highs"), lo, hi
+                   bounds=[(None, None)] * (degree + 1) + [(0.0, None)], method="highs")
 
 
 def design(
@@ -243,13 +243,13 @@ def design(
     result = None
     for _ in range(20):  # bisection: the smallest sure_from whose program is feasible
         mid = (lo + hi) / 2
-        r, *_ = _program(t, k, degree, guard, clear, quiet, floor, top, gap, mid)
+        r = _program(t, k, degree, guard, clear, quiet, floor, top, gap, mid)
         if r.status == 0:
             hi, result = mid, r
         else:
             lo = mid
     if result is None:
-        r, *_ = _program(t, k, degree, guard, clear, quiet, floor, top, gap, hi)
+        r = _program(t, k, degree, guard, clear, quiet, floor, top, gap, hi)
         if r.status != 0:
             raise InvalidArgument(f"no degree-{degree} fold polynomial meets these bounds ({r.message}); "
                                   "raise the degree or top, or lower clear")
@@ -302,16 +302,9 @@ class FoldResults:
 
     def wrong(self, model: EyeResults, guard: float) -> np.ndarray:
         """Eyes whose clean answer differs from the plaintext model's bit although their best score is more than ``guard`` from the threshold (empty for a sound design)."""
-        clean = self.answer != FLAGGED
-        outside = np.abs(model.best_score - score_threshold(model.t)) > guard
-        return np.flatnonzero(clean & outside & ((self.answer == MATCH) != model.bits))
-
-
-def _slot_values(qv: np.ndarray, qm: np.ndarray, gv: np.ndarray, gm: np.ndarray, delta: float) -> np.ndarray:
-    """``x = score - delta`` per (query row, gallery row); ``-delta`` where the masks share no bit."""
-    dot = (qv @ gv.T).astype(np.float64)
-    overlap = (qm @ gm.T).astype(np.float64)
-    return np.where(overlap > 0, dot / np.maximum(overlap, 1.0), 0.0) - delta
+        outside = self.answer != FLAGGED  # clean answers outside the band
+        outside[model.guard_band(guard, unit="score")] = False
+        return np.flatnonzero(outside & ((self.answer == MATCH) != model.bits))
 
 
 def fold_match(
@@ -339,8 +332,9 @@ def fold_match(
     starts = range(0, n, chunk)
     bar = progress_bar(starts, desc="iris fold", unit="chunk", show=bool(progress if progress is not None else len(starts) > 1))
     for start in bar:
-        gv, gm = gallery_matrices(gallery, start, min(start + chunk, n))
-        fx = fold.poly(_slot_values(qv, qm, gv, gm, fold.delta)).reshape(q, rho, -1)
+        # x = score - delta; a pair without common bits (score -inf) holds -delta.
+        _, _, score = _chunk_scores(qv, qm, gallery, start, min(start + chunk, n), fold.t, None)
+        fx = fold.poly(np.where(np.isfinite(score), score, 0.0) - fold.delta).reshape(q, rho, -1)
         for a, b in groups:
             sums = fx[:, a:b].sum(axis=1)
             s, m = fold.classify(sums)
