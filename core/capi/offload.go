@@ -110,14 +110,18 @@ type offloadProgramReply struct {
 	*offload.Program
 }
 
-// offloadProgram returns the comparator's recorded program.
+// offloadProgram returns the comparator's recorded program for a search in
+// mode (the payload mode's bits are at another scale).
 func offloadProgram(args, _ []byte) (*offloadProgramReply, []byte, error) {
-	var a handleArgs
+	var a struct {
+		handleArgs
+		Mode result.Mode `json:"mode"`
+	}
 	pl, err := plan(args, &a)
 	if err != nil {
 		return nil, nil, err
 	}
-	prog, err := pl.Program()
+	prog, err := pl.Program(a.Mode)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -129,16 +133,18 @@ type offloadResultReply struct {
 	Mode result.Mode `json:"mode"`
 }
 
-// offloadResult frames the executor's output arrays as a search result.
+// offloadResult frames the executor's output arrays as a search result
+// (a payload search's with a bound on its matches, 0: the default).
 func offloadResult(args, in []byte) (*offloadResultReply, []byte, error) {
 	var a struct {
 		handleArgs
-		Mode result.Mode `json:"mode"`
+		Mode  result.Mode `json:"mode"`
+		Bound int         `json:"bound"`
 	}
 	pl, err := plan(args, &a)
 	if err != nil {
 		return nil, nil, err
 	}
-	out, err := pl.Result(a.Mode, in)
+	out, err := pl.Result(a.Mode, in, a.Bound)
 	return &offloadResultReply{Mode: a.Mode}, out, err
 }

@@ -206,6 +206,60 @@ def test_results_equal_the_cpu_engines(indexes, device, strategy):
             assert gpu.graphs and gpu.last_search["graph"], gpu.graph_error
 
 
+@pytest.fixture(scope="module")
+def payload_index(tmp_path_factory):
+    """A payload key set (kappa 12: a narrow band, so that the answer
+    decodes) and a two-group toy index with 3 payload values per record,
+    12 matches planted at cosines 0.51 to 0.9; its payloads and two
+    queries."""
+    base = tmp_path_factory.mktemp("gpu-payload")
+    rng = np.random.default_rng(7)
+    Client.generate(base / "keys", preset="toy", kappa=12, dim=DIM, strategy="bsgs-tbe", payload=True).close()
+    gal = _unit(rng, 2600)
+    q = gal[11].copy()
+    for i, cos in enumerate(np.linspace(0.51, 0.9, 12)):
+        w = _unit(rng, 1)[0]
+        w -= w.dot(q) * q
+        gal[150 + 180 * i] = cos * q + np.sqrt(1 - cos * cos) * w / np.linalg.norm(w)
+    pays = rng.integers(-2**15, 2**15, size=(len(gal), 3), dtype=np.int16)
+    en = Enroller(base / "keys" / "server")
+    en.create_index(base / "index", 0.5, payload_width=3)
+    en.enroll(base / "index", gal, payloads=pays, progress=False)
+    return base / "keys", base / "index", pays, [q, _unit(rng, 1)[0]]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_payload_results_equal_the_cpu_engines(payload_index, device):
+    """A payload fetch through the GPU engine (similarity and comparator on the
+    device, the cells compacted by the core) gives the CPU engine's bytes,
+    for the default bound and a small one, whole and as merged shards; the
+    answer holds the matching records' payloads."""
+    keys, index, pays, queries = payload_index
+    with Client(keys) as client, Server(index, keys / "server") as cpu, \
+            GpuServer(index, keys / "server", device=device) as gpu:
+        for q in queries:
+            qb = client.encrypt_query(q)
+            for bound in (None, 4):
+                got = gpu.search(qb, "payload", bound=bound)
+                assert got == cpu.search(qb, "payload", bound=bound), bound
+        qb = client.encrypt_query(queries[0])
+        want = client.decrypt(cpu.search(qb, "identification"))
+        answer = client.decrypt(gpu.search(qb, "payload"))
+        assert answer.complete and answer.count == want.count > 3
+        assert sorted(answer.positions.tolist()) == want.positions.tolist()
+        for pos, row in zip(answer.positions, answer.payloads):
+            assert row.tolist() == pays[pos].tolist()
+        with Server(index, keys / "server", groups=[0]) as cpu0, \
+                GpuServer(index, keys / "server", groups=[1], device=device) as gpu1:
+            merged, info = merge_results(index, [cpu0.search(qb, "payload"), gpu1.search(qb, "payload")])
+        assert info["complete"]
+        assert sorted(client.decrypt(merged).positions.tolist()) == want.positions.tolist()
+        with pytest.raises(InvalidArgument, match="bound"):
+            gpu.search(qb, "payload", bound=0)
+        with pytest.raises(InvalidArgument, match="bound"):
+            gpu.search(qb, "membership", bound=4)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_gpu_shard_merges_with_cpu_shard(indexes, device):
     """A GPU shard's partial result merges with a CPU shard's into the whole search's answer."""

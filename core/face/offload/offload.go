@@ -19,7 +19,10 @@
 // QP and divided by P once, the rescale, the comparator's program and, for
 // membership, the groups' sum and the inner sum over the slots. Its output
 // arrays then decrypt exactly as the engine's do (Result finishes them the
-// engine's way: the empty slots' constant, level 0, framing).
+// engine's way: the empty slots' constant, level 0, framing). A payload
+// search runs the comparator's payload program (its bits at the payload
+// scale) outside; Result then compacts the bits and the groups' payload
+// columns into the result's cells here, as the engine does.
 package offload
 
 import (
@@ -35,6 +38,7 @@ import (
 	"encmatch/core/face/engine"
 	"encmatch/core/face/index"
 	"encmatch/core/face/keys"
+	"encmatch/core/face/payload"
 	"encmatch/core/face/result"
 	"encmatch/core/face/strategy"
 
@@ -56,7 +60,13 @@ type Plan struct {
 
 	mu        sync.Mutex
 	diagScale *rlwe.Scale // the groups' diagonals' scale, once one is exported
-	program   *Program
+	// programs are the comparator's recorded programs, by output scale:
+	// the default scale (membership, identification) and, for an index
+	// with payloads, payload.ResultScale.
+	programs map[bool]*Program
+	// columns are the served groups' payload columns (an index with
+	// payloads), kept from the groups' export for payload searches.
+	columns [][]*rlwe.Ciphertext
 	// loaded is the group being exported in chunks (loadedGroup).
 	loaded      []*rlwe.Ciphertext
 	loadedGroup int
@@ -79,7 +89,8 @@ func Open(indexDir, serverKeyDir string, groups []int) (*Plan, error) {
 		return nil, fmt.Errorf("%w: %v", errs.ErrInvalid, err)
 	}
 	return &Plan{Manifest: sh.Manifest, Params: ek.Params, Strategy: sh.Strategy, served: sh.Served, dir: indexDir, keys: ek,
-		eval: ckks.NewEvaluator(ek.Params.CKKS, ek.Keys), cmp: cmp}, nil
+		eval: ckks.NewEvaluator(ek.Params.CKKS, ek.Keys), cmp: cmp,
+		programs: map[bool]*Program{}, columns: make([][]*rlwe.Ciphertext, len(sh.Served))}, nil
 }
 
 // Served returns the groups of this shard.
@@ -236,12 +247,14 @@ func (pl *Plan) Group(i, first, count int) ([]byte, int, error) {
 
 // loadGroup reads served group i's diagonals, checks that they share one
 // level, degree, scale and domain (and the other groups' scale), and
-// rotates them for bsgs-tbs. The caller holds pl.mu.
+// rotates them for bsgs-tbs; it keeps the group's payload columns. The
+// caller holds pl.mu.
 func (pl *Plan) loadGroup(i int) ([]*rlwe.Ciphertext, error) {
 	cts, err := index.LoadGroup(pl.dir, pl.Manifest, pl.Params, pl.served[i])
 	if err != nil {
 		return nil, err
 	}
+	pl.columns[i] = cts[pl.Strategy.L:]
 	cts = cts[:pl.Strategy.L]
 	level, scale := cts[0].Level(), cts[0].Scale
 	for d, ct := range cts {
@@ -283,15 +296,21 @@ func (pl *Plan) Query(data []byte) ([]byte, int, error) {
 	return out, level, nil
 }
 
-// Program returns the comparator's program for the scores of a query:
-// recorded once, on the first call after a group was exported (the
+// Program returns the comparator's program for the scores of a query in
+// mode (payload: the bits at payload.ResultScale, as the engine computes
+// them for a payload search; otherwise at the default scale): recorded
+// once per scale, on the first call after a group was exported (the
 // scores' scale is the query's times the diagonals', divided by the prime
 // the similarity's rescale removes).
-func (pl *Plan) Program() (*Program, error) {
+func (pl *Plan) Program(mode result.Mode) (*Program, error) {
+	if err := pl.checkMode(mode); err != nil {
+		return nil, err
+	}
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
-	if pl.program != nil {
-		return pl.program, nil
+	forPayload := mode == result.Payload
+	if prog := pl.programs[forPayload]; prog != nil {
+		return prog, nil
 	}
 	if pl.diagScale == nil {
 		return nil, fmt.Errorf("%w: export a group before asking for the comparator's program", errs.ErrInvalid)
@@ -299,38 +318,59 @@ func (pl *Plan) Program() (*Program, error) {
 	p := pl.Params.CKKS
 	level := p.MaxLevel()
 	scale := p.DefaultScale().Mul(*pl.diagScale).Div(rlwe.NewScale(p.Q()[level]))
-	prog, err := record(p, pl.keys.Keys, pl.cmp, level-1, scale, p.DefaultScale())
+	target := p.DefaultScale()
+	if forPayload {
+		target = rlwe.NewScale(payload.ResultScale)
+	}
+	prog, err := record(p, pl.keys.Keys, pl.cmp, level-1, scale, target)
 	if err != nil {
 		return nil, fmt.Errorf("recording the comparator: %w", err)
 	}
-	pl.program = prog
+	pl.programs[forPayload] = prog
 	return prog, nil
+}
+
+// checkMode refuses a mode that is not one, and payload searches of an
+// index without payloads.
+func (pl *Plan) checkMode(mode result.Mode) error {
+	if err := mode.Check(); err != nil {
+		return err
+	}
+	if mode == result.Payload && pl.Manifest.PayloadWidth == 0 {
+		return fmt.Errorf("%w: the index holds no payloads (it was created without a payload width): search it by membership or identification", errs.ErrInvalid)
+	}
+	return nil
 }
 
 // Result frames the executor's output as the engine frames its own: for
 // membership outs holds one ciphertext, the inner sum of the groups'
 // comparator outputs, from which the empty slots' constant is removed
-// here; for identification one comparator output per served group. Each
-// ciphertext is an array of shape (2, level+1, N) at the program's output
-// level.
-func (pl *Plan) Result(mode result.Mode, outs []byte) ([]byte, error) {
-	if err := mode.Check(); err != nil {
-		return nil, err
+// here; for identification one comparator output per served group; for
+// payload one output of the payload program per served group, which is
+// compacted here with the groups' payload columns into the cells of a
+// layout for bound matches (0: payload.DefaultBound), as the engine does.
+// Each ciphertext is an array of shape (2, level+1, N) at the program's
+// output level.
+func (pl *Plan) Result(mode result.Mode, outs []byte, bound int) ([]byte, error) {
+	if mode != result.Payload && bound != 0 {
+		return nil, fmt.Errorf("%w: bound is the payload mode's, not the %s mode's", errs.ErrInvalid, mode)
 	}
-	prog, err := pl.Program()
+	prog, err := pl.Program(mode)
 	if err != nil {
 		return nil, err
 	}
-	want := 1
-	switch mode {
-	case result.Identification:
-	case result.Membership:
-		want = 1
-	default:
-		return nil, fmt.Errorf("%w: the outside engine answers membership and identification, not %q", errs.ErrInvalid, mode)
+	var layout payload.Layout
+	if mode == result.Payload {
+		if bound == 0 {
+			bound = payload.DefaultBound
+		}
+		if layout, err = payload.NewLayout(pl.Params.Slots(), len(pl.Manifest.Groups), pl.Manifest.PayloadWidth, bound); err != nil {
+			return nil, fmt.Errorf("%w: %v", errs.ErrInvalid, err)
+		}
 	}
-	if mode == result.Identification {
-		want = len(pl.served)
+	want := len(pl.served)
+	if mode == result.Membership {
+		want = 1
 	}
 	p := pl.Params.CKKS
 	level, n := prog.level, p.N()
@@ -352,10 +392,28 @@ func (pl *Plan) Result(mode result.Mode, outs []byte) ([]byte, error) {
 		}
 		res.Ciphertexts = append(res.Ciphertexts, ct)
 	}
-	if mode == result.Membership {
+	switch mode {
+	case result.Membership:
 		if err := engine.SubtractEmpty(pl.eval, res.Ciphertexts[0], pl.served, pl.Params.Slots(), pl.cmp); err != nil {
 			return nil, err
 		}
+	case result.Payload:
+		pg := make([]payload.Group, want)
+		pl.mu.Lock()
+		columns := append([][]*rlwe.Ciphertext(nil), pl.columns...)
+		pl.mu.Unlock()
+		for i, g := range pl.served {
+			if len(columns[i]) == 0 {
+				return nil, fmt.Errorf("%w: served group %d was not exported: its payload columns are not loaded", errs.ErrInvalid, i)
+			}
+			pg[i] = payload.Group{Index: groupPosition(pl.Manifest, g), Start: g.Start, Count: g.Count,
+				Bits: res.Ciphertexts[i], Columns: columns[i]}
+		}
+		cts, err := payload.NewCompactor(p, pl.keys.Keys, layout).Compact(pg)
+		if err != nil {
+			return nil, err
+		}
+		res.Layout, res.Ciphertexts = &layout, cts
 	}
 	return engine.Marshal(pl.eval, pl.Manifest, res)
 }

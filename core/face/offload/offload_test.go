@@ -19,8 +19,14 @@ import (
 // toyIndex makes a key set of preset for strategy name and an index of n
 // random vectors of dimension 32; it returns the key and index directories.
 func toyIndex(t *testing.T, preset, name string, n int) (string, string) {
+	return toyPayloadIndex(t, preset, name, n, 0)
+}
+
+// toyPayloadIndex is toyIndex with width random payload values per vector
+// (a payload key set and index when width > 0).
+func toyPayloadIndex(t *testing.T, preset, name string, n, width int) (string, string) {
 	t.Helper()
-	set, err := params.New(preset, 7, 32)
+	set, err := params.NewWith(preset, 7, 32, width > 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +39,7 @@ func toyIndex(t *testing.T, preset, name string, n int) (string, string) {
 	if _, err := keys.Generate(keyDir, set, strat); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := index.Create(indexDir, filepath.Join(keyDir, keys.ServerDir), 0.5, index.CreateOptions{}); err != nil {
+	if _, err := index.Create(indexDir, filepath.Join(keyDir, keys.ServerDir), 0.5, index.CreateOptions{PayloadWidth: width}); err != nil {
 		t.Fatal(err)
 	}
 	if n == 0 {
@@ -48,7 +54,14 @@ func toyIndex(t *testing.T, preset, name string, n int) (string, string) {
 	for i := range data {
 		data[i] = float32(rng.NormFloat64())
 	}
-	if _, err := index.Enroll(indexDir, pub, data, n, 32, index.EnrollOptions{}); err != nil {
+	pays := make([]int16, n*width)
+	for i := range pays {
+		pays[i] = int16(rng.Intn(1 << 16))
+	}
+	if width == 0 {
+		pays = nil
+	}
+	if _, err := index.Enroll(indexDir, pub, data, n, 32, index.EnrollOptions{Payloads: pays}); err != nil {
 		t.Fatal(err)
 	}
 	return keyDir, indexDir
@@ -92,7 +105,7 @@ func TestPlanDescribesAndExports(t *testing.T) {
 	if _, err := pl.Key(3); !errors.Is(err, errs.ErrMismatch) {
 		t.Fatalf("a key the set lacks: %v", err)
 	}
-	if _, err := pl.Program(); !errors.Is(err, errs.ErrInvalid) {
+	if _, err := pl.Program(result.Membership); !errors.Is(err, errs.ErrInvalid) {
 		t.Fatalf("a program before any group: %v", err)
 	}
 	l := pl.Strategy.L
@@ -113,8 +126,11 @@ func TestPlanDescribesAndExports(t *testing.T) {
 	if pl.loaded != nil {
 		t.Fatal("the group is kept after its last chunk")
 	}
-	if _, err := pl.Program(); err != nil {
+	if _, err := pl.Program(result.Identification); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := pl.Program(result.Payload); !errors.Is(err, errs.ErrInvalid) {
+		t.Fatalf("a payload program for an index without payloads: %v", err)
 	}
 
 	c, err := client.Open(keyDir)
@@ -136,25 +152,73 @@ func TestPlanDescribesAndExports(t *testing.T) {
 	}
 
 	// Result: sizes, residues and modes are checked.
-	outLevel := pl.program.level
+	outLevel := pl.programs[false].level
 	size := 2 * (outLevel + 1) * p.N() * 8
-	if _, err := pl.Result(result.Membership, make([]byte, size+8)); !errors.Is(err, errs.ErrCorrupt) {
+	if _, err := pl.Result(result.Membership, make([]byte, size+8), 0); !errors.Is(err, errs.ErrCorrupt) {
 		t.Fatalf("wrong size: %v", err)
 	}
 	big := make([]byte, size)
 	binary.LittleEndian.PutUint64(big, p.Q()[0])
-	if _, err := pl.Result(result.Membership, big); !errors.Is(err, errs.ErrCorrupt) {
+	if _, err := pl.Result(result.Membership, big, 0); !errors.Is(err, errs.ErrCorrupt) {
 		t.Fatalf("a residue not below its prime: %v", err)
 	}
-	if _, err := pl.Result(result.Payload, make([]byte, size)); !errors.Is(err, errs.ErrInvalid) {
-		t.Fatalf("payload mode: %v", err)
+	if _, err := pl.Result(result.Payload, make([]byte, size), 0); !errors.Is(err, errs.ErrInvalid) {
+		t.Fatalf("payload mode of an index without payloads: %v", err)
 	}
-	out, err := pl.Result(result.Identification, make([]byte, 2*size))
+	if _, err := pl.Result(result.Identification, make([]byte, 2*size), 4); !errors.Is(err, errs.ErrInvalid) {
+		t.Fatalf("a bound outside payload mode: %v", err)
+	}
+	out, err := pl.Result(result.Identification, make([]byte, 2*size), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := result.Unmarshal(out, pl.Manifest.Header(""), p); err != nil {
 		t.Fatalf("the framed result does not open: %v", err)
+	}
+}
+
+// TestPlanFramesPayloadResults: a payload index has a second program (its
+// bits at the payload scale); Result compacts one output per served group
+// with the groups' payload columns into a payload result of the layout for
+// the bound, and refuses outputs of the wrong size.
+func TestPlanFramesPayloadResults(t *testing.T) {
+	keyDir, indexDir := toyPayloadIndex(t, params.Toy, strategy.BSGSTBE, 2500, 3)
+	pl, err := Open(indexDir, filepath.Join(keyDir, keys.ServerDir), []int{1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pl.Result(result.Payload, nil, 0); !errors.Is(err, errs.ErrInvalid) {
+		t.Fatalf("a payload result before the group was exported: %v", err)
+	}
+	l := pl.Strategy.L
+	if _, _, err := pl.Group(0, 0, l); err != nil {
+		t.Fatal(err)
+	}
+	plain, err := pl.Program(result.Identification)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prog, err := pl.Program(result.Payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if prog.meta.Scale.Cmp(plain.meta.Scale) == 0 {
+		t.Fatal("the payload program's bits are at the default scale")
+	}
+	size := 2 * (prog.level + 1) * pl.Params.CKKS.N() * 8
+	if _, err := pl.Result(result.Payload, make([]byte, 2*size), 0); !errors.Is(err, errs.ErrCorrupt) {
+		t.Fatalf("two outputs for one served group: %v", err)
+	}
+	out, err := pl.Result(result.Payload, make([]byte, size), 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := result.Unmarshal(out, pl.Manifest.Header(""), pl.Params.CKKS)
+	if err != nil {
+		t.Fatalf("the framed result does not open: %v", err)
+	}
+	if res.Layout == nil || res.Layout.Bound != 8 || len(res.Ciphertexts) != res.Layout.Ciphertexts() {
+		t.Fatalf("payload result: layout %+v, %d ciphertexts", res.Layout, len(res.Ciphertexts))
 	}
 }
 

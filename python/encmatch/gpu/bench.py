@@ -13,6 +13,8 @@ On one machine, in one run:
    ``--groups`` groups, and for more groups by replicating the enrolled
    groups' ciphertexts on the device (the arithmetic does not depend on the
    data; rows say ``replicated``), GPU memory per group and for the keys;
+   with ``--payload-width W`` also payload fetches (conformance and end
+   to end timing, the core's compaction included);
 3. with ``--processes 2``: two processes sharing the GPU, each searching
    its own one-group shard, against one process alone.
 
@@ -55,24 +57,28 @@ def _near(rng: np.random.Generator, v: np.ndarray, cos: float) -> np.ndarray:
 
 
 def _make_index(work: Path, preset: str, kappa: int, dim: int, strategy: str, n: int, seed: int, delta: float = 0.5,
-                owner: bool = False, fold: bool = False, n1: int = 0) -> tuple[Path, Path, list[np.ndarray], dict]:
+                owner: bool = False, fold: bool = False, n1: int = 0,
+                payload_width: int = 0) -> tuple[Path, Path, list[np.ndarray], dict]:
     """Keys, an index of n random unit vectors (with a crowd planted around
     delta for the first query) and three queries; with timings. With owner
     the key owner enrolls (secret-key encryption, seeded halves); with fold
-    the key set folds (half the diagonals)."""
+    the key set folds (half the diagonals); with payload_width a payload
+    key set and that many random int16 payload values per record."""
     rng = np.random.default_rng(seed)
     keys, index = work / "keys", work / "index"
     t = time.perf_counter()
-    Client.generate(keys, preset=preset, kappa=kappa, dim=dim, strategy=strategy, fold=fold, n1=n1).close()
+    Client.generate(keys, preset=preset, kappa=kappa, dim=dim, strategy=strategy, fold=fold, n1=n1,
+                    payload=payload_width > 0).close()
     keygen = time.perf_counter() - t
     gallery = _unit(rng, n, dim)
     queries = [gallery[3].copy(), _unit(rng, 1, dim)[0], gallery[n - 1].copy()]
     for i, c in enumerate(np.linspace(delta - 0.2, delta + 0.2, min(40, n // 4))):
         gallery[10 + i] = _near(rng, queries[0], float(c))
     en = Enroller(keys / "server", owner_key_dir=keys if owner else None)
-    en.create_index(index, delta)
+    en.create_index(index, delta, payload_width=payload_width)
+    pays = rng.integers(-2**15, 2**15, size=(n, payload_width), dtype=np.int16) if payload_width else None
     t = time.perf_counter()
-    en.enroll(index, gallery, progress=False)
+    en.enroll(index, gallery, payloads=pays, progress=False)
     enroll = time.perf_counter() - t
     return keys, index, queries, {"keygen_seconds": keygen, "enroll_seconds": enroll, "entries": n}
 
@@ -129,13 +135,16 @@ def _secure(work: Path, args: argparse.Namespace, log: Any) -> dict:
     from .server import GpuServer
 
     out: dict[str, Any] = {"preset": args.preset, "kappa": args.kappa, "dim": args.dim, "strategy": args.strategy,
-                           "fold": bool(args.fold), "n1": args.n1}
+                           "fold": bool(args.fold), "n1": args.n1, "payload_width": args.payload_width}
+    modes = ["membership", "identification"] + (["payload"] if args.payload_width else [])
     from .. import _core
 
-    slots = int(_core.call("describe", {"preset": args.preset, "kappa": args.kappa, "dim": args.dim})[0]["slots"])
+    slots = int(_core.call("describe", {"preset": args.preset, "kappa": args.kappa, "dim": args.dim,
+                                        "fold": bool(args.fold)})[0]["slots"])
     n = args.groups * slots
     keys, index, queries, info = _make_index(work / "secure", args.preset, args.kappa, args.dim, args.strategy, n, seed=7,
-                                             owner=args.owner_enroll, fold=args.fold, n1=args.n1)
+                                             owner=args.owner_enroll, fold=args.fold, n1=args.n1,
+                                             payload_width=args.payload_width)
     out.update(info)
     log(f"{args.preset}: keys in {info['keygen_seconds']:.1f} s, {n} entries enrolled in {info['enroll_seconds']:.1f} s")
     client = Client(keys)
@@ -146,7 +155,7 @@ def _secure(work: Path, args: argparse.Namespace, log: Any) -> dict:
         cpu = Server(index, keys / "server")
         out["cpu_open_seconds"] = time.perf_counter() - t
         cpu_t = {}
-        for mode in ("membership", "identification"):
+        for mode in modes:
             ts = []
             for qb in qbs:
                 t = time.perf_counter()
@@ -171,7 +180,7 @@ def _secure(work: Path, args: argparse.Namespace, log: Any) -> dict:
     out["gpu_key_bytes"] = int(gpu.keys.nbytes)
     log(f"gpu open {out['gpu_open_seconds']:.1f} s; {out['gpu_bytes_per_group'] / 2**30:.2f} GiB per group, keys {out['gpu_key_bytes'] / 2**30:.2f} GiB")
     equal = []
-    for mode in ("membership", "identification"):
+    for mode in modes:
         for qb in qbs:
             b = gpu.search(qb, mode)
             if (mode, qb) in cpu_res:
@@ -181,6 +190,8 @@ def _secure(work: Path, args: argparse.Namespace, log: Any) -> dict:
     if equal:
         log(f"secure conformance ({'graphs' if gpu.graphs else 'eager'}): {sum(e['equal'] for e in equal)} of {len(equal)} results byte-identical"
             + (f" [graphs off: {gpu.graph_error}]" if gpu.graph_error else ""))
+    if args.payload_width:
+        out["gpu_payload"] = _time_payload(gpu, qbs[0], args.trials, log)
     _, raw = _query_array(gpu, qbs[0])
     if args.profile:
         out["profile"] = _profile(gpu, raw, log)
@@ -212,6 +223,23 @@ def _secure(work: Path, args: argparse.Namespace, log: Any) -> dict:
     gpu.close()
     client.close()
     return out
+
+
+def _time_payload(gpu: Any, qb: bytes, trials: int, log: Any) -> dict:
+    """A payload fetch end to end through :meth:`GpuServer.search` (the
+    device's similarity and comparator, then the core's compaction on the
+    CPU): medians of trials after a warm-up."""
+    gpu.search(qb, "payload")
+    total, core = [], []
+    for _ in range(trials):
+        t = time.perf_counter()
+        gpu.search(qb, "payload")
+        total.append(time.perf_counter() - t)
+        core.append(gpu.last_search["framing_seconds"])
+    row = {"median_seconds": _median(total), "compaction_median_seconds": _median(core), "trials": trials}
+    log(f"gpu payload fetch, {len(gpu._diags)} groups: median {row['median_seconds'] * 1e3:.1f} ms "
+        f"(the core's compaction {row['compaction_median_seconds'] * 1e3:.1f} ms)")
+    return row
 
 
 def _profile(gpu: Any, q: np.ndarray, log: Any) -> dict:
@@ -303,6 +331,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cpu-queries", type=int, default=3, help="queries through the CPU engine (0: none, no conformance)")
     ap.add_argument("--owner-enroll", action="store_true", help="enroll as the key owner (seeded halves)")
     ap.add_argument("--fold", action="store_true", help="a folded key set (each vector's halves in complex slots)")
+    ap.add_argument("--payload-width", type=int, default=0,
+                    help="a payload key set and index with this many int16 values per record; times payload fetches")
     ap.add_argument("--profile", action="store_true", help="per-kernel times of one search")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--index", help=argparse.SUPPRESS)

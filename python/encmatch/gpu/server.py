@@ -10,8 +10,10 @@ decryption and the signing of threshold searches stay with the core
 (Lattigo); the core converts the keys and
 the diagonals into arrays once, when the shard is opened
 (``offload_*`` methods of the C ABI), and each query and result per
-request. Membership and identification are served; payload fetches run on
-the CPU engine.
+request. Membership, identification and payload fetches are served; a
+payload fetch's similarity and comparator run on the device, and the core
+compacts its match bits with the groups' payload columns into the result's
+cells (the payload columns stay in host memory).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import numpy as np
 
 from .. import _core
 from ..errors import InvalidArgument
+from ..results import PAYLOAD, check_bound, check_mode
 from ..threshold import bind_search
 from .backend import get_backend
 from .program import Program
@@ -76,8 +79,14 @@ class GpuServer:
         extra = [self.conjugate] if self.conjugate else []
         self._load_keys([0] + sorted(set(self._galois.values()) | set(extra)))
         self._diags = [self._group(i) for i in range(len(self.groups))]
-        spec, _ = _core.call("offload_program", {"handle": self._handle.get()})
+        spec, _ = _core.call("offload_program", {"handle": self._handle.get(), "mode": "identification"})
+        #: The comparator's program (membership, identification).
         self.program = Program(self.ring, spec)
+        #: The payload fetch's program (its bits at the payload scale; None without payloads).
+        self.payload_program = None
+        if int(self.manifest.get("payload_width", 0)):
+            spec, _ = _core.call("offload_program", {"handle": self._handle.get(), "mode": "payload"})
+            self.payload_program = Program(self.ring, spec)
         self.backend.synchronize()
         self.open_seconds = time.perf_counter() - start
         #: The groups are always held on the device (never streamed).
@@ -139,15 +148,21 @@ class GpuServer:
     def search(self, query: bytes, mode: str = "identification", *, bound: int | None = None,
                signing_key: os.PathLike | str | None = None, index: str | None = None, generation: int = 0) -> bytes:
         """Answers one framed query at the index's threshold in mode
-        ``membership`` or ``identification``: the framed (partial, for a
-        shard) encrypted result, as :meth:`encmatch.server.Server.search`;
-        the timings go to :attr:`last_search`. With ``signing_key`` (a
+        ``membership``, ``identification`` or ``payload`` (an index with
+        payloads; ``bound`` is the public bound on its matches, default the
+        core's): the framed (partial, for a shard) encrypted result, as
+        :meth:`encmatch.server.Server.search`; the timings go to
+        :attr:`last_search`. With ``signing_key`` (a
         threshold key set's server key) the result comes back bound to its
         query and signed, as the CPU engine's (``index`` names the index,
         default its manifest's uid; ``generation`` its version)."""
-        if mode not in ("membership", "identification"):
-            raise InvalidArgument(f"the GPU engine answers membership and identification, not {mode!r} (payload fetches run on the CPU engine)")
-        if bound is not None:
+        check_mode(mode)
+        if mode == PAYLOAD:
+            if self.payload_program is None:
+                raise InvalidArgument("the index holds no payloads (it was created without a payload width): "
+                                      "search it by membership or identification")
+            bound = check_bound(bound)
+        elif bound is not None:
             raise InvalidArgument(f"bound is the payload mode's, not the {mode} mode's")
         if not isinstance(query, (bytes, bytearray, memoryview)):
             raise InvalidArgument(f"query must be bytes, not {type(query).__name__}")
@@ -158,7 +173,8 @@ class GpuServer:
         q = np.frombuffer(raw, dtype=_WIRE).reshape(2, int(info["level"]) + 1, self.ring.n)
         outs, stats = self.compute(q, mode, self._diags)
         t1 = time.perf_counter()
-        _, res = _core.call("offload_result", {"handle": self._handle.get(), "mode": mode}, self.backend.get(outs).tobytes())
+        _, res = _core.call("offload_result", {"handle": self._handle.get(), "mode": mode, "bound": bound or 0},
+                            self.backend.get(outs).tobytes())
         if signing_key is not None:
             res, _ = bind_search(self.server_key_dir, query, res, signing_key=signing_key,
                                  index=index or self.manifest["uid"], generation=generation)
@@ -170,8 +186,8 @@ class GpuServer:
     def compute(self, query: np.ndarray, mode: str, diags: Sequence[Any]) -> tuple[Any, dict]:
         """The search's arithmetic on the device: a query ciphertext
         (2 x r rows) against the groups diags (device arrays), returning
-        the output ciphertexts (membership: 1, identification: one per
-        group) on the device, and the phases' timings. On CUDA the search
+        the output ciphertexts (membership: 1, identification and payload:
+        one per group) on the device, and the phases' timings. On CUDA the search
         runs as a captured CUDA graph when :attr:`graphs` is set (see
         :meth:`_graph`); :meth:`search` frames the output, benchmarks call
         this directly."""
@@ -205,7 +221,8 @@ class GpuServer:
         mark()
         scores = self._scores(table, diags, r)
         mark()
-        outs = self.program.run(scores, self._keys[0])
+        program = self.payload_program if mode == PAYLOAD else self.program
+        outs = program.run(scores, self._keys[0])
         mark()
         if mode == "membership":
             outs = self._inner_sum(outs)[None]
