@@ -14,7 +14,9 @@
 // base/: params (CKKS presets, the modulus chain, the 128-bit check,
 // fingerprints), envelope (the self-checking frame of every artefact, atomic
 // writes), codec (decoding Lattigo objects from untrusted bytes), comparator
-// (the encrypted threshold test and its plaintext model), packing (HyDia's
+// (the encrypted threshold test and its plaintext model), circuit (the
+// comparator recorded as a program of ring steps, run on several cores, or
+// replayed by the GPU engine), packing (HyDia's
 // diagonal layout, in plaintext), errs (the error kinds of the ABI) and
 // parallel (independent work on every core).
 //

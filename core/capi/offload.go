@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encmatch/core/base/circuit"
 	"encmatch/core/face/index"
 	"encmatch/core/face/offload"
 	"encmatch/core/face/result"
@@ -107,7 +108,7 @@ func offloadQuery(args, in []byte) (*offloadQueryReply, []byte, error) {
 
 // offloadProgramReply is offload_program's reply: the comparator's program.
 type offloadProgramReply struct {
-	*offload.Program
+	*circuit.Program
 }
 
 // offloadProgram returns the comparator's recorded program for a search in

@@ -10,8 +10,8 @@
 //   - the evaluation keys, relinearisation and rotation (Key);
 //   - each served group's diagonals, pre-rotated for bsgs-tbs (Group);
 //   - each query's ciphertext, checked as the engine checks it (Query);
-//   - the comparator as a Program: Lattigo's polynomial evaluator recorded
-//     as straight-line ring operations (record).
+//   - the comparator as a circuit.Program: Lattigo's polynomial evaluator
+//     recorded as straight-line ring operations.
 //
 // The executor computes what package engine computes, operation for
 // operation: the query's rotations (hoisted), the products accumulated per
@@ -31,6 +31,7 @@ import (
 	"sync"
 	"unsafe"
 
+	"encmatch/core/base/circuit"
 	"encmatch/core/base/comparator"
 	"encmatch/core/base/errs"
 	"encmatch/core/base/parallel"
@@ -63,7 +64,7 @@ type Plan struct {
 	// programs are the comparator's recorded programs, by output scale:
 	// the default scale (membership, identification) and, for an index
 	// with payloads, payload.ResultScale.
-	programs map[bool]*Program
+	programs map[bool]*circuit.Program
 	// columns are the served groups' payload columns (an index with
 	// payloads), kept from the groups' export for payload searches.
 	columns [][]*rlwe.Ciphertext
@@ -90,7 +91,7 @@ func Open(indexDir, serverKeyDir string, groups []int) (*Plan, error) {
 	}
 	return &Plan{Manifest: sh.Manifest, Params: ek.Params, Strategy: sh.Strategy, served: sh.Served, dir: indexDir, keys: ek,
 		eval: ckks.NewEvaluator(ek.Params.CKKS, ek.Keys), cmp: cmp,
-		programs: map[bool]*Program{}, columns: make([][]*rlwe.Ciphertext, len(sh.Served))}, nil
+		programs: map[bool]*circuit.Program{}, columns: make([][]*rlwe.Ciphertext, len(sh.Served))}, nil
 }
 
 // Served returns the groups of this shard.
@@ -302,7 +303,7 @@ func (pl *Plan) Query(data []byte) ([]byte, int, error) {
 // once per scale, on the first call after a group was exported (the
 // scores' scale is the query's times the diagonals', divided by the prime
 // the similarity's rescale removes).
-func (pl *Plan) Program(mode result.Mode) (*Program, error) {
+func (pl *Plan) Program(mode result.Mode) (*circuit.Program, error) {
 	if err := pl.checkMode(mode); err != nil {
 		return nil, err
 	}
@@ -322,7 +323,7 @@ func (pl *Plan) Program(mode result.Mode) (*Program, error) {
 	if forPayload {
 		target = rlwe.NewScale(payload.ResultScale)
 	}
-	prog, err := record(p, pl.keys.Keys, pl.cmp, level-1, scale, target)
+	prog, err := circuit.Record(p, pl.keys.Keys, pl.cmp, level-1, scale, target)
 	if err != nil {
 		return nil, fmt.Errorf("recording the comparator: %w", err)
 	}
@@ -373,7 +374,7 @@ func (pl *Plan) Result(mode result.Mode, outs []byte, bound int) ([]byte, error)
 		want = 1
 	}
 	p := pl.Params.CKKS
-	level, n := prog.level, p.N()
+	level, n := prog.Level(), p.N()
 	size := 2 * (level + 1) * n * 8
 	if len(outs) != want*size {
 		return nil, fmt.Errorf("%w: the engine's output holds %d bytes; %d ciphertexts of level %d take %d", errs.ErrCorrupt, len(outs), want, level, want*size)
@@ -382,7 +383,7 @@ func (pl *Plan) Result(mode result.Mode, outs []byte, bound int) ([]byte, error)
 	rq := p.RingQ().AtLevel(level)
 	for i := range want {
 		ct := ckks.NewCiphertext(p, 1, level)
-		*ct.MetaData = prog.meta
+		*ct.MetaData = prog.MetaData()
 		off := i * size
 		for _, poly := range ct.Value {
 			var err error

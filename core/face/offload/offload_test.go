@@ -14,6 +14,8 @@ import (
 	"encmatch/core/face/keys"
 	"encmatch/core/face/result"
 	"encmatch/core/face/strategy"
+
+	"github.com/tuneinsight/lattigo/v6/ring"
 )
 
 // toyIndex makes a key set of preset for strategy name and an index of n
@@ -82,7 +84,7 @@ func TestPlanDescribesAndExports(t *testing.T) {
 	}
 	for i, psi := range d.Psi {
 		q := append(d.Q, d.P...)[i]
-		if mulPow(psi, uint64(p.N()), q) != q-1 {
+		if ring.ModExp(psi, uint64(p.N()), q) != q-1 {
 			t.Fatalf("psi %d is not a primitive 2N-th root of unity", i)
 		}
 	}
@@ -152,7 +154,7 @@ func TestPlanDescribesAndExports(t *testing.T) {
 	}
 
 	// Result: sizes, residues and modes are checked.
-	outLevel := pl.programs[false].level
+	outLevel := pl.programs[false].Level()
 	size := 2 * (outLevel + 1) * p.N() * 8
 	if _, err := pl.Result(result.Membership, make([]byte, size+8), 0); !errors.Is(err, errs.ErrCorrupt) {
 		t.Fatalf("wrong size: %v", err)
@@ -202,10 +204,10 @@ func TestPlanFramesPayloadResults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if prog.meta.Scale.Cmp(plain.meta.Scale) == 0 {
+	if prog.MetaData().Scale.Cmp(plain.MetaData().Scale) == 0 {
 		t.Fatal("the payload program's bits are at the default scale")
 	}
-	size := 2 * (prog.level + 1) * pl.Params.CKKS.N() * 8
+	size := 2 * (prog.Level() + 1) * pl.Params.CKKS.N() * 8
 	if _, err := pl.Result(result.Payload, make([]byte, 2*size), 0); !errors.Is(err, errs.ErrCorrupt) {
 		t.Fatalf("two outputs for one served group: %v", err)
 	}
@@ -229,15 +231,4 @@ func TestPlanRefusesTheRealRing(t *testing.T) {
 	if _, err := Open(indexDir, filepath.Join(keyDir, keys.ServerDir), nil); !errors.Is(err, errs.ErrInvalid) {
 		t.Fatalf("the real ring: %v", err)
 	}
-}
-
-func mulPow(b, e, q uint64) uint64 {
-	r := uint64(1)
-	for ; e > 0; e >>= 1 {
-		if e&1 == 1 {
-			r = mulMod(r, b, q)
-		}
-		b = mulMod(b, b, q)
-	}
-	return r
 }

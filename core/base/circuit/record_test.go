@@ -1,4 +1,4 @@
-package offload
+package circuit
 
 import (
 	"testing"
@@ -106,7 +106,7 @@ func TestProgramReplaysLattigo(t *testing.T) {
 		}
 		level := p.MaxLevel() - 1
 		scale := p.DefaultScale().Mul(p.DefaultScale()).Div(rlwe.NewScale(p.Q()[p.MaxLevel()]))
-		prog, err := record(p, evk, cmp, level, scale, p.DefaultScale())
+		prog, err := Record(p, evk, cmp, level, scale, p.DefaultScale())
 		if err != nil {
 			t.Fatal(err)
 		}

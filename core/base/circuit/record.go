@@ -1,4 +1,16 @@
-package offload
+// Package circuit records Lattigo's polynomial evaluator (the comparator)
+// as a straight-line program of ring operations, and runs such a program
+// with Lattigo's own arithmetic on several cores (Run).
+//
+// Lattigo's polynomial evaluator is sequential. Its program, recorded once
+// per level and scale from the evaluator itself (Record: every linear step
+// solved from Lattigo's output and checked on every coefficient), is a
+// graph whose independent steps can run at the same time: the powers of
+// the basis, the subtrees of the baby-step giant-step split. Run executes
+// it on a few workers, each with its own Lattigo evaluator, and gives the
+// same ciphertext, residue for residue, as the sequential evaluation. An
+// executor outside Go (the GPU engine) replays the same program.
+package circuit
 
 import (
 	"fmt"
@@ -63,9 +75,16 @@ type Program struct {
 	level int
 }
 
-// record runs the comparator on a random ciphertext of the given level
-// and scale through a recording evaluator, and returns its program.
-func record(p ckks.Parameters, evk rlwe.EvaluationKeySet, cmp *comparator.Comparator, level int, scale, target rlwe.Scale) (*Program, error) {
+// Level is the level of the program's output.
+func (prog *Program) Level() int { return prog.level }
+
+// MetaData is the metadata (scale, domain) of the program's output.
+func (prog *Program) MetaData() rlwe.MetaData { return prog.meta }
+
+// Record runs the comparator on a random ciphertext of the given level
+// and scale, with output scale target, through a recording evaluator, and
+// returns its program.
+func Record(p ckks.Parameters, evk rlwe.EvaluationKeySet, cmp *comparator.Comparator, level int, scale, target rlwe.Scale) (*Program, error) {
 	in := ckks.NewCiphertext(p, 1, level)
 	in.Scale = scale
 	src, err := sampling.NewPRNG()
