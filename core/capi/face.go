@@ -469,6 +469,26 @@ func mergeResults(args, in []byte) (*mergeResultsReply, []byte, error) {
 		Mode: merged.Mode, Parts: len(parts), Total: merged.Total}, out, nil
 }
 
+// waitComparatorsReply is wait_comparators' reply: the comparator programs
+// ready on every core.
+type waitComparatorsReply struct {
+	Ready int `json:"ready"`
+}
+
+// waitComparators waits for the comparator programs a server records in
+// the background after its first searches (engine.Server.WaitComparators).
+func waitComparators(args, _ []byte) (*waitComparatorsReply, []byte, error) {
+	var a handleArgs
+	if err := parse(args, &a); err != nil {
+		return nil, nil, err
+	}
+	s, err := getHandle[*engine.Server](a.Handle)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &waitComparatorsReply{Ready: s.WaitComparators()}, nil, nil
+}
+
 // searchReply is search's reply: the search's statistics and, for the
 // search of a threshold key set, the signed search's description.
 type searchReply struct {

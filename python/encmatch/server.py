@@ -98,6 +98,16 @@ class Server:
             raise Internal("search returned no bytes")
         return out
 
+    def wait_comparators(self) -> int:
+        """Wait for the comparator programs this server records in the
+        background after its first search of each kind, and return how many
+        are ready. The core's comparator is a sequential polynomial
+        evaluation; once its program is recorded, every search runs it on
+        all cores (the same result bytes). Searches never wait for it: this
+        is for benchmarks, which time a steady state."""
+        res, _ = _core.call("wait_comparators", {"handle": self._handle.get()})
+        return int(res["ready"])
+
     def close(self) -> None:
         """Release the index in the core (idempotent)."""
         self._handle.close()

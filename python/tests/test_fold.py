@@ -86,3 +86,21 @@ def test_cli_keygen_fold(tmp_path):
     plain = run_cli("keygen", "--keys", str(tmp_path / "p"), "--preset", "toy", "--dim", "192", "--no-fold")
     assert plain.returncode == 0, plain.stderr
     assert "fold: yes" not in plain.stdout and "folded" not in plain.stdout
+
+
+def test_comparator_on_every_core_gives_the_same_bytes(folded):
+    """After a server's first search its comparator's program is recorded
+    in the background; once ready (``wait_comparators``) the comparator runs
+    on every core and the result bytes do not change."""
+    import os
+
+    client, index, _, queries = folded
+    q = client.encrypt_query(queries[0])
+    with encmatch.Server(index, client.server_key_dir) as server:
+        before = server.search(q, "identification")
+        assert server.last_search["comparator_cores"] == 1
+        ready = server.wait_comparators()
+        after = server.search(q, "identification")
+        assert after == before
+        if (os.cpu_count() or 1) > 1:
+            assert ready == 1 and server.last_search["comparator_cores"] > 1

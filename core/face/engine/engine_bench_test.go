@@ -20,8 +20,9 @@ import (
 )
 
 // BenchmarkSearch measures membership and identification at the secure
-// parameters; every answer is decrypted (untimed) and compared with brute
-// force. Environment: ENCMATCH_BENCH_DIM (default 192), ENCMATCH_BENCH_K
+// parameters, the comparator on Lattigo's sequential evaluator (cmp=lattigo)
+// and on every core (cmp=recorded), side by side; every answer is decrypted
+// (untimed) and compared with brute force. Environment: ENCMATCH_BENCH_DIM (default 192), ENCMATCH_BENCH_K
 // (one size, default 16384), ENCMATCH_BENCH_STRATEGY (default dg) and
 // ENCMATCH_BENCH_N1 (0 = default), ENCMATCH_BENCH_BUDGET (server memory
 // budget in bytes, 0 = unlimited), ENCMATCH_BENCH_DIR (keeps keys and
@@ -29,7 +30,8 @@ import (
 // key generation or enrollment; default a temporary directory),
 // ENCMATCH_BENCH_SETUP_ONLY (make keys and index, measure nothing),
 // ENCMATCH_BENCH_KAPPA (comparator depth, default params.DefaultKappa),
-// ENCMATCH_BENCH_PRESET (a secure preset: default, or real), ENCMATCH_BENCH_SEEDED
+// ENCMATCH_BENCH_PRESET (a secure preset: default, or real), ENCMATCH_BENCH_FOLD
+// (a folded key set: each vector's halves in complex slots), ENCMATCH_BENCH_SEEDED
 // (enroll as the key owner: secret key, seeded uniform halves),
 // ENCMATCH_BENCH_NO_WARMUP (no untimed query before each mode's benchmark,
 // for galleries streamed from disk, where a warm-up cannot warm anything and
@@ -57,6 +59,11 @@ func BenchmarkSearch(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	if os.Getenv("ENCMATCH_BENCH_FOLD") != "" {
+		if set, err = set.WithFold(true); err != nil {
+			b.Fatal(err)
+		}
+	}
 	if set.Insecure {
 		b.Fatalf("preset %q is insecure: benchmarks run at the secure presets", preset)
 	}
@@ -65,6 +72,9 @@ func BenchmarkSearch(b *testing.B) {
 		b.Fatal(err)
 	}
 	tag := fmt.Sprintf("%d-k%d", dim, kappa)
+	if set.Fold {
+		tag += "-folded"
+	}
 	if preset != params.Default {
 		tag = preset + "-" + tag
 	}
@@ -114,11 +124,6 @@ func BenchmarkSearch(b *testing.B) {
 	if os.Getenv("ENCMATCH_BENCH_SETUP_ONLY") != "" {
 		b.Skip("setup only: keys and index are in place")
 	}
-	srv, err := Open(idxDir, srvKeys, Options{MemoryBudget: int64(envInt("ENCMATCH_BENCH_BUDGET", 0))})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Logf("%v: streamed=%v", strat, srv.Streamed)
 	c, err := client.Open(keyDir)
 	if err != nil {
 		b.Fatal(err)
@@ -128,27 +133,41 @@ func BenchmarkSearch(b *testing.B) {
 		b.Fatal(err)
 	}
 	warmUp := os.Getenv("ENCMATCH_BENCH_NO_WARMUP") == ""
-	for _, mode := range []result.Mode{result.Membership, result.Identification} {
-		if warmUp {
-			if _, _, err := srv.Search(qb, mode, SearchOptions{}); err != nil { // not timed
-				b.Fatal(err)
-			}
+	// The comparator on Lattigo's sequential evaluator, then on every core
+	// (its program recorded after the warm-up), each on a server of its own.
+	for _, sequential := range []bool{true, false} {
+		srv, err := Open(idxDir, srvKeys, Options{MemoryBudget: int64(envInt("ENCMATCH_BENCH_BUDGET", 0)), SequentialComparator: sequential})
+		if err != nil {
+			b.Fatal(err)
 		}
-		b.Run(fmt.Sprintf("%s/%s/n1=%d/dim=%d/kappa=%d/K=%d", mode, strat.Name, strat.N1, dim, kappa, k), func(b *testing.B) {
-			for i := 0; i < b.N; i++ {
-				res, st, err := srv.Search(qb, mode, SearchOptions{})
-				if err != nil {
+		b.Logf("%v: streamed=%v", strat, srv.Streamed)
+		cmpName := map[bool]string{true: "lattigo", false: "recorded"}[sequential]
+		for _, mode := range []result.Mode{result.Membership, result.Identification} {
+			if warmUp {
+				if _, _, err := srv.Search(qb, mode, SearchOptions{}); err != nil { // not timed
 					b.Fatal(err)
 				}
-				b.StopTimer()
-				checkBenchResult(b, c, res, exact)
-				b.StartTimer()
-				b.ReportMetric(st.Rotations, "rot-s")
-				b.ReportMetric(st.Similarity, "sim-s")
-				b.ReportMetric(st.Comparison, "cmp-s")
-				b.ReportMetric(st.Aggregation, "agg-s")
+				srv.WaitComparators()
 			}
-		})
+			b.Run(fmt.Sprintf("%s/%s/n1=%d/dim=%d/kappa=%d/K=%d/cmp=%s", mode, strat.Name, strat.N1, dim, kappa, k, cmpName), func(b *testing.B) {
+				for i := 0; i < b.N; i++ {
+					res, st, err := srv.Search(qb, mode, SearchOptions{})
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.StopTimer()
+					checkBenchResult(b, c, res, exact)
+					b.StartTimer()
+					b.ReportMetric(st.Rotations, "rot-s")
+					b.ReportMetric(st.Similarity, "sim-s")
+					b.ReportMetric(st.Comparison, "cmp-s")
+					b.ReportMetric(st.Aggregation, "agg-s")
+					b.ReportMetric(float64(st.ComparatorCores), "cmp-cores")
+				}
+			})
+		}
+		srv = nil
+		runtime.GC()
 	}
 }
 

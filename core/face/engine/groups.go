@@ -135,10 +135,11 @@ func (s *Server) scoreAndCompare(table montTable, cmp *comparator.Comparator, sc
 			defer wg.Done()
 			defer func() { <-sem }()
 			t := time.Now()
-			out, err := cmp.Evaluate(s.poly, scores, scale)
+			out, cores, err := s.compare(cmp, scores, scale)
 			mu.Lock()
 			defer mu.Unlock()
 			outs[g] = out
+			st.ComparatorCores = max(st.ComparatorCores, cores)
 			if err != nil && cmpErr == nil {
 				cmpErr = err
 			}

@@ -438,6 +438,9 @@ def bench_config(
             enroll_s = time.perf_counter() - t0
             with Server(index_dir, client.server_key_dir, memory_budget) as server:
                 first = query_fn(client, server, workload)  # warm-up: trial 1
+                t0 = time.perf_counter()
+                programs = server.wait_comparators()  # recorded after the warm-up: the steady state
+                wait_s = time.perf_counter() - t0
                 sampler.sample()
                 first["peak_rss_bytes"] = sampler.peak
                 rec["setup"] = {
@@ -446,6 +449,8 @@ def bench_config(
                     "enroll_s": enroll_s,
                     "enroll_core_s": summary.seconds,
                     "server_open_s": server.open_seconds,
+                    "comparator_programs": programs,
+                    "comparator_wait_s": wait_s,
                     "total_s": time.perf_counter() - t_setup,
                     "rotation_keys": (client.keygen_info or {}).get("rotation_keys"),
                     "trial": first,

@@ -1,0 +1,65 @@
+package engine
+
+import (
+	"bytes"
+	"math/rand"
+	"runtime"
+	"testing"
+
+	"encmatch/core/base/params"
+	"encmatch/core/face/result"
+)
+
+// TestRecordedComparatorGivesTheSameResults: the first search of each
+// mode runs Lattigo's sequential evaluator and leaves its program to be
+// recorded in the background; once recorded, the same queries' results,
+// comparators on every core, are the same bytes (membership,
+// identification and payload, whose bits are at another scale, in memory
+// and streamed), and a further search still is.
+func TestRecordedComparatorGivesTheSameResults(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("one core: the comparator runs sequentially")
+	}
+	rng := rand.New(rand.NewSource(31))
+	const dim, delta, width = 32, 0.5, 2
+	f := newPayloadFixture(t, params.Toy, 12, dim, 0, delta, width, "")
+	q := randomUnit(rng, dim)
+	gal := gallery(rng, q, 2600, crowdOutsideTheBand(t, rng, 12, delta, 6, 6, 0.3))
+	f.enrollPayloads(t, gal, randomPayloads(rng, len(gal), width), true)
+	for _, streamed := range []bool{false, true} {
+		srv := f.open(t, streamed)
+		query, err := f.client.EncryptQuery(f32(q))
+		if err != nil {
+			t.Fatal(err)
+		}
+		modes := []result.Mode{result.Membership, result.Identification, result.Payload}
+		first := map[result.Mode][]byte{}
+		for _, mode := range modes {
+			out, st, err := srv.Search(query, mode, SearchOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.ComparatorCores != 1 && mode == result.Membership {
+				t.Fatalf("the first search ran the comparator on %d cores", st.ComparatorCores)
+			}
+			first[mode] = out
+		}
+		if n := srv.WaitComparators(); n != 2 {
+			t.Fatalf("%d programs recorded, want 2 (default and payload scale)", n)
+		}
+		for range 2 {
+			for _, mode := range modes {
+				out, st, err := srv.Search(query, mode, SearchOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if st.ComparatorCores != runtime.GOMAXPROCS(0) {
+					t.Fatalf("%s: the comparator ran on %d cores", mode, st.ComparatorCores)
+				}
+				if !bytes.Equal(out, first[mode]) {
+					t.Fatalf("streamed %v, %s: the recorded comparator's result differs from Lattigo's", streamed, mode)
+				}
+			}
+		}
+	}
+}
