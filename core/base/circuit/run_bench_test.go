@@ -74,6 +74,7 @@ func BenchmarkComparator(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+			b.ReportMetric(float64(rn.Bytes())/1e9, "GB-kept")
 		})
 	}
 }
