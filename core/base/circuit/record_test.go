@@ -3,14 +3,10 @@ package circuit
 import (
 	"testing"
 
-	"encmatch/core/base/comparator"
 	"encmatch/core/base/params"
 
-	"github.com/tuneinsight/lattigo/v6/circuits/ckks/polynomial"
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
-	"github.com/tuneinsight/lattigo/v6/ring"
 	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
-	"github.com/tuneinsight/lattigo/v6/utils/sampling"
 )
 
 // replay runs a program with Lattigo: the semantics an outside executor
@@ -91,25 +87,8 @@ func replay(t *testing.T, p ckks.Parameters, eval *ckks.Evaluator, prog *Program
 // polynomial evaluator run on the same ciphertext.
 func TestProgramReplaysLattigo(t *testing.T) {
 	for _, kappa := range []int{7, 10} {
-		set, err := params.New(params.Toy, kappa, 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := set.CKKS
-		kgen := rlwe.NewKeyGenerator(p)
-		sk := kgen.GenSecretKeyNew()
-		evk := rlwe.NewMemEvaluationKeySet(kgen.GenRelinearizationKeyNew(sk))
-		eval := ckks.NewEvaluator(p, evk)
-		cmp, err := comparator.New(kappa, 0.4, comparator.DefaultScoreScale)
-		if err != nil {
-			t.Fatal(err)
-		}
-		level := p.MaxLevel() - 1
-		scale := p.DefaultScale().Mul(p.DefaultScale()).Div(rlwe.NewScale(p.Q()[p.MaxLevel()]))
-		prog, err := Record(p, evk, cmp, level, scale, p.DefaultScale())
-		if err != nil {
-			t.Fatal(err)
-		}
+		f := newFixture(t, params.Toy, kappa, 64)
+		prog := f.record(t)
 		kinds := map[string]int{}
 		for _, op := range prog.Ops {
 			kinds[op.Kind]++
@@ -118,19 +97,9 @@ func TestProgramReplaysLattigo(t *testing.T) {
 		if kinds[OpLinear] == 0 || kinds[OpMulRelin]+kinds[OpTensor] == 0 || kinds[OpRescale] == 0 {
 			t.Fatalf("a comparator without linear, product or rescale steps: %v", kinds)
 		}
-
-		in := ckks.NewCiphertext(p, 1, level)
-		in.Scale = scale
-		src, _ := sampling.NewPRNG()
-		uni := ring.NewUniformSampler(src, p.RingQ().AtLevel(level))
-		for _, poly := range in.Value {
-			uni.Read(poly)
-		}
-		want, err := cmp.Evaluate(polynomial.NewEvaluator(p, eval), in.CopyNew(), p.DefaultScale())
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := replay(t, p, eval, prog, in.CopyNew())
+		in := f.input()
+		want := f.lattigo(t, in)
+		got := replay(t, f.p, ckks.NewEvaluator(f.p, f.evk), prog, in.CopyNew())
 		if got.Level() != want.Level() || !equalValues(got, want) {
 			t.Fatalf("kappa %d: the replayed program differs from Lattigo's evaluation", kappa)
 		}
