@@ -469,6 +469,41 @@ func mergeResults(args, in []byte) (*mergeResultsReply, []byte, error) {
 		Mode: merged.Mode, Parts: len(parts), Total: merged.Total}, out, nil
 }
 
+// searchBatch answers several queries (length-prefixed chunks) against a
+// server's handle in one mode, in as few passes over the gallery as the
+// server's memory allows (engine.Server.SearchBatch); the results come back
+// as length-prefixed chunks in the queries' order. Unsigned searches only.
+func searchBatch(args, in []byte) (*searchReply, []byte, error) {
+	var a struct {
+		handleArgs
+		Mode  result.Mode `json:"mode"`
+		Bound int         `json:"bound"`
+	}
+	if err := parse(args, &a); err != nil {
+		return nil, nil, err
+	}
+	s, err := getHandle[*engine.Server](a.Handle)
+	if err != nil {
+		return nil, nil, err
+	}
+	if a.Bound != 0 && a.Mode != result.Payload {
+		return nil, nil, fmt.Errorf("%w: \"bound\" applies to mode %q only", errs.ErrInvalid, result.Payload)
+	}
+	queries, err := envelope.Chunks(in, 0, "search_batch input")
+	if err != nil {
+		return nil, nil, err
+	}
+	outs, st, err := s.SearchBatch(queries, a.Mode, engine.SearchOptions{Bound: a.Bound})
+	if err != nil {
+		return nil, nil, err
+	}
+	var out []byte
+	for _, o := range outs {
+		out = envelope.AppendChunk(out, o)
+	}
+	return &searchReply{Stats: st}, out, nil
+}
+
 // waitComparatorsReply is wait_comparators' reply: the comparator programs
 // ready on every core.
 type waitComparatorsReply struct {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -87,6 +88,19 @@ func TestDispatchRoundTrip(t *testing.T) {
 	}
 	if m := d["matches"].([]any); len(m) != 2 || m[0].(float64) != 1 || m[1].(float64) != 3 {
 		t.Fatalf("matches %v, want [1 3]", m)
+	}
+	// A batch: the same query twice, each answer the single search's bytes.
+	st, rs, err := call(t, "search_batch", map[string]any{"handle": s["handle"], "mode": "identification"},
+		envelope.AppendChunk(envelope.AppendChunk(nil, q), q))
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts, err := envelope.Chunks(rs, 2, "batch")
+	if err != nil || !bytes.Equal(parts[0], r) || !bytes.Equal(parts[1], r) || st["queries"].(float64) != 2 {
+		t.Fatalf("batch: %v, %d parts, stats %v", err, len(parts), st)
+	}
+	if _, _, err := call(t, "search_batch", map[string]any{"handle": s["handle"], "mode": "identification"}, q[:20]); errs.Kind(err) != "corrupt" {
+		t.Fatalf("a batch of broken framing: %v", err)
 	}
 	if _, _, err := call(t, "close", map[string]any{"handle": s["handle"]}, nil); err != nil {
 		t.Fatal(err)

@@ -54,6 +54,7 @@ var methods = map[string]method{
 	"server_open":      def(serverOpen),
 	"check_keys":       def(checkKeys),
 	"search":           def(search),
+	"search_batch":     def(searchBatch),
 	"wait_comparators": def(waitComparators),
 	"merge_results":    def(mergeResults),
 	"comparator":       def(comparatorModel),

@@ -42,6 +42,11 @@ from .errors import InvalidArgument, NotFound
 from .results import PAYLOAD, PayloadResult, Result, check_bound, check_mode, make_result, require_complete
 from ._util.defaults import DEFAULT_KAPPA
 
+#: Queries handed at once to a core server that streams its groups
+#: (:meth:`Server.search_batch`: one pass over the gallery for as many as its
+#: memory budget holds); a server holding its groups in memory takes them one by one.
+_BATCH = 16
+
 __all__ = ["EncryptedIndex"]
 
 PathLike = str | os.PathLike
@@ -272,12 +277,22 @@ class EncryptedIndex:
         labels = self.labels
         show = progress if progress is not None else len(qs) > 8
         extra = {"bound": bound} if payload else {}
-        for i, q in enumerate(progress_bar(qs, desc=mode, unit="query", show=bool(show))):
-            result = server.search(self.client.encrypt_query(q), mode, **extra)
-            res = self.client.decrypt(result, delta=self.delta, labels=labels)
-            if strict:
-                require_complete(res, None if single else i)
-            out.append(res)
+        # A streamed core server answers several queries per pass over the gallery.
+        batch = _BATCH if isinstance(server, Server) and server.streamed else 1
+        bar = progress_bar(total=len(qs), desc=mode, unit="query", show=bool(show))
+        try:
+            for first in range(0, len(qs), batch):
+                framed = [self.client.encrypt_query(q) for q in qs[first:first + batch]]
+                results = (server.search_batch(framed, mode, **extra) if batch > 1
+                           else [server.search(framed[0], mode, **extra)])
+                for i, result in enumerate(results, start=first):
+                    res = self.client.decrypt(result, delta=self.delta, labels=labels)
+                    if strict:
+                        require_complete(res, None if single else i)
+                    out.append(res)
+                bar.update(len(results))
+        finally:
+            bar.close()
         return out[0] if single else out
 
     def info(self) -> dict:

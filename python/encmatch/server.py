@@ -14,6 +14,9 @@ from ._util.paths import PathLike, require_dir
 from .manifest import Manifest
 from .params import non_negative_int, memory_budget_bytes
 
+#: The most queries :meth:`Server.search_batch` takes in one call (the core's engine.MaxBatch).
+MAX_BATCH = 64
+
 
 __all__ = ["Server", "SearchBackend", "merge_results"]
 
@@ -97,6 +100,43 @@ class Server:
         if out is None:
             raise Internal("search returned no bytes")
         return out
+
+    def search_batch(self, queries: Sequence[bytes], mode: str = "identification", *,
+                     bound: int | None = None) -> list[bytes]:
+        """Answer several framed queries in one ``mode``: the list of what
+        :meth:`search` returns for each (unsigned searches). A server that
+        streams its groups from disk (``streamed``) answers them in as few
+        passes over the gallery as its memory budget allows, each group read
+        and its seeded masks regenerated once per pass; one that holds them
+        in memory answers them one after the other. 1 to 64 queries;
+        :attr:`last_search` covers the batch."""
+        check_mode(mode)
+        queries = list(queries)
+        if not 1 <= len(queries) <= MAX_BATCH:
+            raise InvalidArgument(f"a batch holds 1 to {MAX_BATCH} queries, not {len(queries)}")
+        buf = bytearray()
+        for q in queries:
+            if not isinstance(q, (bytes, bytearray, memoryview)):
+                raise InvalidArgument(f"a query must be bytes, not {type(q).__name__}")
+            buf += len(q).to_bytes(8, "little")
+            buf += q
+        args: dict = {"handle": self._handle.get(), "mode": mode}
+        if mode == PAYLOAD:
+            args["bound"] = check_bound(bound)
+        elif bound is not None:
+            raise InvalidArgument(f"bound is the payload mode's, not the {mode} mode's")
+        res, out = _core.call("search_batch", args, bytes(buf))
+        self.last_search = res
+        if out is None:
+            raise Internal("search_batch returned no bytes")
+        parts, view = [], memoryview(out)
+        while len(view):
+            n = int.from_bytes(view[:8], "little")
+            parts.append(bytes(view[8:8 + n]))
+            view = view[8 + n:]
+        if len(parts) != len(queries):
+            raise Internal(f"search_batch returned {len(parts)} results for {len(queries)} queries")
+        return parts
 
     def wait_comparators(self) -> int:
         """Wait for the comparator programs this server records in the

@@ -9,6 +9,7 @@ import encmatch
 from encmatch import Client, EncryptedIndex, Enroller, IdentificationResult, MembershipResult, Server
 
 from encmatch._util.defaults import DEFAULT_KAPPA
+from encmatch.errors import InvalidArgument
 
 from conftest import KAPPA, TOY
 
@@ -209,3 +210,30 @@ def test_garbage_collected_handles_do_not_raise(keysets):
     for _ in range(3):
         Client(keysets(16))  # never closed explicitly
     gc.collect()
+
+
+def test_streamed_index_searches_several_queries_per_pass(new_index, check):
+    """An index searched under a memory budget it does not fit streams its groups; several queries go to
+    the core as one batch (Server.search_batch) and every answer still equals brute force; a batch gives
+    each query's own search bytes, and bad batches are refused."""
+    rng = np.random.default_rng(12)
+    ix = new_index(16, 0.5)
+    g = rng.standard_normal((2600, 16)).astype(np.float32)
+    ix.add(g)
+    streamed = encmatch.EncryptedIndex(ix.path, memory_budget=1)
+    try:
+        check(streamed, g, np.vstack([g[5], g[2100], rng.standard_normal(16), g[5]]))
+        server = streamed._open_server()
+        assert server.streamed
+        qs = [ix.client.encrypt_query(g[i]) for i in (5, 2100)]
+        batch = server.search_batch(qs, "identification")
+        assert server.last_search["queries"] == 2
+        assert batch == [server.search(q, "identification") for q in qs]
+        with pytest.raises(InvalidArgument):
+            server.search_batch([], "membership")
+        with pytest.raises(InvalidArgument):
+            server.search_batch(["not bytes"], "membership")
+        with pytest.raises(InvalidArgument):
+            server.search_batch(qs, "membership", bound=4)
+    finally:
+        streamed.close()

@@ -68,3 +68,64 @@ func TestRecordedComparatorGivesTheSameResults(t *testing.T) {
 		}
 	}
 }
+
+// TestSearchBatchEqualsSearch: a batch of queries (a match, a non-match, a
+// repeat) answered in one pass over the gallery gives each query's own
+// Search bytes, in every mode: held in memory, and streamed under a budget
+// nothing fits (one query per pass) and under one all fit (one pass); an
+// empty, oversized or corrupt batch is refused.
+func TestSearchBatchEqualsSearch(t *testing.T) {
+	rng := rand.New(rand.NewSource(41))
+	const dim, delta, width = 32, 0.5, 2
+	f := newPayloadFixture(t, params.Toy, 12, dim, 0, delta, width, "")
+	q := randomUnit(rng, dim)
+	gal := gallery(rng, q, 2600, crowdOutsideTheBand(t, rng, 12, delta, 6, 6, 0.3))
+	f.enrollPayloads(t, gal, randomPayloads(rng, len(gal), width), false)
+	var queries [][]byte
+	for _, v := range [][]float64{q, randomUnit(rng, dim), q} {
+		qb, err := f.client.EncryptQuery(f32(v))
+		if err != nil {
+			t.Fatal(err)
+		}
+		queries = append(queries, qb)
+	}
+	for _, c := range []struct {
+		streamed bool
+		budget   int64 // the streamed server's, 0: as opened (1 byte)
+		limit    int
+	}{{false, 0, 1}, {true, 0, 1}, {true, 1 << 40, MaxBatch}} {
+		streamed := c.streamed
+		srv := f.open(t, streamed)
+		if c.budget > 0 {
+			srv.budget = c.budget
+		}
+		if limit := srv.BatchLimit(); limit != c.limit {
+			t.Fatalf("streamed %v, budget %d: batch limit %d, want %d", streamed, srv.budget, limit, c.limit)
+		}
+		for _, mode := range []result.Mode{result.Membership, result.Identification, result.Payload} {
+			outs, st, err := srv.SearchBatch(queries, mode, SearchOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(outs) != len(queries) || st.Queries != len(queries) {
+				t.Fatalf("%d results, stats of %d queries", len(outs), st.Queries)
+			}
+			for i, qb := range queries {
+				one, _, err := srv.Search(qb, mode, SearchOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(outs[i], one) {
+					t.Fatalf("streamed %v, %s: query %d's batched result differs from its own search", streamed, mode, i)
+				}
+			}
+		}
+		bad := append([]byte(nil), queries[1]...)
+		bad[len(bad)/2] ^= 0xff
+		for _, batch := range [][][]byte{nil, make([][]byte, MaxBatch+1), {queries[0], bad}} {
+			if _, _, err := srv.SearchBatch(batch, result.Membership, SearchOptions{}); err == nil {
+				t.Fatalf("a batch of %d queries was accepted", len(batch))
+			}
+		}
+	}
+}

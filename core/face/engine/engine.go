@@ -84,6 +84,8 @@ type Server struct {
 	// sequentialComparator).
 	programs             programs
 	sequentialComparator bool
+	// budget is the memory budget the server was opened with (0: none).
+	budget int64
 }
 
 // Shard is what a server of some groups of an index loads first: the
@@ -137,7 +139,7 @@ func Open(indexDir, serverKeyDir string, opt Options) (*Server, error) {
 	set := ek.Params
 	eval := ckks.NewEvaluator(set.CKKS, ek.Keys)
 	s := &Server{Manifest: m, Params: set, keys: ek, eval: eval, poly: polynomial.NewEvaluator(set.CKKS, eval),
-		strat: strat, served: served, dir: indexDir, sequentialComparator: opt.SequentialComparator}
+		strat: strat, served: served, dir: indexDir, sequentialComparator: opt.SequentialComparator, budget: opt.MemoryBudget}
 	if s.Streamed = opt.MemoryBudget > 0 && s.residentBytes(ek) > opt.MemoryBudget; s.Streamed {
 		// The comparator's program keeps about 0.5 GB of buffers at the
 		// default preset: a server that streams to stay in its budget
@@ -215,6 +217,8 @@ type Stats struct {
 	Aggregation float64     `json:"aggregation_seconds"`
 	Seconds     float64     `json:"seconds"`
 	Streamed    bool        `json:"streamed"`
+	// Queries is the number of queries the search answered (SearchBatch).
+	Queries int `json:"queries"`
 	// ComparatorCores is the most cores one group's comparator ran on: 1
 	// with Lattigo's sequential evaluator, every core with its recorded
 	// program (recorded in the background after the first search).
@@ -232,9 +236,30 @@ type SearchOptions struct {
 // payload, at the index's threshold (there is no other); SearchOptions{}
 // is the default payload bound.
 func (s *Server) Search(query []byte, mode result.Mode, opt SearchOptions) ([]byte, *Stats, error) {
+	outs, st, err := s.SearchBatch([][]byte{query}, mode, opt)
+	if err != nil {
+		return nil, nil, err
+	}
+	return outs[0], st, nil
+}
+
+// MaxBatch is the most queries SearchBatch takes in one call.
+const MaxBatch = 64
+
+// SearchBatch answers several framed queries in one mode. A server that
+// streams its groups from disk answers them in as few passes over the
+// gallery as its memory budget allows (BatchLimit): each group is read and
+// its seeded masks regenerated once per pass, and its diagonals multiplied
+// into every query's accumulators before the next are read. outs[i] is
+// query i's result, the bytes Search returns for it; Stats covers the
+// whole batch.
+func (s *Server) SearchBatch(queries [][]byte, mode result.Mode, opt SearchOptions) ([][]byte, *Stats, error) {
 	start := time.Now()
 	if err := mode.Check(); err != nil {
 		return nil, nil, err
+	}
+	if len(queries) == 0 || len(queries) > MaxBatch {
+		return nil, nil, fmt.Errorf("%w: a batch of %d queries (1 to %d)", errs.ErrInvalid, len(queries), MaxBatch)
 	}
 	var layout payload.Layout
 	scale := s.Params.CKKS.DefaultScale()
@@ -255,63 +280,108 @@ func (s *Server) Search(query []byte, mode result.Mode, opt SearchOptions) ([]by
 	if err != nil {
 		return nil, nil, err
 	}
-	q, err := result.UnmarshalQuery(query, s.Manifest.Header(""), s.Params.CKKS)
-	if err != nil {
-		return nil, nil, err
+	qs := make([]*rlwe.Ciphertext, len(queries))
+	for i, query := range queries {
+		if qs[i], err = result.UnmarshalQuery(query, s.Manifest.Header(""), s.Params.CKKS); err != nil {
+			if len(queries) > 1 {
+				err = fmt.Errorf("query %d: %w", i, err)
+			}
+			return nil, nil, err
+		}
 	}
 	groups := len(s.served)
-	st := &Stats{Mode: mode, Groups: groups, Streamed: s.Streamed}
+	st := &Stats{Mode: mode, Groups: groups, Streamed: s.Streamed, Queries: len(queries)}
 	if groups == 0 {
 		return nil, nil, fmt.Errorf("%w: the index is empty", errs.ErrInvalid)
 	}
-
-	t := time.Now()
-	table, err := s.queryTable(q)
-	if err != nil {
-		return nil, nil, err
+	out := make([][]byte, 0, len(qs))
+	for first := 0; first < len(qs); first += s.BatchLimit() {
+		round, err := s.searchRound(qs[first:min(first+s.BatchLimit(), len(qs))], mode, cmp, scale, layout, st)
+		if err != nil {
+			return nil, nil, err
+		}
+		out = append(out, round...)
 	}
-	mont := s.montgomery(table)
-	st.Rotations = time.Since(t).Seconds()
+	st.Seconds = time.Since(start).Seconds()
+	s.recordPending(cmp)
+	return out, st, nil
+}
 
+// BatchLimit is the most queries one pass over the gallery serves. A
+// server that holds its groups in memory reads nothing per query, so it
+// takes queries one at a time (a pass per query costs no more, and holds
+// one query's rotation table, about 0.13 GB at the default preset); a
+// streamed one takes as many as their tables and accumulators fit in its
+// memory budget beside the keys and the streaming window (at least one).
+func (s *Server) BatchLimit() int {
+	if !s.Streamed {
+		return 1
+	}
+	ct := int64(ckks.NewCiphertext(s.Params.CKKS, 1, s.Params.CKKS.MaxLevel()).BinarySize())
+	table := int64(s.strat.N1)
+	if s.strat.FullTable() {
+		table = int64(s.strat.L)
+	}
+	// A query's table, and per worker a degree-2 accumulator and a giant
+	// sum modulo QP (about two ciphertexts each).
+	perQuery := int64(float64((table+int64(4*parallel.Workers()))*ct) * strategy.RuntimeOverhead)
+	room := s.budget - int64(float64(int64(s.keys.Keys.BinarySize())+int64(4*s.chunkSize())*ct)*strategy.RuntimeOverhead)
+	return max(1, min(MaxBatch, int(room/perQuery)+1))
+}
+
+// searchRound answers queries with one pass over the gallery.
+func (s *Server) searchRound(qs []*rlwe.Ciphertext, mode result.Mode, cmp *comparator.Comparator, scale rlwe.Scale, layout payload.Layout, st *Stats) ([][]byte, error) {
+	t := time.Now()
+	tables := make([]montTable, len(qs))
+	for i, q := range qs {
+		table, err := s.queryTable(q)
+		if err != nil {
+			return nil, err
+		}
+		tables[i] = s.montgomery(table)
+	}
+	st.Rotations += time.Since(t).Seconds()
+
+	groups := len(s.served)
 	var columns [][]*rlwe.Ciphertext
 	if mode == result.Payload {
 		columns = make([][]*rlwe.Ciphertext, groups)
 	}
-	outs, err := s.scoreAndCompare(mont, cmp, scale, columns, st)
+	outs, err := s.scoreAndCompare(tables, cmp, scale, columns, st)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 
 	t = time.Now()
-	res := NewResult(s.Manifest, s.served, mode)
-	switch mode {
-	case result.Membership:
-		ct, err := s.membership(outs, cmp)
-		if err != nil {
-			return nil, nil, err
+	defer func() { st.Aggregation += time.Since(t).Seconds() }()
+	framed := make([][]byte, len(qs))
+	for i := range qs {
+		res := NewResult(s.Manifest, s.served, mode)
+		switch mode {
+		case result.Membership:
+			ct, err := s.membership(outs[i], cmp)
+			if err != nil {
+				return nil, err
+			}
+			res.Ciphertexts = []*rlwe.Ciphertext{ct}
+		case result.Payload:
+			pg := make([]payload.Group, groups)
+			for g, entry := range s.served {
+				pg[g] = payload.Group{Index: s.groupIndex(entry), Start: entry.Start, Count: entry.Count, Bits: outs[i][g], Columns: columns[g]}
+			}
+			cts, err := payload.NewCompactor(s.Params.CKKS, s.keys.Keys, layout).Compact(pg)
+			if err != nil {
+				return nil, err
+			}
+			res.Layout, res.Ciphertexts = &layout, cts
+		default:
+			res.Ciphertexts = outs[i]
 		}
-		res.Ciphertexts = []*rlwe.Ciphertext{ct}
-	case result.Payload:
-		pg := make([]payload.Group, groups)
-		for i, g := range s.served {
-			pg[i] = payload.Group{Index: s.groupIndex(g), Start: g.Start, Count: g.Count, Bits: outs[i], Columns: columns[i]}
+		if framed[i], err = Marshal(s.eval, s.Manifest, res); err != nil {
+			return nil, err
 		}
-		cts, err := payload.NewCompactor(s.Params.CKKS, s.keys.Keys, layout).Compact(pg)
-		if err != nil {
-			return nil, nil, err
-		}
-		res.Layout, res.Ciphertexts = &layout, cts
-	default:
-		res.Ciphertexts = outs
 	}
-	out, err := Marshal(s.eval, s.Manifest, res)
-	if err != nil {
-		return nil, nil, err
-	}
-	st.Aggregation = time.Since(t).Seconds()
-	st.Seconds = time.Since(start).Seconds()
-	s.recordPending(cmp)
-	return out, st, nil
+	return framed, nil
 }
 
 // NewResult is the empty result of a search in mode over the groups

@@ -33,6 +33,8 @@ import (
 // ENCMATCH_BENCH_PRESET (a secure preset: default, or real), ENCMATCH_BENCH_FOLD
 // (a folded key set: each vector's halves in complex slots), ENCMATCH_BENCH_SEEDED
 // (enroll as the key owner: secret key, seeded uniform halves),
+// ENCMATCH_BENCH_CMP (lattigo or recorded: one comparator only),
+// ENCMATCH_BENCH_BATCH (k > 1: also SearchBatch of k queries, membership),
 // ENCMATCH_BENCH_NO_WARMUP (no untimed query before each mode's benchmark,
 // for galleries streamed from disk, where a warm-up cannot warm anything and
 // a query takes minutes; the benchmark's own first run still precedes the
@@ -135,7 +137,9 @@ func BenchmarkSearch(b *testing.B) {
 	warmUp := os.Getenv("ENCMATCH_BENCH_NO_WARMUP") == ""
 	// The comparator on Lattigo's sequential evaluator, then on every core
 	// (its program recorded after the warm-up), each on a server of its own.
-	for _, sequential := range []bool{true, false} {
+	variants := map[string][]bool{"": {true, false}, "lattigo": {true}, "recorded": {false}}[os.Getenv("ENCMATCH_BENCH_CMP")]
+	batch := envInt("ENCMATCH_BENCH_BATCH", 1)
+	for _, sequential := range variants {
 		srv, err := Open(idxDir, srvKeys, Options{MemoryBudget: int64(envInt("ENCMATCH_BENCH_BUDGET", 0)), SequentialComparator: sequential})
 		if err != nil {
 			b.Fatal(err)
@@ -166,9 +170,40 @@ func BenchmarkSearch(b *testing.B) {
 				}
 			})
 		}
+		if batch > 1 {
+			benchBatch(b, srv, c, q, batch, exact, cmpName)
+		}
 		srv = nil
 		runtime.GC()
 	}
+}
+
+// benchBatch times SearchBatch of batch encryptions of q (membership), one
+// pass over the gallery for as many as the server's budget allows, and
+// reports the seconds per query and the queries per pass.
+func benchBatch(b *testing.B, srv *Server, c *client.Client, q []float32, batch int, exact []int, cmpName string) {
+	queries := make([][]byte, batch)
+	for i := range queries {
+		var err error
+		if queries[i], err = c.EncryptQuery(q); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run(fmt.Sprintf("membership/batch=%d/cmp=%s", batch, cmpName), func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			outs, st, err := srv.SearchBatch(queries, result.Membership, SearchOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			for _, res := range outs {
+				checkBenchResult(b, c, res, exact)
+			}
+			b.StartTimer()
+			b.ReportMetric(st.Seconds/float64(batch), "s/query")
+			b.ReportMetric(float64(srv.BatchLimit()), "queries/pass")
+		}
+	})
 }
 
 // checkBenchResult decrypts a result and compares it with the brute-force

@@ -103,13 +103,18 @@ func (s *Server) feed(done <-chan struct{}, columns [][]*rlwe.Ciphertext) (<-cha
 
 var errStopped = fmt.Errorf("stopped")
 
-// scoreAndCompare computes every group's scores and runs the comparator on
-// them; a group's comparator overlaps the next group's products.
-func (s *Server) scoreAndCompare(table montTable, cmp *comparator.Comparator, scale rlwe.Scale, columns [][]*rlwe.Ciphertext, st *Stats) ([]*rlwe.Ciphertext, error) {
+// scoreAndCompare computes every group's scores for each query table and
+// runs the comparator on them; a group's comparators overlap the next
+// group's products. Each group is read (or streamed) once for all the
+// tables: outs[t][g] is table t's comparator output of group g.
+func (s *Server) scoreAndCompare(tables []montTable, cmp *comparator.Comparator, scale rlwe.Scale, columns [][]*rlwe.Ciphertext, st *Stats) ([][]*rlwe.Ciphertext, error) {
 	done := make(chan struct{})
 	defer close(done)
 	groups, feedErr := s.feed(done, columns)
-	outs := make([]*rlwe.Ciphertext, len(s.served))
+	outs := make([][]*rlwe.Ciphertext, len(tables))
+	for t := range outs {
+		outs[t] = make([]*rlwe.Ciphertext, len(s.served))
+	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var cmpErr error
@@ -117,7 +122,7 @@ func (s *Server) scoreAndCompare(table montTable, cmp *comparator.Comparator, sc
 	g := 0
 	for ch := range groups {
 		t := time.Now()
-		scores, err := s.groupScores(table, ch)
+		scores, err := s.groupScores(tables, ch)
 		if err != nil {
 			for range ch { // let the feeder finish this group
 			}
@@ -129,22 +134,24 @@ func (s *Server) scoreAndCompare(table montTable, cmp *comparator.Comparator, sc
 			return nil, err
 		}
 		st.Similarity += time.Since(t).Seconds()
-		wg.Add(1)
-		sem <- struct{}{}
-		go func(g int) {
-			defer wg.Done()
-			defer func() { <-sem }()
-			t := time.Now()
-			out, cores, err := s.compare(cmp, scores, scale)
-			mu.Lock()
-			defer mu.Unlock()
-			outs[g] = out
-			st.ComparatorCores = max(st.ComparatorCores, cores)
-			if err != nil && cmpErr == nil {
-				cmpErr = err
-			}
-			st.Comparison += time.Since(t).Seconds()
-		}(g)
+		for q, sc := range scores {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func(q, g int, sc *rlwe.Ciphertext) {
+				defer wg.Done()
+				defer func() { <-sem }()
+				t := time.Now()
+				out, cores, err := s.compare(cmp, sc, scale)
+				mu.Lock()
+				defer mu.Unlock()
+				outs[q][g] = out
+				st.ComparatorCores = max(st.ComparatorCores, cores)
+				if err != nil && cmpErr == nil {
+					cmpErr = err
+				}
+				st.Comparison += time.Since(t).Seconds()
+			}(q, g, sc)
+		}
 		g++
 	}
 	wg.Wait()
@@ -156,71 +163,91 @@ func (s *Server) scoreAndCompare(table montTable, cmp *comparator.Comparator, sc
 	if cmpErr != nil {
 		return nil, cmpErr
 	}
-	if g != len(outs) {
-		return nil, fmt.Errorf("internal error: scored %d of %d groups", g, len(outs))
+	if g != len(s.served) {
+		return nil, fmt.Errorf("internal error: scored %d of %d groups", g, len(s.served))
 	}
 	return outs, nil
 }
 
-// groupScores computes sum_i Rot_i(q) * diag_i for the group whose chunks
-// arrive on ch. Each worker takes whole chunks: with the full table it
-// accumulates products in its own degree-2 accumulator, and the workers'
-// accumulators are added and relinearised once; with baby steps a chunk is
-// giant step j, whose products are accumulated, then relinearised and
-// rotated by j*n1 into the worker's giantSum (modulo QP, divided by P once
-// per group). The result is rescaled once; folded scores are then reduced
-// to their real parts (realPart).
-func (s *Server) groupScores(table montTable, ch <-chan chunk) (*rlwe.Ciphertext, error) {
+// groupScores computes sum_i Rot_i(q) * diag_i for each query table q,
+// for the group whose chunks arrive on ch (each chunk serves every table
+// before the next is read). Each worker takes whole chunks: with the full
+// table it accumulates products in its own degree-2 accumulators (one per
+// query), and the workers' accumulators are added and relinearised once;
+// with baby steps a chunk is giant step j, whose products are accumulated,
+// then relinearised and rotated by j*n1 into the worker's giantSum of that
+// query (modulo QP, divided by P once per group). Each result is rescaled
+// once; folded scores are then reduced to their real parts (realPart).
+func (s *Server) groupScores(tables []montTable, ch <-chan chunk) ([]*rlwe.Ciphertext, error) {
 	p := s.Params.CKKS
-	level := table[0].Level()
+	level := tables[0][0].Level()
 	rq := p.RingQ().AtLevel(level)
 	full := s.strat.FullTable()
 	w := parallel.Workers()
-	accs := make([]*rlwe.Ciphertext, w)
-	sums := make([]*giantSum, w)
+	nq := len(tables)
+	accs := make([][]*rlwe.Ciphertext, w) // accs[worker][query]
+	sums := make([][]*giantSum, w)
 	err := parallel.For(w, func(k int) error {
-		var acc *rlwe.Ciphertext
+		accs[k] = make([]*rlwe.Ciphertext, nq)
+		sums[k] = make([]*giantSum, nq)
 		for c := range ch {
-			if acc == nil {
-				acc = ckks.NewCiphertext(p, 2, level)
-			} else if !full { // a new giant step: reuse the accumulator
-				for _, poly := range acc.Value {
-					poly.Zero()
-				}
-			}
-			acc.Scale = table[0].Scale.Mul(c.cts[0].Scale) // the same for every chunk
 			for i, d := range c.cts {
 				if d.Level() != level || d.Degree() != 1 {
 					return fmt.Errorf("internal error: diagonal %d has level %d and degree %d", c.first+i, d.Level(), d.Degree())
 				}
 			}
-			qs := table[:len(c.cts)] // baby steps b = 0, 1, ... of giant step first/n1
-			if full {
-				qs = table[c.first : c.first+len(c.cts)]
-			}
-			accumulateProducts(rq, qs, c.cts, acc)
-			if full {
-				continue
-			}
-			if sums[k] == nil {
-				var err error
-				if sums[k], err = newGiantSum(p, s.eval, level); err != nil {
-					return err
+			for q, table := range tables {
+				acc := accs[k][q]
+				if acc == nil {
+					acc = ckks.NewCiphertext(p, 2, level)
+					accs[k][q] = acc
+				} else if !full { // a new giant step: reuse the accumulator
+					for _, poly := range acc.Value {
+						poly.Zero()
+					}
+				}
+				acc.Scale = table[0].Scale.Mul(c.cts[0].Scale) // the same for every chunk
+				qs := table[:len(c.cts)]                       // baby steps b = 0, 1, ... of giant step first/n1
+				if full {
+					qs = table[c.first : c.first+len(c.cts)]
+				}
+				accumulateProducts(rq, qs, c.cts, acc)
+				if full {
+					continue
+				}
+				if sums[k][q] == nil {
+					var err error
+					if sums[k][q], err = newGiantSum(p, s.eval, level); err != nil {
+						return err
+					}
+				}
+				if err := sums[k][q].add(acc, c.first); err != nil {
+					return fmt.Errorf("giant step %d: %w", c.first/s.strat.N1, err)
 				}
 			}
-			if err := sums[k].add(acc, c.first); err != nil {
-				return fmt.Errorf("giant step %d: %w", c.first/s.strat.N1, err)
-			}
 		}
-		accs[k] = acc
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
+	outs := make([]*rlwe.Ciphertext, nq)
+	for q := range tables {
+		if outs[q], err = s.finishScores(accs, sums, q, full); err != nil {
+			return nil, err
+		}
+	}
+	return outs, nil
+}
+
+// finishScores adds the workers' accumulators of query q (full table,
+// then relinearised) or their giant sums, rescales, and takes the real
+// part of folded scores.
+func (s *Server) finishScores(accs [][]*rlwe.Ciphertext, sums [][]*giantSum, q int, full bool) (*rlwe.Ciphertext, error) {
+	p := s.Params.CKKS
 	var meta *rlwe.MetaData
-	for _, a := range accs {
-		if a != nil {
+	for k := range accs {
+		if a := accs[k][q]; a != nil {
 			meta = a.MetaData
 		}
 	}
@@ -229,7 +256,8 @@ func (s *Server) groupScores(table montTable, ch <-chan chunk) (*rlwe.Ciphertext
 	}
 	var out *rlwe.Ciphertext
 	if full {
-		for _, a := range accs {
+		for k := range accs {
+			a := accs[k][q]
 			if a == nil {
 				continue
 			}
@@ -239,14 +267,15 @@ func (s *Server) groupScores(table montTable, ch <-chan chunk) (*rlwe.Ciphertext
 				return nil, err
 			}
 		}
-		relin := ckks.NewCiphertext(p, 1, level)
+		relin := ckks.NewCiphertext(p, 1, out.Level())
 		if err := s.eval.Relinearize(out, relin); err != nil {
 			return nil, err
 		}
 		out = relin
 	} else {
 		var total *giantSum
-		for _, g := range sums {
+		for k := range sums {
+			g := sums[k][q]
 			if g == nil {
 				continue
 			}

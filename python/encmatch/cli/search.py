@@ -268,9 +268,13 @@ def cmd_query(args: argparse.Namespace) -> int:
             labels = None
             if args.decrypt:
                 labels = client.open_labels(index_info(args.index), labels_mod.local_files(args.index))
+            # A streamed core server answers several probes per pass over the gallery.
+            batched = isinstance(server, Server) and server.streamed
             incomplete = run_probes(probes.vectors, probes.labels, args.mode, client,
                                     lambda q: server.search(q, args.mode, **extra), sink, decrypt=args.decrypt,
-                                    labels=labels, json_lines=args.json)
+                                    labels=labels, json_lines=args.json,
+                                    search_batch=(lambda qs: server.search_batch(qs, args.mode, **extra)) if batched else None,
+                                    batch=16)
     return face_commands.skipped_exit(probes.problems) or (EXIT_FAILURE if incomplete else 0)
 
 
