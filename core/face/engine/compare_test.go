@@ -129,3 +129,41 @@ func TestSearchBatchEqualsSearch(t *testing.T) {
 		}
 	}
 }
+
+// TestBudgetWithoutRoomForProgramsKeepsLattigo: a memory budget that holds
+// the groups in memory but not the comparator programs' buffers keeps
+// Lattigo's sequential evaluator (nothing recorded); one with room records.
+func TestBudgetWithoutRoomForProgramsKeepsLattigo(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("one core: the comparator runs sequentially")
+	}
+	rng := rand.New(rand.NewSource(43))
+	const dim = 32
+	f := newFixture(t, params.Toy, 7, dim, 0.5)
+	q := randomUnit(rng, dim)
+	f.enroll(t, gallery(rng, q, 300, nil))
+	probe := f.open(t, false)
+	need := probe.residentBytes(probe.keys) + probe.runnerBytes()
+	query, err := f.client.EncryptQuery(f32(q))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		budget   int64
+		programs int
+	}{{need - 1, 0}, {need, 1}} {
+		srv, err := Open(f.indexDir, f.serverKeys(), Options{MemoryBudget: c.budget})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if srv.Streamed {
+			t.Fatalf("budget %d: streamed", c.budget)
+		}
+		if _, _, err := srv.Search(query, result.Identification, SearchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if n := srv.WaitComparators(); n != c.programs {
+			t.Fatalf("budget %d (need %d): %d programs, want %d", c.budget, need, n, c.programs)
+		}
+	}
+}

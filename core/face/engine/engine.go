@@ -58,7 +58,8 @@ type Options struct {
 	// per program at the default preset, measured by BenchmarkComparator
 	// in package circuit). By default a search's comparators run on every
 	// core once their program is recorded (compare.go), except on a server
-	// that streams its groups to stay within its memory budget.
+	// whose memory budget does not hold the programs' buffers beside its
+	// groups (or that streams them).
 	SequentialComparator bool
 }
 
@@ -140,11 +141,13 @@ func Open(indexDir, serverKeyDir string, opt Options) (*Server, error) {
 	eval := ckks.NewEvaluator(set.CKKS, ek.Keys)
 	s := &Server{Manifest: m, Params: set, keys: ek, eval: eval, poly: polynomial.NewEvaluator(set.CKKS, eval),
 		strat: strat, served: served, dir: indexDir, sequentialComparator: opt.SequentialComparator, budget: opt.MemoryBudget}
-	if s.Streamed = opt.MemoryBudget > 0 && s.residentBytes(ek) > opt.MemoryBudget; s.Streamed {
-		// The comparator's program keeps about 0.5 GB of buffers at the
-		// default preset: a server that streams to stay in its budget
-		// keeps Lattigo's sequential evaluator.
+	// The comparator's programs keep buffers (runnerBytes): a server whose
+	// budget does not hold them beside the index keeps Lattigo's
+	// sequential evaluator, and so does one that streams.
+	if opt.MemoryBudget > 0 && s.residentBytes(ek)+s.runnerBytes() > opt.MemoryBudget {
 		s.sequentialComparator = true
+	}
+	if s.Streamed = opt.MemoryBudget > 0 && s.residentBytes(ek) > opt.MemoryBudget; s.Streamed {
 		if strat.PreRotatedByServer() {
 			return nil, fmt.Errorf("%w: the index does not fit a memory budget of %.2f GB and %s cannot stream it (its diagonals are rotated at load); use %s", errs.ErrInvalid, float64(opt.MemoryBudget)/1e9, strat.Name, strategy.BSGSTBE)
 		}

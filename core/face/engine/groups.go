@@ -46,6 +46,20 @@ func (s *Server) residentBytes(ek *keys.Evaluation) int64 {
 	return int64(float64(live) * strategy.RuntimeOverhead)
 }
 
+// runnerBytes estimates what the comparator's recorded programs keep
+// between searches (package circuit's Runner): 0.48 GB at the default
+// preset and kappa 13 (BenchmarkComparator), about 57 ciphertexts at the
+// top level, per program (membership and identification share one; a
+// payload search's bits another).
+func (s *Server) runnerBytes() int64 {
+	ct := int64(ckks.NewCiphertext(s.Params.CKKS, 1, s.Params.CKKS.MaxLevel()).BinarySize())
+	programs := int64(1)
+	if s.Manifest.PayloadWidth > 0 {
+		programs = 2
+	}
+	return programs * 57 * ct
+}
+
 // feed sends every group's diagonals, chunk by chunk, one channel per group,
 // from memory or streamed from disk. Reading runs ahead of the computation
 // by at most two chunks and one group. It stops early when done closes.
