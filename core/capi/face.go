@@ -473,7 +473,7 @@ func mergeResults(args, in []byte) (*mergeResultsReply, []byte, error) {
 // server's handle in one mode, in as few passes over the gallery as the
 // server's memory allows (engine.Server.SearchBatch); the results come back
 // as length-prefixed chunks in the queries' order. Unsigned searches only.
-func searchBatch(args, in []byte) (*searchReply, []byte, error) {
+func searchBatch(args, in []byte) (*searchBatchReply, []byte, error) {
 	var a struct {
 		handleArgs
 		Mode  result.Mode `json:"mode"`
@@ -501,7 +501,12 @@ func searchBatch(args, in []byte) (*searchReply, []byte, error) {
 	for _, o := range outs {
 		out = envelope.AppendChunk(out, o)
 	}
-	return &searchReply{Stats: st}, out, nil
+	return &searchBatchReply{st}, out, nil
+}
+
+// searchBatchReply is search_batch's reply: the batch's statistics.
+type searchBatchReply struct {
+	*engine.Stats
 }
 
 // waitComparatorsReply is wait_comparators' reply: the comparator programs
