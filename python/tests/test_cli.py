@@ -108,6 +108,15 @@ def test_query_streamed_under_a_memory_budget(ws, tmp_path):
     assert "streamed from disk" in p.stdout
     answer = json.loads(ok(run_cli("decrypt", "--keys", root / "keys", "--json", tmp_path / "r.bin")).stdout)
     assert 7 in answer["positions"]
+    # Several probes: handed to the streamed server as one batch, each answered as alone.
+    q = np.load(root / "query.npy").reshape(-1)
+    other = np.random.default_rng(3).standard_normal(q.shape[0]).astype(np.float32)
+    np.save(tmp_path / "probes.npy", np.vstack([q, other, q]).astype(np.float32))
+    p = ok(run_cli("query", "--keys", root / "keys", "--index", root / "index", "--memory-budget", "1e-9",
+                   "--decrypt", "--json", tmp_path / "probes.npy"))
+    answers = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+    assert len(answers) == 3 and answers[0]["positions"] == answers[2]["positions"]
+    assert 7 in answers[0]["positions"] and 7 not in answers[1]["positions"]
 
 
 def _rotation_keys(stdout: str) -> int:
