@@ -486,9 +486,6 @@ func searchBatch(args, in []byte) (*searchBatchReply, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if a.Bound != 0 && a.Mode != result.Payload {
-		return nil, nil, fmt.Errorf("%w: \"bound\" applies to mode %q only", errs.ErrInvalid, result.Payload)
-	}
 	queries, err := envelope.Chunks(in, 0, "search_batch input")
 	if err != nil {
 		return nil, nil, err
@@ -571,9 +568,6 @@ func search(args, in []byte) (*searchReply, []byte, error) {
 		if key, err = threshold.LoadSigningKey(a.SigningKey); err != nil {
 			return nil, nil, err
 		}
-	}
-	if a.Bound != 0 && a.Mode != result.Payload {
-		return nil, nil, fmt.Errorf("%w: \"bound\" applies to mode %q only", errs.ErrInvalid, result.Payload)
 	}
 	out, st, err := s.Search(in, a.Mode, engine.SearchOptions{Bound: a.Bound})
 	if err != nil {

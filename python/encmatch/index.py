@@ -39,7 +39,7 @@ from .enroller import Enroller, EnrollSummary
 from .server import SearchBackend, Server
 from .manifest import Manifest, index_info
 from .errors import InvalidArgument, NotFound
-from .results import PAYLOAD, PayloadResult, Result, check_bound, check_mode, make_result, require_complete
+from .results import PAYLOAD, PayloadResult, Result, check_search, make_result, require_complete
 from ._util.defaults import DEFAULT_KAPPA
 
 #: Queries handed at once to a core server that streams its groups
@@ -253,15 +253,11 @@ class EncryptedIndex:
         what was decoded), or with ``strict=False`` is returned with
         ``complete`` False.
         """
-        check_mode(mode)
+        bound = check_search(mode, bound)
         payload = mode == PAYLOAD
-        if payload:
-            bound = check_bound(bound)
-            if self.payload_width == 0:
-                raise InvalidArgument("this index holds no payloads (created with payload_width 0): mode 'payload' "
-                                      "needs an index created with payload_width > 0")
-        elif bound is not None:
-            raise InvalidArgument(f"bound is the payload mode's, not the {mode} mode's")
+        if payload and self.payload_width == 0:
+            raise InvalidArgument("this index holds no payloads (created with payload_width 0): mode 'payload' "
+                                  "needs an index created with payload_width > 0")
         single = np.ndim(queries) == 1
         qs = _core.as_matrix(queries, self.dim, "queries")
         out: list[Result] = []

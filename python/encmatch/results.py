@@ -22,6 +22,7 @@ import numpy as np
 from .errors import InvalidArgument, PayloadIncomplete
 
 __all__ = ["MODES", "PAYLOAD", "SEARCH_MODES", "DEFAULT_BOUND", "MAX_BOUND", "check_mode", "check_bound",
+           "check_search",
            "MembershipResult", "IdentificationResult", "PayloadResult", "Result", "make_result",
            "payload_result", "incomplete_message", "require_complete", "sort_records"]
 
@@ -57,6 +58,18 @@ def check_bound(bound: object) -> int:
         raise InvalidArgument(f"bound must be an integer from 1 to {MAX_BOUND} (the public bound on the number "
                               f"of matches), got {bound!r}")
     return int(bound)
+
+
+def check_search(mode: object, bound: object) -> int | None:
+    """A search's ``mode`` (:func:`check_mode`) and its ``bound``: the payload
+    mode's as :func:`check_bound` gives it (``None``: the default), ``None``
+    for the other modes, which take none (InvalidArgument when given one)."""
+    check_mode(mode)
+    if mode == PAYLOAD:
+        return check_bound(bound)
+    if bound is not None:
+        raise InvalidArgument(f"bound is the payload mode's, not the {mode} mode's")
+    return None
 
 
 @dataclass(frozen=True)

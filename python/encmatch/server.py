@@ -9,7 +9,7 @@ from typing import Protocol, Sequence, runtime_checkable
 
 from . import _core
 from .errors import Internal, InvalidArgument
-from .results import PAYLOAD, check_bound, check_mode
+from .results import check_search
 from ._util.paths import PathLike, require_dir
 from .manifest import Manifest
 from .params import non_negative_int, memory_budget_bytes
@@ -83,14 +83,12 @@ class Server:
         names the index in the transcript (default: the manifest's uid) and
         ``generation`` its version.
         """
-        check_mode(mode)
+        bound = check_search(mode, bound)
         if not isinstance(query, (bytes, bytearray, memoryview)):
             raise InvalidArgument(f"query must be bytes, not {type(query).__name__}")
         args: dict = {"handle": self._handle.get(), "mode": mode}
-        if mode == PAYLOAD:
-            args["bound"] = check_bound(bound)
-        elif bound is not None:
-            raise InvalidArgument(f"bound is the payload mode's, not the {mode} mode's")
+        if bound is not None:
+            args["bound"] = bound
         if signing_key is not None:
             args.update(signing_key=signing_key, index=index or "", generation=int(generation))
         elif index is not None or generation:
@@ -110,22 +108,14 @@ class Server:
         and its seeded masks regenerated once per pass; one that holds them
         in memory answers them one after the other. 1 to 64 queries;
         :attr:`last_search` covers the batch."""
-        check_mode(mode)
+        bound = check_search(mode, bound)
         queries = list(queries)
         if not 1 <= len(queries) <= MAX_BATCH:
             raise InvalidArgument(f"a batch holds 1 to {MAX_BATCH} queries, not {len(queries)}")
-        buf = bytearray()
-        for q in queries:
-            if not isinstance(q, (bytes, bytearray, memoryview)):
-                raise InvalidArgument(f"a query must be bytes, not {type(q).__name__}")
-            buf += len(q).to_bytes(8, "little")
-            buf += q
         args: dict = {"handle": self._handle.get(), "mode": mode}
-        if mode == PAYLOAD:
-            args["bound"] = check_bound(bound)
-        elif bound is not None:
-            raise InvalidArgument(f"bound is the payload mode's, not the {mode} mode's")
-        res, out = _core.call("search_batch", args, bytes(buf))
+        if bound is not None:
+            args["bound"] = bound
+        res, out = _core.call("search_batch", args, _frame(queries, "a query"))
         self.last_search = res
         if out is None:
             raise Internal("search_batch returned no bytes")
@@ -202,15 +192,20 @@ def merge_results(index_dir: PathLike, parts: Sequence[bytes]) -> tuple[bytes, d
     result and the core's summary (``complete`` tells whether the parts
     cover the whole gallery; a client refuses to decrypt one that does not).
     """
-    buf = bytearray()
-    for part in parts:
-        if not isinstance(part, (bytes, bytearray, memoryview)):
-            raise InvalidArgument(f"a result part must be bytes, not {type(part).__name__}")
-        buf += len(part).to_bytes(8, "little")
-        buf += part
-    res, out = _core.call("merge_results", {"index_dir": require_dir(index_dir, "index directory")}, bytes(buf))
+    res, out = _core.call("merge_results", {"index_dir": require_dir(index_dir, "index directory")},
+                          _frame(parts, "a result part"))
     if out is None:
         raise Internal("merge_results returned no bytes")
     return out, res
 
 
+def _frame(parts: Sequence[bytes], what: str) -> bytes:
+    """``parts`` as the core's length-prefixed chunks (uint64 LE length, then the bytes); ``what`` names
+    a part in the error when one is not bytes."""
+    buf = bytearray()
+    for part in parts:
+        if not isinstance(part, (bytes, bytearray, memoryview)):
+            raise InvalidArgument(f"{what} must be bytes, not {type(part).__name__}")
+        buf += len(part).to_bytes(8, "little")
+        buf += part
+    return bytes(buf)

@@ -264,6 +264,9 @@ func (s *Server) SearchBatch(queries [][]byte, mode result.Mode, opt SearchOptio
 	if len(queries) == 0 || len(queries) > MaxBatch {
 		return nil, nil, fmt.Errorf("%w: a batch of %d queries (1 to %d)", errs.ErrInvalid, len(queries), MaxBatch)
 	}
+	if opt.Bound != 0 && mode != result.Payload {
+		return nil, nil, fmt.Errorf("%w: \"bound\" applies to mode %q only", errs.ErrInvalid, result.Payload)
+	}
 	var layout payload.Layout
 	scale := s.Params.CKKS.DefaultScale()
 	if mode == result.Payload {
@@ -298,8 +301,9 @@ func (s *Server) SearchBatch(queries [][]byte, mode result.Mode, opt SearchOptio
 		return nil, nil, fmt.Errorf("%w: the index is empty", errs.ErrInvalid)
 	}
 	out := make([][]byte, 0, len(qs))
-	for first := 0; first < len(qs); first += s.BatchLimit() {
-		round, err := s.searchRound(qs[first:min(first+s.BatchLimit(), len(qs))], mode, cmp, scale, layout, st)
+	limit := s.BatchLimit()
+	for first := 0; first < len(qs); first += limit {
+		round, err := s.searchRound(qs[first:min(first+limit, len(qs))], mode, cmp, scale, layout, st)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -320,7 +324,7 @@ func (s *Server) BatchLimit() int {
 	if !s.Streamed {
 		return 1
 	}
-	ct := int64(ckks.NewCiphertext(s.Params.CKKS, 1, s.Params.CKKS.MaxLevel()).BinarySize())
+	ct := s.ciphertextBytes(s.Params.CKKS.MaxLevel())
 	table := int64(s.strat.N1)
 	if s.strat.FullTable() {
 		table = int64(s.strat.L)

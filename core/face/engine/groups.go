@@ -33,17 +33,22 @@ func (s *Server) chunkSize() int {
 // residentBytes estimates the resident memory of the keys, the query table
 // and all groups held in memory, with the Go runtime's headroom.
 func (s *Server) residentBytes(ek *keys.Evaluation) int64 {
-	ct := int64(ckks.NewCiphertext(s.Params.CKKS, 1, s.Params.CKKS.MaxLevel()).BinarySize())
+	ct := s.ciphertextBytes(s.Params.CKKS.MaxLevel())
 	table := int64(s.strat.N1)
 	if s.strat.FullTable() {
 		table = int64(s.strat.L)
 	}
 	// Decoded diagonals take full 64-bit words, whatever their packed size
 	// on disk; payload columns are two primes deep.
-	cols := int64(2*s.Manifest.PayloadWidth) * int64(ckks.NewCiphertext(s.Params.CKKS, 1, index.PayloadLevel).BinarySize())
+	cols := int64(2*s.Manifest.PayloadWidth) * s.ciphertextBytes(index.PayloadLevel)
 	groups := int64(len(s.served)) * (int64(s.strat.L)*ct + cols)
 	live := int64(ek.Keys.BinarySize()) + table*ct + groups
 	return int64(float64(live) * strategy.RuntimeOverhead)
+}
+
+// ciphertextBytes is the serialized size of a degree-1 ciphertext at level.
+func (s *Server) ciphertextBytes(level int) int64 {
+	return int64(ckks.NewCiphertext(s.Params.CKKS, 1, level).BinarySize())
 }
 
 // runnerBytes estimates what the comparator's recorded programs keep
@@ -52,7 +57,7 @@ func (s *Server) residentBytes(ek *keys.Evaluation) int64 {
 // top level, per program (membership and identification share one; a
 // payload search's bits another).
 func (s *Server) runnerBytes() int64 {
-	ct := int64(ckks.NewCiphertext(s.Params.CKKS, 1, s.Params.CKKS.MaxLevel()).BinarySize())
+	ct := s.ciphertextBytes(s.Params.CKKS.MaxLevel())
 	programs := int64(1)
 	if s.Manifest.PayloadWidth > 0 {
 		programs = 2

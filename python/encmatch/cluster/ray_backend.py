@@ -43,7 +43,7 @@ from ..server import Server, merge_results
 from ..manifest import index_info
 from ..params import memory_budget_bytes, set_threads
 from ..errors import EncmatchError, Internal, InvalidArgument, ShardUnavailable
-from ..results import check_mode
+from ..results import check_search
 
 __all__ = ["RayBackend", "RayServer", "ensure_ray", "shard_groups"]
 
@@ -321,9 +321,7 @@ class RayServer:
         Payload results merge like counts: every shard lays its cells out for
         the whole index, and the core adds the shards' cell ciphertexts.
         """
-        check_mode(mode)
-        if mode != "payload" and bound is not None:
-            raise InvalidArgument(f"bound is the payload mode's, not the {mode} mode's")
+        bound = check_search(mode, bound)
         if not isinstance(query, (bytes, bytearray, memoryview)):
             raise InvalidArgument(f"query must be bytes, not {type(query).__name__}")
         if not self._actors:

@@ -28,7 +28,7 @@ import numpy as np
 
 from .. import _core
 from ..errors import InvalidArgument
-from ..results import PAYLOAD, check_bound, check_mode
+from ..results import PAYLOAD, check_search
 from ..threshold import bind_search
 from .backend import get_backend
 from .program import Program
@@ -156,14 +156,10 @@ class GpuServer:
         threshold key set's server key) the result comes back bound to its
         query and signed, as the CPU engine's (``index`` names the index,
         default its manifest's uid; ``generation`` its version)."""
-        check_mode(mode)
-        if mode == PAYLOAD:
-            if self.payload_program is None:
-                raise InvalidArgument("the index holds no payloads (it was created without a payload width): "
-                                      "search it by membership or identification")
-            bound = check_bound(bound)
-        elif bound is not None:
-            raise InvalidArgument(f"bound is the payload mode's, not the {mode} mode's")
+        bound = check_search(mode, bound)
+        if mode == PAYLOAD and self.payload_program is None:
+            raise InvalidArgument("the index holds no payloads (it was created without a payload width): "
+                                  "search it by membership or identification")
         if not isinstance(query, (bytes, bytearray, memoryview)):
             raise InvalidArgument(f"query must be bytes, not {type(query).__name__}")
         if signing_key is None and (index is not None or generation):

@@ -46,11 +46,11 @@ from .._util.journal import RemoteJournal, batch_digest
 from .._util.paths import PathLike
 from .._util.progress import progress as progress_bar
 from ..enroller import Enroller, EnrollSummary
-from ..errors import InvalidArgument, Mismatch
+from ..errors import Mismatch
 from ..keyholder import Client
 from ..manifest import Manifest
 from ..params import check_delta, check_payload_width, check_rule
-from ..results import PAYLOAD, PayloadResult, Result, check_bound, check_mode, make_result, require_complete
+from ..results import PAYLOAD, PayloadResult, Result, check_search, make_result, require_complete
 from .client import DEFAULT_CHUNK, ServiceClient
 
 __all__ = ["RemoteIndex", "RemoteBackend", "create_index", "enroll", "remote_labels", "AlreadyEnrolledWarning"]
@@ -220,11 +220,7 @@ class RemoteIndex:
         """Search one query (``[dim]``: one result) or several (``[q, dim]``: a list), as
         :meth:`EncryptedIndex.search <encmatch.EncryptedIndex.search>` does (``bound`` and ``strict``:
         the payload mode's)."""
-        check_mode(mode)
-        if mode == PAYLOAD:
-            bound = check_bound(bound)
-        elif bound is not None:
-            raise InvalidArgument(f"bound is the payload mode's, not the {mode} mode's")
+        bound = check_search(mode, bound)
         single = np.ndim(queries) == 1
         qs = _core.as_matrix(queries, self.dim, "queries")
         if len(self) == 0:
