@@ -307,11 +307,14 @@ func closeHandle(args, _ []byte) (*closeReply, []byte, error) {
 	if !ok {
 		return nil, nil, fmt.Errorf("%w: no open handle %d", errs.ErrInvalid, a.Handle)
 	}
-	switch v.(type) {
-	case *engine.Server, *offload.Plan:
-		// An index's groups and keys are gigabytes: give them back to the
-		// system now, not when the heap next grows (a service deleting or
-		// replacing an index would otherwise keep its memory).
+	// An index's groups and keys are gigabytes: give them back to the
+	// system now, not when the heap next grows (a service deleting or
+	// replacing an index would otherwise keep its memory).
+	switch v := v.(type) {
+	case *engine.Server:
+		v.Close() // its comparator programs, recorded in the background
+		debug.FreeOSMemory()
+	case *offload.Plan:
 		debug.FreeOSMemory()
 	}
 	return &closeReply{}, nil, nil

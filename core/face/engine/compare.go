@@ -32,6 +32,8 @@ type programs struct {
 	byKey map[programKey]*program
 	// recording counts the recordings running in the background.
 	recording sync.WaitGroup
+	// closed: the server was closed; nothing more is recorded.
+	closed bool
 }
 
 // program is one comparator's program: wanted by a search, being
@@ -76,6 +78,9 @@ func (s *Server) compare(cmp *comparator.Comparator, scores *rlwe.Ciphertext, sc
 func (s *Server) recordPending(cmp *comparator.Comparator) {
 	s.programs.mu.Lock()
 	defer s.programs.mu.Unlock()
+	if s.programs.closed {
+		return
+	}
 	for key, pr := range s.programs.byKey {
 		if pr.runner != nil || pr.recording || pr.err != nil {
 			continue
@@ -122,4 +127,19 @@ func (s *Server) WaitComparators() int {
 		}
 	}
 	return n
+}
+
+// Close waits for the comparator programs being recorded in the background
+// and drops every program, so that what they hold can be given back to the
+// system: a service deleting an index gets its memory back. Nothing is
+// recorded afterwards; a search still running ends with Lattigo's
+// evaluator.
+func (s *Server) Close() {
+	s.programs.mu.Lock()
+	s.programs.closed = true
+	s.programs.mu.Unlock()
+	s.programs.recording.Wait()
+	s.programs.mu.Lock()
+	defer s.programs.mu.Unlock()
+	s.programs.byKey = nil
 }

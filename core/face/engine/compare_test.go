@@ -2,10 +2,12 @@ package engine
 
 import (
 	"bytes"
+	"errors"
 	"math/rand"
 	"runtime"
 	"testing"
 
+	"encmatch/core/base/errs"
 	"encmatch/core/base/params"
 	"encmatch/core/face/result"
 )
@@ -65,6 +67,15 @@ func TestRecordedComparatorGivesTheSameResults(t *testing.T) {
 					t.Fatalf("streamed %v, %s: the recorded comparator's result differs from Lattigo's", streamed, mode)
 				}
 			}
+		}
+		// Closed: the programs are dropped and none is recorded again.
+		srv.Close()
+		out, st, err := srv.Search(query, result.Membership, SearchOptions{})
+		if err != nil || st.ComparatorCores != 1 || !bytes.Equal(out, first[result.Membership]) {
+			t.Fatalf("after Close: %v, comparator on %d cores", err, st.ComparatorCores)
+		}
+		if n := srv.WaitComparators(); n != 0 {
+			t.Fatalf("after Close: %d programs", n)
 		}
 	}
 }
@@ -126,6 +137,9 @@ func TestSearchBatchEqualsSearch(t *testing.T) {
 			if _, _, err := srv.SearchBatch(batch, result.Membership, SearchOptions{}); err == nil {
 				t.Fatalf("a batch of %d queries was accepted", len(batch))
 			}
+		}
+		if _, _, err := srv.Search(queries[0], result.Membership, SearchOptions{Bound: 4}); !errors.Is(err, errs.ErrInvalid) {
+			t.Fatalf("a bound outside payload mode: %v", err)
 		}
 	}
 }
