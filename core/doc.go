@@ -33,7 +33,8 @@
 // iriskeys (each role's key set), irisdb (the encrypted database), irisquery
 // (the query, the server's match, the result), on the algorithms: ccmm
 // (encrypted matrix products at the ring level), scoreslots (scores from
-// coefficients into slots), dftbatch (bootstrapping steps batched over many
-// ciphertexts), irismatch (the matching pipeline) and keycache (evaluation
+// coefficients into slots), slotdb (database blocks encoded so that the
+// product's scores land in slots: Algorithm 2's first step), dftbatch
+// (bootstrapping steps batched over many ciphertexts), irismatch (the matching pipeline) and keycache (evaluation
 // keys on disk, a bounded number in memory).
 package core

@@ -165,15 +165,17 @@ func newSeeds(k int) ([][]byte, error) {
 func (p *Params) allPrimes() []uint64 { return append(append([]uint64(nil), p.Q...), p.K...) }
 
 // MulSecret returns M*S_q (d1 x N_q) exactly: it is computed in the ring
-// modulo the first prime, whose centered residues are the integers
-// (|entries| <= Inner * MaxAbsDB < q_0 / 2, checked by NewParams). Row i of
-// block t contributes m_{i,t} * s_t(X^-1) (the negacyclic matrix of s_t
-// applied from the left).
+// modulo the first two primes and the integers are recombined from their
+// residues by CRT (|entries| <= Inner * MaxAbsDB, below 2^31 and half the
+// two primes' product, checked by NewParams). Row i of block t contributes
+// m_{i,t} * s_t(X^-1) (the negacyclic matrix of s_t applied from the
+// left).
 func (p *Params) MulSecret(qkeys Keys, m Matrix) Mat {
-	r := p.Query.RingQ().AtLevel(0)
+	r := p.Query.RingQ().AtLevel(1)
 	n := p.NQ
-	q := r.ModuliChain()[0]
-	galInv := uint64(2*n - 1) // X -> X^-1
+	q0, q1 := r.ModuliChain()[0], r.ModuliChain()[1]
+	inv := new(big.Int).ModInverse(new(big.Int).SetUint64(q0%q1), new(big.Int).SetUint64(q1)).Uint64() // q0^-1 mod q1
+	galInv := uint64(2*n - 1)                                                                          // X -> X^-1
 	sInv := make([]ring.Poly, len(qkeys))
 	for t, k := range qkeys {
 		sInv[t] = r.NewPoly()
@@ -187,14 +189,19 @@ func (p *Params) MulSecret(qkeys Keys, m Matrix) Mat {
 			acc.Zero()
 			for t := range qkeys {
 				for k := 0; k < n; k++ {
-					row.Coeffs[0][k] = modInt(m.At(i, t*n+k), q)
+					v := m.At(i, t*n+k)
+					row.Coeffs[0][k], row.Coeffs[1][k] = modInt(v, q0), modInt(v, q1)
 				}
 				r.NTT(row, tmp)
 				r.MulCoeffsMontgomeryThenAdd(tmp, sInv[t], acc)
 			}
 			r.INTT(acc, tmp)
-			for k, v := range tmp.Coeffs[0] {
-				out.Data[i*n+k] = center(v, q)
+			for k := range n {
+				// Garner: x = x0 + q0 h, x0 the centered residue mod q0,
+				// h the centered (r1 - x0) / q0 mod q1.
+				x0 := int64(center(tmp.Coeffs[0][k], q0))
+				h := (tmp.Coeffs[1][k] + q1 - modInt(x0, q1)) % q1 * inv % q1
+				out.Data[i*n+k] = int32(x0 + int64(q0)*int64(center(h, q1)))
 			}
 		}
 	})

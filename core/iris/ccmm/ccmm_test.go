@@ -223,13 +223,17 @@ func TestCCMMSecureRings(t *testing.T) {
 }
 
 // TestMulSecret checks the ring computation of M*S_q against the explicit
-// stack of negacyclic matrices.
+// stack of negacyclic matrices, for iris codes and for entries whose
+// products exceed the first prime (up to 2^20: sums of about 2^22), which
+// only the recombination from two primes gets right.
 func TestMulSecret(t *testing.T) {
 	p := mustParams(t, Toy)
 	rng := rand.New(rand.NewPCG(4, 1))
 	sk, _ := p.GenSecrets(p.NDB)
-	m := irisLike(rng, 3, p.Lit.Inner)
-	got := p.MulSecret(sk.Query, m)
+	wide := NewIntMat(3, p.Lit.Inner)
+	for i := range wide.Data {
+		wide.Data[i] = rng.Int64N(1<<21+1) - 1<<20
+	}
 	r := p.Query.RingQ()
 	n := p.NQ
 	s := NewIntMat(p.Lit.Inner, n) // S_q: block t is Rot(s_t), Rot(s)[l][k] = coeff l of s*X^k
@@ -247,10 +251,16 @@ func TestMulSecret(t *testing.T) {
 			}
 		}
 	}
-	want, _ := MulInt(m, s)
-	for i, v := range want.Data {
-		if int64(got.Data[i]) != v {
-			t.Fatalf("M*S_q entry %d: %d, want %d", i, got.Data[i], v)
+	for _, m := range []IntMat{irisLike(rng, 3, p.Lit.Inner), wide} {
+		got := p.MulSecret(sk.Query, m)
+		want, _ := MulInt(m, s)
+		if w := want.MaxAbs(); m.MaxAbs() > 1 && w < int64(p.Q[0]/2) {
+			t.Fatalf("the wide case's largest entry %d fits the first prime: it tests nothing", w)
+		}
+		for i, v := range want.Data {
+			if int64(got.Data[i]) != v {
+				t.Fatalf("M*S_q entry %d: %d, want %d (entries up to %d)", i, got.Data[i], v, m.MaxAbs())
+			}
 		}
 	}
 }

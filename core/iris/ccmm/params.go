@@ -182,12 +182,12 @@ func NewParams(lit Literal) (*Params, error) {
 		}
 		seen[q] = what
 	}
-	// MulSecret computes M*S_q modulo the first prime and reads the
-	// integers off its centered residues.
-	if float64(lit.Inner)*float64(lit.MaxAbsDB) >= float64(p.Q[0]/2) {
-		return nil, fmt.Errorf("%w: M*S_q (entries up to %d) does not fit the first prime %d", ErrModulus, int64(lit.Inner)*lit.MaxAbsDB, p.Q[0])
-	}
+	// MulSecret computes M*S_q modulo the first two primes and recombines
+	// the integers (int32) from their residues.
 	all := p.allPrimes()
+	if b := float64(lit.Inner) * float64(lit.MaxAbsDB); b >= math.Ldexp(1, 31) || b >= float64(all[0])*float64(all[1])/2 {
+		return nil, fmt.Errorf("%w: M*S_q (entries up to %.0f) does not fit 2^31 and the first two primes %d, %d", ErrModulus, b, all[0], all[1])
+	}
 	if p.DB, err = rlwe.NewParametersFromLiteral(rlwe.ParametersLiteral{LogN: lit.LogNDB, Q: all, NTTFlag: true}); err != nil {
 		return nil, fmt.Errorf("%w: database ring: %v", ErrModulus, err)
 	}
