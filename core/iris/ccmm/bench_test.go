@@ -71,20 +71,30 @@ func BenchmarkGEMMInt64(b *testing.B) {
 
 // BenchmarkGEMMVNNI is the same product on the AVX-512 VNNI engine (nine
 // u8 x s8 digit products; GMAC counts the modular product once).
-func BenchmarkGEMMVNNI(b *testing.B) { benchEngine(b, "AVX-512 VNNI", hasVNNI, gemmVNNI) }
+func BenchmarkGEMMVNNI(b *testing.B) { benchEngine(b, "AVX-512 VNNI", hasVNNI, gemmVNNI, 1048193) }
 
 // BenchmarkGEMMAVX2 is the same product on the AVX2 engine (four s16 x s16
 // digit products; GMAC counts the modular product once).
-func BenchmarkGEMMAVX2(b *testing.B) { benchEngine(b, "AVX2", hasAVX2, gemmAVX2) }
+func BenchmarkGEMMAVX2(b *testing.B) { benchEngine(b, "AVX2", hasAVX2, gemmAVX2, 1048193) }
 
-// benchEngine measures one engine at benchDims, skipping where this CPU or
-// build does not run it.
-func benchEngine(b *testing.B, name string, has bool, gemm func(x, yt Mat, q uint64) (Mat, error)) {
+// BenchmarkGEMMAVX2Wide is the AVX2 engine modulo 2^31 - 1 (three digits,
+// nine products): the size of the CCMM primes that hold a fold
+// polynomial's levels (docs/IRIS.md, "Levels for f").
+func BenchmarkGEMMAVX2Wide(b *testing.B) { benchEngine(b, "AVX2", hasAVX2, gemmAVX2, 2147483647) }
+
+// BenchmarkGEMMInt64Wide is the Go kernel modulo 2^31 - 1 (two digits,
+// four int64 products).
+func BenchmarkGEMMInt64Wide(b *testing.B) {
+	benchEngine(b, "Go", true, func(x, yt Mat, q uint64) (Mat, error) { return gemmGo(x, yt, q), nil }, 2147483647)
+}
+
+// benchEngine measures one engine at benchDims modulo q, skipping where
+// this CPU or build does not run it.
+func benchEngine(b *testing.B, name string, has bool, gemm func(x, yt Mat, q uint64) (Mat, error), q uint64) {
 	if !has {
 		b.Skipf("this CPU or build has no %s engine", name)
 	}
 	m, k, n := benchDims()
-	q := uint64(1048193)
 	x, yt := benchOperands(m, k, n, q)
 	b.ResetTimer()
 	cpu0 := cpuTime()

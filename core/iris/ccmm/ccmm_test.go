@@ -301,8 +301,16 @@ func TestPCMM(t *testing.T) {
 
 func TestGEMMExact(t *testing.T) {
 	rng := rand.New(rand.NewPCG(6, 1))
-	q := uint64(1048573) // < 2^20, odd
-	for _, dims := range [][3]int{{5, 33, 7}, {8, 64, 8}, {1, 1, 1}} {
+	for _, c := range []struct {
+		q    uint64
+		dims [3]int
+	}{
+		// below 2^20; 2^31 - 1 (the Go kernel's digits from an inner
+		// dimension of 4 on, the AVX2 engine's three digits)
+		{1048573, [3]int{5, 33, 7}}, {1048573, [3]int{8, 64, 8}}, {1048573, [3]int{1, 1, 1}},
+		{2147483647, [3]int{5, 33, 7}}, {2147483647, [3]int{8, 300, 9}}, {2147483647, [3]int{1, 3, 1}},
+	} {
+		q, dims := c.q, c.dims
 		x, y := NewMat(dims[0], dims[1]), NewMat(dims[2], dims[1])
 		for i := range x.Data {
 			x.Data[i] = int32(rng.Int64N(int64(q))) - int32(q/2)

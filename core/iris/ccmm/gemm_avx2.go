@@ -14,20 +14,25 @@ import (
 	"golang.org/x/sys/cpu"
 )
 
-// The AVX2 GEMM engine, for CPUs without AVX-512 VNNI: each residue modulo
-// a prime q < 2^23 is split into two balanced base-4096 digits, the four
+// The AVX2 GEMM engine, for CPUs without AVX-512 VNNI and for moduli
+// beyond the VNNI engine's: each residue modulo a prime q < 2^23 is split
+// into two balanced base-4096 digits (three below 2^31), the four (nine)
 // digit products run as s16 x s16 -> s32 pair sums on VPMADDWD
 // (gemm_avx2.c) into int32 accumulators by weight, widened to int64 every
-// 256 positions, and they are recombined exactly modulo q. Exact for inner
-// dimensions up to maxAVX2Inner, whatever the values.
+// 256 (128) positions, and they are recombined exactly modulo q. Exact for
+// inner dimensions up to maxAVX2Inner, whatever the values.
 
 // hasAVX2 reports whether this CPU runs the AVX2 engine.
 var hasAVX2 = cpu.X86.HasAVX2
 
-// maxAVX2Modulus bounds the moduli: centered residues below 2^22 in
-// absolute value have two base-4096 digits that fit int16 products'
-// bounds (gemm_avx2.c, tile).
-const maxAVX2Modulus = 1 << 23
+// maxAVX2Modulus bounds the moduli: centered residues below 2^30 in
+// absolute value have three base-4096 digits within the int16 products'
+// bounds (gemm_avx2.c, tile3); below twoDigitModulus two digits do.
+const maxAVX2Modulus = 1 << 31
+
+// twoDigitModulus is the bound under which two digits per residue suffice
+// (|residue| < 2^22).
+const twoDigitModulus = 1 << 23
 
 // maxAVX2Inner bounds the inner dimension by the int32 sizes of the packed
 // operands (the int64 accumulators would allow 2^40).
@@ -45,17 +50,21 @@ func gemmAVX2(x, yt Mat, q uint64) (Mat, error) {
 	if x.Rows == 0 || n == 0 || k == 0 {
 		return c, nil
 	}
-	right := make([]int16, C.ENCMATCH_AVX2_PLANES*npad*kpad)
+	nd := 3
+	if q < twoDigitModulus {
+		nd = 2
+	}
+	right := make([]int16, nd*npad*kpad)
 	C.encmatch_avx2_pack_right((*C.int32_t)(unsafe.Pointer(&yt.Data[0])), C.int(n), C.int(k), C.int(npad), C.int(kpad),
-		(*C.int16_t)(unsafe.Pointer(&right[0])))
+		C.int(nd), (*C.int16_t)(unsafe.Pointer(&right[0])))
 	parallelRows(x.Rows, func(i0, i1 int) {
 		if i1 <= i0 {
 			return
 		}
-		xbuf := make([]int16, C.ENCMATCH_AVX2_PLANES*C.ENCMATCH_AVX2_MC*kpad)
-		acc := make([]int64, 3*C.ENCMATCH_AVX2_MC*npad)
+		xbuf := make([]int16, nd*C.ENCMATCH_AVX2_MC*kpad)
+		acc := make([]int64, (2*nd-1)*C.ENCMATCH_AVX2_MC*npad)
 		C.encmatch_avx2_gemm((*C.int32_t)(unsafe.Pointer(&x.Data[i0*k])), C.int(i1-i0), C.int(k),
-			(*C.int16_t)(unsafe.Pointer(&right[0])), C.int(n), C.int(npad), C.int(kpad), C.int64_t(q),
+			(*C.int16_t)(unsafe.Pointer(&right[0])), C.int(n), C.int(npad), C.int(kpad), C.int64_t(q), C.int(nd),
 			(*C.int32_t)(unsafe.Pointer(&c.Data[i0*n])), (*C.int16_t)(unsafe.Pointer(&xbuf[0])),
 			(*C.int64_t)(unsafe.Pointer(&acc[0])))
 	})

@@ -9,21 +9,22 @@ import (
 // engines are the GEMM engines beside the Go kernel, with whether this CPU
 // and build run them.
 var engines = []struct {
-	name string
-	has  bool
-	gemm func(x, yt Mat, q uint64) (Mat, error)
+	name       string
+	has        bool
+	gemm       func(x, yt Mat, q uint64) (Mat, error)
+	maxModulus uint64
 }{
-	{"avx512-vnni", hasVNNI, gemmVNNI},
-	{"avx2-int16", hasAVX2, gemmAVX2},
+	{"avx512-vnni", hasVNNI, gemmVNNI, maxVNNIModulus},
+	{"avx2-int16", hasAVX2, gemmAVX2, maxAVX2Modulus},
 }
 
 // TestGEMMEnginesMatchGo: each engine this CPU runs equals the int64 Go
 // kernel on shapes that cross every blocking boundary (rows around the
 // register tiles (8, 4) and the row blocks (128, 64), inner dimensions
 // around the 4-byte and 2-position groups and the cache blocks (1,024,
-// 256), columns around the panels (48, 8)), on random residues and on the
-// extreme residues +-(q-1)/2 and 0, for primes near 2^20 and 2^23 and
-// small ones.
+// 256, 128), columns around the panels (48, 8)), on random residues and on
+// the extreme residues +-(q-1)/2 and 0, for primes near 2^20, 2^23, 2^30
+// and 2^31 (the ones the engine takes) and small ones.
 func TestGEMMEnginesMatchGo(t *testing.T) {
 	ran := 0
 	for _, e := range engines {
@@ -32,21 +33,26 @@ func TestGEMMEnginesMatchGo(t *testing.T) {
 			continue
 		}
 		ran++
-		t.Run(e.name, func(t *testing.T) { checkEngine(t, e.gemm) })
+		t.Run(e.name, func(t *testing.T) { checkEngine(t, e.gemm, e.maxModulus) })
 	}
 	if ran == 0 {
 		t.Skip("this CPU or build runs no GEMM engine beside the Go kernel")
 	}
 }
 
-func checkEngine(t *testing.T, gemm func(x, yt Mat, q uint64) (Mat, error)) {
+func checkEngine(t *testing.T, gemm func(x, yt Mat, q uint64) (Mat, error), maxModulus uint64) {
 	rng := rand.New(rand.NewPCG(3, 5))
-	primes := []uint64{8380417, 1073153, 1048193, 1032193, 786433, 12289, 3} // 2^23 - 2^13 + 1, primes above and below 2^20
+	// 2^31 - 1, a 30-bit NTT prime, the first prime above 2^23,
+	// 2^23 - 2^13 + 1, primes above and below 2^20, small ones.
+	primes := []uint64{2147483647, 1073479681, 8388617, 8380417, 1073153, 1048193, 1032193, 786433, 12289, 3}
 	shapes := []struct{ m, k, n int }{
 		{1, 1, 1}, {7, 3, 5}, {9, 5, 47}, {8, 4, 48}, {17, 1023, 49}, {129, 1025, 97}, {130, 2051, 3}, {3, 4100, 50},
-		{5, 257, 9}, {65, 511, 8}, {63, 513, 17}, {4, 2, 16},
+		{5, 257, 9}, {65, 511, 8}, {63, 513, 17}, {4, 2, 16}, {3, 129, 9}, {2, 127, 8},
 	}
 	for _, q := range primes {
+		if q >= maxModulus {
+			continue
+		}
 		h := int32(q / 2)
 		for _, sh := range shapes {
 			for _, fill := range []string{"random", "extreme"} {
@@ -75,22 +81,31 @@ func checkEngine(t *testing.T, gemm func(x, yt Mat, q uint64) (Mat, error)) {
 	}
 }
 
-// TestGEMMEnginesRefuseWideModuli: a modulus of 2^23 or more does not fit
-// the engines' digits, and the dispatcher sends it to the Go kernel
-// instead.
+// TestGEMMEnginesRefuseWideModuli: a modulus at or above an engine's
+// bound (2^23 for the VNNI engine's digits, 2^31 for the AVX2 engine's)
+// is refused, and the dispatcher sends a modulus the VNNI engine refuses
+// to another engine, whose product is exact.
 func TestGEMMEnginesRefuseWideModuli(t *testing.T) {
 	x := NewMat(2, 4)
 	for _, e := range engines {
-		if _, err := e.gemm(x, x, 1<<23+9); e.has && !errors.Is(err, ErrModulus) {
-			t.Fatalf("%s: modulus above 2^23: got %v, want ErrModulus", e.name, err)
+		if _, err := e.gemm(x, x, e.maxModulus+1); e.has && !errors.Is(err, ErrModulus) {
+			t.Fatalf("%s: modulus %d: got %v, want ErrModulus", e.name, e.maxModulus+1, err)
 		}
 	}
-	q := uint64(1<<25 - 39) // still exact in the Go kernel
+	q := uint64(1<<25 - 39)
 	x.Data = []int32{1 << 24, -(1 << 24), 5, 7, 3, 1, -1, 2}
 	yt := NewMat(1, 4)
 	yt.Data = []int32{1 << 24, 1 << 24, 1, 1}
-	if got, want := GEMM(x, yt, q), gemmGo(x, yt, q); got.Data[0] != want.Data[0] || got.Data[1] != want.Data[1] {
-		t.Fatalf("GEMM with a 21-bit modulus: %v, want %v", got.Data, want.Data)
+	want := make([]int32, 2)
+	for i := range want {
+		s := int64(0)
+		for l := 0; l < 4; l++ {
+			s += int64(x.Data[i*4+l]) * int64(yt.Data[l]) % int64(q)
+		}
+		want[i] = reduce(s, int64(q))
+	}
+	if got := GEMM(x, yt, q); got.Data[0] != want[0] || got.Data[1] != want[1] {
+		t.Fatalf("GEMM with a 25-bit modulus: %v, want %v", got.Data, want)
 	}
 }
 

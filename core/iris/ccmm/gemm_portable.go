@@ -14,7 +14,7 @@ const (
 	maxVNNIInner   = 1 << 26
 	maxVNNIModulus = 1 << 23
 	maxAVX2Inner   = 1 << 26
-	maxAVX2Modulus = 1 << 23
+	maxAVX2Modulus = 1 << 31
 )
 
 // gemmVNNI is not built here; GEMM never calls it (hasVNNI is false).

@@ -2,6 +2,7 @@ package ccmm
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"sync"
 
@@ -138,7 +139,8 @@ func modInt(v int64, q uint64) uint64 {
 }
 
 // GEMMEngine names the engine GEMM runs on for moduli below 2^23 on this
-// machine and build: "avx512-vnni" (gemm_vnni.go, about 45 GMAC/s on 2
+// machine and build (moduli from 2^23 to 2^31 take the AVX2 engine where
+// the CPU has AVX2, else the Go kernel): "avx512-vnni" (gemm_vnni.go, about 45 GMAC/s on 2
 // Zen 5 cores), "avx2-int16" (gemm_avx2.go, for CPUs without AVX-512 VNNI)
 // or "int64-go" (the Go kernel: about 3.7 GMAC/s on the Zen 5 cores, 2.2
 // on 2 cores of an AVX2-only EPYC), so that a benchmark says which one it
@@ -156,10 +158,10 @@ func GEMMEngine() string {
 // GEMM returns x * yt^T modulo q (yt is the right operand transposed, so
 // that both operands are read along rows), centered; the operands are
 // centered residues. It runs on the AVX-512 VNNI engine (gemm_vnni.go)
-// where the CPU has it, else on the AVX2 engine (gemm_avx2.go) where the
-// CPU has that, when q < 2^23; otherwise on the int64 Go kernel, exact
-// when x.Cols * (q/2)^2 < 2^63 (checked by NewParams for its primes). It
-// parallelises over rows of x with GOMAXPROCS goroutines.
+// where the CPU has it and q < 2^23, else on the AVX2 engine
+// (gemm_avx2.go) where the CPU has that and q < 2^31, otherwise on the
+// int64 Go kernel (gemmGo). It parallelises over rows of x with
+// GOMAXPROCS goroutines.
 func GEMM(x, yt Mat, q uint64) Mat {
 	if x.Cols != yt.Cols {
 		panic(fmt.Sprintf("ccmm: GEMM inner dimensions %d and %d", x.Cols, yt.Cols))
@@ -195,11 +197,44 @@ func checkEngineArgs(engine string, x, yt Mat, q, maxModulus uint64, maxInner in
 	return nil
 }
 
-// gemmGo is GEMM on the int64 Go kernel.
+// gemmGo is GEMM on the int64 Go kernel: directly where x.Cols (q/2)^2 <
+// 2^62, else on the balanced base-2^16 digits of both operands (four
+// products of entries below 2^15, exact for any inner dimension below
+// 2^32) recombined modulo q.
 func gemmGo(x, yt Mat, q uint64) Mat {
+	if h := float64(q / 2); float64(x.Cols)*h*h < math.Ldexp(1, 62) {
+		return gemmDirect(x, yt, q)
+	}
+	xl, xh := split16(x)
+	yl, yh := split16(yt)
+	ll, lh, hl, hh := gemmDirect(xl, yl, q), gemmDirect(xl, yh, q), gemmDirect(xh, yl, q), gemmDirect(xh, yh, q)
+	qi := int64(q)
+	w1 := int64(1<<16) % qi
+	w2 := w1 * w1 % qi
+	for i := range ll.Data {
+		mid := (int64(lh.Data[i]) + int64(hl.Data[i])) % qi * w1 % qi
+		ll.Data[i] = reduce(int64(ll.Data[i])+mid+int64(hh.Data[i])*w2%qi, qi)
+	}
+	return ll
+}
+
+// gemmDirect is GEMM on the int64 Go kernel, exact while x.Cols (q/2)^2 <
+// 2^63.
+func gemmDirect(x, yt Mat, q uint64) Mat {
 	c := NewMat(x.Rows, yt.Rows)
 	parallelRows(x.Rows, func(i0, i1 int) { gemmInt(x, yt, q, c, i0, i1) })
 	return c
+}
+
+// split16 splits every entry v of m into balanced base-2^16 digits
+// v = lo + 2^16 hi, lo in [-2^15, 2^15).
+func split16(m Mat) (lo, hi Mat) {
+	lo, hi = NewMat(m.Rows, m.Cols), NewMat(m.Rows, m.Cols)
+	for i, v := range m.Data {
+		l := (v+1<<15)&0xffff - 1<<15
+		lo.Data[i], hi.Data[i] = l, (v-l)>>16
+	}
+	return lo, hi
 }
 
 // parallelRows splits [0, rows) into even chunks, one per goroutine.

@@ -48,8 +48,10 @@ var ErrInsecure = errors.New("not 128-bit secure by the HE standard")
 const Tail = 8.0
 
 // MaxPrimeBits is the largest prime size this package accepts: residues are
-// stored centered in int32 and multiplied in int64 and float64 GEMMs.
-const MaxPrimeBits = 30
+// stored centered in int32 and multiplied exactly by every GEMM engine
+// (primes from 2^23 on split into three digits on AVX2, two in the Go
+// kernel).
+const MaxPrimeBits = 31
 
 // Literal is the user-facing description of a CCMM parameter set.
 type Literal struct {
@@ -160,7 +162,6 @@ func NewParams(lit Literal) (*Params, error) {
 		return nil, fmt.Errorf("%w: Q and K need at least one prime each (Q: %d, K: %d)", ErrModulus, len(p.Q), len(p.K))
 	}
 	seen := map[uint64]string{}
-	maxInner := max(lit.Inner, p.NQ)
 	for i, q := range append(append([]uint64(nil), p.Q...), p.K...) {
 		what := "Q"
 		if i >= len(p.Q) {
@@ -175,10 +176,6 @@ func NewParams(lit Literal) (*Params, error) {
 			return nil, fmt.Errorf("%w: %s prime %d has more than %d bits", ErrModulus, what, q, MaxPrimeBits)
 		case seen[q] != "":
 			return nil, fmt.Errorf("%w: prime %d appears in %s and %s: the database modulus must be Q*K with Q and K coprime", ErrModulus, q, seen[q], what)
-		}
-		// int64 GEMM: inner * (q/2)^2 must not overflow.
-		if h := float64(q / 2); float64(maxInner)*h*h >= math.Ldexp(1, 62) {
-			return nil, fmt.Errorf("%w: prime %d too large for an exact int64 GEMM of inner dimension %d", ErrModulus, q, maxInner)
 		}
 		seen[q] = what
 	}
