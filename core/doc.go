@@ -34,7 +34,8 @@
 // (the query, the server's match, the result), on the algorithms: ccmm
 // (encrypted matrix products at the ring level), scoreslots (scores from
 // coefficients into slots), slotdb (database blocks encoded so that the
-// product's scores land in slots: Algorithm 2's first step), dftbatch
+// product's scores land in slots) and fold (Algorithm 2's fold polynomial
+// and sums on them, before any bootstrap), dftbatch
 // (bootstrapping steps batched over many ciphertexts), irismatch (the matching pipeline) and keycache (evaluation
 // keys on disk, a bounded number in memory).
 package core

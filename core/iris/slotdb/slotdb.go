@@ -166,17 +166,18 @@ func (e *Encoder) ErrorBound(norm2 float64) float64 {
 	return Tail * math.Sqrt(float64(e.N())*norm2/24) / math.Ldexp(1, e.LogScale)
 }
 
-// CKKSParameters are Lattigo CKKS parameters of the database ring over the
-// CCMM's result modulus Q, at the scale of its results: Delta times c. A
-// result column framed by Column is a ciphertext of these parameters
-// whose slots hold scores (Unpack's layout); Secret gives the database
-// secret in them.
-func (e *Encoder) CKKSParameters(cp *ccmm.Params) (ckks.Parameters, error) {
+// CKKSParameters are Lattigo CKKS parameters of the database ring over
+// the CCMM's result modulus Q, with special primes of logP bits (for the
+// keys of computations on the scores; none for decryption only) and the
+// default scale 2^logScale those computations run at. A result column
+// framed by Column is a ciphertext of these parameters whose slots hold
+// scores (Unpack's layout); Secret gives the database secret in them.
+func (e *Encoder) CKKSParameters(cp *ccmm.Params, logP []int, logScale int) (ckks.Parameters, error) {
 	if cp.Lit.LogNDB != e.LogN {
 		return ckks.Parameters{}, fmt.Errorf("%w: blocks of 2^%d codes, the CCMM's database ring is 2^%d", errs.ErrMismatch, e.LogN, cp.Lit.LogNDB)
 	}
 	p, err := ckks.NewParametersFromLiteral(ckks.ParametersLiteral{
-		LogN: e.LogN, Q: cp.Q, Xs: ring.Ternary{P: 2.0 / 3}, LogDefaultScale: cp.Lit.LogScale + e.LogScale,
+		LogN: e.LogN, Q: cp.Q, LogP: logP, Xs: ring.Ternary{P: 2.0 / 3}, LogDefaultScale: logScale,
 	})
 	if err != nil {
 		return ckks.Parameters{}, fmt.Errorf("%w: CKKS parameters over Q: %v", errs.ErrInvalid, err)
@@ -184,9 +185,16 @@ func (e *Encoder) CKKSParameters(cp *ccmm.Params) (ckks.Parameters, error) {
 	return p, nil
 }
 
+// ColumnScale is the scale of a framed result column: the CCMM's Delta
+// times the enrollment scale c.
+func (e *Encoder) ColumnScale(cp *ccmm.Params) rlwe.Scale {
+	return rlwe.NewScale(math.Ldexp(float64(cp.Delta), e.LogScale))
+}
+
 // Secret is database secret sk (of the CCMM's parameters, over Q*K) as a
-// secret of params (over Q only): the same polynomial, its residues
-// modulo Q's primes.
+// secret of params (over Q and P): the same polynomial, its residues
+// modulo Q's primes copied, those modulo P's extended from the first
+// prime (the secret is ternary: Lattigo's small-norm basis extension).
 func Secret(params ckks.Parameters, cp *ccmm.Params, sk *rlwe.SecretKey) (*rlwe.SecretKey, error) {
 	if sk.Value.Q.N() != params.N() || sk.Value.Q.Level()+1 < len(cp.Q) {
 		return nil, fmt.Errorf("%w: a secret of ring degree %d with %d primes", errs.ErrMismatch, sk.Value.Q.N(), sk.Value.Q.Level()+1)
@@ -195,14 +203,21 @@ func Secret(params ckks.Parameters, cp *ccmm.Params, sk *rlwe.SecretKey) (*rlwe.
 	for i := range cp.Q {
 		copy(out.Value.Q.Coeffs[i], sk.Value.Q.Coeffs[i])
 	}
+	if rp := params.RingP(); rp != nil {
+		r := params.RingQ().AtLevel(0)
+		c := r.NewPoly()
+		r.IMForm(out.Value.Q, c)
+		r.INTT(c, c)
+		rlwe.ExtendBasisSmallNormAndCenterNTTMontgomery(r, rp, out.Value.Q, c, out.Value.P)
+	}
 	return out, nil
 }
 
 // Column frames column j of block t of a rescaled CCMM result (modulo Q,
 // scale Delta) as a ciphertext of params (CKKSParameters): (b_{t,j}, a_j)
-// in NTT form, scale Delta c, so that it decrypts and decodes to the
+// in NTT form at ColumnScale, so that it decrypts and decodes to the
 // column's scores in Unpack's layout.
-func Column(params ckks.Parameters, cp *ccmm.Params, res *ccmm.SharedA, t, j int) (*rlwe.Ciphertext, error) {
+func (e *Encoder) Column(params ckks.Parameters, cp *ccmm.Params, res *ccmm.SharedA, t, j int) (*rlwe.Ciphertext, error) {
 	n := params.N()
 	if res.LogN != params.LogN() || res.Rows%n != 0 || t < 0 || t >= res.Rows/n || j < 0 || j >= res.Cols {
 		return nil, fmt.Errorf("%w: block %d, column %d of a %dx%d result in ring 2^%d", errs.ErrInvalid, t, j, res.Rows, res.Cols, res.LogN)
@@ -226,7 +241,7 @@ func Column(params ckks.Parameters, cp *ccmm.Params, res *ccmm.SharedA, t, j int
 	}
 	r.NTT(ct.Value[0], ct.Value[0])
 	r.NTT(ct.Value[1], ct.Value[1])
-	ct.Scale = params.DefaultScale()
+	ct.Scale = e.ColumnScale(cp)
 	return ct, nil
 }
 

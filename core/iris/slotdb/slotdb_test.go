@@ -198,7 +198,7 @@ func TestEncryptedProductHoldsScoresInSlots(t *testing.T) {
 		}
 	}
 
-	params, err := e.CKKSParameters(cp)
+	params, err := e.CKKSParameters(cp, nil, 30)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +212,7 @@ func TestEncryptedProductHoldsScoresInSlots(t *testing.T) {
 		decryptors[b] = rlwe.NewDecryptor(params, key)
 	}
 	worst, ratio := scoreErrors(t, e, db, q, func(b, j int) []float64 {
-		ct, err := Column(params, cp, res, b, j)
+		ct, err := e.Column(params, cp, res, b, j)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -262,7 +262,7 @@ func TestBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	e7, _ := NewEncoder(cp.Lit.LogNDB+1, 10)
-	if _, err := e7.CKKSParameters(cp); !errors.Is(err, errs.ErrMismatch) {
+	if _, err := e7.CKKSParameters(cp, nil, 30); !errors.Is(err, errs.ErrMismatch) {
 		t.Errorf("blocks of 2^7 against a CCMM of ring 2^%d: %v", cp.Lit.LogNDB, err)
 	}
 }

@@ -1,0 +1,280 @@
+// Package fold evaluates the fold of papers/004's Algorithm 2 on the
+// scores that the encrypted matrix product of a slot-encoded database
+// (package slotdb) leaves in the CKKS slots of ring N_db, before any
+// bootstrap (docs/IRIS.md, "Folding (Algorithm 2)").
+//
+// For one database block and the k result columns of a fold group (k
+// rotations of one query eye), each column's slots hold the scores of
+// codes m and m + N_db/2 as one complex value. Group splits the two
+// (conjugation), normalises them to the fold polynomial's variable
+// x = dot / |m_1 and m_2| - delta (a product by a public plaintext: two
+// levels, so that the plaintext keeps its precision whatever the
+// column's scale), evaluates f (Lattigo's polynomial evaluator, in the
+// Chebyshev basis), adds the k values and joins the two halves again:
+// slot m of the output holds S(code m) + i S(code m + N_db/2), each S the
+// sum that Algorithm 2's classifiers read. GroupModel is its plaintext
+// model. The design of f and of the classifiers is python's
+// (encmatch/iris/folding.py); every operation on ciphertexts is
+// Lattigo's.
+package fold
+
+import (
+	"fmt"
+	"math"
+	"math/big"
+
+	"encmatch/core/base/errs"
+	"encmatch/core/base/parallel"
+	"encmatch/core/iris/ccmm"
+	"encmatch/core/iris/slotdb"
+
+	"github.com/tuneinsight/lattigo/v6/circuits/ckks/polynomial"
+	"github.com/tuneinsight/lattigo/v6/core/rlwe"
+	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
+	"github.com/tuneinsight/lattigo/v6/utils/bignum"
+)
+
+// Polynomial is a fold polynomial: a Chebyshev series on [Lo, Hi].
+type Polynomial struct {
+	Chebyshev []float64
+	Lo, Hi    float64
+}
+
+// Eval evaluates p at x (Clenshaw's recurrence on the series).
+func (p Polynomial) Eval(x float64) float64 {
+	u := (2*x - p.Lo - p.Hi) / (p.Hi - p.Lo)
+	var b1, b2 float64
+	for k := len(p.Chebyshev) - 1; k >= 1; k-- {
+		b1, b2 = 2*u*b1-b2+p.Chebyshev[k], b1
+	}
+	return u*b1 - b2 + p.Chebyshev[0]
+}
+
+// Depth is the number of levels Lattigo's polynomial evaluator spends on
+// p: ceil(log2(degree + 1)).
+func (p Polynomial) Depth() int { return bits(len(p.Chebyshev)) }
+
+// bits is the number of bits of n - 1 (ceil(log2 n) for n >= 1).
+func bits(n int) int {
+	d := 0
+	for 1<<d < n {
+		d++
+	}
+	return d
+}
+
+// NormLevels is the number of levels the normalisation takes.
+const NormLevels = 2
+
+// Literal describes a fold over a CCMM parameter set.
+type Literal struct {
+	// Poly is f; Delta the score threshold 1 - 2t (x = score - Delta).
+	Poly  Polynomial
+	Delta float64
+	// LogP are the special primes of the keys, LogScale the scale the
+	// normalisation and f run at (about the size of Q's top primes),
+	// LogSumScale the scale of f's output and of the sums (small enough
+	// that k max|f| fits what is left of Q).
+	LogP                  []int
+	LogScale, LogSumScale int
+}
+
+// Params is a validated fold over CCMM parameters and a slot encoding.
+type Params struct {
+	CCMM  *ccmm.Params
+	Slots *slotdb.Encoder
+	CKKS  ckks.Parameters // ring N_db over Q and P
+	Lit   Literal
+	poly  bignum.Polynomial // f in the Chebyshev basis on [-1, 1]
+}
+
+// NewParams checks that Q holds the normalisation and f above what the
+// sums need, and builds the CKKS parameters.
+func NewParams(cp *ccmm.Params, enc *slotdb.Encoder, lit Literal) (*Params, error) {
+	if len(lit.Poly.Chebyshev) < 2 || !(lit.Poly.Hi > lit.Poly.Lo) {
+		return nil, fmt.Errorf("%w: fold polynomial of %d coefficients on [%v, %v]", errs.ErrInvalid, len(lit.Poly.Chebyshev), lit.Poly.Lo, lit.Poly.Hi)
+	}
+	if lit.LogSumScale < 1 || lit.LogSumScale > lit.LogScale {
+		return nil, fmt.Errorf("%w: sum scale 2^%d for a working scale 2^%d", errs.ErrInvalid, lit.LogSumScale, lit.LogScale)
+	}
+	params, err := enc.CKKSParameters(cp, lit.LogP, lit.LogScale)
+	if err != nil {
+		return nil, err
+	}
+	levels := NormLevels + lit.Poly.Depth()
+	if params.MaxLevel() < levels {
+		return nil, fmt.Errorf("%w: Q has %d levels above its first prime, the fold takes %d (normalisation %d, f %d)",
+			errs.ErrInvalid, params.MaxLevel(), levels, NormLevels, lit.Poly.Depth())
+	}
+	return &Params{CCMM: cp, Slots: enc, CKKS: params, Lit: lit,
+		poly: bignum.NewPolynomial(bignum.Chebyshev, lit.Poly.Chebyshev, [2]float64{-1, 1})}, nil
+}
+
+// Security lists the keys this package adds: the relinearisation and
+// conjugation keys of a database secret, ring N_db at modulus Q P (the
+// database itself, at Q K, is ccmm.Params.Security's).
+func (p *Params) Security() []ccmm.SecurityCheck {
+	return []ccmm.SecurityCheck{ccmm.CheckRLWE("fold keys (database secret, Q P)", p.CKKS.Parameters)}
+}
+
+// GenKeys returns the evaluation keys of one database block: the
+// relinearisation key and the conjugation key under the block's secret
+// (as a secret of the CKKS parameters, slotdb.Secret). They are made by
+// the key holder, with Lattigo's key generator.
+func (p *Params) GenKeys(dbSecret *rlwe.SecretKey) (*rlwe.MemEvaluationKeySet, error) {
+	sk, err := slotdb.Secret(p.CKKS, p.CCMM, dbSecret)
+	if err != nil {
+		return nil, err
+	}
+	kg := rlwe.NewKeyGenerator(p.CKKS)
+	return rlwe.NewMemEvaluationKeySet(kg.GenRelinearizationKeyNew(sk),
+		kg.GenGaloisKeyNew(p.CKKS.GaloisElementForComplexConjugation(), sk)), nil
+}
+
+// affine returns the map u = a x + b of [Lo, Hi] onto [-1, 1].
+func (p *Params) affine() (a, b float64) {
+	lo, hi := p.Lit.Poly.Lo, p.Lit.Poly.Hi
+	return 2 / (hi - lo), -(hi + lo) / (hi - lo)
+}
+
+// x is the fold's variable for a dot product and an overlap: dot / overlap
+// - Delta, and -Delta where the masks have no common bit.
+func (p *Params) x(dot int64, overlap int) float64 {
+	if overlap <= 0 {
+		return -p.Lit.Delta
+	}
+	return float64(dot)/float64(overlap) - p.Lit.Delta
+}
+
+// GroupModel is Group's plaintext model: the sums S of block t (index:
+// code within the block) over the columns cols of the exact products
+// dots (rows: database codes, columns: query columns), with the public
+// overlaps.
+func (p *Params) GroupModel(dots ccmm.IntMat, t int, cols []int, overlap func(row, col int) int) []float64 {
+	n := p.CKKS.N()
+	out := make([]float64, n)
+	for k := range out {
+		for _, j := range cols {
+			out[k] += p.Lit.Poly.Eval(p.x(dots.At(t*n+k, j), overlap(t*n+k, j)))
+		}
+	}
+	return out
+}
+
+// Evaluator runs Group with one block's keys.
+type Evaluator struct {
+	p    *Params
+	keys rlwe.EvaluationKeySet
+	eval *ckks.Evaluator // Group's own (the columns make theirs)
+}
+
+// NewEvaluator makes the evaluator of a block with its keys (GenKeys).
+func (p *Params) NewEvaluator(keys rlwe.EvaluationKeySet) *Evaluator {
+	return &Evaluator{p: p, keys: keys, eval: ckks.NewEvaluator(p.CKKS, keys)}
+}
+
+// Group folds the columns cols of block t of a rescaled CCMM result of a
+// slot-encoded database (its rows: database codes; overlap(row, col):
+// the public |m_1 and m_2| of each pair): it returns a ciphertext whose
+// slot m holds S(code m) + i S(code m + N_db/2) at scale 2^LogSumScale,
+// S(code) = sum over cols of f(x). The columns run in parallel.
+func (ev *Evaluator) Group(res *ccmm.SharedA, t int, cols []int, overlap func(row, col int) int) (*rlwe.Ciphertext, error) {
+	if len(cols) == 0 {
+		return nil, fmt.Errorf("%w: a fold group without columns", errs.ErrInvalid)
+	}
+	halves := make([][2]*rlwe.Ciphertext, len(cols))
+	err := parallel.For(len(cols), func(i int) (err error) {
+		halves[i], err = ev.column(res, t, cols[i], overlap)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	eval := ev.eval
+	sum := halves[0]
+	for _, h := range halves[1:] {
+		for u := range sum {
+			if err := eval.Add(sum[u], h[u], sum[u]); err != nil {
+				return nil, err
+			}
+		}
+	}
+	// z = S_lo + i S_hi: a product by i is a monomial, no level.
+	if err := eval.Mul(sum[1], 1i, sum[1]); err != nil {
+		return nil, err
+	}
+	if err := eval.Add(sum[0], sum[1], sum[0]); err != nil {
+		return nil, err
+	}
+	return sum[0], nil
+}
+
+// column returns f(x) of one column's two halves (codes m and m + N/2 in
+// slot m), at scale 2^LogSumScale.
+func (ev *Evaluator) column(res *ccmm.SharedA, t, j int, overlap func(row, col int) int) ([2]*rlwe.Ciphertext, error) {
+	p := ev.p
+	eval := ckks.NewEvaluator(p.CKKS, ev.keys) // buffers of its own: columns run in parallel
+	var out [2]*rlwe.Ciphertext
+	z, err := p.Slots.Column(p.CKKS, p.CCMM, res, t, j)
+	if err != nil {
+		return out, err
+	}
+	// 2a = z + conj z, 2b = -i (z - conj z).
+	conj, err := eval.ConjugateNew(z)
+	if err != nil {
+		return out, err
+	}
+	re, err := eval.AddNew(z, conj)
+	if err != nil {
+		return out, err
+	}
+	im, err := eval.SubNew(z, conj)
+	if err != nil {
+		return out, err
+	}
+	if err := eval.Mul(im, -1i, im); err != nil {
+		return out, err
+	}
+	// u = a x + b = (a / (2 overlap)) (2 dot) + b - a Delta; the
+	// plaintext's scale makes the two rescales land on the working scale
+	// exactly.
+	a, b := p.affine()
+	n, half := p.CKKS.N(), p.CKKS.N()/2
+	level := z.Level()
+	q := p.CKKS.Q()
+	working := p.CKKS.DefaultScale()
+	ptScale := new(big.Float).Mul(&working.Value, new(big.Float).SetUint64(q[level]))
+	ptScale.Mul(ptScale, new(big.Float).SetUint64(q[level-1]))
+	ptScale.Quo(ptScale, &z.Scale.Value)
+	enc := ckks.NewEncoder(p.CKKS)
+	pe := polynomial.NewEvaluator(p.CKKS, eval)
+	for u, h := range []*rlwe.Ciphertext{re, im} {
+		w := make([]float64, half)
+		for m := range w {
+			row := t*n + m + u*half
+			if ov := overlap(row, j); ov > 0 {
+				w[m] = a / (2 * float64(ov))
+			}
+		}
+		pt := ckks.NewPlaintext(p.CKKS, level)
+		pt.Scale = rlwe.NewScale(ptScale)
+		if err := enc.Encode(w, pt); err != nil {
+			return out, err
+		}
+		if err := eval.Mul(h, pt, h); err != nil {
+			return out, err
+		}
+		for range NormLevels {
+			if err := eval.Rescale(h, h); err != nil {
+				return out, err
+			}
+		}
+		if err := eval.Add(h, b-a*p.Lit.Delta, h); err != nil {
+			return out, err
+		}
+		if out[u], err = pe.Evaluate(h, polynomial.NewPolynomial(p.poly), rlwe.NewScale(math.Ldexp(1, p.Lit.LogSumScale))); err != nil {
+			return out, fmt.Errorf("fold polynomial: %w", err)
+		}
+	}
+	return out, nil
+}

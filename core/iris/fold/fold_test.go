@@ -1,0 +1,221 @@
+package fold
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"encmatch/core/iris/ccmm"
+	"encmatch/core/iris/internal/ccmmtest"
+	"encmatch/core/iris/slotdb"
+
+	"github.com/tuneinsight/lattigo/v6/circuits/ckks/polynomial"
+	"github.com/tuneinsight/lattigo/v6/core/rlwe"
+	"github.com/tuneinsight/lattigo/v6/ring"
+	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
+	"github.com/tuneinsight/lattigo/v6/utils/bignum"
+)
+
+// design is the fold polynomial of docs/IRIS.md at t = 0.34, k = 16,
+// degree 15 (bench-results/iris-fold-design, `encmatch iris fold --t
+// 0.34`): f on [-1.32, 0.68], its tolerance on a sum 0.05.
+var design = Polynomial{Lo: -1.32, Hi: 0.68, Chebyshev: []float64{
+	13.225743775736195, 21.18155998167034, 8.936886978848028, -2.3650989805055422, -6.5212378247685185,
+	-3.24468140479283, 2.5463171468292116, 5.27936938760781, 2.886163997962388, -2.4570990756025672,
+	-6.9405288597895725, -8.192311551396035, -6.490238278568008, -3.6732058841674156, -1.4267612715314346,
+	-0.3069603718418648}}
+
+const designDelta, designTolerance = 0.32, 0.05
+
+// toyCCMM is an INSECURE CCMM set with the fold's levels: database ring
+// 2^10, 1,024 positions, Q two 20-bit primes (the sums' room) and six of
+// 30 bits (two for the normalisation, four for f), Delta = 2^28.
+var toyCCMM = ccmm.Literal{LogNDB: 10, LogNQ: 9, Inner: 1024, LogScale: 28,
+	LogQ: []int{20, 20, 30, 30, 30, 30, 30, 30}, LogK: []int{20, 20, 30, 30, 30, 30, 30, 30}}
+
+func TestPolynomialEvalAndDepth(t *testing.T) {
+	p := Polynomial{Chebyshev: []float64{1, 2, 3}, Lo: -1, Hi: 3} // 1 + 2u + 3 (2u^2 - 1), u = (x - 1) / 2
+	for _, x := range []float64{-1, 0, 1, 2.5, 3} {
+		u := (x - 1) / 2
+		if got, want := p.Eval(x), 1+2*u+3*(2*u*u-1); math.Abs(got-want) > 1e-12 {
+			t.Fatalf("Eval(%v) = %v, want %v", x, got, want)
+		}
+	}
+	if p.Depth() != 2 || design.Depth() != 4 {
+		t.Fatalf("depths %d and %d, want 2 and 4", p.Depth(), design.Depth())
+	}
+	// At the domain's ends u = +-1 and T_k(+-1) = (+-1)^k.
+	var top, bottom float64
+	for k, c := range design.Chebyshev {
+		top, bottom = top+c, bottom+c*float64(1-2*(k%2))
+	}
+	if got := design.Eval(design.Hi); math.Abs(got-top) > 1e-9 {
+		t.Fatalf("f(hi) = %v, want the coefficients' sum %v", got, top)
+	}
+	if got := design.Eval(design.Lo); math.Abs(got-bottom) > 1e-9 {
+		t.Fatalf("f(lo) = %v, want their alternating sum %v", got, bottom)
+	}
+}
+
+// plant writes into column col of q the code of row row of db, with the
+// first `flip` of its unmasked positions negated.
+func plant(db, q ccmm.IntMat, row, col, flip int) {
+	for l := 0; l < db.Cols; l++ {
+		v := db.At(row, l)
+		if v != 0 && flip > 0 {
+			v, flip = -v, flip-1
+		}
+		q.Data[l*q.Cols+col] = v
+	}
+}
+
+// TestGroupEqualsModel encrypts a slot-encoded database of two blocks and
+// a public-key query of two fold groups, multiplies them with the CCMM,
+// folds each (block, group) and checks every decrypted sum against the
+// plaintext model within the design's tolerance, with genuine pairs, pairs
+// near the threshold from both sides, an all-masked pair and impostors.
+func TestGroupEqualsModel(t *testing.T) {
+	enc, err := slotdb.NewEncoder(toyCCMM.LogNDB, 14)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(21, 4))
+	n := enc.N()
+	db := ccmmtest.Codes(rng, 2*n, toyCCMM.Inner)
+	const k = 4
+	q := ccmmtest.Codes(rng, toyCCMM.Inner, 2*k)
+	plant(db, q, 5, 0, 0)          // a genuine pair (x = 1 - delta)
+	plant(db, q, n+700, 1, 270)    // FHD about 0.33, just a match
+	plant(db, q, 9, 2, 290)        // FHD about 0.355, a near miss
+	plant(db, q, 600, 5, 275)      // second group, close to the threshold
+	for l := 0; l < db.Cols; l++ { // row 11 masked everywhere: no common bit
+		db.Data[11*db.Cols+l] = 0
+	}
+	encoded, err := enc.Encode(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lit := toyCCMM
+	lit.MaxAbsDB = encoded.MaxAbs()
+	cp, err := ccmm.NewParams(lit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewParams(cp, enc, Literal{Poly: design, Delta: designDelta, LogP: []int{61, 61}, LogScale: 30, LogSumScale: 25})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ccmm.FailedChecks(p.Security()); err == nil {
+		t.Fatal("the toy fold's keys pass the 128-bit check")
+	}
+	sk, res := ccmmtest.Product(t, cp, encoded, q)
+	dots, _ := ccmm.MulInt(db, q)
+	overlap := func(row, col int) int {
+		c := 0
+		for l := 0; l < db.Cols; l++ {
+			if db.At(row, l) != 0 && q.At(l, col) != 0 {
+				c++
+			}
+		}
+		return c
+	}
+	decoder := ckks.NewEncoder(p.CKKS)
+	worst, largest := 0.0, 0.0
+	for b := 0; b < 2; b++ {
+		keys, err := p.GenKeys(sk.DB[b])
+		if err != nil {
+			t.Fatal(err)
+		}
+		key, _ := slotdb.Secret(p.CKKS, cp, sk.DB[b])
+		dec := rlwe.NewDecryptor(p.CKKS, key)
+		ev := p.NewEvaluator(keys)
+		for g := 0; g < 2; g++ {
+			cols := []int{g * k, g*k + 1, g*k + 2, g*k + 3}
+			ct, err := ev.Group(res, b, cols, overlap)
+			if err != nil {
+				t.Fatal(err)
+			}
+			slots := make([]complex128, p.CKKS.MaxSlots())
+			if err := decoder.Decode(dec.DecryptNew(ct), slots); err != nil {
+				t.Fatal(err)
+			}
+			got, want := slotdb.Unpack(slots), p.GroupModel(dots, b, cols, overlap)
+			for m := range want {
+				worst, largest = math.Max(worst, math.Abs(got[m]-want[m])), math.Max(largest, want[m])
+			}
+		}
+	}
+	t.Logf("%d sums of %d: largest %.2f, largest error %.3g (tolerance %v)", 4*n, k, largest, worst, designTolerance)
+	if largest < 12.04 { // the design's sure_at
+		t.Fatalf("the largest sum is %.2f, below a sure match: the planted genuine pair is not in the test", largest)
+	}
+	if worst > designTolerance {
+		t.Fatalf("a sum is off by %.3g, over the design's tolerance %v", worst, designTolerance)
+	}
+}
+
+// TestPolynomialPrecisionByLevelSize measures how precisely Lattigo's
+// polynomial evaluator computes the design's f in ring 2^14 (the iris
+// database ring) when every level is a prime of b bits and the working
+// scale 2^b, on 8,192 points spread over f's domain: the reason Q's level
+// primes are 30 bits or more (docs/IRIS.md, "Levels for f"). It checks
+// that the error's standard deviation shrinks with the level size and,
+// from 30 bits on, keeps a sum of 16 values within the design's tolerance
+// at 8 standard deviations (8 x 4 rms <= 0.05). The largest errors have
+// a heavy tail (they come with f's largest values): they are logged.
+func TestPolynomialPrecisionByLevelSize(t *testing.T) {
+	sizes := []int{24, 28, 30, 32, 36}
+	if testing.Short() {
+		sizes = []int{24, 30}
+	}
+	prev := math.Inf(1)
+	for _, b := range sizes {
+		logQ := []int{b + 10} // room for |f| <= 60 at scale 2^b
+		for range design.Depth() {
+			logQ = append(logQ, b)
+		}
+		params, err := ckks.NewParametersFromLiteral(ckks.ParametersLiteral{LogN: 14, LogQ: logQ, LogP: []int{50, 50},
+			Xs: ring.Ternary{P: 2.0 / 3}, LogDefaultScale: b})
+		if err != nil {
+			t.Fatal(err)
+		}
+		kg := rlwe.NewKeyGenerator(params)
+		sk := kg.GenSecretKeyNew()
+		eval := ckks.NewEvaluator(params, rlwe.NewMemEvaluationKeySet(kg.GenRelinearizationKeyNew(sk)))
+		enc := ckks.NewEncoder(params)
+		rng := rand.New(rand.NewPCG(1, uint64(b)))
+		xs, us := make([]float64, params.MaxSlots()), make([]float64, params.MaxSlots())
+		for i := range xs {
+			xs[i] = design.Lo + (design.Hi-design.Lo)*rng.Float64()
+			us[i] = (2*xs[i] - design.Lo - design.Hi) / (design.Hi - design.Lo)
+		}
+		pt := ckks.NewPlaintext(params, params.MaxLevel())
+		if err := enc.Encode(us, pt); err != nil {
+			t.Fatal(err)
+		}
+		ct, _ := rlwe.NewEncryptor(params, sk).EncryptNew(pt)
+		poly := bignum.NewPolynomial(bignum.Chebyshev, design.Chebyshev, [2]float64{-1, 1})
+		out, err := polynomial.NewEvaluator(params, eval).Evaluate(ct, polynomial.NewPolynomial(poly), params.DefaultScale())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make([]float64, params.MaxSlots())
+		if err := enc.Decode(rlwe.NewDecryptor(params, sk).DecryptNew(out), got); err != nil {
+			t.Fatal(err)
+		}
+		worst, sq := 0.0, 0.0
+		for i, x := range xs {
+			d := got[i] - design.Eval(x)
+			worst, sq = math.Max(worst, math.Abs(d)), sq+d*d
+		}
+		rms := math.Sqrt(sq / float64(len(xs)))
+		t.Logf("levels of %d bits: largest error of f %.3g, rms %.3g", b, worst, rms)
+		if rms >= prev {
+			t.Fatalf("%d-bit levels: rms error %.3g, not below the smaller levels' %.3g", b, rms, prev)
+		}
+		if b >= 30 && 8*4*rms > designTolerance {
+			t.Fatalf("%d-bit levels: rms error %.3g, a sum of 16 reaches %.3g at 8 standard deviations", b, rms, 32*rms)
+		}
+		prev = rms
+	}
+}
