@@ -52,10 +52,10 @@ func (p Polynomial) Eval(x float64) float64 {
 
 // Depth is the number of levels Lattigo's polynomial evaluator spends on
 // p: ceil(log2(degree + 1)).
-func (p Polynomial) Depth() int { return bits(len(p.Chebyshev)) }
+func (p Polynomial) Depth() int { return ceilLog2(len(p.Chebyshev)) }
 
-// bits is the number of bits of n - 1 (ceil(log2 n) for n >= 1).
-func bits(n int) int {
+// ceilLog2 is ceil(log2 n) for n >= 1.
+func ceilLog2(n int) int {
 	d := 0
 	for 1<<d < n {
 		d++
@@ -68,9 +68,10 @@ const NormLevels = 2
 
 // Literal describes a fold over a CCMM parameter set.
 type Literal struct {
-	// Poly is f; Delta the score threshold 1 - 2t (x = score - Delta).
-	Poly  Polynomial
-	Delta float64
+	// Poly is f; Top bounds |f| on its domain (the design's measured
+	// bound); Delta is the score threshold 1 - 2t (x = score - Delta).
+	Poly       Polynomial
+	Top, Delta float64
 	// LogP are the special primes of the keys, LogScale the scale the
 	// normalisation and f run at (about the size of Q's top primes),
 	// LogSumScale the scale of f's output and of the sums (small enough
@@ -93,6 +94,15 @@ type Params struct {
 func NewParams(cp *ccmm.Params, enc *slotdb.Encoder, lit Literal) (*Params, error) {
 	if len(lit.Poly.Chebyshev) < 2 || !(lit.Poly.Hi > lit.Poly.Lo) {
 		return nil, fmt.Errorf("%w: fold polynomial of %d coefficients on [%v, %v]", errs.ErrInvalid, len(lit.Poly.Chebyshev), lit.Poly.Lo, lit.Poly.Hi)
+	}
+	if !(lit.Top > 0) {
+		return nil, fmt.Errorf("%w: a bound of %v on |f|", errs.ErrInvalid, lit.Top)
+	}
+	for i := 0; i <= 4096; i++ { // a grid check of the design's bound
+		x := lit.Poly.Lo + (lit.Poly.Hi-lit.Poly.Lo)*float64(i)/4096
+		if y := math.Abs(lit.Poly.Eval(x)); y > lit.Top*(1+1e-9) {
+			return nil, fmt.Errorf("%w: |f(%v)| = %v exceeds the bound %v", errs.ErrInvalid, x, y, lit.Top)
+		}
 	}
 	if lit.LogSumScale < 1 || lit.LogSumScale > lit.LogScale {
 		return nil, fmt.Errorf("%w: sum scale 2^%d for a working scale 2^%d", errs.ErrInvalid, lit.LogSumScale, lit.LogScale)

@@ -18,14 +18,15 @@ import (
 
 // design is the fold polynomial of docs/IRIS.md at t = 0.34, k = 16,
 // degree 15 (bench-results/iris-fold-design, `encmatch iris fold --t
-// 0.34`): f on [-1.32, 0.68], its tolerance on a sum 0.05.
+// 0.34`): f on [-1.32, 0.68], |f| <= 60.0004 there (the design's top),
+// its tolerance on a sum 0.05.
 var design = Polynomial{Lo: -1.32, Hi: 0.68, Chebyshev: []float64{
 	13.225743775736195, 21.18155998167034, 8.936886978848028, -2.3650989805055422, -6.5212378247685185,
 	-3.24468140479283, 2.5463171468292116, 5.27936938760781, 2.886163997962388, -2.4570990756025672,
 	-6.9405288597895725, -8.192311551396035, -6.490238278568008, -3.6732058841674156, -1.4267612715314346,
 	-0.3069603718418648}}
 
-const designDelta, designTolerance = 0.32, 0.05
+const designDelta, designTolerance, designTop = 0.32, 0.05, 60.00040246020531
 
 // toyCCMM is an INSECURE CCMM set with the fold's levels: database ring
 // 2^10, 1,024 positions, Q two 20-bit primes (the sums' room) and six of
@@ -69,12 +70,24 @@ func plant(db, q ccmm.IntMat, row, col, flip int) {
 	}
 }
 
-// TestGroupEqualsModel encrypts a slot-encoded database of two blocks and
-// a public-key query of two fold groups, multiplies them with the CCMM,
-// folds each (block, group) and checks every decrypted sum against the
-// plaintext model within the design's tolerance, with genuine pairs, pairs
-// near the threshold from both sides, an all-masked pair and impostors.
-func TestGroupEqualsModel(t *testing.T) {
+// fixture is a slot-encoded database of two blocks and a public-key query
+// of two fold groups of k = 4 columns, multiplied by the CCMM (INSECURE
+// toy set), with genuine pairs, pairs near the threshold from both sides,
+// a code without common bits and impostors; and the fold's parameters.
+type fixture struct {
+	cp      *ccmm.Params
+	p       *Params
+	sk      *ccmm.Secrets
+	res     *ccmm.SharedA
+	dots    ccmm.IntMat
+	overlap func(row, col int) int
+	evals   map[int]*Evaluator
+}
+
+const groupSize = 4
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
 	enc, err := slotdb.NewEncoder(toyCCMM.LogNDB, 14)
 	if err != nil {
 		t.Fatal(err)
@@ -82,8 +95,7 @@ func TestGroupEqualsModel(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 4))
 	n := enc.N()
 	db := ccmmtest.Codes(rng, 2*n, toyCCMM.Inner)
-	const k = 4
-	q := ccmmtest.Codes(rng, toyCCMM.Inner, 2*k)
+	q := ccmmtest.Codes(rng, toyCCMM.Inner, 2*groupSize)
 	plant(db, q, 5, 0, 0)          // a genuine pair (x = 1 - delta)
 	plant(db, q, n+700, 1, 270)    // FHD about 0.33, just a match
 	plant(db, q, 9, 2, 290)        // FHD about 0.355, a near miss
@@ -101,12 +113,9 @@ func TestGroupEqualsModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := NewParams(cp, enc, Literal{Poly: design, Delta: designDelta, LogP: []int{61, 61}, LogScale: 30, LogSumScale: 25})
+	p, err := NewParams(cp, enc, Literal{Poly: design, Top: designTop, Delta: designDelta, LogP: []int{61, 61}, LogScale: 30, LogSumScale: 22})
 	if err != nil {
 		t.Fatal(err)
-	}
-	if err := ccmm.FailedChecks(p.Security()); err == nil {
-		t.Fatal("the toy fold's keys pass the 128-bit check")
 	}
 	sk, res := ccmmtest.Product(t, cp, encoded, q)
 	dots, _ := ccmm.MulInt(db, q)
@@ -119,33 +128,67 @@ func TestGroupEqualsModel(t *testing.T) {
 		}
 		return c
 	}
-	decoder := ckks.NewEncoder(p.CKKS)
-	worst, largest := 0.0, 0.0
-	for b := 0; b < 2; b++ {
-		keys, err := p.GenKeys(sk.DB[b])
+	return &fixture{cp: cp, p: p, sk: sk, res: res, dots: dots, overlap: overlap, evals: map[int]*Evaluator{}}
+}
+
+// cols are the columns of fold group g.
+func (f *fixture) cols(g int) []int {
+	out := make([]int, groupSize)
+	for i := range out {
+		out[i] = g*groupSize + i
+	}
+	return out
+}
+
+// group folds group g of block b.
+func (f *fixture) group(t *testing.T, b, g int) *rlwe.Ciphertext {
+	t.Helper()
+	ev := f.evals[b]
+	if ev == nil {
+		keys, err := f.p.GenKeys(f.sk.DB[b])
 		if err != nil {
 			t.Fatal(err)
 		}
-		key, _ := slotdb.Secret(p.CKKS, cp, sk.DB[b])
-		dec := rlwe.NewDecryptor(p.CKKS, key)
-		ev := p.NewEvaluator(keys)
+		ev = f.p.NewEvaluator(keys)
+		f.evals[b] = ev
+	}
+	ct, err := ev.Group(f.res, b, f.cols(g), f.overlap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ct
+}
+
+// model is the plaintext model of group g of block b.
+func (f *fixture) model(b, g int) []float64 {
+	return f.p.GroupModel(f.dots, b, f.cols(g), f.overlap)
+}
+
+// TestGroupEqualsModel folds every (block, group) of the fixture and
+// checks every decrypted sum against the plaintext model within the
+// design's tolerance; the toy keys fail the 128-bit check.
+func TestGroupEqualsModel(t *testing.T) {
+	f := newFixture(t)
+	if err := ccmm.FailedChecks(f.p.Security()); err == nil {
+		t.Fatal("the toy fold's keys pass the 128-bit check")
+	}
+	decoder := ckks.NewEncoder(f.p.CKKS)
+	worst, largest := 0.0, 0.0
+	for b := 0; b < 2; b++ {
+		key, _ := slotdb.Secret(f.p.CKKS, f.cp, f.sk.DB[b])
+		dec := rlwe.NewDecryptor(f.p.CKKS, key)
 		for g := 0; g < 2; g++ {
-			cols := []int{g * k, g*k + 1, g*k + 2, g*k + 3}
-			ct, err := ev.Group(res, b, cols, overlap)
-			if err != nil {
+			slots := make([]complex128, f.p.CKKS.MaxSlots())
+			if err := decoder.Decode(dec.DecryptNew(f.group(t, b, g)), slots); err != nil {
 				t.Fatal(err)
 			}
-			slots := make([]complex128, p.CKKS.MaxSlots())
-			if err := decoder.Decode(dec.DecryptNew(ct), slots); err != nil {
-				t.Fatal(err)
-			}
-			got, want := slotdb.Unpack(slots), p.GroupModel(dots, b, cols, overlap)
+			got, want := slotdb.Unpack(slots), f.model(b, g)
 			for m := range want {
 				worst, largest = math.Max(worst, math.Abs(got[m]-want[m])), math.Max(largest, want[m])
 			}
 		}
 	}
-	t.Logf("%d sums of %d: largest %.2f, largest error %.3g (tolerance %v)", 4*n, k, largest, worst, designTolerance)
+	t.Logf("%d sums of %d: largest %.2f, largest error %.3g (tolerance %v)", 4*f.p.CKKS.N(), groupSize, largest, worst, designTolerance)
 	if largest < 12.04 { // the design's sure_at
 		t.Fatalf("the largest sum is %.2f, below a sure match: the planted genuine pair is not in the test", largest)
 	}

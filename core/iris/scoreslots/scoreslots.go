@@ -134,7 +134,7 @@ type Params struct {
 	Lit       Literal
 	Residual  ckks.Parameters          // ring N_db, modulus q0: the ciphertexts after the modulus switch
 	Bootstrap bootstrapping.Parameters // residual -> ring N2
-	switcher  *switcher                // Q -> q0, for Lift
+	switcher  *switcher                // Q -> q0, for Lift (nil when Q has more than 62 bits)
 }
 
 // NewParams builds the residual and bootstrapping parameters after the
@@ -190,9 +190,11 @@ func NewParams(cp *ccmm.Params, lit Literal) (*Params, error) {
 	if w := bt.EphemeralSecretWeight; w != 0 && (w < 1 || w > bt.BootstrappingParameters.N()) {
 		return nil, fmt.Errorf("%w: ephemeral secret of Hamming weight %d", errs.ErrInvalid, w)
 	}
-	sw, err := newSwitcher(cp.Q, res.Q()[0])
-	if err != nil {
-		return nil, err
+	var sw *switcher // Algorithm 1's sets only: Q below 2^62
+	if cp.LogQ() <= 62 {
+		if sw, err = newSwitcher(cp.Q, res.Q()[0]); err != nil {
+			return nil, err
+		}
 	}
 	p := &Params{CCMM: cp, Lit: lit, Residual: res, Bootstrap: bt, switcher: sw}
 	if have, need := p.LogRatio(), float64(bt.Mod1ParametersLiteral.LogMessageRatio); have < need {
@@ -503,6 +505,9 @@ func (p *Params) LiftColumn(res *ccmm.SharedA, t, j int, bound float64) (*rlwe.C
 	if !slices.Equal(res.Moduli, p.CCMM.Q) {
 		return nil, fmt.Errorf("%w: the result's primes %v are not Q's %v (rescale the CCMM first)", errs.ErrMismatch, res.Moduli, p.CCMM.Q)
 	}
+	if p.switcher == nil {
+		return nil, fmt.Errorf("%w: the CCMM's Q has %.0f bits, a result column is lifted from 62 at most", errs.ErrInvalid, p.CCMM.LogQ())
+	}
 	scale := new(big.Float).SetInt(res.Scale)
 	scale.Mul(scale, new(big.Float).SetUint64(p.Residual.Q()[0]))
 	scale.Quo(scale, new(big.Float).SetInt(p.CCMM.ModulusQ()))
@@ -571,10 +576,18 @@ func newSwitcher(moduli []uint64, q0 uint64) (*switcher, error) {
 
 // apply switches entry e of the residue matrices ms (one per prime).
 func (s *switcher) apply(ms []ccmm.Mat, e int) uint64 {
+	return s.round(func(i int) uint64 {
+		m := s.moduli[i]
+		return uint64((int64(ms[i].Data[e]) + int64(m)) % int64(m))
+	})
+}
+
+// round switches the value whose residue modulo moduli[i] is r(i), in
+// [0, moduli[i]).
+func (s *switcher) round(r func(i int) uint64) uint64 {
 	var x uint64
-	for i, m := range s.moduli {
-		r := uint64((int64(ms[i].Data[e]) + int64(m)) % int64(m))
-		hi, lo := bits.Mul64(r, s.crt[i])
+	for i := range s.moduli {
+		hi, lo := bits.Mul64(r(i), s.crt[i])
 		_, v := bits.Div64(hi, lo, s.Q)
 		x += v
 		if x >= s.Q {
@@ -594,6 +607,42 @@ func (s *switcher) apply(ms []ccmm.Mat, e int) uint64 {
 		y = s.q0 - y
 	}
 	return y
+}
+
+// LiftCiphertext switches ct, a ciphertext of ring N_db under a database
+// secret whose moduli at its level (those of ring r) multiply to less
+// than 2^62 (package fold's sums, at Q's first primes), to the residual
+// parameters: every coefficient x rounded to x q0 / Q_ct, the scale
+// multiplied by q0 / Q_ct. The input is left unchanged.
+func (p *Params) LiftCiphertext(ct *rlwe.Ciphertext, r *ring.Ring) (*rlwe.Ciphertext, error) {
+	n := p.Residual.N()
+	if r.N() != n || ct.Degree() != 1 || !ct.IsNTT {
+		return nil, fmt.Errorf("%w: a degree-%d ciphertext of ring 2^%d, the database ring is 2^%d", errs.ErrInvalid, ct.Degree(), r.LogN(), p.Residual.LogN())
+	}
+	r = r.AtLevel(ct.Level())
+	moduli := r.ModuliChain()[:ct.Level()+1]
+	sw, err := newSwitcher(moduli, p.Residual.Q()[0])
+	if err != nil {
+		return nil, err
+	}
+	out := ckks.NewCiphertext(p.Residual, 1, 0)
+	res := p.Residual.RingQ().AtLevel(0)
+	coeffs := r.NewPoly()
+	for k, v := range ct.Value {
+		r.INTT(v, coeffs)
+		for c := 0; c < n; c++ {
+			out.Value[k].Coeffs[0][c] = sw.round(func(i int) uint64 { return coeffs.Coeffs[i][c] })
+		}
+		res.NTT(out.Value[k], out.Value[k])
+	}
+	scale := new(big.Float).Mul(&ct.Scale.Value, new(big.Float).SetUint64(p.Residual.Q()[0]))
+	q := new(big.Float).SetUint64(1)
+	for _, m := range moduli {
+		q.Mul(q, new(big.Float).SetUint64(m))
+	}
+	out.Scale = rlwe.NewScale(scale.Quo(scale, q))
+	out.LogDimensions = p.Residual.LogMaxDimensions()
+	return out, nil
 }
 
 // ToSlots half-bootstraps sets of lifted ciphertexts (Lift), set i with

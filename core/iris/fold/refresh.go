@@ -1,0 +1,190 @@
+package fold
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+	"math/cmplx"
+
+	"encmatch/core/base/errs"
+	"encmatch/core/iris/dftbatch"
+	"encmatch/core/iris/scoreslots"
+
+	"github.com/tuneinsight/lattigo/v6/circuits/ckks/bootstrapping"
+	"github.com/tuneinsight/lattigo/v6/circuits/ckks/lintrans"
+	"github.com/tuneinsight/lattigo/v6/core/rlwe"
+	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
+)
+
+// Refresher bootstraps the sums of Group in the bootstrapping ring of
+// package scoreslots (ring N2 = P N_db): P sums of one database block are
+// lifted to the bootstrapping's first prime, packed into one ciphertext
+// of ring N2 (Lattigo's PackAndSwitchN1ToN2, which interleaves their
+// coefficients), bootstrapped (Lattigo's full bootstrap, a DFT factor at
+// a time across the batch: package dftbatch) and unmixed.
+//
+// The unmixing: packing puts the coefficient j of input u at P j +
+// rev(u) (rev: the bit reversal of log2 P bits), so slot k = m + j N_db/2
+// of ring N2 (zeta_k its root) holds sum_u zeta_k^rev(u) s_u[m], s_u[m]
+// slot m of input u (zeta_k^P is ring N_db's root of slot m; the P roots
+// zeta_k of one m differ by the P-th roots of unity). One linear
+// transformation of one level with P diagonals (rotations by multiples
+// of N_db/2; diagonal d at slot k is zeta_(k+d)^(-rev(j(k))) / P) gives
+// back s_j[m] in slot m + j N_db/2. TestUnmixFormula checks the formula in
+// the clear.
+type Refresher struct {
+	p      *Params
+	s      *scoreslots.Params
+	evals  []*bootstrapping.Evaluator
+	unmix  lintrans.LinearTransformation
+	level  int // the bootstrap's output level, where the unmixing runs
+	bound  float64
+	packed int // P: sums per bootstrap
+}
+
+// sumBound is a power of two above every sum of k values's magnitude
+// (k Top, with room for the evaluation's error): the sums travel through
+// the bootstrap as S / sumBound, inside its [-1, 1].
+func (p *Params) sumBound(k int) float64 {
+	return math.Exp2(math.Ceil(math.Log2(float64(k) * p.Lit.Top * 1.01)))
+}
+
+// UnmixGaloisElements are the Galois elements of the unmixing's rotations
+// in the bootstrapping ring of s: by multiples of N_db/2.
+func UnmixGaloisElements(s *scoreslots.Params) []uint64 {
+	bp := s.Bootstrap.BootstrappingParameters
+	half := s.Residual.N() / 2
+	var rots []int
+	for d := 1; d < bp.N()/s.Residual.N(); d++ {
+		rots = append(rots, d*half)
+	}
+	return bp.GaloisElements(rots)
+}
+
+// NewRefresher makes the refresher of sums of up to k columns each, with
+// the bootstrapping evaluators of s's blocks (scoreslots.Params.
+// NewEvaluators, with the keys of UnmixGaloisElements).
+func (p *Params) NewRefresher(s *scoreslots.Params, evals []*bootstrapping.Evaluator, k int) (*Refresher, error) {
+	if s.CCMM != p.CCMM {
+		return nil, fmt.Errorf("%w: the bootstrapping follows another CCMM parameter set", errs.ErrMismatch)
+	}
+	if len(evals) == 0 || k < 1 {
+		return nil, fmt.Errorf("%w: %d evaluators, sums of %d columns", errs.ErrInvalid, len(evals), k)
+	}
+	// The sums reach the bootstrap at scale 2^LogSumScale q0 / Q_s (Q_s:
+	// the primes left under them) and travel as S / bound: Lattigo's
+	// modular reduction needs q0 / scale >= 2^LogMessageRatio / 2.
+	sumLevel := p.CKKS.MaxLevel() - NormLevels - p.Lit.Poly.Depth()
+	logQs := 0.0
+	for _, q := range p.CKKS.Q()[:sumLevel+1] {
+		logQs += math.Log2(float64(q))
+	}
+	bound := p.sumBound(k)
+	if ratio, need := logQs-float64(p.Lit.LogSumScale)-math.Log2(bound), float64(s.Bootstrap.Mod1ParametersLiteral.LogMessageRatio)-1; ratio < need {
+		return nil, fmt.Errorf("%w: sums of %d columns at scale 2^%d under 2^%.1f leave the bootstrap a message ratio of 2^%.1f, it needs 2^%.0f: lower LogSumScale",
+			errs.ErrInvalid, k, p.Lit.LogSumScale, logQs, ratio, need)
+	}
+	bp := s.Bootstrap.BootstrappingParameters
+	n1, n2 := s.Residual.N(), bp.N()
+	packed := n2 / n1
+	half := n1 / 2
+	level := s.Bootstrap.ResidualParameters.MaxLevel() // a full bootstrap's output level
+	slots := bp.MaxSlots()
+	rev := func(u int) int {
+		if packed == 1 {
+			return 0
+		}
+		return int(bits.Reverse64(uint64(u)) >> (64 - bits.Len(uint(packed-1))))
+	}
+	diags := lintrans.Diagonals[complex128]{}
+	for d := 0; d < packed; d++ {
+		diag := make([]complex128, slots)
+		for k := range diag {
+			j := k / half
+			diag[k] = cmplx.Pow(slotRoot(bp.N(), (k+d*half)%slots), complex(-float64(rev(j)), 0)) / complex(float64(packed), 0)
+		}
+		diags[d*half] = diag
+	}
+	lt := lintrans.NewTransformation(bp, lintrans.Parameters{
+		DiagonalsIndexList: diags.DiagonalsIndexList(), LevelQ: level, LevelP: bp.MaxLevelP(),
+		Scale: rlwe.NewScale(bp.Q()[level]), LogDimensions: bp.LogMaxDimensions(), LogBabyStepGiantStepRatio: -1,
+	})
+	if err := lintrans.Encode(ckks.NewEncoder(bp), diags, lt); err != nil {
+		return nil, err
+	}
+	return &Refresher{p: p, s: s, evals: evals, unmix: lt, level: level, bound: bound, packed: packed}, nil
+}
+
+// slotRoot is the root of unity of slot k in ring degree n: zeta^(5^k),
+// zeta = exp(2 pi i / 2n) (Lattigo's slot order).
+func slotRoot(n, k int) complex128 {
+	e := 1
+	for range k {
+		e = e * 5 % (2 * n)
+	}
+	return cmplx.Exp(complex(0, math.Pi*float64(e)/float64(n)))
+}
+
+// scaleDownError is the factor by which Lattigo's bootstrap of a
+// ciphertext at level 0 and scale `scale` scales its message without
+// saying so: it multiplies the ciphertext by the integer nearest to
+// (q0 / scale) / MessageRatio and keeps the label (its Evaluate asks for
+// a power-of-two scale, for which the factor is exact; the lifted sums'
+// scale, 2^LogSumScale q0 / Q_s, is not one). The factor is
+// scale round(ratio) / (q0 / MessageRatio), the errScale of Lattigo's
+// ScaleDown.
+func (r *Refresher) scaleDownError(scale rlwe.Scale) rlwe.Scale {
+	bp := r.s.Bootstrap.BootstrappingParameters
+	target := rlwe.NewScale(bp.Q()[0]).Div(rlwe.NewScale(r.evals[0].Mod1Parameters.MessageRatio()))
+	up := rlwe.NewScale(rlwe.NewScale(bp.Q()[0]).Div(scale).Div(rlwe.NewScale(r.evals[0].Mod1Parameters.MessageRatio())).BigInt())
+	return scale.Mul(up).Div(target)
+}
+
+// Refresh bootstraps up to P sums of database block t (outputs of Group
+// on the columns of one fold group each, all at the same level and
+// scale): slot m + j N_db/2 of the output holds sums[j]'s slot m (S_lo +
+// i S_hi), one level below a bootstrap's output; slots of missing inputs
+// hold zero.
+func (r *Refresher) Refresh(t int, sums []*rlwe.Ciphertext) (*rlwe.Ciphertext, error) {
+	if t < 0 || t >= len(r.evals) || len(sums) == 0 || len(sums) > r.packed {
+		return nil, fmt.Errorf("%w: %d sums of block %d (up to %d per bootstrap, %d blocks)", errs.ErrInvalid, len(sums), t, r.packed, len(r.evals))
+	}
+	in := make([]rlwe.Ciphertext, len(sums))
+	for i, ct := range sums {
+		lifted, err := r.s.LiftCiphertext(ct, r.p.CKKS.RingQ())
+		if err != nil {
+			return nil, err
+		}
+		// The sums travel as S / bound: the bootstrap's range is [-1, 1].
+		lifted.Scale = lifted.Scale.Mul(rlwe.NewScale(r.bound))
+		in[i] = *lifted
+	}
+	packed, _, _, err := r.evals[t].PackAndSwitchN1ToN2(in)
+	if err != nil {
+		return nil, fmt.Errorf("packing: %w", err)
+	}
+	if len(packed) != 1 {
+		return nil, fmt.Errorf("%w: %d sums packed into %d ciphertexts", errs.ErrInvalid, len(sums), len(packed))
+	}
+	errScale := r.scaleDownError(packed[0].Scale)
+	out, err := dftbatch.Bootstrap(r.evals[0], []*rlwe.Ciphertext{&packed[0]})
+	if err != nil {
+		return nil, fmt.Errorf("bootstrap: %w", err)
+	}
+	ct := out[0]
+	ct.Scale = ct.Scale.Mul(errScale)
+	eval := r.evals[0].Evaluator
+	if ct.Level() < r.level {
+		return nil, fmt.Errorf("%w: the bootstrap left level %d, the unmixing is encoded at %d", errs.ErrInvalid, ct.Level(), r.level)
+	}
+	eval.DropLevel(ct, ct.Level()-r.level)
+	res, err := lintrans.NewEvaluator(eval).EvaluateNew(ct, r.unmix)
+	if err != nil {
+		return nil, fmt.Errorf("unmixing: %w", err)
+	}
+	if err := eval.Rescale(res, res); err != nil {
+		return nil, err
+	}
+	res.Scale = res.Scale.Div(rlwe.NewScale(r.bound))
+	return res, nil
+}
