@@ -161,3 +161,47 @@ def test_cli_fold(tmp_path, crafted, capsys):
     assert main(["iris", "fold", str(tmp_path / "g.npz")]) == 2
     assert main(["iris", "fold", "--degree", "5"]) == 2
     assert "error:" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def fold_two():
+    """The design with a second polynomial for *maybe* (degree 15, bounded by 4) and a sure tolerance of 1."""
+    return folding.design(T, maybe_degree=15, sure_tolerance=1.0)
+
+
+def test_two_polynomials_widen_both_classifiers(fold, fold_two):
+    """h's measured bounds hold on a grid, both soundness inequalities hold, and each classifier's gap
+    is at least ten times the single design's (h's sums span [k floor, k top_h], not [k floor, k top])."""
+    d = fold_two
+    x = np.linspace(d.poly.lo, d.poly.hi, 200_001)
+    h = d.maybe_poly(x)
+    eps = 1e-9
+    assert h.min() >= d.maybe_floor - eps and h.max() <= d.maybe_top + eps
+    assert d.maybe_top <= 4.0 + 1e-4  # the program's grid may let h pass its bound by a hair: the measured top is used
+    assert h[x >= d.guard].min() >= d.maybe_low - eps
+    assert h[x <= d.clear].max() <= d.maybe_quiet + eps
+    assert d.maybe_at + d.maybe_tolerance < d.maybe_low + (d.k - 1) * d.maybe_floor
+    assert d.sure_at - d.tolerance > d.k * d.near and d.tolerance == 1.0
+    assert d.sure_precision > 10 * fold.sure_precision and d.maybe_precision > 10 * fold.maybe_precision
+    out = d.to_dict()
+    assert out["maybe_degree"] == 15 and len(out["maybe_chebyshev"]) == 16
+    with pytest.raises(InvalidArgument, match="maybe_degree"):
+        folding.design(T, sure_tolerance=1.0)
+
+
+def test_two_polynomials_are_never_wrong(fold_two, crafted):
+    """Simulated slots of every kind and the crafted gallery: right or flagged, as with one polynomial."""
+    stats = folding.check_sums(fold_two, 100_000, seed=4, chunk=50_000)
+    assert all(s["wrong"] == 0 for s in stats.values()), stats
+    assert stats["impostor"]["maybe"] == 0 and stats["near misses"]["sure"] == 0
+    gallery, queries = crafted
+    model = match(queries, gallery, T)
+    res = folding.fold_match(queries, gallery, fold_two)
+    assert res.wrong(model, fold_two.guard).size == 0
+    answer = dict(zip(queries.ids.tolist(), res.answer.tolist()))
+    assert answer["crowd"] == folding.FLAGGED and answer["complement"] == folding.NO_MATCH
+    assert answer["dup"] == folding.MATCH and answer["weak"] != folding.NO_MATCH
+    # h's maybe threshold moved above its matches' sums: a clean wrong no for the weak match.
+    unsound = dataclasses.replace(fold_two, maybe_at=fold_two.k * fold_two.maybe_top)
+    bad = folding.fold_match(queries, gallery, unsound)
+    assert "weak" in queries.ids[bad.wrong(model, fold_two.guard)].tolist()

@@ -3,6 +3,7 @@
 ::
 
     encmatch iris fold --t 0.34 [--degree 15 --k 16 --top 60 --guard 0.005 --clear -0.15]
+                       [--maybe-degree 15 --maybe-top 4 --sure-tolerance 1]
                        [--sums 1000000000 --workers 2] [GALLERY... --queries QUERIES...]
                        [--plot fold.png] [-o fold.json]
 
@@ -88,10 +89,12 @@ def cmd_fold(args: argparse.Namespace) -> int:
         raise InvalidArgument(f"--sums must be >= 0 and --workers >= 1, got {args.sums} and {args.workers}")
     t0 = time.perf_counter()
     fold = folding.design(args.t, k=args.k, degree=args.degree, guard=args.guard, clear=args.clear,
-                          top=args.top, tolerance=args.tolerance)
+                          top=args.top, tolerance=args.tolerance, maybe_degree=args.maybe_degree,
+                          sure_tolerance=args.sure_tolerance, maybe_top=args.maybe_top)
     out: dict[str, Any] = {"design": fold.to_dict(), "design_seconds": time.perf_counter() - t0}
     _log(f"degree {fold.poly.degree}, k {fold.k}: clean no up to score {fold.delta + fold.clear:.3f}, "
-         f"clean yes from {fold.delta + fold.sure_from:.3f}, classifier precision {fold.precision:.2e}")
+         f"clean yes from {fold.delta + fold.sure_from:.3f}, classifier precision {fold.precision:.2e} "
+         f"(sure {fold.sure_precision:.2e}, maybe {fold.maybe_precision:.2e})")
     wrong = 0
     if args.sums:
         t0 = time.perf_counter()
@@ -136,6 +139,11 @@ def add_commands(sub: Any) -> None:
                    help="scores below (1 - 2t) + CLEAR add almost nothing (default: %(default)s)")
     s.add_argument("--tolerance", type=float, default=0.05,
                    help="error the encrypted evaluation may add to a slot's sum (default: %(default)s)")
+    s.add_argument("--maybe-degree", type=int, default=None,
+                   help="decide 'maybe' on a second polynomial of this degree, bounded by --maybe-top (default: f decides both)")
+    s.add_argument("--maybe-top", type=float, default=4.0, help="bound on the maybe polynomial (default: %(default)s)")
+    s.add_argument("--sure-tolerance", type=float, default=None,
+                   help="with --maybe-degree: the tolerance of the sure sums, which sets the sure classifier's gap (default: --tolerance)")
     s.add_argument("--sums", type=int, default=0, help="simulated slots to check (default: none)")
     s.add_argument("--workers", type=int, default=1, help="processes for --sums (default: %(default)s)")
     s.add_argument("--seed", type=int, default=0, help="seed of the simulation (default: %(default)s)")

@@ -58,6 +58,15 @@ soundness argument needs that, this one does not, and the sum of a genuine
 entry's neighbouring rotations helps it past ``sure_at``): no rotation keys,
 and the answer does not depend on where entries are placed.
 
+**A second polynomial for maybe** (``design(..., maybe_degree=...)``):
+the encrypted classifiers must tell ``S`` apart at the design's precision
+over the whole range ``[k floor, k top]`` (about 2^-13 of it), deeper than
+one bootstrap's comparator. With ``h`` (``floor <= h <= maybe_top``,
+``h <= quiet`` on clear non-matches, ``h >= low_h`` on matches, ``low_h``
+maximised) deciding *maybe* on its own sums, and ``f`` deciding *sure*
+with a larger ``sure_tolerance``, both gaps widen (docs/IRIS.md); the
+soundness argument is the same, each inequality on its own polynomial.
+
 :func:`check_sums` is the simulation the issue asks for: ``n`` random slots
 from impostor, genuine, near-miss, duplicate and arbitrary scores, each
 answer checked against its slot's exact truth.
@@ -65,6 +74,7 @@ answer checked against its slot's exact truth.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -141,6 +151,15 @@ class FoldDesign:
     sure_from: float
     maybe_at: float
     sure_at: float
+    #: The optional second polynomial ``h`` whose sums decide *maybe*
+    #: (:func:`design` with ``maybe_degree``), its measured bounds and the
+    #: tolerance its sums are held to; None: ``f``'s sums decide both.
+    maybe_poly: FoldPolynomial | None = None
+    maybe_floor: float | None = None
+    maybe_top: float | None = None
+    maybe_low: float | None = None
+    maybe_quiet: float | None = None
+    maybe_tolerance: float | None = None
 
     @property
     def delta(self) -> float:
@@ -153,32 +172,67 @@ class FoldDesign:
         return self.k * min(self.floor, 0.0), self.k * self.top
 
     @property
-    def precision(self) -> float:
-        """The classifiers' band as a fraction of their domain: the smallest gap around a threshold over its width."""
-        lo, hi = self.sum_range
-        gaps = (self.sure_at - self.k * self.near, self.low + (self.k - 1) * self.floor - self.maybe_at,
-                self.maybe_at - self.k * self.quiet)
-        return min(gaps) / (hi - lo)
+    def maybe_range(self) -> tuple[float, float]:
+        """Every value a slot's *maybe* sum can take: ``f``'s range, or ``h``'s with a second polynomial."""
+        if self.maybe_poly is None:
+            return self.sum_range
+        return self.k * min(self.maybe_floor, 0.0), self.k * max(self.maybe_top, 0.0)
 
-    def classify(self, sums: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(sure, maybe)`` of slot sums."""
+    @property
+    def sure_precision(self) -> float:
+        """The *sure* classifier's gap over its domain: ``(sure_at - k near) / width``."""
+        lo, hi = self.sum_range
+        return (self.sure_at - self.k * self.near) / (hi - lo)
+
+    @property
+    def maybe_precision(self) -> float:
+        """The *maybe* classifier's smallest gap (to the sums of matches, to those of clear non-matches) over its domain."""
+        lo, hi = self.maybe_range
+        low, floor, quiet = self._maybe_bounds()
+        return min(low + (self.k - 1) * floor - self.maybe_at, self.maybe_at - self.k * quiet) / (hi - lo)
+
+    @property
+    def precision(self) -> float:
+        """The classifiers' band as a fraction of their domain: the smaller of the two."""
+        return min(self.sure_precision, self.maybe_precision)
+
+    def _maybe_bounds(self) -> tuple[float, float, float]:
+        """``(low, floor, quiet)`` of the polynomial whose sums decide *maybe*."""
+        if self.maybe_poly is None:
+            return self.low, self.floor, self.quiet
+        return self.maybe_low, self.maybe_floor, self.maybe_quiet
+
+    def slot_sums(self, x: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(sure sums, maybe sums)`` of the values ``x`` added along ``axis`` (the same array when ``f`` decides both)."""
+        s = self.poly(x).sum(axis=axis)
+        return s, (s if self.maybe_poly is None else self.maybe_poly(x).sum(axis=axis))
+
+    def classify(self, sums: np.ndarray, maybe_sums: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``(sure, maybe)`` of slot sums (``maybe_sums``: those of ``h``, when the design has it)."""
         s = np.asarray(sums)
-        return s >= self.sure_at, s >= self.maybe_at
+        m = s if maybe_sums is None else np.asarray(maybe_sums)
+        return s >= self.sure_at, m >= self.maybe_at
 
     def check(self) -> None:
         """Raise unless the two soundness inequalities (module docstring) hold with the measured bounds."""
         if not self.sure_at - self.tolerance > self.k * self.near:
             raise InvalidArgument(f"sure_at {self.sure_at} - tolerance {self.tolerance} is not above k * near = {self.k * self.near}")
-        if not self.maybe_at + self.tolerance < self.low + (self.k - 1) * self.floor:
-            raise InvalidArgument(f"maybe_at {self.maybe_at} + tolerance {self.tolerance} is not below low + (k - 1) floor")
+        low, floor, _ = self._maybe_bounds()
+        tol = self.tolerance if self.maybe_poly is None else self.maybe_tolerance
+        if not self.maybe_at + tol < low + (self.k - 1) * floor:
+            raise InvalidArgument(f"maybe_at {self.maybe_at} + tolerance {tol} is not below low + (k - 1) floor")
 
     def to_dict(self) -> dict:
         """JSON-ready: parameters, measured bounds, thresholds, the polynomial in both bases."""
-        out = {key: value for key, value in asdict(self).items() if key != "poly"}
+        out = {key: value for key, value in asdict(self).items() if key not in ("poly", "maybe_poly")}
         out.update(delta=self.delta, degree=self.poly.degree, domain=[self.poly.lo, self.poly.hi],
                    chebyshev=list(self.poly.coefficients), monomial=self.poly.power_coefficients(),
                    sum_range=list(self.sum_range), precision=self.precision,
+                   sure_precision=self.sure_precision, maybe_precision=self.maybe_precision,
                    sure_from_score=self.sure_from + self.delta, clear_score=self.clear + self.delta)
+        if self.maybe_poly is not None:
+            out.update(maybe_degree=self.maybe_poly.degree, maybe_chebyshev=list(self.maybe_poly.coefficients),
+                       maybe_range=list(self.maybe_range))
         return out
 
 
@@ -222,6 +276,9 @@ def design(
     floor: float | None = None,
     top: float = 60.0,
     tolerance: float = 0.05,
+    maybe_degree: int | None = None,
+    sure_tolerance: float | None = None,
+    maybe_top: float = 4.0,
 ) -> FoldDesign:
     """The fold polynomial for threshold ``t`` and ``k`` terms per slot, measured and checked.
 
@@ -230,14 +287,26 @@ def design(
     below it add at most ``quiet`` each (default ``1 / (4k)``); ``floor``
     (default ``-1 / (4k)``) bounds ``f`` below, ``top`` above;
     ``tolerance``: what the encrypted evaluation may add to a slot's sum.
+
+    ``maybe_degree``: decide *maybe* on the sums of a second polynomial
+    ``h`` of that degree, bounded by ``maybe_top``, so that its classifier's
+    domain is ``[k floor, k maybe_top]`` instead of ``[k floor, k top]``
+    (:func:`_maybe_program`);
+    ``f``'s sums then decide *sure* only, held to ``sure_tolerance``
+    (default ``tolerance``): a larger one widens the sure classifier's gap
+    (``2 sure_tolerance``) at the price of a later ``sure_from``.
     """
-    if k < 1 or degree < 1:
-        raise InvalidArgument(f"k and degree must be >= 1, got k={k}, degree={degree}")
+    if k < 1 or degree < 1 or (maybe_degree is not None and maybe_degree < 1):
+        raise InvalidArgument(f"k and the degrees must be >= 1, got k={k}, degree={degree}, maybe_degree={maybe_degree}")
+    if maybe_degree is None and sure_tolerance is not None:
+        raise InvalidArgument("sure_tolerance needs maybe_degree: with one polynomial both classifiers share tolerance")
     if not 0.0 < guard < 0.5 or not clear < -guard:
         raise InvalidArgument(f"need 0 < guard < 0.5 and clear < -guard, got guard={guard}, clear={clear}")
     quiet = 1.0 / (4 * k) if quiet is None else float(quiet)
     floor = -1.0 / (4 * k) if floor is None else float(floor)
-    gap = 10.0 * tolerance
+    two = maybe_degree is not None
+    f_tolerance = (tolerance if sure_tolerance is None else float(sure_tolerance)) if two else tolerance
+    gap = 10.0 * f_tolerance
     delta = score_threshold(t)
     lo, hi = guard, 1.0 - delta
     result = None
@@ -255,11 +324,45 @@ def design(
                                   "raise the degree or top, or lower clear")
         result = r
     poly = FoldPolynomial(tuple(float(c) for c in result.x[:-1]), -1.0 - delta, 1.0 - delta)
-    return _measure(poly, t, k, guard, clear, tolerance, sure_from=hi)
+    out = _measure(poly, t, k, guard, clear, f_tolerance, sure_from=hi, check=not two)
+    if not two:
+        return out
+    r = _maybe_program(t, maybe_degree, guard, clear, quiet, floor, maybe_top)
+    if r.status != 0:
+        raise InvalidArgument(f"no degree-{maybe_degree} maybe polynomial meets these bounds ({r.message})")
+    h = FoldPolynomial(tuple(float(c) for c in r.x[:-1]), -1.0 - delta, 1.0 - delta)
+    h_floor, h_top = h.extrema(h.lo, h.hi)
+    h_low = h.extrema(guard, h.hi)[0]
+    h_quiet = h.extrema(h.lo, clear)[1]
+    maybe_at = (k * max(h_quiet, 0.0) + h_low + (k - 1) * min(h_floor, 0.0)) / 2
+    out = dataclasses.replace(out, maybe_poly=h, maybe_floor=h_floor, maybe_top=h_top, maybe_low=h_low,
+                              maybe_quiet=h_quiet, maybe_tolerance=float(tolerance), maybe_at=maybe_at)
+    out.check()
+    return out
+
+
+def _maybe_program(t: float, degree: int, guard: float, clear: float, quiet: float, floor: float, top: float):
+    """The linear program of the *maybe* polynomial ``h``: ``floor <= h <= top`` everywhere, ``h <= quiet`` on clear non-matches, ``h >= low`` on matches with ``low`` maximised; scipy's result (last variable: ``low``)."""
+    require("fold", "scipy")
+    from scipy.optimize import linprog
+
+    delta = score_threshold(t)
+    lo, hi = -1.0 - delta, 1.0 - delta
+    x = np.union1d(np.linspace(lo, hi, _GRID), [-guard, guard, clear])
+    basis = cheb.chebvander((2.0 * x - (lo + hi)) / (hi - lo), degree)
+    zero, one = np.zeros((len(x), 1)), np.ones((len(x), 1))
+    rows = [np.hstack([-basis, zero]), np.hstack([basis, zero]),           # h >= floor, h <= top
+            np.hstack([-basis[x >= guard], one[x >= guard]]),              # h >= low on matches
+            np.hstack([basis[x <= clear], zero[x <= clear]])]              # h <= quiet on clear non-matches
+    rhs = [np.full(len(x), -floor), np.full(len(x), top), np.zeros(int((x >= guard).sum())), np.full(int((x <= clear).sum()), quiet)]
+    cost = np.zeros(degree + 2)
+    cost[-1] = -1.0
+    return linprog(cost, A_ub=np.vstack(rows), b_ub=np.concatenate(rhs),
+                   bounds=[(None, None)] * (degree + 1) + [(0.0, top)], method="highs")
 
 
 def _measure(poly: FoldPolynomial, t: float, k: int, guard: float, clear: float, tolerance: float,
-            sure_from: float) -> FoldDesign:
+            sure_from: float, check: bool = True) -> FoldDesign:
     """Measure ``poly``'s bounds exactly, place the thresholds and check soundness."""
     lo, hi = poly.lo, poly.hi
     floor, top = poly.extrema(lo, hi)
@@ -280,7 +383,8 @@ def _measure(poly: FoldPolynomial, t: float, k: int, guard: float, clear: float,
     out = FoldDesign(t=float(t), k=k, guard=guard, clear=clear, tolerance=tolerance, poly=poly,
                      floor=floor, top=top, near=near, low=low, quiet=quiet, sure_from=sure_from,
                      maybe_at=maybe_at, sure_at=sure_at)
-    out.check()
+    if check:
+        out.check()
     return out
 
 
@@ -334,10 +438,10 @@ def fold_match(
     for start in bar:
         # x = score - delta; a pair without common bits (score -inf) holds -delta.
         _, _, score = _chunk_scores(qv, qm, gallery, start, min(start + chunk, n), fold.t, None)
-        fx = fold.poly(np.where(np.isfinite(score), score, 0.0) - fold.delta).reshape(q, rho, -1)
+        x = (np.where(np.isfinite(score), score, 0.0) - fold.delta).reshape(q, rho, -1)
         for a, b in groups:
-            sums = fx[:, a:b].sum(axis=1)
-            s, m = fold.classify(sums)
+            sums, maybe_sums = fold.slot_sums(x[:, a:b], axis=1)
+            s, m = fold.classify(sums, maybe_sums)
             sure |= s.any(axis=1)
             maybe |= m.any(axis=1)
             best = np.maximum(best, sums.max(axis=1))
@@ -389,8 +493,7 @@ def check_sums(
         x[dup] = np.where(np.arange(k) < count[:, None], vals, x[dup])
         arb = kind == 4
         x[arb] = rng.uniform(lo, hi, (arb.sum(), k))
-        sums = fold.poly(x).sum(axis=1)
-        sure, maybe = fold.classify(sums)
+        sure, maybe = fold.classify(*fold.slot_sums(x, axis=1))
         top = x.max(axis=1)
         wrong = (sure & (top <= -fold.guard)) | (~maybe & (top >= fold.guard))
         for i, name in enumerate(SCENARIOS):
