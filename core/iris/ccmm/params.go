@@ -71,6 +71,12 @@ type Literal struct {
 	// MaxAbsDB and MaxAbsQuery bound the entries of the database and query
 	// matrices (1 for iris codes in {-1,0,1}); 0 means 1.
 	MaxAbsDB, MaxAbsQuery int64
+	// Approximate says that the product's results are read as CKKS values
+	// (a slot-encoded database, package slotdb), not decrypted to exact
+	// integers: NewParams then does not ask ResultBound to stay below
+	// Delta/2, and the reader holds the noise to its own bound
+	// (slotdb.Encoder.NoiseBound).
+	Approximate bool
 }
 
 // Iris is the parameter set for papers/004's iris matching: codes of 16,384
@@ -201,7 +207,7 @@ func NewParams(lit Literal) (*Params, error) {
 	if err := checkPlain(p.ModulusQ(), p.Delta, maxScore); err != nil {
 		return nil, err
 	}
-	if b := p.ResultBound(); b >= float64(p.Delta)/2 {
+	if b := p.ResultBound(); !lit.Approximate && b >= float64(p.Delta)/2 {
 		return nil, fmt.Errorf("%w: predicted noise %.0f (2^%.1f) after the product is not below Delta/2 = 2^%d: raise the scale or K", ErrModulus, b, math.Log2(b), lit.LogScale-1)
 	}
 	return p, nil

@@ -16,10 +16,11 @@ import (
 // irisFoldCCMM is the modulus budget of docs/IRIS.md ("Levels for f") at
 // the iris size: database ring 2^14, query ring 2^13, 16,384 positions, Q
 // two 20-bit primes and six of 30 bits, K of about the same sizes (a
-// stand-in: K's size is not yet measured), Delta = 2^32 (ccmm.NewParams
-// still asks for an exact decryption, which encoded entries of 2^12 put
-// at 2^30.4).
-var irisFoldCCMM = ccmm.Literal{LogNDB: 14, LogNQ: 13, Inner: 1 << 14, LogScale: 32,
+// stand-in: K's size is not yet measured), Delta = 2^22, read as CKKS
+// values (Approximate: encoded entries of 2^12 put the product's noise
+// bound at 2^30.4, over Delta/2; slotdb.Encoder.NoiseBound puts it at 0.23
+// score units in a slot, the rounding at 0.20).
+var irisFoldCCMM = ccmm.Literal{LogNDB: 14, LogNQ: 13, Inner: 1 << 14, LogScale: 22, Approximate: true,
 	LogQ: []int{20, 20, 30, 30, 30, 30, 30, 30}, LogK: []int{21, 21, 30, 30, 30, 30, 30, 30}, MaxAbsDB: 1 << 12}
 
 // BenchmarkGroup measures Group at the iris size on a fold group of k

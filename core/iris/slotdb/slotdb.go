@@ -166,6 +166,14 @@ func (e *Encoder) ErrorBound(norm2 float64) float64 {
 	return Tail * math.Sqrt(float64(e.N())*norm2/24) / math.Ldexp(1, e.LogScale)
 }
 
+// NoiseBound is the bound (the CCMM's Tail standard deviations) on how far
+// the product's noise moves a decoded score: a slot's part sums N
+// coefficients' noise times unit-modulus roots, so it is at most
+// sqrt(N/2) ResultBound in standard deviations, in units of Delta c.
+func (e *Encoder) NoiseBound(cp *ccmm.Params) float64 {
+	return math.Sqrt(float64(e.N())/2) * cp.ResultBound() / float64(cp.Delta) / math.Ldexp(1, e.LogScale)
+}
+
 // CKKSParameters are Lattigo CKKS parameters of the database ring over
 // the CCMM's result modulus Q, with special primes of logP bits (for the
 // keys of computations on the scores; none for decryption only) and the
