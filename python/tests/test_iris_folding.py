@@ -187,6 +187,15 @@ def test_two_polynomials_widen_both_classifiers(fold, fold_two):
     assert out["maybe_degree"] == 15 and len(out["maybe_chebyshev"]) == 16
     with pytest.raises(InvalidArgument, match="maybe_degree"):
         folding.design(T, sure_tolerance=1.0)
+    with pytest.raises(InvalidArgument, match="maybe_clear"):
+        folding.design(T, maybe_degree=15, maybe_clear=0.0)
+    # Held down to score 0.26 (degree 31): h is quiet there, and its window stays open.
+    far = folding.design(T, maybe_degree=31, maybe_clear=-0.06, sure_tolerance=2.0)
+    x = np.linspace(far.poly.lo, far.poly.hi, 200_001)
+    assert far.maybe_clear == -0.06
+    assert far.maybe_poly(x[x <= -0.06]).max() <= far.maybe_quiet + eps
+    assert far.k * far.maybe_quiet + far.maybe_tolerance < far.maybe_at
+    assert far.maybe_precision > 2e-3
 
 
 def test_two_polynomials_are_never_wrong(fold_two, crafted):

@@ -3,7 +3,7 @@
 ::
 
     encmatch iris fold --t 0.34 [--degree 15 --k 16 --top 60 --guard 0.005 --clear -0.15]
-                       [--maybe-degree 15 --maybe-top 4 --sure-tolerance 1]
+                       [--maybe-degree 31 --maybe-top 4 --maybe-clear -0.06 --sure-tolerance 2]
                        [--sums 1000000000 --workers 2] [GALLERY... --queries QUERIES...]
                        [--plot fold.png] [-o fold.json]
 
@@ -90,9 +90,10 @@ def cmd_fold(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     fold = folding.design(args.t, k=args.k, degree=args.degree, guard=args.guard, clear=args.clear,
                           top=args.top, tolerance=args.tolerance, maybe_degree=args.maybe_degree,
-                          sure_tolerance=args.sure_tolerance, maybe_top=args.maybe_top)
+                          sure_tolerance=args.sure_tolerance, maybe_top=args.maybe_top, maybe_clear=args.maybe_clear)
     out: dict[str, Any] = {"design": fold.to_dict(), "design_seconds": time.perf_counter() - t0}
-    _log(f"degree {fold.poly.degree}, k {fold.k}: clean no up to score {fold.delta + fold.clear:.3f}, "
+    quiet_to = fold.clear if fold.maybe_clear is None else fold.maybe_clear
+    _log(f"degree {fold.poly.degree}, k {fold.k}: clean no up to score {fold.delta + quiet_to:.3f}, "
          f"clean yes from {fold.delta + fold.sure_from:.3f}, classifier precision {fold.precision:.2e} "
          f"(sure {fold.sure_precision:.2e}, maybe {fold.maybe_precision:.2e})")
     wrong = 0
@@ -142,6 +143,8 @@ def add_commands(sub: Any) -> None:
     s.add_argument("--maybe-degree", type=int, default=None,
                    help="decide 'maybe' on a second polynomial of this degree, bounded by --maybe-top (default: f decides both)")
     s.add_argument("--maybe-top", type=float, default=4.0, help="bound on the maybe polynomial (default: %(default)s)")
+    s.add_argument("--maybe-clear", type=float, default=None,
+                   help="with --maybe-degree: the maybe polynomial stays quiet up to (1 - 2t) + MAYBE_CLEAR (default: --clear)")
     s.add_argument("--sure-tolerance", type=float, default=None,
                    help="with --maybe-degree: the tolerance of the sure sums, which sets the sure classifier's gap (default: --tolerance)")
     s.add_argument("--sums", type=int, default=0, help="simulated slots to check (default: none)")

@@ -160,6 +160,7 @@ class FoldDesign:
     maybe_low: float | None = None
     maybe_quiet: float | None = None
     maybe_tolerance: float | None = None
+    maybe_clear: float | None = None
 
     @property
     def delta(self) -> float:
@@ -279,6 +280,7 @@ def design(
     maybe_degree: int | None = None,
     sure_tolerance: float | None = None,
     maybe_top: float = 4.0,
+    maybe_clear: float | None = None,
 ) -> FoldDesign:
     """The fold polynomial for threshold ``t`` and ``k`` terms per slot, measured and checked.
 
@@ -294,12 +296,17 @@ def design(
     (:func:`_maybe_program`);
     ``f``'s sums then decide *sure* only, held to ``sure_tolerance``
     (default ``tolerance``): a larger one widens the sure classifier's gap
-    (``2 sure_tolerance``) at the price of a later ``sure_from``.
+    (``2 sure_tolerance``) at the price of a later ``sure_from``;
+    ``maybe_clear`` (default ``clear``): ``h <= quiet`` up to there, so that
+    impostors up to that score get a clean no (a higher one narrows ``h``'s
+    window; degree 31 holds it to ``-0.06`` at t = 0.34).
     """
     if k < 1 or degree < 1 or (maybe_degree is not None and maybe_degree < 1):
         raise InvalidArgument(f"k and the degrees must be >= 1, got k={k}, degree={degree}, maybe_degree={maybe_degree}")
-    if maybe_degree is None and sure_tolerance is not None:
-        raise InvalidArgument("sure_tolerance needs maybe_degree: with one polynomial both classifiers share tolerance")
+    if maybe_degree is None and (sure_tolerance is not None or maybe_clear is not None):
+        raise InvalidArgument("sure_tolerance and maybe_clear need maybe_degree: with one polynomial both classifiers share them")
+    if maybe_clear is not None and not clear <= maybe_clear < -guard:
+        raise InvalidArgument(f"need clear <= maybe_clear < -guard, got maybe_clear={maybe_clear}")
     if not 0.0 < guard < 0.5 or not clear < -guard:
         raise InvalidArgument(f"need 0 < guard < 0.5 and clear < -guard, got guard={guard}, clear={clear}")
     quiet = 1.0 / (4 * k) if quiet is None else float(quiet)
@@ -327,16 +334,18 @@ def design(
     out = _measure(poly, t, k, guard, clear, f_tolerance, sure_from=hi, check=not two)
     if not two:
         return out
-    r = _maybe_program(t, maybe_degree, guard, clear, quiet, floor, maybe_top)
+    h_clear = clear if maybe_clear is None else float(maybe_clear)
+    r = _maybe_program(t, maybe_degree, guard, h_clear, quiet, floor, maybe_top)
     if r.status != 0:
         raise InvalidArgument(f"no degree-{maybe_degree} maybe polynomial meets these bounds ({r.message})")
     h = FoldPolynomial(tuple(float(c) for c in r.x[:-1]), -1.0 - delta, 1.0 - delta)
     h_floor, h_top = h.extrema(h.lo, h.hi)
     h_low = h.extrema(guard, h.hi)[0]
-    h_quiet = h.extrema(h.lo, clear)[1]
+    h_quiet = h.extrema(h.lo, h_clear)[1]
     maybe_at = (k * max(h_quiet, 0.0) + h_low + (k - 1) * min(h_floor, 0.0)) / 2
     out = dataclasses.replace(out, maybe_poly=h, maybe_floor=h_floor, maybe_top=h_top, maybe_low=h_low,
-                              maybe_quiet=h_quiet, maybe_tolerance=float(tolerance), maybe_at=maybe_at)
+                              maybe_quiet=h_quiet, maybe_tolerance=float(tolerance), maybe_clear=h_clear,
+                              maybe_at=maybe_at)
     out.check()
     return out
 
