@@ -29,6 +29,7 @@ import (
 	"encmatch/core/iris/slotdb"
 
 	"github.com/tuneinsight/lattigo/v6/circuits/ckks/polynomial"
+	he "github.com/tuneinsight/lattigo/v6/circuits/common/polynomial"
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
 	"github.com/tuneinsight/lattigo/v6/utils/bignum"
@@ -72,6 +73,11 @@ type Literal struct {
 	// bound); Delta is the score threshold 1 - 2t (x = score - Delta).
 	Poly       Polynomial
 	Top, Delta float64
+	// Maybe is the optional second polynomial h, on f's domain, whose sums
+	// decide "maybe" (python's design with maybe_degree), MaybeTop its
+	// bound; without it f's sums decide both.
+	Maybe    *Polynomial
+	MaybeTop float64
 	// LogP are the special primes of the keys, LogScale the scale the
 	// normalisation and f run at (about the size of Q's top primes),
 	// LogSumScale the scale of f's output and of the sums (small enough
@@ -86,23 +92,46 @@ type Params struct {
 	Slots *slotdb.Encoder
 	CKKS  ckks.Parameters // ring N_db over Q and P
 	Lit   Literal
-	poly  bignum.Polynomial // f in the Chebyshev basis on [-1, 1]
+	polys []bignum.Polynomial // f (and h) in the Chebyshev basis on [-1, 1]
+}
+
+// Polynomials are the fold polynomials: f, then h when the design has it.
+// Group returns one sum per polynomial, in this order.
+func (lit Literal) Polynomials() []Polynomial {
+	if lit.Maybe == nil {
+		return []Polynomial{lit.Poly}
+	}
+	return []Polynomial{lit.Poly, *lit.Maybe}
+}
+
+// Tops are the bounds on |f| (and |h|), in the order of Polynomials.
+func (lit Literal) Tops() []float64 {
+	if lit.Maybe == nil {
+		return []float64{lit.Top}
+	}
+	return []float64{lit.Top, lit.MaybeTop}
+}
+
+// Depth is the levels the deepest fold polynomial takes.
+func (lit Literal) Depth() int {
+	d := 0
+	for _, p := range lit.Polynomials() {
+		d = max(d, p.Depth())
+	}
+	return d
 }
 
 // NewParams checks that Q holds the normalisation and f above what the
 // sums need, and builds the CKKS parameters.
 func NewParams(cp *ccmm.Params, enc *slotdb.Encoder, lit Literal) (*Params, error) {
-	if len(lit.Poly.Chebyshev) < 2 || !(lit.Poly.Hi > lit.Poly.Lo) {
-		return nil, fmt.Errorf("%w: fold polynomial of %d coefficients on [%v, %v]", errs.ErrInvalid, len(lit.Poly.Chebyshev), lit.Poly.Lo, lit.Poly.Hi)
-	}
-	if !(lit.Top > 0) {
-		return nil, fmt.Errorf("%w: a bound of %v on |f|", errs.ErrInvalid, lit.Top)
-	}
-	for i := 0; i <= 4096; i++ { // a grid check of the design's bound
-		x := lit.Poly.Lo + (lit.Poly.Hi-lit.Poly.Lo)*float64(i)/4096
-		if y := math.Abs(lit.Poly.Eval(x)); y > lit.Top*(1+1e-9) {
-			return nil, fmt.Errorf("%w: |f(%v)| = %v exceeds the bound %v", errs.ErrInvalid, x, y, lit.Top)
+	tops := lit.Tops()
+	for i, poly := range lit.Polynomials() {
+		if err := checkPolynomial(poly, tops[i]); err != nil {
+			return nil, err
 		}
+	}
+	if lit.Maybe != nil && (lit.Maybe.Lo != lit.Poly.Lo || lit.Maybe.Hi != lit.Poly.Hi) {
+		return nil, fmt.Errorf("%w: h on [%v, %v], f on [%v, %v]: they share one variable", errs.ErrInvalid, lit.Maybe.Lo, lit.Maybe.Hi, lit.Poly.Lo, lit.Poly.Hi)
 	}
 	if lit.LogSumScale < 1 || lit.LogSumScale > lit.LogScale {
 		return nil, fmt.Errorf("%w: sum scale 2^%d for a working scale 2^%d", errs.ErrInvalid, lit.LogSumScale, lit.LogScale)
@@ -111,13 +140,34 @@ func NewParams(cp *ccmm.Params, enc *slotdb.Encoder, lit Literal) (*Params, erro
 	if err != nil {
 		return nil, err
 	}
-	levels := NormLevels + lit.Poly.Depth()
+	levels := NormLevels + lit.Depth()
 	if params.MaxLevel() < levels {
-		return nil, fmt.Errorf("%w: Q has %d levels above its first prime, the fold takes %d (normalisation %d, f %d)",
-			errs.ErrInvalid, params.MaxLevel(), levels, NormLevels, lit.Poly.Depth())
+		return nil, fmt.Errorf("%w: Q has %d levels above its first prime, the fold takes %d (normalisation %d, polynomials %d)",
+			errs.ErrInvalid, params.MaxLevel(), levels, NormLevels, lit.Depth())
 	}
-	return &Params{CCMM: cp, Slots: enc, CKKS: params, Lit: lit,
-		poly: bignum.NewPolynomial(bignum.Chebyshev, lit.Poly.Chebyshev, [2]float64{-1, 1})}, nil
+	p := &Params{CCMM: cp, Slots: enc, CKKS: params, Lit: lit}
+	for _, poly := range lit.Polynomials() {
+		p.polys = append(p.polys, bignum.NewPolynomial(bignum.Chebyshev, poly.Chebyshev, [2]float64{-1, 1}))
+	}
+	return p, nil
+}
+
+// checkPolynomial checks a fold polynomial's domain and, on a grid, its
+// design's bound top on |p|.
+func checkPolynomial(p Polynomial, top float64) error {
+	if len(p.Chebyshev) < 2 || !(p.Hi > p.Lo) {
+		return fmt.Errorf("%w: fold polynomial of %d coefficients on [%v, %v]", errs.ErrInvalid, len(p.Chebyshev), p.Lo, p.Hi)
+	}
+	if !(top > 0) {
+		return fmt.Errorf("%w: a bound of %v on a fold polynomial", errs.ErrInvalid, top)
+	}
+	for i := 0; i <= 4096; i++ {
+		x := p.Lo + (p.Hi-p.Lo)*float64(i)/4096
+		if y := math.Abs(p.Eval(x)); y > top*(1+1e-9) {
+			return fmt.Errorf("%w: |p(%v)| = %v exceeds the bound %v", errs.ErrInvalid, x, y, top)
+		}
+	}
+	return nil
 }
 
 // Security lists the keys this package adds: the relinearisation and
@@ -156,16 +206,20 @@ func (p *Params) x(dot int64, overlap int) float64 {
 	return float64(dot)/float64(overlap) - p.Lit.Delta
 }
 
-// GroupModel is Group's plaintext model: the sums S of block t (index:
-// code within the block) over the columns cols of the exact products
-// dots (rows: database codes, columns: query columns), with the public
-// overlaps.
-func (p *Params) GroupModel(dots ccmm.IntMat, t int, cols []int, overlap func(row, col int) int) []float64 {
+// GroupModel is Group's plaintext model: for each fold polynomial
+// (Literal.Polynomials), the sums S of block t (index: code within the
+// block) over the columns cols of the exact products dots (rows:
+// database codes, columns: query columns), with the public overlaps.
+func (p *Params) GroupModel(dots ccmm.IntMat, t int, cols []int, overlap func(row, col int) int) [][]float64 {
 	n := p.CKKS.N()
-	out := make([]float64, n)
-	for k := range out {
-		for _, j := range cols {
-			out[k] += p.Lit.Poly.Eval(p.x(dots.At(t*n+k, j), overlap(t*n+k, j)))
+	polys := p.Lit.Polynomials()
+	out := make([][]float64, len(polys))
+	for i, poly := range polys {
+		out[i] = make([]float64, n)
+		for k := range out[i] {
+			for _, j := range cols {
+				out[i][k] += poly.Eval(p.x(dots.At(t*n+k, j), overlap(t*n+k, j)))
+			}
 		}
 	}
 	return out
@@ -185,65 +239,81 @@ func (p *Params) NewEvaluator(keys rlwe.EvaluationKeySet) *Evaluator {
 
 // Group folds the columns cols of block t of a rescaled CCMM result of a
 // slot-encoded database (its rows: database codes; overlap(row, col):
-// the public |m_1 and m_2| of each pair): it returns a ciphertext whose
-// slot m holds S(code m) + i S(code m + N_db/2) at scale 2^LogSumScale,
-// S(code) = sum over cols of f(x). The columns run in parallel.
-func (ev *Evaluator) Group(res *ccmm.SharedA, t int, cols []int, overlap func(row, col int) int) (*rlwe.Ciphertext, error) {
+// the public |m_1 and m_2| of each pair): for each fold polynomial
+// (Literal.Polynomials) it returns a ciphertext whose slot m holds
+// S(code m) + i S(code m + N_db/2) at scale 2^LogSumScale, S(code) = sum
+// over cols of the polynomial at x, all at the level of the deepest
+// polynomial's output. The columns run in parallel.
+func (ev *Evaluator) Group(res *ccmm.SharedA, t int, cols []int, overlap func(row, col int) int) ([]*rlwe.Ciphertext, error) {
 	if len(cols) == 0 {
 		return nil, fmt.Errorf("%w: a fold group without columns", errs.ErrInvalid)
 	}
-	halves := make([][2]*rlwe.Ciphertext, len(cols))
+	values := make([][][2]*rlwe.Ciphertext, len(cols)) // column, polynomial, half
 	err := parallel.For(len(cols), func(i int) (err error) {
-		halves[i], err = ev.column(res, t, cols[i], overlap)
+		values[i], err = ev.column(res, t, cols[i], overlap)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	eval := ev.eval
-	sum := halves[0]
-	for _, h := range halves[1:] {
-		for u := range sum {
-			if err := eval.Add(sum[u], h[u], sum[u]); err != nil {
-				return nil, err
+	out := make([]*rlwe.Ciphertext, len(ev.p.polys))
+	for i := range out {
+		sum := values[0][i]
+		for _, v := range values[1:] {
+			for u := range sum {
+				if err := eval.Add(sum[u], v[i][u], sum[u]); err != nil {
+					return nil, err
+				}
 			}
 		}
+		// z = S_lo + i S_hi: a product by i is a monomial, no level.
+		if err := eval.Mul(sum[1], 1i, sum[1]); err != nil {
+			return nil, err
+		}
+		if err := eval.Add(sum[0], sum[1], sum[0]); err != nil {
+			return nil, err
+		}
+		out[i] = sum[0]
 	}
-	// z = S_lo + i S_hi: a product by i is a monomial, no level.
-	if err := eval.Mul(sum[1], 1i, sum[1]); err != nil {
-		return nil, err
+	// Every sum leaves at the deepest polynomial's level (the lift before
+	// the bootstrap takes the primes under it).
+	level := out[0].Level()
+	for _, ct := range out {
+		level = min(level, ct.Level())
 	}
-	if err := eval.Add(sum[0], sum[1], sum[0]); err != nil {
-		return nil, err
+	for _, ct := range out {
+		eval.DropLevel(ct, ct.Level()-level)
 	}
-	return sum[0], nil
+	return out, nil
 }
 
-// column returns f(x) of one column's two halves (codes m and m + N/2 in
-// slot m), at scale 2^LogSumScale.
-func (ev *Evaluator) column(res *ccmm.SharedA, t, j int, overlap func(row, col int) int) ([2]*rlwe.Ciphertext, error) {
+// column returns each fold polynomial at x of one column's two halves
+// (codes m and m + N/2 in slot m), at scale 2^LogSumScale; the
+// polynomials share one power basis of x.
+func (ev *Evaluator) column(res *ccmm.SharedA, t, j int, overlap func(row, col int) int) ([][2]*rlwe.Ciphertext, error) {
 	p := ev.p
 	eval := ckks.NewEvaluator(p.CKKS, ev.keys) // buffers of its own: columns run in parallel
-	var out [2]*rlwe.Ciphertext
+	out := make([][2]*rlwe.Ciphertext, len(p.polys))
 	z, err := p.Slots.Column(p.CKKS, p.CCMM, res, t, j)
 	if err != nil {
-		return out, err
+		return nil, err
 	}
 	// 2a = z + conj z, 2b = -i (z - conj z).
 	conj, err := eval.ConjugateNew(z)
 	if err != nil {
-		return out, err
+		return nil, err
 	}
 	re, err := eval.AddNew(z, conj)
 	if err != nil {
-		return out, err
+		return nil, err
 	}
 	im, err := eval.SubNew(z, conj)
 	if err != nil {
-		return out, err
+		return nil, err
 	}
 	if err := eval.Mul(im, -1i, im); err != nil {
-		return out, err
+		return nil, err
 	}
 	// u = a x + b = (a / (2 overlap)) (2 dot) + b - a Delta; the
 	// plaintext's scale makes the two rescales land on the working scale
@@ -258,6 +328,7 @@ func (ev *Evaluator) column(res *ccmm.SharedA, t, j int, overlap func(row, col i
 	ptScale.Quo(ptScale, &z.Scale.Value)
 	enc := ckks.NewEncoder(p.CKKS)
 	pe := polynomial.NewEvaluator(p.CKKS, eval)
+	sumScale := rlwe.NewScale(math.Ldexp(1, p.Lit.LogSumScale))
 	for u, h := range []*rlwe.Ciphertext{re, im} {
 		w := make([]float64, half)
 		for m := range w {
@@ -269,21 +340,24 @@ func (ev *Evaluator) column(res *ccmm.SharedA, t, j int, overlap func(row, col i
 		pt := ckks.NewPlaintext(p.CKKS, level)
 		pt.Scale = rlwe.NewScale(ptScale)
 		if err := enc.Encode(w, pt); err != nil {
-			return out, err
+			return nil, err
 		}
 		if err := eval.Mul(h, pt, h); err != nil {
-			return out, err
+			return nil, err
 		}
 		for range NormLevels {
 			if err := eval.Rescale(h, h); err != nil {
-				return out, err
+				return nil, err
 			}
 		}
 		if err := eval.Add(h, b-a*p.Lit.Delta, h); err != nil {
-			return out, err
+			return nil, err
 		}
-		if out[u], err = pe.Evaluate(h, polynomial.NewPolynomial(p.poly), rlwe.NewScale(math.Ldexp(1, p.Lit.LogSumScale))); err != nil {
-			return out, fmt.Errorf("fold polynomial: %w", err)
+		basis := he.NewPowerBasis(h, bignum.Chebyshev)
+		for i, poly := range p.polys {
+			if out[i][u], err = pe.EvaluateFromPowerBasis(basis, polynomial.NewPolynomial(poly), sumScale); err != nil {
+				return nil, fmt.Errorf("fold polynomial %d: %w", i, err)
+			}
 		}
 	}
 	return out, nil

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/bits"
 	"math/cmplx"
+	"slices"
 
 	"encmatch/core/base/errs"
 	"encmatch/core/iris/dftbatch"
@@ -30,23 +31,25 @@ import (
 // zeta_k of one m differ by the P-th roots of unity). One linear
 // transformation of one level with P diagonals (rotations by multiples
 // of N_db/2; diagonal d at slot k is zeta_(k+d)^(-rev(j(k))) / P) gives
-// back s_j[m] in slot m + j N_db/2. TestUnmixFormula checks the formula in
+// back s_j[m] in slot m + j N_db/2 (the diagonals carry a further 1/2:
+// Range). TestUnmixFormula checks the formula in
 // the clear.
 type Refresher struct {
 	p      *Params
 	s      *scoreslots.Params
 	evals  []*bootstrapping.Evaluator
 	unmix  lintrans.LinearTransformation
-	level  int // the bootstrap's output level, where the unmixing runs
-	bound  float64
-	packed int // P: sums per bootstrap
+	level  int       // the bootstrap's output level, where the unmixing runs
+	bounds []float64 // per fold polynomial: the sums travel as S / bound
+	packed int       // P: sums per bootstrap
 }
 
-// sumBound is a power of two above every sum of k values's magnitude
-// (k Top, with room for the evaluation's error): the sums travel through
-// the bootstrap as S / sumBound, inside its [-1, 1].
-func (p *Params) sumBound(k int) float64 {
-	return math.Exp2(math.Ceil(math.Log2(float64(k) * p.Lit.Top * 1.01)))
+// sumBound is a power of two above the magnitude of every sum of k values
+// of a polynomial bounded by top (k top, with room for the evaluation's
+// error): the sums travel through the bootstrap as S / sumBound, inside
+// its [-1, 1].
+func sumBound(k int, top float64) float64 {
+	return math.Exp2(math.Ceil(math.Log2(float64(k) * top * 1.01)))
 }
 
 // UnmixGaloisElements are the Galois elements of the unmixing's rotations
@@ -74,12 +77,16 @@ func (p *Params) NewRefresher(s *scoreslots.Params, evals []*bootstrapping.Evalu
 	// The sums reach the bootstrap at scale 2^LogSumScale q0 / Q_s (Q_s:
 	// the primes left under them) and travel as S / bound: Lattigo's
 	// modular reduction needs q0 / scale >= 2^LogMessageRatio / 2.
-	sumLevel := p.CKKS.MaxLevel() - NormLevels - p.Lit.Poly.Depth()
+	sumLevel := p.CKKS.MaxLevel() - NormLevels - p.Lit.Depth()
 	logQs := 0.0
 	for _, q := range p.CKKS.Q()[:sumLevel+1] {
 		logQs += math.Log2(float64(q))
 	}
-	bound := p.sumBound(k)
+	var bounds []float64
+	for _, top := range p.Lit.Tops() {
+		bounds = append(bounds, sumBound(k, top))
+	}
+	bound := slices.Max(bounds)
 	if ratio, need := logQs-float64(p.Lit.LogSumScale)-math.Log2(bound), float64(s.Bootstrap.Mod1ParametersLiteral.LogMessageRatio)-1; ratio < need {
 		return nil, fmt.Errorf("%w: sums of %d columns at scale 2^%d under 2^%.1f leave the bootstrap a message ratio of 2^%.1f, it needs 2^%.0f: lower LogSumScale",
 			errs.ErrInvalid, k, p.Lit.LogSumScale, logQs, ratio, need)
@@ -101,7 +108,7 @@ func (p *Params) NewRefresher(s *scoreslots.Params, evals []*bootstrapping.Evalu
 		diag := make([]complex128, slots)
 		for k := range diag {
 			j := k / half
-			diag[k] = cmplx.Pow(slotRoot(bp.N(), (k+d*half)%slots), complex(-float64(rev(j)), 0)) / complex(float64(packed), 0)
+			diag[k] = cmplx.Pow(slotRoot(bp.N(), (k+d*half)%slots), complex(-float64(rev(j)), 0)) / complex(float64(2*packed), 0)
 		}
 		diags[d*half] = diag
 	}
@@ -112,7 +119,7 @@ func (p *Params) NewRefresher(s *scoreslots.Params, evals []*bootstrapping.Evalu
 	if err := lintrans.Encode(ckks.NewEncoder(bp), diags, lt); err != nil {
 		return nil, err
 	}
-	return &Refresher{p: p, s: s, evals: evals, unmix: lt, level: level, bound: bound, packed: packed}, nil
+	return &Refresher{p: p, s: s, evals: evals, unmix: lt, level: level, bounds: bounds, packed: packed}, nil
 }
 
 // slotRoot is the root of unity of slot k in ring degree n: zeta^(5^k),
@@ -140,15 +147,27 @@ func (r *Refresher) scaleDownError(scale rlwe.Scale) rlwe.Scale {
 	return scale.Mul(up).Div(target)
 }
 
-// Refresh bootstraps up to P sums of database block t (outputs of Group
-// on the columns of one fold group each, all at the same level and
-// scale): slot m + j N_db/2 of the output holds sums[j]'s slot m (S_lo +
-// i S_hi), one level below a bootstrap's output; slots of missing inputs
-// hold zero.
-func (r *Refresher) Refresh(t int, sums []*rlwe.Ciphertext) (*rlwe.Ciphertext, error) {
-	if t < 0 || t >= len(r.evals) || len(sums) == 0 || len(sums) > r.packed {
-		return nil, fmt.Errorf("%w: %d sums of block %d (up to %d per bootstrap, %d blocks)", errs.ErrInvalid, len(sums), t, r.packed, len(r.evals))
+// OutputLevel is the level of Refresh's outputs: one below a bootstrap's.
+func (r *Refresher) OutputLevel() int { return r.level - 1 }
+
+// Range is what Refresh's outputs of fold polynomial poly are divided by:
+// twice the bound the sums travel through the bootstrap under, so that
+// the split of an output's slot, (z + conj z) = 2 S_lo / Range, lies in
+// [-1, 1] at the output's own scale.
+func (r *Refresher) Range(poly int) float64 { return 2 * r.bounds[poly] }
+
+// Refresh bootstraps up to P sums of fold polynomial poly (its index in
+// Literal.Polynomials) of database block t (outputs of Group on the
+// columns of one fold group each, all at the same level and scale): slot
+// m + j N_db/2 of the output holds sums[j]'s slot m, (S_lo + i S_hi) /
+// Range(poly), one level below a bootstrap's output; slots of missing
+// inputs hold zero.
+func (r *Refresher) Refresh(t, poly int, sums []*rlwe.Ciphertext) (*rlwe.Ciphertext, error) {
+	if t < 0 || t >= len(r.evals) || len(sums) == 0 || len(sums) > r.packed || poly < 0 || poly >= len(r.bounds) {
+		return nil, fmt.Errorf("%w: %d sums of polynomial %d of block %d (up to %d per bootstrap, %d blocks, %d polynomials)",
+			errs.ErrInvalid, len(sums), poly, t, r.packed, len(r.evals), len(r.bounds))
 	}
+	bound := r.bounds[poly]
 	in := make([]rlwe.Ciphertext, len(sums))
 	for i, ct := range sums {
 		lifted, err := r.s.LiftCiphertext(ct, r.p.CKKS.RingQ())
@@ -156,7 +175,7 @@ func (r *Refresher) Refresh(t int, sums []*rlwe.Ciphertext) (*rlwe.Ciphertext, e
 			return nil, err
 		}
 		// The sums travel as S / bound: the bootstrap's range is [-1, 1].
-		lifted.Scale = lifted.Scale.Mul(rlwe.NewScale(r.bound))
+		lifted.Scale = lifted.Scale.Mul(rlwe.NewScale(bound))
 		in[i] = *lifted
 	}
 	packed, _, _, err := r.evals[t].PackAndSwitchN1ToN2(in)
@@ -185,6 +204,5 @@ func (r *Refresher) Refresh(t int, sums []*rlwe.Ciphertext) (*rlwe.Ciphertext, e
 	if err := eval.Rescale(res, res); err != nil {
 		return nil, err
 	}
-	res.Scale = res.Scale.Div(rlwe.NewScale(r.bound))
 	return res, nil
 }

@@ -101,7 +101,7 @@ var toySlots = scoreslots.Literal{LogN2: 12, LogQ0: 55, LogP: []int{61}, ScoreBi
 
 // TestRefreshEqualsModel folds two groups of a slot-encoded database's
 // CCMM result (the fixture of TestGroupEqualsModel), refreshes the two
-// sums of each block in one bootstrap and checks every slot of the
+// sums of each block and polynomial in one bootstrap and checks every slot of the
 // unmixed output against the plaintext model, and the empty inputs' slots
 // against zero.
 func TestRefreshEqualsModel(t *testing.T) {
@@ -127,27 +127,33 @@ func TestRefreshEqualsModel(t *testing.T) {
 	half := f.p.CKKS.N() / 2
 	worst, zero := 0.0, 0.0
 	for b := 0; b < 2; b++ {
-		sums := []*rlwe.Ciphertext{f.group(t, b, 0), f.group(t, b, 1)}
-		out, err := r.Refresh(b, sums)
-		if err != nil {
-			t.Fatal(err)
-		}
-		slots := make([]complex128, bp.MaxSlots())
-		if err := enc.Decode(dec.DecryptNew(out), slots); err != nil {
-			t.Fatal(err)
-		}
-		for j := range 4 {
-			var want []float64
-			if j < len(sums) {
-				want = f.model(b, j)
+		groups := [][]*rlwe.Ciphertext{f.group(t, b, 0), f.group(t, b, 1)}
+		for poly := range 2 { // f's sums, then h's
+			sums := []*rlwe.Ciphertext{groups[0][poly], groups[1][poly]}
+			out, err := r.Refresh(b, poly, sums)
+			if err != nil {
+				t.Fatal(err)
 			}
-			for m := 0; m < half; m++ {
-				z := slots[j*half+m]
-				if want == nil {
-					zero = math.Max(zero, cmplx.Abs(z))
-					continue
+			slots := make([]complex128, bp.MaxSlots())
+			if err := enc.Decode(dec.DecryptNew(out), slots); err != nil {
+				t.Fatal(err)
+			}
+			for i := range slots {
+				slots[i] *= complex(r.Range(poly), 0)
+			}
+			for j := range 4 {
+				var want []float64
+				if j < len(sums) {
+					want = f.model(b, j)[poly]
 				}
-				worst = math.Max(worst, math.Max(math.Abs(real(z)-want[m]), math.Abs(imag(z)-want[m+half])))
+				for m := 0; m < half; m++ {
+					z := slots[j*half+m]
+					if want == nil {
+						zero = math.Max(zero, cmplx.Abs(z))
+						continue
+					}
+					worst = math.Max(worst, math.Max(math.Abs(real(z)-want[m]), math.Abs(imag(z)-want[m+half])))
+				}
 			}
 		}
 	}
