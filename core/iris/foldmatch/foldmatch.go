@@ -1,0 +1,361 @@
+// Package foldmatch composes papers/004's second algorithm for encrypted
+// iris matching (docs/IRIS.md, "Folding (Algorithm 2)"): the k rotations
+// of a fold group are folded into one sum per database code before any
+// bootstrap (package fold: the sum of a fold polynomial at every pair's
+// normalised score), P sums are bootstrapped together (fold.Refresher),
+// each sum is classified twice by the comparator, *sure* (S >= SureAt on
+// f's sums) and *maybe* (S >= MaybeAt on h's sums, or f's), and the
+// classifications are reduced to two bits per query eye by the product
+// tree of package irismatch. The receiver reads an eye as a match if it is
+// sure, as no match if it is not maybe, and flagged otherwise (flagged
+// eyes go to the first algorithm); the design of f, h and the thresholds
+// (python's encmatch.iris.folding) makes every clean answer equal to the
+// plaintext model outside the guard band, whatever the gallery, as long
+// as the comparator's band and the evaluation's error fit the design's
+// tolerances, which NewPipeline checks.
+package foldmatch
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"encmatch/core/base/comparator"
+	"encmatch/core/base/errs"
+	"encmatch/core/base/parallel"
+	"encmatch/core/iris/ccmm"
+	"encmatch/core/iris/fold"
+	"encmatch/core/iris/irismatch"
+	"encmatch/core/iris/scoreslots"
+
+	"github.com/tuneinsight/lattigo/v6/circuits/ckks/bootstrapping"
+	"github.com/tuneinsight/lattigo/v6/circuits/ckks/polynomial"
+	"github.com/tuneinsight/lattigo/v6/core/rlwe"
+	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
+)
+
+// Classifier is one of the design's two classifiers of slot sums.
+type Classifier struct {
+	// At is the threshold on the sums; Range holds every sum a slot can
+	// take (the design's sum_range or maybe_range); Tolerance is how far
+	// from At a sum may be and still get its exact bit (the design's
+	// sure_tolerance, or tolerance for maybe): the comparator's band and
+	// the evaluation's error must fit in it.
+	At        float64
+	Range     [2]float64
+	Tolerance float64
+}
+
+// Literal is the classification of a fold design.
+type Literal struct {
+	// Kappa is the comparator's depth; Rotations the rotations per query
+	// eye (31 for open-iris's shift 15); GroupSize k the rotations a fold
+	// group adds (the design's k; the last group of an eye may be smaller).
+	Kappa, Rotations, GroupSize int
+	// Sure reads f's sums; Maybe reads h's (the fold's second
+	// polynomial), or f's when the fold has one polynomial.
+	Sure, Maybe Classifier
+	// EvalError bounds what the fold, the bootstrap and the unmixing add
+	// to a sum (measured: docs/IRIS.md).
+	EvalError float64
+}
+
+// Pipeline is the server's part of Algorithm 2 after the encrypted matrix
+// product of a slot-encoded database.
+type Pipeline struct {
+	Fold  *fold.Params
+	Slots *scoreslots.Params
+	Lit   Literal
+	// Comparators of Sure and Maybe, on the sums divided by their refresh
+	// bound.
+	Sure, Maybe *comparator.Comparator
+	folders     []*fold.Evaluator // per database block
+	refresher   *fold.Refresher
+	evals       []*bootstrapping.Evaluator
+}
+
+// GaloisElements are the rotations the bootstrapping keys of a pipeline
+// need beyond the bootstrap's own: the unmixing's and the reduction's.
+func GaloisElements(s *scoreslots.Params) []uint64 {
+	els := append(fold.UnmixGaloisElements(s), irismatch.ReducerGaloisElements(s)...)
+	slices.Sort(els)
+	return slices.Compact(els)
+}
+
+// NewPipeline makes the pipeline of the fold fp and the bootstrapping s
+// with the fold keys of every database block (fold.Params.GenKeys) and the
+// bootstrapping keys (with GaloisElements). It checks that the
+// comparators' bands, with EvalError, fit the classifiers' tolerances,
+// that every sum of a group lies in its classifier's range, and that the
+// refreshed sums have the comparator's levels.
+func NewPipeline(fp *fold.Params, s *scoreslots.Params, foldKeys []rlwe.EvaluationKeySet, keys *scoreslots.Keys, lit Literal) (*Pipeline, error) {
+	if lit.Rotations < 1 || lit.GroupSize < 1 || len(foldKeys) == 0 || !(lit.EvalError >= 0) {
+		return nil, fmt.Errorf("%w: %d rotations per eye, fold groups of %d, %d blocks' keys, evaluation error %v",
+			errs.ErrInvalid, lit.Rotations, lit.GroupSize, len(foldKeys), lit.EvalError)
+	}
+	evals, err := s.NewEvaluators(keys)
+	if err != nil {
+		return nil, err
+	}
+	if len(evals) != len(foldKeys) {
+		return nil, fmt.Errorf("%w: %d blocks' bootstrapping keys, %d blocks' fold keys", errs.ErrMismatch, len(evals), len(foldKeys))
+	}
+	ref, err := fp.NewRefresher(s, evals, lit.GroupSize)
+	if err != nil {
+		return nil, err
+	}
+	if level := ref.OutputLevel(); level < lit.Kappa {
+		return nil, fmt.Errorf("%w: the refreshed sums have %d levels, the comparator takes %d", errs.ErrInvalid, level, lit.Kappa)
+	}
+	pl := &Pipeline{Fold: fp, Slots: s, Lit: lit, refresher: ref, evals: evals}
+	tops := fp.Lit.Tops()
+	polys := fp.Lit.Polynomials()
+	for i, c := range []*Classifier{&lit.Sure, &lit.Maybe} {
+		poly := min(i, len(polys)-1)
+		if err := checkRange(polys[poly], tops[poly], lit.GroupSize, c.Range); err != nil {
+			return nil, err
+		}
+		bound := ref.Range(poly) / 2
+		lo, hi := (c.Range[0]-lit.EvalError)/bound, (c.Range[1]+lit.EvalError)/bound
+		cmp, err := comparator.NewOnDomain(lit.Kappa, c.At/bound, lo, hi)
+		if err != nil {
+			return nil, fmt.Errorf("%w: classifier %d: %v", errs.ErrInvalid, i, err)
+		}
+		if band := cmp.ValueBand * bound; band+lit.EvalError > c.Tolerance {
+			return nil, fmt.Errorf("%w: the kappa-%d comparator's band on sums in [%.3g, %.3g] is %.3g, with the evaluation's error %.3g over the design's tolerance %.3g: a deeper comparator or a design with a wider gap",
+				errs.ErrInvalid, lit.Kappa, c.Range[0], c.Range[1], band, lit.EvalError, c.Tolerance)
+		}
+		if i == 0 {
+			pl.Sure = cmp
+		} else {
+			pl.Maybe = cmp
+		}
+	}
+	for _, k := range foldKeys {
+		pl.folders = append(pl.folders, fp.NewEvaluator(k))
+	}
+	return pl, nil
+}
+
+// checkRange checks on a grid that every sum of up to k values of p (and
+// of k values of its minimum: a shorter group) lies in r.
+func checkRange(p fold.Polynomial, top float64, k int, r [2]float64) error {
+	if !(r[0] < r[1]) || math.Abs(r[0]) > float64(k)*top*1.01 || math.Abs(r[1]) > float64(k)*top*1.01 {
+		return fmt.Errorf("%w: a sum range [%v, %v] for sums of %d values bounded by %v", errs.ErrInvalid, r[0], r[1], k, top)
+	}
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for i := 0; i <= 1<<16; i++ {
+		y := p.Eval(p.Lo + (p.Hi-p.Lo)*float64(i)/(1<<16))
+		lo, hi = math.Min(lo, y), math.Max(hi, y)
+	}
+	// Sums of 1 to k values reach k min(lo, 0) and k max(hi, 0) at most.
+	if s := float64(k) * math.Min(lo, 0); s < r[0] {
+		return fmt.Errorf("%w: sums reach %v below their range [%v, %v]", errs.ErrInvalid, s, r[0], r[1])
+	}
+	if s := float64(k) * math.Max(hi, 0); s > r[1] {
+		return fmt.Errorf("%w: sums reach %v above their range [%v, %v]", errs.ErrInvalid, s, r[0], r[1])
+	}
+	return nil
+}
+
+// groups are the fold groups of eye e: columns e*Rotations + r, r in
+// [g*GroupSize, min((g+1)*GroupSize, Rotations)).
+func (pl *Pipeline) groups(e int) [][]int {
+	var out [][]int
+	for lo := 0; lo < pl.Lit.Rotations; lo += pl.Lit.GroupSize {
+		var cols []int
+		for r := lo; r < min(lo+pl.Lit.GroupSize, pl.Lit.Rotations); r++ {
+			cols = append(cols, e*pl.Lit.Rotations+r)
+		}
+		out = append(out, cols)
+	}
+	return out
+}
+
+// Stats reports what a Match did: the wall time of each stage and the
+// counts.
+type Stats struct {
+	Wall                            time.Duration
+	Fold, Refresh, Classify, Reduce time.Duration
+	Groups, Refreshes, Classified   int
+	ReductionBootstraps             int
+	SureBand, MaybeBand             float64 // the comparators' bands on the sums
+}
+
+// ResultSlot is the slot of Match's outputs that holds eye e.
+func ResultSlot(s *scoreslots.Params, e int) int { return irismatch.ResultSlot(s, e) }
+
+// Match runs Algorithm 2 on a rescaled CCMM result of a slot-encoded
+// database (rows: database codes in blocks of N_db; columns: eyes x
+// Rotations) with the public overlaps |m_row and m_col|. It returns two
+// ciphertexts of the bootstrapping ring whose slot ResultSlot(e) holds eye
+// e's sure and maybe bits, and every other slot 0.
+func (pl *Pipeline) Match(res *ccmm.SharedA, overlap func(row, col int) int) (sure, maybe *rlwe.Ciphertext, st *Stats, err error) {
+	n := pl.Fold.CKKS.N()
+	if res.Cols%pl.Lit.Rotations != 0 || res.Rows%n != 0 || res.Rows/n != len(pl.folders) || res.Cols == 0 {
+		return nil, nil, nil, fmt.Errorf("%w: a %dx%d result for %d rotations per eye and %d database blocks of %d codes",
+			errs.ErrInvalid, res.Rows, res.Cols, pl.Lit.Rotations, len(pl.folders), n)
+	}
+	eyes, blocks := res.Cols/pl.Lit.Rotations, res.Rows/n
+	bp := pl.Slots.Bootstrap.BootstrappingParameters
+	pack := bp.N() / n
+	width := bp.MaxSlots() / pack
+	sets := (eyes + pack - 1) / pack
+	polys := len(pl.Fold.Lit.Polynomials())
+	st = &Stats{SureBand: pl.Sure.ValueBand * pl.refresher.Range(0) / 2,
+		MaybeBand: pl.Maybe.ValueBand * pl.refresher.Range(polys-1) / 2}
+	begin := time.Now()
+	// A job is (eye set, block, fold group): the group's sums of P eyes,
+	// refreshed together (one bootstrap per fold polynomial), classified.
+	perEye := len(pl.groups(0))
+	sureValues, maybeValues := make([][]*rlwe.Ciphertext, sets), make([][]*rlwe.Ciphertext, sets)
+	for job := 0; job < sets*blocks*perEye; job++ {
+		g, t, h := job/(blocks*perEye), job/perEye%blocks, job%perEye
+		start := time.Now()
+		sums := make([][]*rlwe.Ciphertext, polys) // polynomial, eye of the set
+		for u := range pack {
+			e := min(g*pack+u, eyes-1)
+			out, err := pl.folders[t].Group(res, t, pl.groups(e)[h], overlap)
+			if err != nil {
+				return nil, nil, nil, fmt.Errorf("fold: %w", err)
+			}
+			for i := range out {
+				sums[i] = append(sums[i], out[i])
+			}
+			st.Groups++
+		}
+		st.Fold += time.Since(start)
+		start = time.Now()
+		refreshed := make([]*rlwe.Ciphertext, polys)
+		for i := range sums {
+			if refreshed[i], err = pl.refresher.Refresh(t, i, sums[i]); err != nil {
+				return nil, nil, nil, fmt.Errorf("refresh: %w", err)
+			}
+			st.Refreshes++
+		}
+		st.Refresh += time.Since(start)
+		start = time.Now()
+		s, err := pl.classify(pl.Sure, pl.Lit.Sure.At, refreshed[0])
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		m, err := pl.classify(pl.Maybe, pl.Lit.Maybe.At, refreshed[polys-1])
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		sureValues[g], maybeValues[g] = append(sureValues[g], s...), append(maybeValues[g], m...)
+		st.Classified += len(s) + len(m)
+		st.Classify += time.Since(start)
+	}
+	start := time.Now()
+	red := irismatch.NewReducer(pl.evals[0])
+	out := make([]*rlwe.Ciphertext, 2)
+	for i, values := range [][][]*rlwe.Ciphertext{sureValues, maybeValues} {
+		bits, err := red.AnyMatch(values, width)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		if out[i], err = red.Gather(bits, eyes, pack, width); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	st.Reduce = time.Since(start)
+	st.ReductionBootstraps = red.Bootstraps()
+	st.Wall = time.Since(begin)
+	return out[0], out[1], st, nil
+}
+
+// classify splits a refreshed ciphertext (slot m of chunk j: (S_lo + i
+// S_hi) / Range) into its two real halves, S_lo / bound and S_hi / bound
+// (one conjugation), and returns the comparator's match values of each.
+func (pl *Pipeline) classify(cmp *comparator.Comparator, at float64, z *rlwe.Ciphertext) ([]*rlwe.Ciphertext, error) {
+	bp := pl.Slots.Bootstrap.BootstrappingParameters
+	keys := pl.evals[0].Evaluator.EvaluationKeySet
+	eval := ckks.NewEvaluator(bp, keys)
+	conj, err := eval.ConjugateNew(z)
+	if err != nil {
+		return nil, err
+	}
+	re, err := eval.AddNew(z, conj)
+	if err != nil {
+		return nil, err
+	}
+	im, err := eval.SubNew(z, conj)
+	if err != nil {
+		return nil, err
+	}
+	if err := eval.Mul(im, -1i, im); err != nil {
+		return nil, err
+	}
+	halves := []*rlwe.Ciphertext{re, im}
+	err = parallel.For(len(halves), func(i int) (err error) {
+		pe := polynomial.NewEvaluator(bp, ckks.NewEvaluator(bp, keys))
+		halves[i], err = cmp.Evaluate(pe, halves[i], bp.DefaultScale())
+		if err != nil {
+			return fmt.Errorf("classification at %v: %w", at, err)
+		}
+		return nil
+	})
+	return halves, err
+}
+
+// Answer is what the receiver reads from an eye's two bits.
+type Answer int
+
+// The three answers: a flagged eye goes to the first algorithm.
+const (
+	NoMatch Answer = iota
+	Match
+	Flagged
+)
+
+// Read turns an eye's sure and maybe bits into its answer.
+func Read(sure, maybe bool) Answer {
+	switch {
+	case sure:
+		return Match
+	case !maybe:
+		return NoMatch
+	}
+	return Flagged
+}
+
+// Eye is the plaintext model of one query eye: whether some slot's sum
+// reaches each threshold, and whether the encrypted bit must equal it
+// (Settled: every sum lies farther than the comparator's band and the
+// evaluation's error from the threshold, or one lies that far above it).
+type Eye struct {
+	Sure, Maybe               bool
+	SureSettled, MaybeSettled bool
+}
+
+// Model is Match's plaintext model on the exact products dots (rows:
+// database codes, columns: eyes x Rotations) with the overlaps.
+func (pl *Pipeline) Model(dots ccmm.IntMat, overlap func(row, col int) int) []Eye {
+	n := pl.Fold.CKKS.N()
+	eyes, blocks := dots.Cols/pl.Lit.Rotations, dots.Rows/n
+	polys := len(pl.Fold.Lit.Polynomials())
+	bands := [2]float64{pl.Sure.ValueBand*pl.refresher.Range(0)/2 + pl.Lit.EvalError,
+		pl.Maybe.ValueBand*pl.refresher.Range(polys-1)/2 + pl.Lit.EvalError}
+	out := make([]Eye, eyes)
+	for e := range out {
+		// per classifier: some sum >= At, some sum >= At + band, some sum
+		// within the band
+		var above, clear, near [2]bool
+		for t := range blocks {
+			for _, cols := range pl.groups(e) {
+				sums := pl.Fold.GroupModel(dots, t, cols, overlap)
+				for c, cl := range []Classifier{pl.Lit.Sure, pl.Lit.Maybe} {
+					for _, s := range sums[min(c, polys-1)] {
+						above[c] = above[c] || s >= cl.At
+						clear[c] = clear[c] || s >= cl.At+bands[c]
+						near[c] = near[c] || math.Abs(s-cl.At) <= bands[c]
+					}
+				}
+			}
+		}
+		out[e] = Eye{Sure: above[0], Maybe: above[1], SureSettled: clear[0] || !near[0], MaybeSettled: clear[1] || !near[1]}
+	}
+	return out
+}

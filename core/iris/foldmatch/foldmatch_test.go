@@ -1,0 +1,200 @@
+package foldmatch
+
+import (
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"encmatch/core/iris/ccmm"
+	"encmatch/core/iris/fold"
+	"encmatch/core/iris/internal/ccmmtest"
+	"encmatch/core/iris/scoreslots"
+	"encmatch/core/iris/slotdb"
+
+	"github.com/tuneinsight/lattigo/v6/core/rlwe"
+	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
+)
+
+// toyCCMM is an INSECURE CCMM set with the fold's levels (package fold's
+// test set): database ring 2^10, 1,024 positions, Q two 20-bit primes and
+// seven of 30 bits, Delta = 2^28.
+var toyCCMM = ccmm.Literal{LogNDB: 10, LogNQ: 9, Inner: 1024, LogScale: 28,
+	LogQ: []int{20, 20, 30, 30, 30, 30, 30, 30, 30}, LogK: []int{20, 20, 30, 30, 30, 30, 30, 30, 30}}
+
+const toyKappa = 10
+
+// toySlots bootstraps in ring 2^12 (four sums per bootstrap), with
+// toyKappa + 1 levels after it (INSECURE: toy rings).
+var toySlots = scoreslots.Literal{LogN2: 12, LogQ0: 55, LogP: []int{61}, ScoreBits: 15, Levels: toyKappa + 1, LogLevel: 36,
+	Bootstrapping: scoreslots.SparseBootstrapping([]int{61, 61})}
+
+// plant writes into column col of q the code of row row of db, with the
+// first `flip` of its unmasked positions negated.
+func plant(db, q ccmm.IntMat, row, col, flip int) {
+	for l := 0; l < db.Cols; l++ {
+		v := db.At(row, l)
+		if v != 0 && flip > 0 {
+			v, flip = -v, flip-1
+		}
+		q.Data[l*q.Cols+col] = v
+	}
+}
+
+// toyLiteral classifies sums of two rotations of the two-polynomial
+// design at thresholds 16 (sure) and 0.5 (maybe), with tolerances that
+// the kappa-10 comparator's bands fit (a test of the encrypted path
+// against its model, not a design).
+func toyLiteral() Literal {
+	d := ccmmtest.TwoPolynomialDesign
+	return Literal{Kappa: toyKappa, Rotations: 4, GroupSize: 2, EvalError: 0.05,
+		Sure:  Classifier{At: 16, Range: [2]float64{-0.04, 2 * d.Top}, Tolerance: 4},
+		Maybe: Classifier{At: 0.5, Range: [2]float64{-0.04, 2 * d.MaybeTop}, Tolerance: 0.35}}
+}
+
+// TestMatchEqualsModel runs Algorithm 2 on a toy database of two blocks
+// and four eyes of four rotations (two fold groups each): an eye with a
+// genuine pair (a match), one whose best pair is past the threshold at
+// FHD 0.31 (f's sums stay low, h's rise: flagged), one without a planted
+// pair (no match) and one with a genuine pair in the second block at FHD
+// 0.1 (a match). Every bit of the fixture is settled (no sum inside a
+// comparator's band), every one must come back as the model's, and the
+// answers must be those four.
+func TestMatchEqualsModel(t *testing.T) {
+	enc, err := slotdb.NewEncoder(toyCCMM.LogNDB, 14)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(7, 3))
+	n := enc.N()
+	lit := toyLiteral()
+	db := ccmmtest.Codes(rng, 2*n, toyCCMM.Inner)
+	q := ccmmtest.Codes(rng, toyCCMM.Inner, 4*lit.Rotations)
+	plant(db, q, 5, 1, 0)          // eye 0: genuine
+	plant(db, q, 300, 4+2, 240)    // eye 1: FHD about 0.31, past the threshold
+	plant(db, q, n+700, 3*4+3, 82) // eye 3: FHD about 0.1
+	encoded, err := enc.Encode(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := toyCCMM
+	cl.MaxAbsDB = encoded.MaxAbs()
+	cp, err := ccmm.NewParams(cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := ccmmtest.TwoPolynomialDesign
+	fp, err := fold.NewParams(cp, enc, fold.Literal{Delta: d.Delta, Top: d.Top, MaybeTop: d.MaybeTop,
+		Poly: fold.Polynomial{Lo: d.Lo, Hi: d.Hi, Chebyshev: d.F}, Maybe: &fold.Polynomial{Lo: d.Lo, Hi: d.Hi, Chebyshev: d.H},
+		LogP: []int{61, 61}, LogScale: 30, LogSumScale: 22})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := scoreslots.NewParams(cp, toySlots)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sk, res := ccmmtest.Product(t, cp, encoded, q)
+	keys, err := s.GenKeys(sk.DB, GaloisElements(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var foldKeys []rlwe.EvaluationKeySet
+	for _, dbs := range sk.DB {
+		k, err := fp.GenKeys(dbs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		foldKeys = append(foldKeys, k)
+	}
+	pl, err := NewPipeline(fp, s, foldKeys, keys, lit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dots, _ := ccmm.MulInt(db, q)
+	overlap := func(row, col int) int {
+		c := 0
+		for l := 0; l < db.Cols; l++ {
+			if db.At(row, l) != 0 && q.At(l, col) != 0 {
+				c++
+			}
+		}
+		return c
+	}
+	model := pl.Model(dots, overlap)
+	sure, maybe, st, err := pl.Match(res, overlap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d fold groups, %d refreshes, %d classified, %d reduction bootstraps; bands: sure %.3g, maybe %.3g; wall %v (fold %v, refresh %v, classify %v, reduce %v)",
+		st.Groups, st.Refreshes, st.Classified, st.ReductionBootstraps, st.SureBand, st.MaybeBand, st.Wall, st.Fold, st.Refresh, st.Classify, st.Reduce)
+	bp := s.Bootstrap.BootstrappingParameters
+	dec, decoder := rlwe.NewDecryptor(bp, keys.Secret), ckks.NewEncoder(bp)
+	read := func(ct *rlwe.Ciphertext) []float64 {
+		v := make([]float64, bp.MaxSlots())
+		if err := decoder.Decode(dec.DecryptNew(ct), v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	sv, mv := read(sure), read(maybe)
+	want := []Answer{Match, Flagged, NoMatch, Match}
+	for e, m := range model {
+		gs, gm := sv[ResultSlot(s, e)], mv[ResultSlot(s, e)]
+		t.Logf("eye %d: sure %.4f (model %v), maybe %.4f (model %v)", e, gs, m.Sure, gm, m.Maybe)
+		if !m.SureSettled || !m.MaybeSettled {
+			t.Fatalf("eye %d has a sum inside a comparator's band: the fixture no longer tests its bits", e)
+		}
+		if (gs > 0.5) != m.Sure || (gm > 0.5) != m.Maybe {
+			t.Errorf("eye %d: bits %.4f, %.4f against the model's settled %v, %v", e, gs, gm, m.Sure, m.Maybe)
+		}
+		if got := Read(gs > 0.5, gm > 0.5); got != want[e] {
+			t.Errorf("eye %d: answer %d, want %d", e, got, want[e])
+		}
+	}
+}
+
+// TestNewPipelineRefusesWideBands: a tolerance narrower than the
+// comparator's band on the sums is refused with a message that says so.
+func TestNewPipelineRefusesWideBands(t *testing.T) {
+	lit := toyLiteral()
+	lit.Sure.Tolerance = 1
+	d := ccmmtest.TwoPolynomialDesign
+	enc, _ := slotdb.NewEncoder(toyCCMM.LogNDB, 14)
+	cl := toyCCMM
+	cl.MaxAbsDB = 1 << 10
+	cp, err := ccmm.NewParams(cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fp, err := fold.NewParams(cp, enc, fold.Literal{Delta: d.Delta, Top: d.Top, Poly: fold.Polynomial{Lo: d.Lo, Hi: d.Hi, Chebyshev: d.F},
+		LogP: []int{61, 61}, LogScale: 30, LogSumScale: 22})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := scoreslots.NewParams(cp, toySlots)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sk, err := cp.GenSecrets(2 * cp.NDB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := s.GenKeys(sk.DB, GaloisElements(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var foldKeys []rlwe.EvaluationKeySet
+	for _, dbs := range sk.DB {
+		k, _ := fp.GenKeys(dbs)
+		foldKeys = append(foldKeys, k)
+	}
+	_, err = NewPipeline(fp, s, foldKeys, keys, lit)
+	if err == nil || !strings.Contains(err.Error(), "tolerance") {
+		t.Fatalf("a tolerance of 1 under the kappa-%d band: %v", toyKappa, err)
+	}
+	lit = toyLiteral()
+	lit.Maybe.Range[1] = 1 // f's sums (one polynomial: f decides maybe too) reach 120
+	if _, err = NewPipeline(fp, s, foldKeys, keys, lit); err == nil || !strings.Contains(err.Error(), "above their range") {
+		t.Fatalf("a range below the sums: %v", err)
+	}
+}
