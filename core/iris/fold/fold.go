@@ -288,6 +288,26 @@ func (ev *Evaluator) Group(res *ccmm.SharedA, t int, cols []int, overlap func(ro
 	return out, nil
 }
 
+// Split returns the real halves of z's slots, 2 Re z = z + conj z and
+// 2 Im z = -i (z - conj z): one conjugation (eval needs its key), no
+// level.
+func Split(eval *ckks.Evaluator, z *rlwe.Ciphertext) (re, im *rlwe.Ciphertext, err error) {
+	conj, err := eval.ConjugateNew(z)
+	if err != nil {
+		return nil, nil, err
+	}
+	if re, err = eval.AddNew(z, conj); err != nil {
+		return nil, nil, err
+	}
+	if im, err = eval.SubNew(z, conj); err != nil {
+		return nil, nil, err
+	}
+	if err := eval.Mul(im, -1i, im); err != nil {
+		return nil, nil, err
+	}
+	return re, im, nil
+}
+
 // column returns each fold polynomial at x of one column's two halves
 // (codes m and m + N/2 in slot m), at scale 2^LogSumScale; the
 // polynomials share one power basis of x.
@@ -299,20 +319,8 @@ func (ev *Evaluator) column(res *ccmm.SharedA, t, j int, overlap func(row, col i
 	if err != nil {
 		return nil, err
 	}
-	// 2a = z + conj z, 2b = -i (z - conj z).
-	conj, err := eval.ConjugateNew(z)
+	re, im, err := Split(eval, z)
 	if err != nil {
-		return nil, err
-	}
-	re, err := eval.AddNew(z, conj)
-	if err != nil {
-		return nil, err
-	}
-	im, err := eval.SubNew(z, conj)
-	if err != nil {
-		return nil, err
-	}
-	if err := eval.Mul(im, -1i, im); err != nil {
 		return nil, err
 	}
 	// u = a x + b = (a / (2 overlap)) (2 dot) + b - a Delta; the

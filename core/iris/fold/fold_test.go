@@ -65,18 +65,6 @@ func TestPolynomialEvalAndDepth(t *testing.T) {
 	}
 }
 
-// plant writes into column col of q the code of row row of db, with the
-// first `flip` of its unmasked positions negated.
-func plant(db, q ccmm.IntMat, row, col, flip int) {
-	for l := 0; l < db.Cols; l++ {
-		v := db.At(row, l)
-		if v != 0 && flip > 0 {
-			v, flip = -v, flip-1
-		}
-		q.Data[l*q.Cols+col] = v
-	}
-}
-
 // fixture is a slot-encoded database of two blocks and a public-key query
 // of two fold groups of k = 4 columns, multiplied by the CCMM (INSECURE
 // toy set), with genuine pairs, pairs near the threshold from both sides,
@@ -103,11 +91,11 @@ func newFixture(t *testing.T) *fixture {
 	n := enc.N()
 	db := ccmmtest.Codes(rng, 2*n, toyCCMM.Inner)
 	q := ccmmtest.Codes(rng, toyCCMM.Inner, 2*groupSize)
-	plant(db, q, 5, 0, 0)          // a genuine pair (x = 1 - delta)
-	plant(db, q, n+700, 1, 270)    // FHD about 0.33, just a match
-	plant(db, q, 9, 2, 290)        // FHD about 0.355, a near miss
-	plant(db, q, 600, 5, 275)      // second group, close to the threshold
-	for l := 0; l < db.Cols; l++ { // row 11 masked everywhere: no common bit
+	ccmmtest.Plant(db, q, 5, 0, 0)       // a genuine pair (x = 1 - delta)
+	ccmmtest.Plant(db, q, n+700, 1, 270) // FHD about 0.33, just a match
+	ccmmtest.Plant(db, q, 9, 2, 290)     // FHD about 0.355, a near miss
+	ccmmtest.Plant(db, q, 600, 5, 275)   // second group, close to the threshold
+	for l := 0; l < db.Cols; l++ {       // row 11 masked everywhere: no common bit
 		db.Data[11*db.Cols+l] = 0
 	}
 	encoded, err := enc.Encode(db)
@@ -128,15 +116,7 @@ func newFixture(t *testing.T) *fixture {
 	}
 	sk, res := ccmmtest.Product(t, cp, encoded, q)
 	dots, _ := ccmm.MulInt(db, q)
-	overlap := func(row, col int) int {
-		c := 0
-		for l := 0; l < db.Cols; l++ {
-			if db.At(row, l) != 0 && q.At(l, col) != 0 {
-				c++
-			}
-		}
-		return c
-	}
+	overlap := ccmmtest.Overlap(db, q)
 	return &fixture{cp: cp, p: p, sk: sk, res: res, dots: dots, overlap: overlap, evals: map[int]*Evaluator{}}
 }
 

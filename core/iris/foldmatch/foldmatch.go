@@ -273,19 +273,8 @@ func (pl *Pipeline) classify(cmp *comparator.Comparator, at float64, z *rlwe.Cip
 	bp := pl.Slots.Bootstrap.BootstrappingParameters
 	keys := pl.evals[0].Evaluator.EvaluationKeySet
 	eval := ckks.NewEvaluator(bp, keys)
-	conj, err := eval.ConjugateNew(z)
+	re, im, err := fold.Split(eval, z)
 	if err != nil {
-		return nil, err
-	}
-	re, err := eval.AddNew(z, conj)
-	if err != nil {
-		return nil, err
-	}
-	im, err := eval.SubNew(z, conj)
-	if err != nil {
-		return nil, err
-	}
-	if err := eval.Mul(im, -1i, im); err != nil {
 		return nil, err
 	}
 	halves := []*rlwe.Ciphertext{re, im}

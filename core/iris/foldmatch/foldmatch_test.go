@@ -28,16 +28,23 @@ const toyKappa = 10
 var toySlots = scoreslots.Literal{LogN2: 12, LogQ0: 55, LogP: []int{61}, ScoreBits: 15, Levels: toyKappa + 1, LogLevel: 36,
 	Bootstrapping: scoreslots.SparseBootstrapping([]int{61, 61})}
 
-// plant writes into column col of q the code of row row of db, with the
-// first `flip` of its unmasked positions negated.
-func plant(db, q ccmm.IntMat, row, col, flip int) {
-	for l := 0; l < db.Cols; l++ {
-		v := db.At(row, l)
-		if v != 0 && flip > 0 {
-			v, flip = -v, flip-1
-		}
-		q.Data[l*q.Cols+col] = v
+// genKeys makes the bootstrapping keys (with GaloisElements) and the fold
+// keys of the database secrets, as the key holder does.
+func genKeys(t *testing.T, fp *fold.Params, s *scoreslots.Params, dbSecrets []*rlwe.SecretKey) (*scoreslots.Keys, []rlwe.EvaluationKeySet) {
+	t.Helper()
+	keys, err := s.GenKeys(dbSecrets, GaloisElements(s))
+	if err != nil {
+		t.Fatal(err)
 	}
+	var foldKeys []rlwe.EvaluationKeySet
+	for _, dbs := range dbSecrets {
+		k, err := fp.GenKeys(dbs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		foldKeys = append(foldKeys, k)
+	}
+	return keys, foldKeys
 }
 
 // toyLiteral classifies sums of two rotations of the two-polynomial
@@ -69,9 +76,9 @@ func TestMatchEqualsModel(t *testing.T) {
 	lit := toyLiteral()
 	db := ccmmtest.Codes(rng, 2*n, toyCCMM.Inner)
 	q := ccmmtest.Codes(rng, toyCCMM.Inner, 4*lit.Rotations)
-	plant(db, q, 5, 1, 0)          // eye 0: genuine
-	plant(db, q, 300, 4+2, 240)    // eye 1: FHD about 0.31, past the threshold
-	plant(db, q, n+700, 3*4+3, 82) // eye 3: FHD about 0.1
+	ccmmtest.Plant(db, q, 5, 1, 0)          // eye 0: genuine
+	ccmmtest.Plant(db, q, 300, 4+2, 240)    // eye 1: FHD about 0.31, past the threshold
+	ccmmtest.Plant(db, q, n+700, 3*4+3, 82) // eye 3: FHD about 0.1
 	encoded, err := enc.Encode(db)
 	if err != nil {
 		t.Fatal(err)
@@ -94,32 +101,13 @@ func TestMatchEqualsModel(t *testing.T) {
 		t.Fatal(err)
 	}
 	sk, res := ccmmtest.Product(t, cp, encoded, q)
-	keys, err := s.GenKeys(sk.DB, GaloisElements(s))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var foldKeys []rlwe.EvaluationKeySet
-	for _, dbs := range sk.DB {
-		k, err := fp.GenKeys(dbs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		foldKeys = append(foldKeys, k)
-	}
+	keys, foldKeys := genKeys(t, fp, s, sk.DB)
 	pl, err := NewPipeline(fp, s, foldKeys, keys, lit)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dots, _ := ccmm.MulInt(db, q)
-	overlap := func(row, col int) int {
-		c := 0
-		for l := 0; l < db.Cols; l++ {
-			if db.At(row, l) != 0 && q.At(l, col) != 0 {
-				c++
-			}
-		}
-		return c
-	}
+	overlap := ccmmtest.Overlap(db, q)
 	model := pl.Model(dots, overlap)
 	sure, maybe, st, err := pl.Match(res, overlap)
 	if err != nil {
@@ -179,15 +167,7 @@ func TestNewPipelineRefusesWideBands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys, err := s.GenKeys(sk.DB, GaloisElements(s))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var foldKeys []rlwe.EvaluationKeySet
-	for _, dbs := range sk.DB {
-		k, _ := fp.GenKeys(dbs)
-		foldKeys = append(foldKeys, k)
-	}
+	keys, foldKeys := genKeys(t, fp, s, sk.DB)
 	_, err = NewPipeline(fp, s, foldKeys, keys, lit)
 	if err == nil || !strings.Contains(err.Error(), "tolerance") {
 		t.Fatalf("a tolerance of 1 under the kappa-%d band: %v", toyKappa, err)

@@ -49,3 +49,30 @@ func Product(tb testing.TB, cp *ccmm.Params, db, q ccmm.IntMat) (*ccmm.Secrets, 
 	}
 	return sk, res
 }
+
+// Plant writes into column col of q the code of row row of db, with the
+// first `flip` of its unmasked positions negated (a pair at fractional
+// Hamming distance flip / |mask|).
+func Plant(db, q ccmm.IntMat, row, col, flip int) {
+	for l := 0; l < db.Cols; l++ {
+		v := db.At(row, l)
+		if v != 0 && flip > 0 {
+			v, flip = -v, flip-1
+		}
+		q.Data[l*q.Cols+col] = v
+	}
+}
+
+// Overlap returns |m_row and m_col|, the positions unmasked in both row
+// row of db and column col of q.
+func Overlap(db, q ccmm.IntMat) func(row, col int) int {
+	return func(row, col int) int {
+		c := 0
+		for l := 0; l < db.Cols; l++ {
+			if db.At(row, l) != 0 && q.At(l, col) != 0 {
+				c++
+			}
+		}
+		return c
+	}
+}
