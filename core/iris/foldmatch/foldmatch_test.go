@@ -28,6 +28,27 @@ const toyKappa = 10
 var toySlots = scoreslots.Literal{LogN2: 12, LogQ0: 55, LogP: []int{61}, ScoreBits: 15, Levels: toyKappa + 1, LogLevel: 36,
 	Bootstrapping: scoreslots.SparseBootstrapping([]int{61, 61})}
 
+// toyParams are the fold of the two-polynomial design (f alone without
+// maybe) and toySlots after cp.
+func toyParams(t *testing.T, cp *ccmm.Params, enc *slotdb.Encoder, maybe bool) (*fold.Params, *scoreslots.Params) {
+	t.Helper()
+	d := ccmmtest.TwoPolynomialDesign
+	lit := fold.Literal{Delta: d.Delta, Top: d.Top, Poly: fold.Polynomial{Lo: d.Lo, Hi: d.Hi, Chebyshev: d.F},
+		LogP: []int{61, 61}, LogScale: 30, LogSumScale: 22}
+	if maybe {
+		lit.Maybe, lit.MaybeTop = &fold.Polynomial{Lo: d.Lo, Hi: d.Hi, Chebyshev: d.H}, d.MaybeTop
+	}
+	fp, err := fold.NewParams(cp, enc, lit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := scoreslots.NewParams(cp, toySlots)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fp, s
+}
+
 // genKeys makes the bootstrapping keys (with GaloisElements) and the fold
 // keys of the database secrets, as the key holder does.
 func genKeys(t *testing.T, fp *fold.Params, s *scoreslots.Params, dbSecrets []*rlwe.SecretKey) (*scoreslots.Keys, []rlwe.EvaluationKeySet) {
@@ -89,17 +110,7 @@ func TestMatchEqualsModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := ccmmtest.TwoPolynomialDesign
-	fp, err := fold.NewParams(cp, enc, fold.Literal{Delta: d.Delta, Top: d.Top, MaybeTop: d.MaybeTop,
-		Poly: fold.Polynomial{Lo: d.Lo, Hi: d.Hi, Chebyshev: d.F}, Maybe: &fold.Polynomial{Lo: d.Lo, Hi: d.Hi, Chebyshev: d.H},
-		LogP: []int{61, 61}, LogScale: 30, LogSumScale: 22})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := scoreslots.NewParams(cp, toySlots)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fp, s := toyParams(t, cp, enc, true)
 	sk, res := ccmmtest.Product(t, cp, encoded, q)
 	keys, foldKeys := genKeys(t, fp, s, sk.DB)
 	pl, err := NewPipeline(fp, s, foldKeys, keys, lit)
@@ -146,7 +157,6 @@ func TestMatchEqualsModel(t *testing.T) {
 func TestNewPipelineRefusesWideBands(t *testing.T) {
 	lit := toyLiteral()
 	lit.Sure.Tolerance = 1
-	d := ccmmtest.TwoPolynomialDesign
 	enc, _ := slotdb.NewEncoder(toyCCMM.LogNDB, 14)
 	cl := toyCCMM
 	cl.MaxAbsDB = 1 << 10
@@ -154,15 +164,7 @@ func TestNewPipelineRefusesWideBands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fp, err := fold.NewParams(cp, enc, fold.Literal{Delta: d.Delta, Top: d.Top, Poly: fold.Polynomial{Lo: d.Lo, Hi: d.Hi, Chebyshev: d.F},
-		LogP: []int{61, 61}, LogScale: 30, LogSumScale: 22})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := scoreslots.NewParams(cp, toySlots)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fp, s := toyParams(t, cp, enc, false)
 	sk, err := cp.GenSecrets(2 * cp.NDB)
 	if err != nil {
 		t.Fatal(err)
