@@ -8,6 +8,7 @@ import (
 
 	"encmatch/core/base/errs"
 
+	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 	"github.com/tuneinsight/lattigo/v6/ring"
 )
 
@@ -25,6 +26,36 @@ func (p *Params) GenSecrets(dbRows int) (*Secrets, error) {
 		return nil, fmt.Errorf("%w: database of %d rows: need a positive multiple of N_db = %d (pad with zero rows)", errs.ErrInvalid, dbRows, p.NDB)
 	}
 	return &Secrets{DB: GenKeys(p.DB, dbRows/p.NDB), Query: GenKeys(p.Query, p.Lit.Inner/p.NQ)}, nil
+}
+
+// SecretAs is database secret sk (ring N_db, NTT and Montgomery form) as
+// a secret of params, a parameter set of the same ring over other moduli
+// (the bootstrapping's residual ring, a fold's CKKS view): its
+// coefficients, checked to be ternary, are extended from the database's
+// first prime to params' Q and P with Lattigo's small-norm basis
+// extension.
+func (p *Params) SecretAs(sk *rlwe.SecretKey, params rlwe.ParameterProvider) (*rlwe.SecretKey, error) {
+	out := params.GetRLWEParameters()
+	if sk.Value.Q.N() != p.DB.N() || out.N() != p.DB.N() {
+		return nil, fmt.Errorf("%w: a secret of ring degree %d as one of ring degree %d, the database ring is %d",
+			errs.ErrMismatch, sk.Value.Q.N(), out.N(), p.DB.N())
+	}
+	r := p.DB.RingQ().AtLevel(0)
+	c := r.NewPoly()
+	r.IMForm(sk.Value.Q, c)
+	r.INTT(c, c)
+	q := r.ModuliChain()[0]
+	for k, v := range c.Coeffs[0] {
+		if v > 1 && v != q-1 {
+			return nil, fmt.Errorf("%w: the database secret is not ternary (coefficient %d)", errs.ErrInvalid, k)
+		}
+	}
+	res := rlwe.NewSecretKey(out)
+	rlwe.ExtendBasisSmallNormAndCenterNTTMontgomery(r, out.RingQ(), sk.Value.Q, c, res.Value.Q)
+	if rp := out.RingP(); rp != nil {
+		rlwe.ExtendBasisSmallNormAndCenterNTTMontgomery(r, rp, sk.Value.Q, c, res.Value.P)
+	}
+	return res, nil
 }
 
 func (p *Params) checkEntries(m Matrix, bound int64, what string) error {

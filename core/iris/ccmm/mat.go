@@ -121,8 +121,9 @@ func center(v, q uint64) int32 {
 	return int32(v)
 }
 
-// uncenter maps a centered residue back to [0, q).
-func uncenter(v int32, q uint64) uint64 {
+// Uncenter maps a centered residue (as the matrices hold them) back to
+// [0, q).
+func Uncenter(v int32, q uint64) uint64 {
 	if v < 0 {
 		return uint64(int64(v) + int64(q))
 	}

@@ -207,7 +207,7 @@ func getCols(ms []Mat, moduli []uint64, ps []ring.Poly, row0, j0 int) {
 		for k := 0; k < ps[0].N(); k++ {
 			row := m.Data[(row0+k)*m.Cols+j0 : (row0+k)*m.Cols+j0+len(ps)]
 			for c, v := range row {
-				ps[c].Coeffs[i][k] = uncenter(v, q)
+				ps[c].Coeffs[i][k] = Uncenter(v, q)
 			}
 		}
 	}

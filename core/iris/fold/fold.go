@@ -92,7 +92,7 @@ type Params struct {
 	Slots *slotdb.Encoder
 	CKKS  ckks.Parameters // ring N_db over Q and P
 	Lit   Literal
-	polys []bignum.Polynomial // f (and h) in the Chebyshev basis on [-1, 1]
+	polys []polynomial.Polynomial // f (and h) in the Chebyshev basis on [-1, 1], as the evaluator takes them
 }
 
 // Polynomials are the fold polynomials: f, then h when the design has it.
@@ -147,7 +147,7 @@ func NewParams(cp *ccmm.Params, enc *slotdb.Encoder, lit Literal) (*Params, erro
 	}
 	p := &Params{CCMM: cp, Slots: enc, CKKS: params, Lit: lit}
 	for _, poly := range lit.Polynomials() {
-		p.polys = append(p.polys, bignum.NewPolynomial(bignum.Chebyshev, poly.Chebyshev, [2]float64{-1, 1}))
+		p.polys = append(p.polys, polynomial.NewPolynomial(bignum.NewPolynomial(bignum.Chebyshev, poly.Chebyshev, [2]float64{-1, 1})))
 	}
 	return p, nil
 }
@@ -179,10 +179,10 @@ func (p *Params) Security() []ccmm.SecurityCheck {
 
 // GenKeys returns the evaluation keys of one database block: the
 // relinearisation key and the conjugation key under the block's secret
-// (as a secret of the CKKS parameters, slotdb.Secret). They are made by
+// (as a secret of the CKKS parameters, ccmm.Params.SecretAs). They are made by
 // the key holder, with Lattigo's key generator.
 func (p *Params) GenKeys(dbSecret *rlwe.SecretKey) (*rlwe.MemEvaluationKeySet, error) {
-	sk, err := slotdb.Secret(p.CKKS, p.CCMM, dbSecret)
+	sk, err := p.CCMM.SecretAs(dbSecret, p.CKKS)
 	if err != nil {
 		return nil, err
 	}
@@ -363,7 +363,7 @@ func (ev *Evaluator) column(res *ccmm.SharedA, t, j int, overlap func(row, col i
 		}
 		basis := he.NewPowerBasis(h, bignum.Chebyshev)
 		for i, poly := range p.polys {
-			if out[i][u], err = pe.EvaluateFromPowerBasis(basis, polynomial.NewPolynomial(poly), sumScale); err != nil {
+			if out[i][u], err = pe.EvaluateFromPowerBasis(basis, poly, sumScale); err != nil {
 				return nil, fmt.Errorf("fold polynomial %d: %w", i, err)
 			}
 		}

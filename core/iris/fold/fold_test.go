@@ -166,7 +166,7 @@ func TestGroupEqualsModel(t *testing.T) {
 	decoder := ckks.NewEncoder(f.p.CKKS)
 	var worst, largest [2]float64
 	for b := 0; b < 2; b++ {
-		key, _ := slotdb.Secret(f.p.CKKS, f.cp, f.sk.DB[b])
+		key, _ := f.cp.SecretAs(f.sk.DB[b], f.p.CKKS)
 		dec := rlwe.NewDecryptor(f.p.CKKS, key)
 		for g := 0; g < 2; g++ {
 			sums, want := f.group(t, b, g), f.model(b, g)

@@ -395,7 +395,7 @@ func (p *Params) AddBlock(keys *Keys, dbSecret *rlwe.SecretKey) error {
 	if keys.Secret == nil {
 		return fmt.Errorf("%w: adding a database block needs the bootstrapping secret", errs.ErrInvalid)
 	}
-	res, err := p.residualSecret(dbSecret)
+	res, err := p.CCMM.SecretAs(dbSecret, p.Residual)
 	if err != nil {
 		return err
 	}
@@ -446,33 +446,6 @@ func (p *Params) NewEvaluators(k *Keys) ([]*bootstrapping.Evaluator, error) {
 		out = append(out, &e)
 	}
 	return out, nil
-}
-
-// residualSecret is the database secret as a secret of the residual
-// parameters (the same ring, other moduli): its coefficients, checked to
-// be ternary, are extended from the database's first prime to the
-// residual's Q and P with Lattigo's small-norm basis extension.
-func (p *Params) residualSecret(dbSecret *rlwe.SecretKey) (*rlwe.SecretKey, error) {
-	db := p.CCMM.DB
-	if dbSecret.Value.Q.N() != db.N() {
-		return nil, fmt.Errorf("%w: a secret of ring degree %d, the database ring is %d", errs.ErrMismatch, dbSecret.Value.Q.N(), db.N())
-	}
-	r := db.RingQ().AtLevel(0)
-	c := r.NewPoly()
-	r.IMForm(dbSecret.Value.Q, c)
-	r.INTT(c, c)
-	q := r.ModuliChain()[0]
-	for k, v := range c.Coeffs[0] {
-		if v > 1 && v != q-1 {
-			return nil, fmt.Errorf("%w: the database secret is not ternary (coefficient %d)", errs.ErrInvalid, k)
-		}
-	}
-	sk := rlwe.NewSecretKey(p.Residual)
-	rlwe.ExtendBasisSmallNormAndCenterNTTMontgomery(r, p.Residual.RingQ(), dbSecret.Value.Q, c, sk.Value.Q)
-	if rp := p.Residual.RingP(); rp != nil {
-		rlwe.ExtendBasisSmallNormAndCenterNTTMontgomery(r, rp, dbSecret.Value.Q, c, sk.Value.P)
-	}
-	return sk, nil
 }
 
 // Lift turns every column j of database block t of a CCMM result (modulo

@@ -66,7 +66,7 @@ func testScoresToSlots(t *testing.T, lit Literal) {
 
 	// The lifted ciphertexts decrypt to score / 2^ScoreBits under the
 	// residual copy of the database secret.
-	resSK, err := p.residualSecret(sk.DB[0])
+	resSK, err := p.CCMM.SecretAs(sk.DB[0], p.Residual)
 	if err != nil {
 		t.Fatal(err)
 	}

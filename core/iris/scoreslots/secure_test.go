@@ -52,7 +52,7 @@ func TestHalfBootstrapSecureRings(t *testing.T) {
 	}
 	t.Logf("parameters and keys: %.1f s", time.Since(start).Seconds())
 
-	resSK, err := p.residualSecret(sk)
+	resSK, err := p.CCMM.SecretAs(sk, p.Residual)
 	if err != nil {
 		t.Fatal(err)
 	}

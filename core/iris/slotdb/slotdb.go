@@ -179,7 +179,7 @@ func (e *Encoder) NoiseBound(cp *ccmm.Params) float64 {
 // keys of computations on the scores; none for decryption only) and the
 // default scale 2^logScale those computations run at. A result column
 // framed by Column is a ciphertext of these parameters whose slots hold
-// scores (Unpack's layout); Secret gives the database secret in them.
+// scores (Unpack's layout); ccmm.Params.SecretAs gives the database secret in them.
 func (e *Encoder) CKKSParameters(cp *ccmm.Params, logP []int, logScale int) (ckks.Parameters, error) {
 	if cp.Lit.LogNDB != e.LogN {
 		return ckks.Parameters{}, fmt.Errorf("%w: blocks of 2^%d codes, the CCMM's database ring is 2^%d", errs.ErrMismatch, e.LogN, cp.Lit.LogNDB)
@@ -197,28 +197,6 @@ func (e *Encoder) CKKSParameters(cp *ccmm.Params, logP []int, logScale int) (ckk
 // times the enrollment scale c.
 func (e *Encoder) ColumnScale(cp *ccmm.Params) rlwe.Scale {
 	return rlwe.NewScale(math.Ldexp(float64(cp.Delta), e.LogScale))
-}
-
-// Secret is database secret sk (of the CCMM's parameters, over Q*K) as a
-// secret of params (over Q and P): the same polynomial, its residues
-// modulo Q's primes copied, those modulo P's extended from the first
-// prime (the secret is ternary: Lattigo's small-norm basis extension).
-func Secret(params ckks.Parameters, cp *ccmm.Params, sk *rlwe.SecretKey) (*rlwe.SecretKey, error) {
-	if sk.Value.Q.N() != params.N() || sk.Value.Q.Level()+1 < len(cp.Q) {
-		return nil, fmt.Errorf("%w: a secret of ring degree %d with %d primes", errs.ErrMismatch, sk.Value.Q.N(), sk.Value.Q.Level()+1)
-	}
-	out := rlwe.NewSecretKey(params)
-	for i := range cp.Q {
-		copy(out.Value.Q.Coeffs[i], sk.Value.Q.Coeffs[i])
-	}
-	if rp := params.RingP(); rp != nil {
-		r := params.RingQ().AtLevel(0)
-		c := r.NewPoly()
-		r.IMForm(out.Value.Q, c)
-		r.INTT(c, c)
-		rlwe.ExtendBasisSmallNormAndCenterNTTMontgomery(r, rp, out.Value.Q, c, out.Value.P)
-	}
-	return out, nil
 }
 
 // Column frames column j of block t of a rescaled CCMM result (modulo Q,
@@ -243,20 +221,12 @@ func (e *Encoder) Column(params ckks.Parameters, cp *ccmm.Params, res *ccmm.Shar
 	for i, q := range params.Q() {
 		b, a := res.B[i], res.A[i]
 		for k := 0; k < n; k++ {
-			ct.Value[0].Coeffs[i][k] = lift(b.Data[(t*n+k)*res.Cols+j], q)
-			ct.Value[1].Coeffs[i][k] = lift(a.Data[k*res.Cols+j], q)
+			ct.Value[0].Coeffs[i][k] = ccmm.Uncenter(b.Data[(t*n+k)*res.Cols+j], q)
+			ct.Value[1].Coeffs[i][k] = ccmm.Uncenter(a.Data[k*res.Cols+j], q)
 		}
 	}
 	r.NTT(ct.Value[0], ct.Value[0])
 	r.NTT(ct.Value[1], ct.Value[1])
 	ct.Scale = e.ColumnScale(cp)
 	return ct, nil
-}
-
-// lift maps a centered residue to [0, q).
-func lift(x int32, q uint64) uint64 {
-	if x < 0 {
-		return q - uint64(-int64(x))
-	}
-	return uint64(x)
 }

@@ -217,7 +217,7 @@ func TestEncryptedProductHoldsScoresInSlots(t *testing.T) {
 		dec := ckks.NewEncoder(params)
 		decryptors := make([]*rlwe.Decryptor, len(sk.DB))
 		for b, s := range sk.DB {
-			key, err := Secret(params, cp, s)
+			key, err := cp.SecretAs(s, params)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -237,16 +237,21 @@ class FoldDesign:
         return out
 
 
+def _grid(t: float, degree: int, points: list[float]) -> tuple[np.ndarray, np.ndarray]:
+    """The programs' grid over ``x`` in ``[-1 - delta, 1 - delta]`` with ``points`` added, and its Chebyshev basis up to ``degree``."""
+    delta = score_threshold(t)
+    lo, hi = -1.0 - delta, 1.0 - delta
+    x = np.union1d(np.linspace(lo, hi, _GRID), points)
+    return x, cheb.chebvander((2.0 * x - (lo + hi)) / (hi - lo), degree)
+
+
 def _program(t: float, k: int, degree: int, guard: float, clear: float, quiet: float, floor: float,
              top: float, gap: float, sure_from: float):
     """One linear program (module docstring); scipy's result."""
     require("fold", "scipy")
     from scipy.optimize import linprog
 
-    delta = score_threshold(t)
-    lo, hi = -1.0 - delta, 1.0 - delta
-    x = np.union1d(np.linspace(lo, hi, _GRID), [-guard, guard, clear, sure_from])
-    basis = cheb.chebvander((2.0 * x - (lo + hi)) / (hi - lo), degree)
+    x, basis = _grid(t, degree, [-guard, guard, clear, sure_from])
     rows, rhs = [], []
 
     def at_most(sel: np.ndarray, bound: float, near_coef: float = 0.0, sign: float = 1.0) -> None:
@@ -359,10 +364,7 @@ def _maybe_program(t: float, degree: int, guard: float, clear: float, quiet: flo
     require("fold", "scipy")
     from scipy.optimize import linprog
 
-    delta = score_threshold(t)
-    lo, hi = -1.0 - delta, 1.0 - delta
-    x = np.union1d(np.linspace(lo, hi, _GRID), [-guard, guard, clear])
-    basis = cheb.chebvander((2.0 * x - (lo + hi)) / (hi - lo), degree)
+    x, basis = _grid(t, degree, [-guard, guard, clear])
     zero, one = np.zeros((len(x), 1)), np.ones((len(x), 1))
     rows = [np.hstack([-basis, zero]), np.hstack([basis, zero]),           # h >= floor, h <= top
             np.hstack([-basis[x >= guard], one[x >= guard]]),              # h >= low on matches
