@@ -26,6 +26,7 @@ import (
 	"encmatch/core/base/errs"
 	"encmatch/core/base/parallel"
 	"encmatch/core/iris/ccmm"
+	"encmatch/core/iris/scoreslots"
 	"encmatch/core/iris/slotdb"
 
 	"github.com/tuneinsight/lattigo/v6/circuits/ckks/polynomial"
@@ -92,7 +93,10 @@ type Params struct {
 	Slots *slotdb.Encoder
 	CKKS  ckks.Parameters // ring N_db over Q and P
 	Lit   Literal
-	polys []polynomial.Polynomial // f (and h) in the Chebyshev basis on [-1, 1], as the evaluator takes them
+	// SumLevel is the level Group's sums leave at: the highest whose
+	// modulus the refresh can lift (scoreslots.MaxLiftBits).
+	SumLevel int
+	polys    []polynomial.Polynomial // f (and h) in the Chebyshev basis on [-1, 1], as the evaluator takes them
 }
 
 // Polynomials are the fold polynomials: f, then h when the design has it.
@@ -145,7 +149,18 @@ func NewParams(cp *ccmm.Params, enc *slotdb.Encoder, lit Literal) (*Params, erro
 		return nil, fmt.Errorf("%w: Q has %d levels above its first prime, the fold takes %d (normalisation %d, polynomials %d)",
 			errs.ErrInvalid, params.MaxLevel(), levels, NormLevels, lit.Depth())
 	}
-	p := &Params{CCMM: cp, Slots: enc, CKKS: params, Lit: lit}
+	sumLevel, bits := -1, 0.0
+	for _, q := range params.Q() {
+		if bits += math.Log2(float64(q)); bits > scoreslots.MaxLiftBits {
+			break
+		}
+		sumLevel++
+	}
+	if sumLevel < 0 || sumLevel > params.MaxLevel()-levels {
+		return nil, fmt.Errorf("%w: the sums leave the fold at level %d, where the refresh lifts them from Q's first %d primes (up to 2^%d): Q needs levels for the fold above them",
+			errs.ErrInvalid, params.MaxLevel()-levels, sumLevel+1, scoreslots.MaxLiftBits)
+	}
+	p := &Params{CCMM: cp, Slots: enc, CKKS: params, Lit: lit, SumLevel: sumLevel}
 	for _, poly := range lit.Polynomials() {
 		p.polys = append(p.polys, polynomial.NewPolynomial(bignum.NewPolynomial(bignum.Chebyshev, poly.Chebyshev, [2]float64{-1, 1})))
 	}
@@ -242,8 +257,7 @@ func (p *Params) NewEvaluator(keys rlwe.EvaluationKeySet) *Evaluator {
 // the public |m_1 and m_2| of each pair): for each fold polynomial
 // (Literal.Polynomials) it returns a ciphertext whose slot m holds
 // S(code m) + i S(code m + N_db/2) at scale 2^LogSumScale, S(code) = sum
-// over cols of the polynomial at x, all at the level of the deepest
-// polynomial's output. The columns run in parallel.
+// over cols of the polynomial at x, all at level SumLevel. The columns run in parallel.
 func (ev *Evaluator) Group(res *ccmm.SharedA, t int, cols []int, overlap func(row, col int) int) ([]*rlwe.Ciphertext, error) {
 	if len(cols) == 0 {
 		return nil, fmt.Errorf("%w: a fold group without columns", errs.ErrInvalid)
@@ -276,14 +290,10 @@ func (ev *Evaluator) Group(res *ccmm.SharedA, t int, cols []int, overlap func(ro
 		}
 		out[i] = sum[0]
 	}
-	// Every sum leaves at the deepest polynomial's level (the lift before
-	// the bootstrap takes the primes under it).
-	level := out[0].Level()
+	// Every sum leaves at SumLevel (the lift before the bootstrap takes
+	// the primes under it).
 	for _, ct := range out {
-		level = min(level, ct.Level())
-	}
-	for _, ct := range out {
-		eval.DropLevel(ct, ct.Level()-level)
+		eval.DropLevel(ct, ct.Level()-ev.p.SumLevel)
 	}
 	return out, nil
 }

@@ -77,9 +77,8 @@ func (p *Params) NewRefresher(s *scoreslots.Params, evals []*bootstrapping.Evalu
 	// The sums reach the bootstrap at scale 2^LogSumScale q0 / Q_s (Q_s:
 	// the primes left under them) and travel as S / bound: Lattigo's
 	// modular reduction needs q0 / scale >= 2^LogMessageRatio / 2.
-	sumLevel := p.CKKS.MaxLevel() - NormLevels - p.Lit.Depth()
 	logQs := 0.0
-	for _, q := range p.CKKS.Q()[:sumLevel+1] {
+	for _, q := range p.CKKS.Q()[:p.SumLevel+1] {
 		logQs += math.Log2(float64(q))
 	}
 	var bounds []float64

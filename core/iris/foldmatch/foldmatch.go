@@ -7,8 +7,11 @@
 // f's sums) and *maybe* (S >= MaybeAt on h's sums, or f's), and the
 // classifications are reduced to two bits per query eye by the product
 // tree of package irismatch. The receiver reads an eye as a match if it is
-// sure, as no match if it is not maybe, and flagged otherwise (flagged
-// eyes go to the first algorithm); the design of f, h and the thresholds
+// sure, as no match if it is not maybe, and flagged otherwise; flagged
+// eyes go through the same pipeline with PairFold (groups of one rotation,
+// f(x) = x, one classifier at x >= 0: every pair alone, as papers/004's
+// first algorithm classifies them, on the slot-encoded database). The
+// design of f, h and the thresholds
 // (python's encmatch.iris.folding) makes every clean answer equal to the
 // plaintext model outside the guard band, whatever the gallery, as long
 // as the comparator's band and the evaluation's error fit the design's
@@ -54,8 +57,10 @@ type Literal struct {
 	// group adds (the design's k; the last group of an eye may be smaller).
 	Kappa, Rotations, GroupSize int
 	// Sure reads f's sums; Maybe reads h's (the fold's second
-	// polynomial), or f's when the fold has one polynomial.
-	Sure, Maybe Classifier
+	// polynomial), or f's when the fold has one polynomial; without Maybe
+	// (the pair pass) only the sure bits are computed.
+	Sure  Classifier
+	Maybe *Classifier
 	// EvalError bounds what the fold, the bootstrap and the unmixing add
 	// to a sum (measured: docs/IRIS.md).
 	EvalError float64
@@ -67,8 +72,8 @@ type Pipeline struct {
 	Fold  *fold.Params
 	Slots *scoreslots.Params
 	Lit   Literal
-	// Comparators of Sure and Maybe, on the sums divided by their refresh
-	// bound.
+	// Comparators of Sure and Maybe (nil without it), on the sums divided
+	// by their refresh bound.
 	Sure, Maybe *comparator.Comparator
 	folders     []*fold.Evaluator // per database block
 	refresher   *fold.Refresher
@@ -109,22 +114,10 @@ func NewPipeline(fp *fold.Params, s *scoreslots.Params, foldKeys []rlwe.Evaluati
 		return nil, fmt.Errorf("%w: the refreshed sums have %d levels, the comparator takes %d", errs.ErrInvalid, level, lit.Kappa)
 	}
 	pl := &Pipeline{Fold: fp, Slots: s, Lit: lit, refresher: ref, evals: evals}
-	tops := fp.Lit.Tops()
-	polys := fp.Lit.Polynomials()
-	for i, c := range []*Classifier{&lit.Sure, &lit.Maybe} {
-		poly := min(i, len(polys)-1)
-		if err := checkRange(polys[poly], tops[poly], lit.GroupSize, c.Range); err != nil {
-			return nil, err
-		}
-		bound := ref.Range(poly) / 2
-		lo, hi := (c.Range[0]-lit.EvalError)/bound, (c.Range[1]+lit.EvalError)/bound
-		cmp, err := comparator.NewOnDomain(lit.Kappa, c.At/bound, lo, hi)
+	for i, c := range lit.classifiers() {
+		cmp, err := pl.comparator(c, pl.poly(i))
 		if err != nil {
-			return nil, fmt.Errorf("%w: classifier %d: %v", errs.ErrInvalid, i, err)
-		}
-		if band := cmp.ValueBand * bound; band+lit.EvalError > c.Tolerance {
-			return nil, fmt.Errorf("%w: the kappa-%d comparator's band on sums in [%.3g, %.3g] is %.3g, with the evaluation's error %.3g over the design's tolerance %.3g: a deeper comparator or a design with a wider gap",
-				errs.ErrInvalid, lit.Kappa, c.Range[0], c.Range[1], band, lit.EvalError, c.Tolerance)
+			return nil, fmt.Errorf("classifier %d: %w", i, err)
 		}
 		if i == 0 {
 			pl.Sure = cmp
@@ -136,6 +129,50 @@ func NewPipeline(fp *fold.Params, s *scoreslots.Params, foldKeys []rlwe.Evaluati
 		pl.folders = append(pl.folders, fp.NewEvaluator(k))
 	}
 	return pl, nil
+}
+
+// classifiers are Sure, then Maybe if the literal has it.
+func (lit Literal) classifiers() []Classifier {
+	if lit.Maybe == nil {
+		return []Classifier{lit.Sure}
+	}
+	return []Classifier{lit.Sure, *lit.Maybe}
+}
+
+// poly is the fold polynomial classifier i reads: f for sure, the last
+// one (h, or f) for maybe.
+func (pl *Pipeline) poly(i int) int { return min(i, len(pl.Fold.Lit.Polynomials())-1) }
+
+// comparator checks classifier c on the sums of fold polynomial poly and
+// returns its comparator: every sum must lie in c's range, and the
+// comparator's band on the sums (divided by the refresh's bound, as the
+// split leaves them) with EvalError must fit c's tolerance.
+func (pl *Pipeline) comparator(c Classifier, poly int) (*comparator.Comparator, error) {
+	lit := pl.Lit
+	if err := checkRange(pl.Fold.Lit.Polynomials()[poly], pl.Fold.Lit.Tops()[poly], lit.GroupSize, c.Range); err != nil {
+		return nil, err
+	}
+	bound := pl.refresher.Range(poly) / 2
+	lo, hi := (c.Range[0]-lit.EvalError)/bound, (c.Range[1]+lit.EvalError)/bound
+	cmp, err := comparator.NewOnDomain(lit.Kappa, c.At/bound, lo, hi)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errs.ErrInvalid, err)
+	}
+	if band := cmp.ValueBand * bound; band+lit.EvalError > c.Tolerance {
+		return nil, fmt.Errorf("%w: the kappa-%d comparator's band on sums in [%.3g, %.3g] is %.3g, with the evaluation's error %.3g over the design's tolerance %.3g: a deeper comparator or a design with a wider gap",
+			errs.ErrInvalid, lit.Kappa, c.Range[0], c.Range[1], band, lit.EvalError, c.Tolerance)
+	}
+	return cmp, nil
+}
+
+// band is what the model treats as unsettled around classifier i's
+// threshold: the comparator's band on the sums and EvalError.
+func (pl *Pipeline) band(i int) float64 {
+	cmp := pl.Sure
+	if i == 1 {
+		cmp = pl.Maybe
+	}
+	return cmp.ValueBand*pl.refresher.Range(pl.poly(i))/2 + pl.Lit.EvalError
 }
 
 // checkRange checks on a grid that every sum of up to k values of p (and
@@ -180,83 +217,126 @@ type Stats struct {
 	Fold, Refresh, Classify, Reduce time.Duration
 	Groups, Refreshes, Classified   int
 	ReductionBootstraps             int
-	SureBand, MaybeBand             float64 // the comparators' bands on the sums
+	// OnePerBootstrap: the layout with one eye per bootstrap (its fold
+	// groups across the packed sums), taken when an eye has at least P
+	// fold groups (the pair pass); otherwise P eyes per bootstrap.
+	OnePerBootstrap bool
+	// Bands are the classifiers' unsettled bands on the sums (the
+	// comparator's and EvalError), sure then maybe.
+	Bands []float64
 }
 
-// ResultSlot is the slot of Match's outputs that holds eye e.
-func ResultSlot(s *scoreslots.Params, e int) int { return irismatch.ResultSlot(s, e) }
+// ResultSlot is the slot of Match's outputs that holds the i-th eye of
+// its list, for a pipeline whose eyes have `groups` fold groups each
+// (Pipeline.Groups).
+func ResultSlot(s *scoreslots.Params, i, groups int) int {
+	pack := s.Bootstrap.BootstrappingParameters.N() / s.Residual.N()
+	slots := s.Bootstrap.BootstrappingParameters.MaxSlots()
+	if groups >= pack {
+		return irismatch.EyeSlot(i, 1, slots, slots)
+	}
+	return irismatch.EyeSlot(i, pack, slots/pack, slots)
+}
+
+// Groups is the number of fold groups of an eye.
+func (pl *Pipeline) Groups() int { return len(pl.groups(0)) }
+
+// item is one fold group of one eye: the sums a refresh packs.
+type item struct{ eye, group int }
 
 // Match runs Algorithm 2 on a rescaled CCMM result of a slot-encoded
 // database (rows: database codes in blocks of N_db; columns: eyes x
-// Rotations) with the public overlaps |m_row and m_col|. It returns two
-// ciphertexts of the bootstrapping ring whose slot ResultSlot(e) holds eye
-// e's sure and maybe bits, and every other slot 0.
-func (pl *Pipeline) Match(res *ccmm.SharedA, overlap func(row, col int) int) (sure, maybe *rlwe.Ciphertext, st *Stats, err error) {
+// Rotations) for the eyes listed (nil: every eye), with the public
+// overlaps |m_row and m_col|. It returns two ciphertexts of the
+// bootstrapping ring whose slot ResultSlot(i) holds the i-th listed eye's
+// sure and maybe bits (maybe is nil without a maybe classifier), and
+// every other slot 0.
+//
+// A job is one block and P items (eye, fold group): P folds, one refresh
+// per fold polynomial, the classifications of the P sums. With fewer fold
+// groups per eye than P, a job holds P eyes' same fold group (the last
+// set repeats its last eye) and the reduction ORs within chunks of N_db/2
+// slots; with P or more (the pair pass), a job holds P fold groups of one
+// eye (its last job repeats its last group) and the reduction ORs across
+// the whole ciphertext.
+func (pl *Pipeline) Match(res *ccmm.SharedA, eyes []int, overlap func(row, col int) int) (sure, maybe *rlwe.Ciphertext, st *Stats, err error) {
 	n := pl.Fold.CKKS.N()
 	if res.Cols%pl.Lit.Rotations != 0 || res.Rows%n != 0 || res.Rows/n != len(pl.folders) || res.Cols == 0 {
 		return nil, nil, nil, fmt.Errorf("%w: a %dx%d result for %d rotations per eye and %d database blocks of %d codes",
 			errs.ErrInvalid, res.Rows, res.Cols, pl.Lit.Rotations, len(pl.folders), n)
 	}
-	eyes, blocks := res.Cols/pl.Lit.Rotations, res.Rows/n
+	if eyes == nil {
+		for e := range res.Cols / pl.Lit.Rotations {
+			eyes = append(eyes, e)
+		}
+	}
+	for _, e := range eyes {
+		if e < 0 || e >= res.Cols/pl.Lit.Rotations {
+			return nil, nil, nil, fmt.Errorf("%w: eye %d of a result with %d", errs.ErrInvalid, e, res.Cols/pl.Lit.Rotations)
+		}
+	}
+	if len(eyes) == 0 {
+		return nil, nil, nil, fmt.Errorf("%w: no eyes to match", errs.ErrInvalid)
+	}
+	blocks := res.Rows / n
 	bp := pl.Slots.Bootstrap.BootstrappingParameters
 	pack := bp.N() / n
-	width := bp.MaxSlots() / pack
-	sets := (eyes + pack - 1) / pack
-	polys := len(pl.Fold.Lit.Polynomials())
-	st = &Stats{SureBand: pl.Sure.ValueBand * pl.refresher.Range(0) / 2,
-		MaybeBand: pl.Maybe.ValueBand * pl.refresher.Range(polys-1) / 2}
+	perEye := pl.Groups()
+	classifiers := pl.Lit.classifiers()
+	st = &Stats{OnePerBootstrap: perEye >= pack}
+	for i := range classifiers {
+		st.Bands = append(st.Bands, pl.band(i))
+	}
+	// sets[g] are the items of reduction group g's jobs, P at a time.
+	var sets [][]item
+	width, size := bp.MaxSlots()/pack, pack
+	if st.OnePerBootstrap {
+		width, size = bp.MaxSlots(), 1
+		for _, e := range eyes {
+			var set []item
+			for h := 0; h < perEye || len(set)%pack != 0; h++ {
+				set = append(set, item{e, min(h, perEye-1)})
+			}
+			sets = append(sets, set)
+		}
+	} else {
+		for lo := 0; lo < len(eyes); lo += pack {
+			var set []item
+			for h := range perEye {
+				for u := range pack {
+					set = append(set, item{eyes[min(lo+u, len(eyes)-1)], h})
+				}
+			}
+			sets = append(sets, set)
+		}
+	}
 	begin := time.Now()
-	// A job is (eye set, block, fold group): the group's sums of P eyes,
-	// refreshed together (one bootstrap per fold polynomial), classified.
-	perEye := len(pl.groups(0))
-	sureValues, maybeValues := make([][]*rlwe.Ciphertext, sets), make([][]*rlwe.Ciphertext, sets)
-	for job := 0; job < sets*blocks*perEye; job++ {
-		g, t, h := job/(blocks*perEye), job/perEye%blocks, job%perEye
-		start := time.Now()
-		sums := make([][]*rlwe.Ciphertext, polys) // polynomial, eye of the set
-		for u := range pack {
-			e := min(g*pack+u, eyes-1)
-			out, err := pl.folders[t].Group(res, t, pl.groups(e)[h], overlap)
-			if err != nil {
-				return nil, nil, nil, fmt.Errorf("fold: %w", err)
+	values := make([][][]*rlwe.Ciphertext, len(classifiers)) // classifier, reduction group
+	for c := range values {
+		values[c] = make([][]*rlwe.Ciphertext, len(sets))
+	}
+	for g, set := range sets {
+		for t := range blocks {
+			for lo := 0; lo < len(set); lo += pack {
+				vs, err := pl.job(res, t, set[lo:lo+pack], overlap, st)
+				if err != nil {
+					return nil, nil, nil, err
+				}
+				for c := range vs {
+					values[c][g] = append(values[c][g], vs[c]...)
+				}
 			}
-			for i := range out {
-				sums[i] = append(sums[i], out[i])
-			}
-			st.Groups++
 		}
-		st.Fold += time.Since(start)
-		start = time.Now()
-		refreshed := make([]*rlwe.Ciphertext, polys)
-		for i := range sums {
-			if refreshed[i], err = pl.refresher.Refresh(t, i, sums[i]); err != nil {
-				return nil, nil, nil, fmt.Errorf("refresh: %w", err)
-			}
-			st.Refreshes++
-		}
-		st.Refresh += time.Since(start)
-		start = time.Now()
-		s, err := pl.classify(pl.Sure, pl.Lit.Sure.At, refreshed[0])
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		m, err := pl.classify(pl.Maybe, pl.Lit.Maybe.At, refreshed[polys-1])
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		sureValues[g], maybeValues[g] = append(sureValues[g], s...), append(maybeValues[g], m...)
-		st.Classified += len(s) + len(m)
-		st.Classify += time.Since(start)
 	}
 	start := time.Now()
 	red := irismatch.NewReducer(pl.evals[0])
 	out := make([]*rlwe.Ciphertext, 2)
-	for i, values := range [][][]*rlwe.Ciphertext{sureValues, maybeValues} {
-		bits, err := red.AnyMatch(values, width)
+	for c := range classifiers {
+		bits, err := red.AnyMatch(values[c], width)
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		if out[i], err = red.Gather(bits, eyes, pack, width); err != nil {
+		if out[c], err = red.Gather(bits, len(eyes), size, width); err != nil {
 			return nil, nil, nil, err
 		}
 	}
@@ -266,10 +346,51 @@ func (pl *Pipeline) Match(res *ccmm.SharedA, overlap func(row, col int) int) (su
 	return out[0], out[1], st, nil
 }
 
+// job folds the P items of block t, refreshes their sums (one bootstrap
+// per fold polynomial) and returns each classifier's match values.
+func (pl *Pipeline) job(res *ccmm.SharedA, t int, items []item, overlap func(row, col int) int, st *Stats) ([][]*rlwe.Ciphertext, error) {
+	start := time.Now()
+	polys := len(pl.Fold.Lit.Polynomials())
+	sums := make([][]*rlwe.Ciphertext, polys) // polynomial, item
+	for _, it := range items {
+		out, err := pl.folders[t].Group(res, t, pl.groups(it.eye)[it.group], overlap)
+		if err != nil {
+			return nil, fmt.Errorf("fold: %w", err)
+		}
+		for i := range out {
+			sums[i] = append(sums[i], out[i])
+		}
+		st.Groups++
+	}
+	st.Fold += time.Since(start)
+	start = time.Now()
+	refreshed := make([]*rlwe.Ciphertext, polys)
+	for i := range sums {
+		var err error
+		if refreshed[i], err = pl.refresher.Refresh(t, i, sums[i]); err != nil {
+			return nil, fmt.Errorf("refresh: %w", err)
+		}
+		st.Refreshes++
+	}
+	st.Refresh += time.Since(start)
+	start = time.Now()
+	var out [][]*rlwe.Ciphertext
+	for i, cmp := range []*comparator.Comparator{pl.Sure, pl.Maybe}[:len(pl.Lit.classifiers())] {
+		vs, err := pl.classify(cmp, refreshed[pl.poly(i)])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, vs)
+		st.Classified += len(vs)
+	}
+	st.Classify += time.Since(start)
+	return out, nil
+}
+
 // classify splits a refreshed ciphertext (slot m of chunk j: (S_lo + i
 // S_hi) / Range) into its two real halves, S_lo / bound and S_hi / bound
 // (one conjugation), and returns the comparator's match values of each.
-func (pl *Pipeline) classify(cmp *comparator.Comparator, at float64, z *rlwe.Ciphertext) ([]*rlwe.Ciphertext, error) {
+func (pl *Pipeline) classify(cmp *comparator.Comparator, z *rlwe.Ciphertext) ([]*rlwe.Ciphertext, error) {
 	bp := pl.Slots.Bootstrap.BootstrappingParameters
 	keys := pl.evals[0].Evaluator.EvaluationKeySet
 	eval := ckks.NewEvaluator(bp, keys)
@@ -282,7 +403,7 @@ func (pl *Pipeline) classify(cmp *comparator.Comparator, at float64, z *rlwe.Cip
 		pe := polynomial.NewEvaluator(bp, ckks.NewEvaluator(bp, keys))
 		halves[i], err = cmp.Evaluate(pe, halves[i], bp.DefaultScale())
 		if err != nil {
-			return fmt.Errorf("classification at %v: %w", at, err)
+			return fmt.Errorf("classification: %w", err)
 		}
 		return nil
 	})
@@ -314,37 +435,62 @@ func Read(sure, maybe bool) Answer {
 // reaches each threshold, and whether the encrypted bit must equal it
 // (Settled: every sum lies farther than the comparator's band and the
 // evaluation's error from the threshold, or one lies that far above it).
+// Without a maybe classifier, Maybe and MaybeSettled are false.
 type Eye struct {
 	Sure, Maybe               bool
 	SureSettled, MaybeSettled bool
 }
 
 // Model is Match's plaintext model on the exact products dots (rows:
-// database codes, columns: eyes x Rotations) with the overlaps.
-func (pl *Pipeline) Model(dots ccmm.IntMat, overlap func(row, col int) int) []Eye {
+// database codes, columns: eyes x Rotations) with the overlaps, for the
+// eyes listed (nil: every eye).
+func (pl *Pipeline) Model(dots ccmm.IntMat, eyes []int, overlap func(row, col int) int) []Eye {
 	n := pl.Fold.CKKS.N()
-	eyes, blocks := dots.Cols/pl.Lit.Rotations, dots.Rows/n
-	polys := len(pl.Fold.Lit.Polynomials())
-	bands := [2]float64{pl.Sure.ValueBand*pl.refresher.Range(0)/2 + pl.Lit.EvalError,
-		pl.Maybe.ValueBand*pl.refresher.Range(polys-1)/2 + pl.Lit.EvalError}
-	out := make([]Eye, eyes)
-	for e := range out {
+	if eyes == nil {
+		for e := range dots.Cols / pl.Lit.Rotations {
+			eyes = append(eyes, e)
+		}
+	}
+	classifiers := pl.Lit.classifiers()
+	out := make([]Eye, len(eyes))
+	for i, e := range eyes {
 		// per classifier: some sum >= At, some sum >= At + band, some sum
 		// within the band
 		var above, clear, near [2]bool
-		for t := range blocks {
+		for t := range dots.Rows / n {
 			for _, cols := range pl.groups(e) {
 				sums := pl.Fold.GroupModel(dots, t, cols, overlap)
-				for c, cl := range []Classifier{pl.Lit.Sure, pl.Lit.Maybe} {
-					for _, s := range sums[min(c, polys-1)] {
+				for c, cl := range classifiers {
+					band := pl.band(c)
+					for _, s := range sums[pl.poly(c)] {
 						above[c] = above[c] || s >= cl.At
-						clear[c] = clear[c] || s >= cl.At+bands[c]
-						near[c] = near[c] || math.Abs(s-cl.At) <= bands[c]
+						clear[c] = clear[c] || s >= cl.At+band
+						near[c] = near[c] || math.Abs(s-cl.At) <= band
 					}
 				}
 			}
 		}
-		out[e] = Eye{Sure: above[0], Maybe: above[1], SureSettled: clear[0] || !near[0], MaybeSettled: clear[1] || !near[1]}
+		out[i] = Eye{Sure: above[0], SureSettled: clear[0] || !near[0]}
+		if len(classifiers) > 1 {
+			out[i].Maybe, out[i].MaybeSettled = above[1], clear[1] || !near[1]
+		}
 	}
 	return out
+}
+
+// PairFold is the fold of the pair pass (Algorithm 1 on a slot-encoded
+// database) at score threshold delta: f(x) = x on [-1 - delta, 1 -
+// delta], so that with groups of one rotation every sum is one pair's x =
+// score - delta; with PairClassifier it classifies every pair alone.
+func PairFold(delta float64) fold.Literal {
+	lo, hi := -1-delta, 1-delta
+	return fold.Literal{Delta: delta, Top: math.Max(-lo, hi),
+		Poly: fold.Polynomial{Lo: lo, Hi: hi, Chebyshev: []float64{(lo + hi) / 2, (hi - lo) / 2}}}
+}
+
+// PairClassifier is the pair pass's classifier at delta: x >= 0, on
+// every x a pair can have, with the given tolerance (a pair farther than
+// it from the threshold gets its exact bit).
+func PairClassifier(delta, tolerance float64) Classifier {
+	return Classifier{At: 0, Range: [2]float64{-1 - delta, 1 - delta}, Tolerance: tolerance}
 }

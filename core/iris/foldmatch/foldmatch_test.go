@@ -28,13 +28,24 @@ const toyKappa = 10
 var toySlots = scoreslots.Literal{LogN2: 12, LogQ0: 55, LogP: []int{61}, ScoreBits: 15, Levels: toyKappa + 1, LogLevel: 36,
 	Bootstrapping: scoreslots.SparseBootstrapping([]int{61, 61})}
 
+// logStats logs what a Match did.
+func logStats(t *testing.T, st *Stats) {
+	t.Logf("%d fold groups, %d refreshes, %d classified, %d reduction bootstraps, one eye per bootstrap %v, bands %.3g; wall %v (fold %v, refresh %v, classify %v, reduce %v)",
+		st.Groups, st.Refreshes, st.Classified, st.ReductionBootstraps, st.OnePerBootstrap, st.Bands, st.Wall, st.Fold, st.Refresh, st.Classify, st.Reduce)
+}
+
+// withScales sets a fold literal's special primes and scales for toyCCMM.
+func withScales(lit fold.Literal) fold.Literal {
+	lit.LogP, lit.LogScale, lit.LogSumScale = []int{61, 61}, 30, 22
+	return lit
+}
+
 // toyParams are the fold of the two-polynomial design (f alone without
 // maybe) and toySlots after cp.
 func toyParams(t *testing.T, cp *ccmm.Params, enc *slotdb.Encoder, maybe bool) (*fold.Params, *scoreslots.Params) {
 	t.Helper()
 	d := ccmmtest.TwoPolynomialDesign
-	lit := fold.Literal{Delta: d.Delta, Top: d.Top, Poly: fold.Polynomial{Lo: d.Lo, Hi: d.Hi, Chebyshev: d.F},
-		LogP: []int{61, 61}, LogScale: 30, LogSumScale: 22}
+	lit := withScales(fold.Literal{Delta: d.Delta, Top: d.Top, Poly: fold.Polynomial{Lo: d.Lo, Hi: d.Hi, Chebyshev: d.F}})
 	if maybe {
 		lit.Maybe, lit.MaybeTop = &fold.Polynomial{Lo: d.Lo, Hi: d.Hi, Chebyshev: d.H}, d.MaybeTop
 	}
@@ -76,7 +87,7 @@ func toyLiteral() Literal {
 	d := ccmmtest.TwoPolynomialDesign
 	return Literal{Kappa: toyKappa, Rotations: 4, GroupSize: 2, EvalError: 0.05,
 		Sure:  Classifier{At: 16, Range: [2]float64{-0.04, 2 * d.Top}, Tolerance: 4},
-		Maybe: Classifier{At: 0.5, Range: [2]float64{-0.04, 2 * d.MaybeTop}, Tolerance: 0.35}}
+		Maybe: &Classifier{At: 0.5, Range: [2]float64{-0.04, 2 * d.MaybeTop}, Tolerance: 0.35}}
 }
 
 // TestMatchEqualsModel runs Algorithm 2 on a toy database of two blocks
@@ -119,13 +130,12 @@ func TestMatchEqualsModel(t *testing.T) {
 	}
 	dots, _ := ccmm.MulInt(db, q)
 	overlap := ccmmtest.Overlap(db, q)
-	model := pl.Model(dots, overlap)
-	sure, maybe, st, err := pl.Match(res, overlap)
+	model := pl.Model(dots, nil, overlap)
+	sure, maybe, st, err := pl.Match(res, nil, overlap)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%d fold groups, %d refreshes, %d classified, %d reduction bootstraps; bands: sure %.3g, maybe %.3g; wall %v (fold %v, refresh %v, classify %v, reduce %v)",
-		st.Groups, st.Refreshes, st.Classified, st.ReductionBootstraps, st.SureBand, st.MaybeBand, st.Wall, st.Fold, st.Refresh, st.Classify, st.Reduce)
+	logStats(t, st)
 	bp := s.Bootstrap.BootstrappingParameters
 	dec, decoder := rlwe.NewDecryptor(bp, keys.Secret), ckks.NewEncoder(bp)
 	read := func(ct *rlwe.Ciphertext) []float64 {
@@ -138,7 +148,7 @@ func TestMatchEqualsModel(t *testing.T) {
 	sv, mv := read(sure), read(maybe)
 	want := []Answer{Match, Flagged, NoMatch, Match}
 	for e, m := range model {
-		gs, gm := sv[ResultSlot(s, e)], mv[ResultSlot(s, e)]
+		gs, gm := sv[ResultSlot(s, e, pl.Groups())], mv[ResultSlot(s, e, pl.Groups())]
 		t.Logf("eye %d: sure %.4f (model %v), maybe %.4f (model %v)", e, gs, m.Sure, gm, m.Maybe)
 		if !m.SureSettled || !m.MaybeSettled {
 			t.Fatalf("eye %d has a sum inside a comparator's band: the fixture no longer tests its bits", e)
@@ -148,6 +158,36 @@ func TestMatchEqualsModel(t *testing.T) {
 		}
 		if got := Read(gs > 0.5, gm > 0.5); got != want[e] {
 			t.Errorf("eye %d: answer %d, want %d", e, got, want[e])
+		}
+	}
+	// The pair pass on eyes 1 (flagged) and 2: groups of one rotation,
+	// f(x) = x, one classifier at x >= 0, with the same keys.
+	delta := ccmmtest.TwoPolynomialDesign.Delta
+	pfp, err := fold.NewParams(cp, enc, withScales(PairFold(delta)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pairs, err := NewPipeline(pfp, s, foldKeys, keys, Literal{Kappa: toyKappa, Rotations: lit.Rotations, GroupSize: 1, EvalError: 0.01,
+		Sure: PairClassifier(delta, 0.1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	flagged := []int{1, 2}
+	model = pairs.Model(dots, flagged, overlap)
+	sure, maybe, st, err = pairs.Match(res, flagged, overlap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logStats(t, st)
+	if maybe != nil || !st.OnePerBootstrap {
+		t.Fatalf("the pair pass computed maybe bits (%v) or packed several eyes per bootstrap (%v)", maybe != nil, !st.OnePerBootstrap)
+	}
+	sv = read(sure)
+	for i, m := range model {
+		got := sv[ResultSlot(s, i, pairs.Groups())]
+		t.Logf("pair pass, eye %d: %.4f (model %v)", flagged[i], got, m.Sure)
+		if !m.SureSettled || (got > 0.5) != m.Sure || m.Sure != (i == 0) {
+			t.Errorf("pair pass, eye %d: bit %.4f, model %v (settled %v), want a match for eye 1 only", flagged[i], got, m.Sure, m.SureSettled)
 		}
 	}
 }

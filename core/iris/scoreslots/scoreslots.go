@@ -190,8 +190,8 @@ func NewParams(cp *ccmm.Params, lit Literal) (*Params, error) {
 	if w := bt.EphemeralSecretWeight; w != 0 && (w < 1 || w > bt.BootstrappingParameters.N()) {
 		return nil, fmt.Errorf("%w: ephemeral secret of Hamming weight %d", errs.ErrInvalid, w)
 	}
-	var sw *switcher // Algorithm 1's sets only: Q below 2^62
-	if cp.LogQ() <= 62 {
+	var sw *switcher // Algorithm 1's sets only: Q below 2^MaxLiftBits
+	if cp.LogQ() <= MaxLiftBits {
 		if sw, err = newSwitcher(cp.Q, res.Q()[0]); err != nil {
 			return nil, err
 		}
@@ -479,7 +479,7 @@ func (p *Params) LiftColumn(res *ccmm.SharedA, t, j int, bound float64) (*rlwe.C
 		return nil, fmt.Errorf("%w: the result's primes %v are not Q's %v (rescale the CCMM first)", errs.ErrMismatch, res.Moduli, p.CCMM.Q)
 	}
 	if p.switcher == nil {
-		return nil, fmt.Errorf("%w: the CCMM's Q has %.0f bits, a result column is lifted from 62 at most", errs.ErrInvalid, p.CCMM.LogQ())
+		return nil, fmt.Errorf("%w: the CCMM's Q has %.0f bits, a result column is lifted from %d at most", errs.ErrInvalid, p.CCMM.LogQ(), MaxLiftBits)
 	}
 	scale := new(big.Float).SetInt(res.Scale)
 	scale.Mul(scale, new(big.Float).SetUint64(p.Residual.Q()[0]))
@@ -529,13 +529,17 @@ type switcher struct {
 	Q, q0  uint64
 }
 
+// MaxLiftBits is the largest modulus, in bits, that a ciphertext is
+// switched (lifted) to q0 from: the switch computes in uint64.
+const MaxLiftBits = 62
+
 func newSwitcher(moduli []uint64, q0 uint64) (*switcher, error) {
 	Q := new(big.Int).SetUint64(1)
 	for _, m := range moduli {
 		Q.Mul(Q, new(big.Int).SetUint64(m))
 	}
-	if Q.BitLen() > 62 {
-		return nil, fmt.Errorf("%w: the result modulus has %d bits, the switch supports up to 62", errs.ErrInvalid, Q.BitLen())
+	if Q.BitLen() > MaxLiftBits {
+		return nil, fmt.Errorf("%w: the result modulus has %d bits, the switch supports up to %d", errs.ErrInvalid, Q.BitLen(), MaxLiftBits)
 	}
 	s := &switcher{moduli: moduli, Q: Q.Uint64(), q0: q0}
 	for _, m := range moduli {
