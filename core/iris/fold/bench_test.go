@@ -13,22 +13,30 @@ import (
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 )
 
-// irisFoldCCMM is the modulus budget of docs/IRIS.md ("Levels for f") at
-// the iris size: database ring 2^14, query ring 2^13, 16,384 positions, Q
-// two 20-bit primes and the fold's levels of 30 bits (set per design by
-// BenchmarkGroup), K of about the same sizes (a stand-in: K's size is not
-// yet measured), Delta = 2^22, read as CKKS values (Approximate: encoded
-// entries of 2^12 put the product's noise bound at 2^30.4, over Delta/2;
-// slotdb.Encoder.NoiseBound puts it at 0.23 score units in a slot, the
-// rounding at 0.20).
-var irisFoldCCMM = ccmm.Literal{LogNDB: 14, LogNQ: 13, Inner: 1 << 14, LogScale: 22, Approximate: true, MaxAbsDB: 1 << 12}
+// irisBudget is the candidate modulus budget of docs/IRIS.md ("The
+// modulus budget") at the iris size for a fold whose polynomials take
+// depth levels: database and query rings 2^14 (the query secret is
+// checked at Q K too, over ring 2^13's 218 bits), 16,384 positions; Q two
+// 20-bit primes for the sums, depth levels of 29 bits for f (and h), two
+// of 22 bits at the top for the normalisation; K five primes of 30 bits
+// and two of 29; Delta = 2^24; read as CKKS values (Approximate), database
+// entries up to 2^13 (the slot encoding at c = 2^17).
+func irisBudget(depth int) ccmm.Literal {
+	lit := ccmm.Literal{LogNDB: 14, LogNQ: 14, Inner: 1 << 14, LogScale: 24, Approximate: true, MaxAbsDB: 1 << 13,
+		LogQ: []int{20, 20}, LogK: []int{30, 30, 30, 30, 30, 29, 29}}
+	for range depth {
+		lit.LogQ = append(lit.LogQ, 29)
+	}
+	lit.LogQ = append(lit.LogQ, 22, 22)
+	return lit
+}
 
 // BenchmarkGroup measures Group at the iris size on a fold group of k
 // columns (ENCMATCH_FOLD_BENCH_K, default 4) of random residues (the
 // work does not depend on the values): per column one conjugation and two
 // normalisations, then two evaluations of the degree-15 design ("f"), or
 // of the two-polynomial design's f and h from one power basis ("f+h"),
-// with the workers of parallel.For. Q has the levels each design needs.
+// with the workers of parallel.For, over irisBudget for each design.
 // Reported: seconds per column.
 func BenchmarkGroup(b *testing.B) {
 	one := Literal{Poly: design, Top: designTop, Delta: designDelta}
@@ -45,11 +53,7 @@ func benchmarkGroup(b *testing.B, lit Literal) {
 	if v, err := strconv.Atoi(os.Getenv("ENCMATCH_FOLD_BENCH_K")); err == nil && v > 0 {
 		k = v
 	}
-	cl := irisFoldCCMM
-	cl.LogQ, cl.LogK = []int{20, 20}, []int{21, 21}
-	for range NormLevels + lit.Depth() {
-		cl.LogQ, cl.LogK = append(cl.LogQ, 30), append(cl.LogK, 30)
-	}
+	cl := irisBudget(lit.Depth())
 	cp, err := ccmm.NewParams(cl)
 	if err != nil {
 		b.Fatal(err)
@@ -58,7 +62,7 @@ func benchmarkGroup(b *testing.B, lit Literal) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	lit.LogP, lit.LogScale, lit.LogSumScale = []int{61, 61}, 30, 22
+	lit.LogP, lit.LogScale, lit.LogSumScale = []int{61, 61}, 29, 20
 	p, err := NewParams(cp, enc, lit)
 	if err != nil {
 		b.Fatal(err)
@@ -72,7 +76,7 @@ func benchmarkGroup(b *testing.B, lit Literal) {
 		b.Fatal(err)
 	}
 	n := cp.NDB
-	res := &ccmm.SharedA{LogN: irisFoldCCMM.LogNDB, Rows: n, Cols: k, Moduli: cp.Q, Scale: new(big.Int).SetUint64(cp.Delta)}
+	res := &ccmm.SharedA{LogN: cl.LogNDB, Rows: n, Cols: k, Moduli: cp.Q, Scale: new(big.Int).SetUint64(cp.Delta)}
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, q := range cp.Q {
 		a, bm := ccmm.NewMat(n, k), ccmm.NewMat(n, k)

@@ -93,8 +93,9 @@ type Params struct {
 	Slots *slotdb.Encoder
 	CKKS  ckks.Parameters // ring N_db over Q and P
 	Lit   Literal
-	// SumLevel is the level Group's sums leave at: the highest whose
-	// modulus the refresh can lift (scoreslots.MaxLiftBits).
+	// SumLevel is the level Group's sums leave at: the fold's last, or the
+	// highest below it whose modulus the refresh can lift
+	// (scoreslots.MaxLiftBits).
 	SumLevel int
 	polys    []polynomial.Polynomial // f (and h) in the Chebyshev basis on [-1, 1], as the evaluator takes them
 }
@@ -156,10 +157,10 @@ func NewParams(cp *ccmm.Params, enc *slotdb.Encoder, lit Literal) (*Params, erro
 		}
 		sumLevel++
 	}
-	if sumLevel < 0 || sumLevel > params.MaxLevel()-levels {
-		return nil, fmt.Errorf("%w: the sums leave the fold at level %d, where the refresh lifts them from Q's first %d primes (up to 2^%d): Q needs levels for the fold above them",
-			errs.ErrInvalid, params.MaxLevel()-levels, sumLevel+1, scoreslots.MaxLiftBits)
+	if sumLevel < 0 {
+		return nil, fmt.Errorf("%w: Q's first prime has more than the %d bits the refresh lifts from", errs.ErrInvalid, scoreslots.MaxLiftBits)
 	}
+	sumLevel = min(sumLevel, params.MaxLevel()-levels)
 	p := &Params{CCMM: cp, Slots: enc, CKKS: params, Lit: lit, SumLevel: sumLevel}
 	for _, poly := range lit.Polynomials() {
 		p.polys = append(p.polys, polynomial.NewPolynomial(bignum.NewPolynomial(bignum.Chebyshev, poly.Chebyshev, [2]float64{-1, 1})))

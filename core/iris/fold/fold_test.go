@@ -81,16 +81,20 @@ type fixture struct {
 
 const groupSize = 4
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t *testing.T) *fixture { return newFixtureWith(t, toyCCMM, 30, 22) }
+
+// newFixtureWith is newFixture over the CCMM set cl, f and h at working
+// scale 2^logScale, the sums at 2^logSumScale.
+func newFixtureWith(t *testing.T, cl ccmm.Literal, logScale, logSumScale int) *fixture {
 	t.Helper()
-	enc, err := slotdb.NewEncoder(toyCCMM.LogNDB, 14)
+	enc, err := slotdb.NewEncoder(cl.LogNDB, 14)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(21, 4))
 	n := enc.N()
-	db := ccmmtest.Codes(rng, 2*n, toyCCMM.Inner)
-	q := ccmmtest.Codes(rng, toyCCMM.Inner, 2*groupSize)
+	db := ccmmtest.Codes(rng, 2*n, cl.Inner)
+	q := ccmmtest.Codes(rng, cl.Inner, 2*groupSize)
 	ccmmtest.Plant(db, q, 5, 0, 0)       // a genuine pair (x = 1 - delta)
 	ccmmtest.Plant(db, q, n+700, 1, 270) // FHD about 0.33, just a match
 	ccmmtest.Plant(db, q, 9, 2, 290)     // FHD about 0.355, a near miss
@@ -102,14 +106,14 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lit := toyCCMM
+	lit := cl
 	lit.MaxAbsDB = encoded.MaxAbs()
 	cp, err := ccmm.NewParams(lit)
 	if err != nil {
 		t.Fatal(err)
 	}
 	lit2 := twoDesign
-	lit2.LogP, lit2.LogScale, lit2.LogSumScale = []int{61, 61}, 30, 22
+	lit2.LogP, lit2.LogScale, lit2.LogSumScale = []int{61, 61}, logScale, logSumScale
 	p, err := NewParams(cp, enc, lit2)
 	if err != nil {
 		t.Fatal(err)
@@ -154,12 +158,24 @@ func (f *fixture) model(b, g int) [][]float64 {
 	return f.p.GroupModel(f.dots, b, f.cols(g), f.overlap)
 }
 
+// budgetCCMM is toyCCMM with the prime sizes of the iris modulus budget
+// (irisBudget): two 20-bit primes for the sums (at scale 2^20), five of
+// 29 bits for f and h (working scale 2^29), two of 22 at the top for the
+// normalisation, Delta = 2^24 (INSECURE: toy ring).
+var budgetCCMM = ccmm.Literal{LogNDB: 10, LogNQ: 9, Inner: 1024, LogScale: 24, Approximate: true,
+	LogQ: []int{20, 20, 29, 29, 29, 29, 29, 22, 22}, LogK: []int{20, 20, 30, 30, 30, 30, 30, 30, 30}}
+
 // TestGroupEqualsModel folds every (block, group) of the fixture with
 // the two-polynomial design and checks every decrypted sum of f and of h
-// against the plaintext model within the design's tolerance; the toy
-// keys fail the 128-bit check.
+// against the plaintext model within the design's tolerance, with the
+// toy set's primes and with the budget's; the toy keys fail the 128-bit
+// check.
 func TestGroupEqualsModel(t *testing.T) {
-	f := newFixture(t)
+	t.Run("toy", func(t *testing.T) { testGroupEqualsModel(t, newFixture(t)) })
+	t.Run("budget primes", func(t *testing.T) { testGroupEqualsModel(t, newFixtureWith(t, budgetCCMM, 29, 20)) })
+}
+
+func testGroupEqualsModel(t *testing.T, f *fixture) {
 	if err := ccmm.FailedChecks(f.p.Security()); err == nil {
 		t.Fatal("the toy fold's keys pass the 128-bit check")
 	}
@@ -192,6 +208,41 @@ func TestGroupEqualsModel(t *testing.T) {
 	}
 	if worst[0] > designTolerance || worst[1] > designTolerance {
 		t.Fatalf("a sum is off by %.3g (f) or %.3g (h), over the design's tolerance %v", worst[0], worst[1], designTolerance)
+	}
+}
+
+// TestIrisBudget checks the candidate budget at the iris size for the
+// two-polynomial design: the database's Q K and the fold keys' Q P pass
+// the 128-bit table, the slot noise bound of the product
+// (slotdb.Encoder.NoiseBound) and the encoding's rounding bound stay
+// within 0.25 score units each at c = 2^17, and the fold's parameters
+// hold its levels.
+func TestIrisBudget(t *testing.T) {
+	cp, err := ccmm.NewParams(irisBudget(twoDesign.Depth()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc, err := slotdb.NewEncoder(14, 17)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lit := twoDesign
+	lit.LogP, lit.LogScale, lit.LogSumScale = []int{61, 61}, 29, 20
+	p, err := NewParams(cp, enc, lit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := append(cp.Security(), p.Security()...)
+	for _, c := range checks {
+		t.Logf("%-40s N=2^%d log Q=%.1f (max %d) ok=%v", c.What, c.LogN, c.LogQ, c.MaxLogQ, c.OK)
+	}
+	if err := ccmm.FailedChecks(checks); err != nil {
+		t.Fatal(err)
+	}
+	noise, rounding := enc.NoiseBound(cp), enc.ErrorBound(float64(cp.Lit.Inner))
+	t.Logf("slot noise bound %.3f, rounding bound %.3f score units", noise, rounding)
+	if noise > 0.25 || rounding > 0.25 {
+		t.Fatalf("slot noise bound %.3f or rounding bound %.3f over 0.25", noise, rounding)
 	}
 }
 
