@@ -84,9 +84,6 @@ type Comparator struct {
 	// ValueBand: for every score s with |s - delta| > ValueBand the model's
 	// output is within ValueTolerance of the exact 0/1.
 	ValueBand float64
-	// Lo, Hi: the inputs the comparator is built for, in score units
-	// ([-1/a, 1/a] for New; NewOnDomain's narrower range).
-	Lo, Hi float64
 
 	stages    []bignum.Polynomial
 	stagesF64 [][]float64
@@ -118,8 +115,8 @@ func KappaRange() (lo, hi int) {
 }
 
 type cacheKey struct {
-	kappa                     int
-	delta, scoreScale, lo, hi float64
+	kappa             int
+	delta, scoreScale float64
 }
 
 var (
@@ -135,52 +132,30 @@ func New(kappa int, delta, scoreScale float64) (*Comparator, error) {
 	if err := Check(kappa, delta, scoreScale); err != nil {
 		return nil, err
 	}
-	return cached(cacheKey{kappa, delta, scoreScale, -1 / scoreScale, 1 / scoreScale}), nil
-}
-
-// NewOnDomain returns the comparator for depth budget kappa and threshold
-// delta on inputs known to lie in [lo, hi], a range inside [-1, 1] that
-// holds delta (score scale 1): stage 0 reads u = (s - delta) / w, w =
-// max(delta - lo, hi - delta), so that the value band is gap * w, where
-// New's is gap * (1 + |delta|). For a threshold near one end of a narrow
-// range (a fold's sums, docs/IRIS.md) it is several times narrower. Inputs
-// outside [lo, hi] get no guarantee. Cached like New's.
-func NewOnDomain(kappa int, delta, lo, hi float64) (*Comparator, error) {
-	if err := Check(kappa, delta, 1); err != nil {
-		return nil, err
-	}
-	if !(-1 <= lo && lo < delta && delta < hi && hi <= 1) {
-		return nil, fmt.Errorf("a comparator's domain [%v, %v] must lie in [-1, 1] and hold its threshold %v inside", lo, hi, delta)
-	}
-	return cached(cacheKey{kappa, delta, 1, lo, hi}), nil
-}
-
-// cached returns the comparator of key, built on first use.
-func cached(key cacheKey) *Comparator {
+	key := cacheKey{kappa, delta, scoreScale}
 	cacheMu.Lock()
 	defer cacheMu.Unlock()
 	if c, ok := cache[key]; ok {
-		return c
+		return c, nil
 	}
-	c := build(key.kappa, key.delta, key.scoreScale, key.lo, key.hi)
+	c := build(kappa, delta, scoreScale)
 	cache[key] = c
-	return c
+	return c, nil
 }
 
 // build composes the kappa chain with the threshold: stage 0 reads
-// u = (t - c) / w instead of t, where t = a*s is the scaled score,
-// c = a*delta and w = max(c - a lo, a hi - c) (1 + |c| on New's domain), so
-// that u is in [-1, 1] for every score in [lo, hi] and vanishes exactly at
-// the threshold. The composition with this affine map
+// u = (t - c) / (1 + |c|) instead of t, where t = a*s is the scaled score
+// and c = a*delta, so that u is in [-1, 1] for every t in [-1, 1] and
+// vanishes exactly at the threshold. The composition with this affine map
 // is again a polynomial of the same degree, re-expanded in the Chebyshev
 // basis of t by interpolation at its Chebyshev nodes (exact up to rounding),
 // so no level is spent on it. The last stage folds in (y + 1) / 2.
-func build(kappa int, delta, scoreScale, lo, hi float64) *Comparator {
+func build(kappa int, delta, scoreScale float64) *Comparator {
 	comp := composites[kappa]
 	center := scoreScale * delta
-	stretch := math.Max(center-scoreScale*lo, scoreScale*hi-center)
+	stretch := 1 + math.Abs(center)
 	c := &Comparator{Kappa: kappa, Delta: delta, ScoreScale: scoreScale, SignError: comp.signError,
-		Gap: comp.gap * stretch / scoreScale, Lo: lo, Hi: hi}
+		Gap: comp.gap * stretch / scoreScale}
 
 	for i, coeffs := range comp.stages {
 		p := bignum.NewPolynomial(bignum.Chebyshev, parseCoeffs(coeffs), [2]float64{-1, 1})
@@ -248,7 +223,7 @@ func (c *Comparator) Model(s float64) float64 {
 func (c *Comparator) Depth() int { return c.Kappa }
 
 // measureBands scans the model over [-1, 1] (step 2^-13) and, finely
-// (step 2^-20), over delta +- 1/4, inside the domain [Lo, Hi].
+// (step 2^-20), over delta +- 1/4.
 func (c *Comparator) measureBands() (decision, value float64) {
 	check := func(s float64) {
 		f := c.Model(s)
@@ -264,13 +239,11 @@ func (c *Comparator) measureBands() (decision, value float64) {
 			value = d
 		}
 	}
-	lo, hi := math.Max(-1, c.Lo), math.Min(1, c.Hi)
-	for s := lo; s <= hi; s += 1.0 / (1 << 13) {
+	for s := -1.0; s <= 1.0; s += 1.0 / (1 << 13) {
 		check(s)
 	}
-	check(hi)
 	for s := c.Delta - 0.25; s <= c.Delta+0.25; s += 1.0 / (1 << 20) {
-		if s >= lo && s <= hi {
+		if s >= -1 && s <= 1 {
 			check(s)
 		}
 	}

@@ -167,47 +167,6 @@ func TestModelIsAStep(t *testing.T) {
 	}
 }
 
-// TestOnDomainNarrowsTheBand builds comparators on a range [lo, hi] with
-// the threshold near its low end (a fold's sums, docs/IRIS.md): the
-// model is a step on the range outside the value band, the band is the
-// design gap times w = max(delta - lo, hi - delta), narrower than New's by
-// (1 + |delta|) / w, and a range without the threshold is refused.
-func TestOnDomainNarrowsTheBand(t *testing.T) {
-	for _, kappa := range []int{12, 13} {
-		lo, hi, delta := -0.0003, 0.94, 0.016
-		c, err := NewOnDomain(kappa, delta, lo, hi)
-		if err != nil {
-			t.Fatal(err)
-		}
-		wide, err := New(kappa, delta, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w := math.Max(delta-lo, hi-delta)
-		if c.ValueBand > c.Gap || math.Abs(c.Gap/composites[kappa].gap-w) > 1e-12 {
-			t.Fatalf("kappa=%d: band %.3g, gap %.3g, want the gap %.3g x %.3g", kappa, c.ValueBand, c.Gap, composites[kappa].gap, w)
-		}
-		if ratio := wide.ValueBand / c.ValueBand; ratio < 0.9*(1+delta)/w {
-			t.Fatalf("kappa=%d: the domain narrows the band %.2fx, want about %.2fx", kappa, ratio, (1+delta)/w)
-		}
-		for s := lo; s <= hi; s += 1.0 / (1 << 16) {
-			exact := 0.0
-			if s >= delta {
-				exact = 1
-			}
-			if math.Abs(s-delta) > c.ValueBand && math.Abs(c.Model(s)-exact) > ValueTolerance {
-				t.Fatalf("kappa=%d: model(%.5f) = %.3e outside the value band %.3g", kappa, s, c.Model(s), c.ValueBand)
-			}
-		}
-		t.Logf("kappa=%d: value band %.3g on [%v, %v], %.3g on [-1, 1]", kappa, c.ValueBand, lo, hi, wide.ValueBand)
-	}
-	for _, r := range [][2]float64{{0.02, 0.5}, {-0.5, 0.01}, {-1.5, 0.5}, {-0.5, 1.5}} {
-		if _, err := NewOnDomain(12, 0.016, r[0], r[1]); err == nil {
-			t.Fatalf("domain %v accepted for threshold 0.016", r)
-		}
-	}
-}
-
 // TestDefaultMeetsOneHundredth is the guarantee of the default depth: a value
 // band of at most 0.01 for every threshold in (-1, 1).
 func TestDefaultMeetsOneHundredth(t *testing.T) {
