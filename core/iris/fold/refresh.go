@@ -31,18 +31,23 @@ import (
 // zeta_k of one m differ by the P-th roots of unity). One linear
 // transformation of one level with P diagonals (rotations by multiples
 // of N_db/2; diagonal d at slot k is zeta_(k+d)^(-rev(j(k))) / P) gives
-// back s_j[m] in slot m + j N_db/2 (the diagonals carry a further 1/2:
-// Range). TestUnmixFormula checks the formula in
+// back s_j[m] in slot m + j N_db/2 (the diagonals carry a further
+// factor: Width). TestUnmixFormula checks the formula in
 // the clear.
 type Refresher struct {
 	p      *Params
 	s      *scoreslots.Params
 	evals  []*bootstrapping.Evaluator
-	unmix  lintrans.LinearTransformation
-	level  int       // the bootstrap's output level, where the unmixing runs
-	bounds []float64 // per fold polynomial: the sums travel as S / bound
-	packed int       // P: sums per bootstrap
+	unmix  []lintrans.LinearTransformation // per fold polynomial
+	level  int                             // the bootstrap's output level, where the unmixing runs
+	bounds []float64                       // per fold polynomial: the sums travel as S / bound
+	widths []float64                       // per fold polynomial: the outputs hold S / width
+	packed int                             // P: sums per bootstrap
 }
+
+// SumBound is the bound the sums of k values of fold polynomial poly
+// travel through a refresh under.
+func (p *Params) SumBound(poly, k int) float64 { return sumBound(k, p.Lit.Tops()[poly]) }
 
 // sumBound is a power of two above the magnitude of every sum of k values
 // of a polynomial bounded by top (k top, with room for the evaluation's
@@ -66,8 +71,12 @@ func UnmixGaloisElements(s *scoreslots.Params) []uint64 {
 
 // NewRefresher makes the refresher of sums of up to k columns each, with
 // the bootstrapping evaluators of s's blocks (scoreslots.Params.
-// NewEvaluators, with the keys of UnmixGaloisElements).
-func (p *Params) NewRefresher(s *scoreslots.Params, evals []*bootstrapping.Evaluator, k int) (*Refresher, error) {
+// NewEvaluators, with the keys of UnmixGaloisElements). Its outputs of
+// fold polynomial poly hold the sums divided by widths[poly] (nil: twice
+// SumBound for every polynomial), the unmixing's diagonals carrying the
+// factor: a classifier that reads sums in [lo, hi] asks for hi - lo, so
+// that a split slot minus (lo + hi) / (hi - lo) spans [-1, 1].
+func (p *Params) NewRefresher(s *scoreslots.Params, evals []*bootstrapping.Evaluator, k int, widths []float64) (*Refresher, error) {
 	if s.CCMM != p.CCMM {
 		return nil, fmt.Errorf("%w: the bootstrapping follows another CCMM parameter set", errs.ErrMismatch)
 	}
@@ -84,6 +93,19 @@ func (p *Params) NewRefresher(s *scoreslots.Params, evals []*bootstrapping.Evalu
 	var bounds []float64
 	for _, top := range p.Lit.Tops() {
 		bounds = append(bounds, sumBound(k, top))
+	}
+	if widths == nil {
+		for _, b := range bounds {
+			widths = append(widths, 2*b)
+		}
+	}
+	if len(widths) != len(bounds) {
+		return nil, fmt.Errorf("%w: %d widths for %d fold polynomials", errs.ErrInvalid, len(widths), len(bounds))
+	}
+	for i, w := range widths {
+		if !(w > 0) || math.IsInf(w, 0) {
+			return nil, fmt.Errorf("%w: sums of polynomial %d divided by %v", errs.ErrInvalid, i, w)
+		}
 	}
 	bound := slices.Max(bounds)
 	if ratio, need := logQs-float64(p.Lit.LogSumScale)-math.Log2(bound), float64(s.Bootstrap.Mod1ParametersLiteral.LogMessageRatio)-1; ratio < need {
@@ -102,23 +124,31 @@ func (p *Params) NewRefresher(s *scoreslots.Params, evals []*bootstrapping.Evalu
 		}
 		return int(bits.Reverse64(uint64(u)) >> (64 - bits.Len(uint(packed-1))))
 	}
-	diags := lintrans.Diagonals[complex128]{}
-	for d := 0; d < packed; d++ {
-		diag := make([]complex128, slots)
-		for k := range diag {
-			j := k / half
-			diag[k] = cmplx.Pow(slotRoot(bp.N(), (k+d*half)%slots), complex(-float64(rev(j)), 0)) / complex(float64(2*packed), 0)
+	enc := ckks.NewEncoder(bp)
+	var unmix []lintrans.LinearTransformation
+	for i := range bounds {
+		// The bootstrap leaves S / bound; the unmixing's P terms and the
+		// factor bound / width leave S / width.
+		factor := bounds[i] / (float64(packed) * widths[i])
+		diags := lintrans.Diagonals[complex128]{}
+		for d := 0; d < packed; d++ {
+			diag := make([]complex128, slots)
+			for k := range diag {
+				j := k / half
+				diag[k] = cmplx.Pow(slotRoot(bp.N(), (k+d*half)%slots), complex(-float64(rev(j)), 0)) * complex(factor, 0)
+			}
+			diags[d*half] = diag
 		}
-		diags[d*half] = diag
+		lt := lintrans.NewTransformation(bp, lintrans.Parameters{
+			DiagonalsIndexList: diags.DiagonalsIndexList(), LevelQ: level, LevelP: bp.MaxLevelP(),
+			Scale: rlwe.NewScale(bp.Q()[level]), LogDimensions: bp.LogMaxDimensions(), LogBabyStepGiantStepRatio: -1,
+		})
+		if err := lintrans.Encode(enc, diags, lt); err != nil {
+			return nil, err
+		}
+		unmix = append(unmix, lt)
 	}
-	lt := lintrans.NewTransformation(bp, lintrans.Parameters{
-		DiagonalsIndexList: diags.DiagonalsIndexList(), LevelQ: level, LevelP: bp.MaxLevelP(),
-		Scale: rlwe.NewScale(bp.Q()[level]), LogDimensions: bp.LogMaxDimensions(), LogBabyStepGiantStepRatio: -1,
-	})
-	if err := lintrans.Encode(ckks.NewEncoder(bp), diags, lt); err != nil {
-		return nil, err
-	}
-	return &Refresher{p: p, s: s, evals: evals, unmix: lt, level: level, bounds: bounds, packed: packed}, nil
+	return &Refresher{p: p, s: s, evals: evals, unmix: unmix, level: level, bounds: bounds, widths: widths, packed: packed}, nil
 }
 
 // slotRoot is the root of unity of slot k in ring degree n: zeta^(5^k),
@@ -149,17 +179,15 @@ func (r *Refresher) scaleDownError(scale rlwe.Scale) rlwe.Scale {
 // OutputLevel is the level of Refresh's outputs: one below a bootstrap's.
 func (r *Refresher) OutputLevel() int { return r.level - 1 }
 
-// Range is what Refresh's outputs of fold polynomial poly are divided by:
-// twice the bound the sums travel through the bootstrap under, so that
-// the split of an output's slot, (z + conj z) = 2 S_lo / Range, lies in
-// [-1, 1] at the output's own scale.
-func (r *Refresher) Range(poly int) float64 { return 2 * r.bounds[poly] }
+// Width is what Refresh's outputs of fold polynomial poly are divided by
+// (NewRefresher's widths).
+func (r *Refresher) Width(poly int) float64 { return r.widths[poly] }
 
 // Refresh bootstraps up to P sums of fold polynomial poly (its index in
 // Literal.Polynomials) of database block t (outputs of Group on the
 // columns of one fold group each, all at the same level and scale): slot
 // m + j N_db/2 of the output holds sums[j]'s slot m, (S_lo + i S_hi) /
-// Range(poly), one level below a bootstrap's output; slots of missing
+// Width(poly), one level below a bootstrap's output; slots of missing
 // inputs hold zero.
 func (r *Refresher) Refresh(t, poly int, sums []*rlwe.Ciphertext) (*rlwe.Ciphertext, error) {
 	if t < 0 || t >= len(r.evals) || len(sums) == 0 || len(sums) > r.packed || poly < 0 || poly >= len(r.bounds) {
@@ -196,7 +224,7 @@ func (r *Refresher) Refresh(t, poly int, sums []*rlwe.Ciphertext) (*rlwe.Ciphert
 		return nil, fmt.Errorf("%w: the bootstrap left level %d, the unmixing is encoded at %d", errs.ErrInvalid, ct.Level(), r.level)
 	}
 	eval.DropLevel(ct, ct.Level()-r.level)
-	res, err := lintrans.NewEvaluator(eval).EvaluateNew(ct, r.unmix)
+	res, err := lintrans.NewEvaluator(eval).EvaluateNew(ct, r.unmix[poly])
 	if err != nil {
 		return nil, fmt.Errorf("unmixing: %w", err)
 	}

@@ -118,7 +118,7 @@ func TestRefreshEqualsModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := f.p.NewRefresher(s, evals, 4)
+	r, err := f.p.NewRefresher(s, evals, 4, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func TestRefreshEqualsModel(t *testing.T) {
 				t.Fatal(err)
 			}
 			for i := range slots {
-				slots[i] *= complex(r.Range(poly), 0)
+				slots[i] *= complex(r.Width(poly), 0)
 			}
 			for j := range 4 {
 				var want []float64

@@ -72,8 +72,9 @@ type Pipeline struct {
 	Fold  *fold.Params
 	Slots *scoreslots.Params
 	Lit   Literal
-	// Comparators of Sure and Maybe (nil without it), on the sums divided
-	// by their refresh bound.
+	// Comparators of Sure and Maybe (nil without it), on the sums mapped
+	// onto [-1, 1]: t = (2 S - lo - hi) / (hi - lo), [lo, hi] the
+	// classifier's range widened by EvalError.
 	Sure, Maybe *comparator.Comparator
 	folders     []*fold.Evaluator // per database block
 	refresher   *fold.Refresher
@@ -106,29 +107,36 @@ func NewPipeline(fp *fold.Params, s *scoreslots.Params, foldKeys []rlwe.Evaluati
 	if len(evals) != len(foldKeys) {
 		return nil, fmt.Errorf("%w: %d blocks' bootstrapping keys, %d blocks' fold keys", errs.ErrMismatch, len(evals), len(foldKeys))
 	}
-	ref, err := fp.NewRefresher(s, evals, lit.GroupSize)
-	if err != nil {
+	pl := &Pipeline{Fold: fp, Slots: s, Lit: lit, evals: evals}
+	if pl.Sure, pl.Maybe, err = comparators(fp, lit); err != nil {
 		return nil, err
 	}
-	if level := ref.OutputLevel(); level < lit.Kappa {
-		return nil, fmt.Errorf("%w: the refreshed sums have %d levels, the comparator takes %d", errs.ErrInvalid, level, lit.Kappa)
-	}
-	pl := &Pipeline{Fold: fp, Slots: s, Lit: lit, refresher: ref, evals: evals}
+	// Each polynomial's sums leave the refresh divided by the width of
+	// the range its classifiers read.
+	widths := make([]float64, len(fp.Lit.Polynomials()))
 	for i, c := range lit.classifiers() {
-		cmp, err := pl.comparator(c, pl.poly(i))
-		if err != nil {
-			return nil, fmt.Errorf("classifier %d: %w", i, err)
+		lo, hi := lit.domain(c)
+		if w := widths[polyOf(fp, i)]; w != 0 && w != hi-lo {
+			return nil, fmt.Errorf("%w: the two classifiers read f's sums on different ranges", errs.ErrInvalid)
 		}
-		if i == 0 {
-			pl.Sure = cmp
-		} else {
-			pl.Maybe = cmp
-		}
+		widths[polyOf(fp, i)] = hi - lo
+	}
+	if pl.refresher, err = fp.NewRefresher(s, evals, lit.GroupSize, widths); err != nil {
+		return nil, err
+	}
+	if level := pl.refresher.OutputLevel(); level < lit.Kappa {
+		return nil, fmt.Errorf("%w: the refreshed sums have %d levels, the comparator takes %d", errs.ErrInvalid, level, lit.Kappa)
 	}
 	for _, k := range foldKeys {
 		pl.folders = append(pl.folders, fp.NewEvaluator(k))
 	}
 	return pl, nil
+}
+
+// domain is the range classifier c's comparator reads: c's range widened
+// by EvalError on both sides.
+func (lit Literal) domain(c Classifier) (lo, hi float64) {
+	return c.Range[0] - lit.EvalError, c.Range[1] + lit.EvalError
 }
 
 // classifiers are Sure, then Maybe if the literal has it.
@@ -139,26 +147,47 @@ func (lit Literal) classifiers() []Classifier {
 	return []Classifier{lit.Sure, *lit.Maybe}
 }
 
-// poly is the fold polynomial classifier i reads: f for sure, the last
-// one (h, or f) for maybe.
-func (pl *Pipeline) poly(i int) int { return min(i, len(pl.Fold.Lit.Polynomials())-1) }
+// Check runs NewPipeline's checks of a classification on a fold without
+// keys: every sum in its classifier's range, the comparators' bands with
+// EvalError within the tolerances.
+func Check(fp *fold.Params, lit Literal) error {
+	_, _, err := comparators(fp, lit)
+	return err
+}
 
-// comparator checks classifier c on the sums of fold polynomial poly and
-// returns its comparator: every sum must lie in c's range, and the
-// comparator's band on the sums (divided by the refresh's bound, as the
-// split leaves them) with EvalError must fit c's tolerance.
-func (pl *Pipeline) comparator(c Classifier, poly int) (*comparator.Comparator, error) {
-	lit := pl.Lit
-	if err := checkRange(pl.Fold.Lit.Polynomials()[poly], pl.Fold.Lit.Tops()[poly], lit.GroupSize, c.Range); err != nil {
+// comparators checks lit's classifiers on fp's sums and returns their
+// comparators (maybe nil without a maybe classifier).
+func comparators(fp *fold.Params, lit Literal) (sure, maybe *comparator.Comparator, err error) {
+	out := make([]*comparator.Comparator, 2)
+	for i, c := range lit.classifiers() {
+		if out[i], err = classifierComparator(fp, lit, c, polyOf(fp, i)); err != nil {
+			return nil, nil, fmt.Errorf("classifier %d: %w", i, err)
+		}
+	}
+	return out[0], out[1], nil
+}
+
+// polyOf is the fold polynomial classifier i reads: f for sure, the last
+// one (h, or f) for maybe.
+func polyOf(fp *fold.Params, i int) int { return min(i, len(fp.Lit.Polynomials())-1) }
+
+// poly is polyOf for the pipeline's fold.
+func (pl *Pipeline) poly(i int) int { return polyOf(pl.Fold, i) }
+
+// classifierComparator checks classifier c on the sums of fold polynomial
+// poly and returns its comparator: every sum must lie in c's range, and
+// the comparator's band, read on the sums mapped from c's domain onto
+// [-1, 1], with EvalError must fit c's tolerance.
+func classifierComparator(fp *fold.Params, lit Literal, c Classifier, poly int) (*comparator.Comparator, error) {
+	if err := checkRange(fp.Lit.Polynomials()[poly], fp.Lit.Tops()[poly], lit.GroupSize, c.Range); err != nil {
 		return nil, err
 	}
-	bound := pl.refresher.Range(poly) / 2
-	lo, hi := (c.Range[0]-lit.EvalError)/bound, (c.Range[1]+lit.EvalError)/bound
-	cmp, err := comparator.NewOnDomain(lit.Kappa, c.At/bound, lo, hi)
+	lo, hi := lit.domain(c)
+	cmp, err := comparator.New(lit.Kappa, (2*c.At-lo-hi)/(hi-lo), 1)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errs.ErrInvalid, err)
 	}
-	if band := cmp.ValueBand * bound; band+lit.EvalError > c.Tolerance {
+	if band := cmp.ValueBand * (hi - lo) / 2; band+lit.EvalError > c.Tolerance {
 		return nil, fmt.Errorf("%w: the kappa-%d comparator's band on sums in [%.3g, %.3g] is %.3g, with the evaluation's error %.3g over the design's tolerance %.3g: a deeper comparator or a design with a wider gap",
 			errs.ErrInvalid, lit.Kappa, c.Range[0], c.Range[1], band, lit.EvalError, c.Tolerance)
 	}
@@ -172,7 +201,19 @@ func (pl *Pipeline) band(i int) float64 {
 	if i == 1 {
 		cmp = pl.Maybe
 	}
-	return cmp.ValueBand*pl.refresher.Range(pl.poly(i))/2 + pl.Lit.EvalError
+	lo, hi := pl.Lit.domain(pl.Lit.classifiers()[i])
+	return cmp.ValueBand*(hi-lo)/2 + pl.Lit.EvalError
+}
+
+// DesignLiteral is the classification of a python fold design (fold.
+// ReadDesign) with the comparator depth kappa, the rotations per eye and
+// the evaluation's error: groups of the design's k, sure on f's sums,
+// maybe on h's (or f's).
+func DesignLiteral(d *fold.Design, kappa, rotations int, evalError float64) Literal {
+	mr, mt := d.MaybeRangeAndTolerance()
+	return Literal{Kappa: kappa, Rotations: rotations, GroupSize: d.K, EvalError: evalError,
+		Sure:  Classifier{At: d.SureAt, Range: d.SumRange, Tolerance: d.Tolerance},
+		Maybe: &Classifier{At: d.MaybeAt, Range: mr, Tolerance: mt}}
 }
 
 // checkRange checks on a grid that every sum of up to k values of p (and
@@ -375,8 +416,13 @@ func (pl *Pipeline) job(res *ccmm.SharedA, t int, items []item, overlap func(row
 	st.Refresh += time.Since(start)
 	start = time.Now()
 	var out [][]*rlwe.Ciphertext
-	for i, cmp := range []*comparator.Comparator{pl.Sure, pl.Maybe}[:len(pl.Lit.classifiers())] {
-		vs, err := pl.classify(cmp, refreshed[pl.poly(i)])
+	for i, c := range pl.Lit.classifiers() {
+		cmp := pl.Sure
+		if i == 1 {
+			cmp = pl.Maybe
+		}
+		lo, hi := pl.Lit.domain(c)
+		vs, err := pl.classify(cmp, (lo+hi)/(hi-lo), refreshed[pl.poly(i)])
 		if err != nil {
 			return nil, err
 		}
@@ -388,9 +434,10 @@ func (pl *Pipeline) job(res *ccmm.SharedA, t int, items []item, overlap func(row
 }
 
 // classify splits a refreshed ciphertext (slot m of chunk j: (S_lo + i
-// S_hi) / Range) into its two real halves, S_lo / bound and S_hi / bound
-// (one conjugation), and returns the comparator's match values of each.
-func (pl *Pipeline) classify(cmp *comparator.Comparator, z *rlwe.Ciphertext) ([]*rlwe.Ciphertext, error) {
+// S_hi) / (hi - lo)) into its two real halves, 2 S / (hi - lo) (one
+// conjugation), subtracts shift = (lo + hi) / (hi - lo) to put them on
+// [-1, 1], and returns the comparator's match values of each.
+func (pl *Pipeline) classify(cmp *comparator.Comparator, shift float64, z *rlwe.Ciphertext) ([]*rlwe.Ciphertext, error) {
 	bp := pl.Slots.Bootstrap.BootstrappingParameters
 	keys := pl.evals[0].Evaluator.EvaluationKeySet
 	eval := ckks.NewEvaluator(bp, keys)
@@ -399,6 +446,11 @@ func (pl *Pipeline) classify(cmp *comparator.Comparator, z *rlwe.Ciphertext) ([]
 		return nil, err
 	}
 	halves := []*rlwe.Ciphertext{re, im}
+	for _, h := range halves {
+		if err := eval.Add(h, -shift, h); err != nil {
+			return nil, err
+		}
+	}
 	err = parallel.For(len(halves), func(i int) (err error) {
 		pe := polynomial.NewEvaluator(bp, ckks.NewEvaluator(bp, keys))
 		halves[i], err = cmp.Evaluate(pe, halves[i], bp.DefaultScale())
@@ -413,7 +465,7 @@ func (pl *Pipeline) classify(cmp *comparator.Comparator, z *rlwe.Ciphertext) ([]
 // Answer is what the receiver reads from an eye's two bits.
 type Answer int
 
-// The three answers: a flagged eye goes to the first algorithm.
+// The three answers: a flagged eye goes to the pair pass (PairFold).
 const (
 	NoMatch Answer = iota
 	Match

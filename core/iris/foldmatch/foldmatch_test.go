@@ -2,6 +2,7 @@ package foldmatch
 
 import (
 	"math/rand/v2"
+	"os"
 	"strings"
 	"testing"
 
@@ -218,5 +219,47 @@ func TestNewPipelineRefusesWideBands(t *testing.T) {
 	lit.Maybe.Range[1] = 1 // f's sums (one polynomial: f decides maybe too) reach 120
 	if _, err = NewPipeline(fp, s, foldKeys, keys, lit); err == nil || !strings.Contains(err.Error(), "above their range") {
 		t.Fatalf("a range below the sums: %v", err)
+	}
+}
+
+// TestCheckDesigns checks python's designs against the comparators
+// without keys (fold.ReadDesign, DesignLiteral, Check) at the iris
+// budget's ring: the kappa-12 design fits kappa 12 and not kappa 11; the
+// two-polynomial design whose sure tolerance is 2 fits neither kappa 12
+// nor 13 (docs/IRIS.md, "What the comparator must resolve").
+func TestCheckDesigns(t *testing.T) {
+	enc, err := slotdb.NewEncoder(14, 17)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := ccmm.NewParams(ccmm.Literal{LogNDB: 14, LogNQ: 14, Inner: 1 << 14, LogScale: 24, Approximate: true, MaxAbsDB: 1 << 13,
+		LogQ: []int{20, 20, 29, 29, 29, 29, 29, 22, 22}, LogK: []int{30, 30, 30, 30, 30, 29, 29}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		file  string
+		kappa int
+		fits  bool
+	}{{"design-kappa12.json", 12, true}, {"design-kappa12.json", 11, false}, {"design-two-h31.json", 12, false}, {"design-two-h31.json", 13, false}} {
+		data, err := os.ReadFile("../fold/testdata/" + c.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := fold.ReadDesign(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		flit := withScales(d.Literal())
+		flit.LogScale, flit.LogSumScale = 29, 20
+		fp, err := fold.NewParams(cp, enc, flit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = Check(fp, DesignLiteral(d, c.kappa, 31, 0.05))
+		t.Logf("%s at kappa %d: %v", c.file, c.kappa, err)
+		if (err == nil) != c.fits || (err != nil && !strings.Contains(err.Error(), "tolerance")) {
+			t.Errorf("%s at kappa %d: %v, want fits = %v", c.file, c.kappa, err, c.fits)
+		}
 	}
 }
