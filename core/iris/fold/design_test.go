@@ -74,3 +74,31 @@ func TestReadDesign(t *testing.T) {
 		}
 	}
 }
+
+// FuzzReadDesign: any bytes give a checked design or an invalid-argument
+// error, never a panic; an accepted design's fold literal has its
+// polynomials and a positive bound.
+func FuzzReadDesign(f *testing.F) {
+	for _, name := range []string{"design-kappa12.json", "design-two-h31.json"} {
+		data, err := os.ReadFile("testdata/" + name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Add([]byte(`{"design": {"k": 1}}`))
+	f.Add([]byte(`null`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		d, err := ReadDesign(data)
+		if err != nil {
+			if !errors.Is(err, errs.ErrInvalid) {
+				t.Fatalf("error %v is not an invalid-argument error", err)
+			}
+			return
+		}
+		lit := d.Literal()
+		if len(lit.Poly.Chebyshev) < 2 || !(lit.Top >= 0) || (lit.Maybe != nil && len(lit.Maybe.Chebyshev) < 2) {
+			t.Fatalf("accepted design gives the fold %+v", lit)
+		}
+	})
+}
