@@ -35,7 +35,10 @@
 // (encrypted matrix products at the ring level), scoreslots (scores from
 // coefficients into slots), slotdb (database blocks encoded so that the
 // product's scores land in slots) and fold (Algorithm 2's fold polynomial
-// and sums on them, before any bootstrap), dftbatch
-// (bootstrapping steps batched over many ciphertexts), irismatch (the matching pipeline) and keycache (evaluation
-// keys on disk, a bounded number in memory).
+// and sums on them, before any bootstrap, and their refresh), dftbatch
+// (bootstrapping steps batched over many ciphertexts), irismatch (the
+// first algorithm's matching pipeline), foldmatch (the second's: the
+// classifiers of the sums, the reduction to sure and maybe bits, the
+// flagged eyes' pair pass) and keycache (evaluation keys on disk, a
+// bounded number in memory).
 package core
