@@ -8,6 +8,7 @@ import (
 	"encmatch/core/base/errs"
 	"encmatch/core/base/parallel"
 	"encmatch/core/iris/dftbatch"
+	"encmatch/core/iris/fold"
 	"encmatch/core/iris/scoreslots"
 
 	"github.com/tuneinsight/lattigo/v6/circuits/ckks/bootstrapping"
@@ -143,19 +144,8 @@ func (r *Reducer) bootstrapJobs(cts []*rlwe.Ciphertext, jobs [][]int) error {
 // split returns the cleaned a and b of a bootstrapped z = a + i b:
 // z + conj(z) = 2a and -i (z - conj(z)) = 2b, cleaned from their doubles.
 func (r *Reducer) split(z *rlwe.Ciphertext) (*rlwe.Ciphertext, *rlwe.Ciphertext, error) {
-	conj, err := r.eval.ConjugateNew(z)
+	re, im, err := fold.Split(r.eval, z)
 	if err != nil {
-		return nil, nil, err
-	}
-	re, err := r.eval.AddNew(z, conj)
-	if err != nil {
-		return nil, nil, err
-	}
-	im, err := r.eval.SubNew(z, conj)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err = r.eval.Mul(im, -1i, im); err != nil {
 		return nil, nil, err
 	}
 	if re, err = r.clean(re, true); err != nil {
