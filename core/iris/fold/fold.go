@@ -98,6 +98,7 @@ type Params struct {
 	// (scoreslots.MaxLiftBits).
 	SumLevel int
 	polys    []polynomial.Polynomial // f (and h) in the Chebyshev basis on [-1, 1], as the evaluator takes them
+	extrema  [][2]float64            // their smallest and largest values (Extrema)
 }
 
 // Polynomials are the fold polynomials: f, then h when the design has it.
@@ -130,10 +131,13 @@ func (lit Literal) Depth() int {
 // sums need, and builds the CKKS parameters.
 func NewParams(cp *ccmm.Params, enc *slotdb.Encoder, lit Literal) (*Params, error) {
 	tops := lit.Tops()
+	var extrema [][2]float64
 	for i, poly := range lit.Polynomials() {
-		if err := checkPolynomial(poly, tops[i]); err != nil {
+		e, err := measure(poly, tops[i])
+		if err != nil {
 			return nil, err
 		}
+		extrema = append(extrema, e)
 	}
 	if lit.Maybe != nil && (lit.Maybe.Lo != lit.Poly.Lo || lit.Maybe.Hi != lit.Poly.Hi) {
 		return nil, fmt.Errorf("%w: h on [%v, %v], f on [%v, %v]: they share one variable", errs.ErrInvalid, lit.Maybe.Lo, lit.Maybe.Hi, lit.Poly.Lo, lit.Poly.Hi)
@@ -161,30 +165,38 @@ func NewParams(cp *ccmm.Params, enc *slotdb.Encoder, lit Literal) (*Params, erro
 		return nil, fmt.Errorf("%w: Q's first prime has more than the %d bits the refresh lifts from", errs.ErrInvalid, scoreslots.MaxLiftBits)
 	}
 	sumLevel = min(sumLevel, params.MaxLevel()-levels)
-	p := &Params{CCMM: cp, Slots: enc, CKKS: params, Lit: lit, SumLevel: sumLevel}
+	p := &Params{CCMM: cp, Slots: enc, CKKS: params, Lit: lit, SumLevel: sumLevel, extrema: extrema}
 	for _, poly := range lit.Polynomials() {
 		p.polys = append(p.polys, polynomial.NewPolynomial(bignum.NewPolynomial(bignum.Chebyshev, poly.Chebyshev, [2]float64{-1, 1})))
 	}
 	return p, nil
 }
 
-// checkPolynomial checks a fold polynomial's domain and, on a grid, its
+// measure checks a fold polynomial's domain and returns its smallest and
+// largest value on a grid of 2^16 + 1 points, checked against the
 // design's bound top on |p|.
-func checkPolynomial(p Polynomial, top float64) error {
+func measure(p Polynomial, top float64) ([2]float64, error) {
 	if len(p.Chebyshev) < 2 || !(p.Hi > p.Lo) {
-		return fmt.Errorf("%w: fold polynomial of %d coefficients on [%v, %v]", errs.ErrInvalid, len(p.Chebyshev), p.Lo, p.Hi)
+		return [2]float64{}, fmt.Errorf("%w: fold polynomial of %d coefficients on [%v, %v]", errs.ErrInvalid, len(p.Chebyshev), p.Lo, p.Hi)
 	}
 	if !(top > 0) {
-		return fmt.Errorf("%w: a bound of %v on a fold polynomial", errs.ErrInvalid, top)
+		return [2]float64{}, fmt.Errorf("%w: a bound of %v on a fold polynomial", errs.ErrInvalid, top)
 	}
-	for i := 0; i <= 4096; i++ {
-		x := p.Lo + (p.Hi-p.Lo)*float64(i)/4096
-		if y := math.Abs(p.Eval(x)); y > top*(1+1e-9) {
-			return fmt.Errorf("%w: |p(%v)| = %v exceeds the bound %v", errs.ErrInvalid, x, y, top)
-		}
+	e := [2]float64{math.Inf(1), math.Inf(-1)}
+	for i := 0; i <= 1<<16; i++ {
+		y := p.Eval(p.Lo + (p.Hi-p.Lo)*float64(i)/(1<<16))
+		e = [2]float64{math.Min(e[0], y), math.Max(e[1], y)}
 	}
-	return nil
+	if m := math.Max(-e[0], e[1]); !(m <= top*(1+1e-9)) {
+		return [2]float64{}, fmt.Errorf("%w: |p| reaches %v on its domain, over the bound %v", errs.ErrInvalid, m, top)
+	}
+	return e, nil
 }
+
+// Extrema are the smallest and largest values of fold polynomial poly
+// (its index in Literal.Polynomials) on its domain, measured on a grid by
+// NewParams.
+func (p *Params) Extrema(poly int) (lo, hi float64) { return p.extrema[poly][0], p.extrema[poly][1] }
 
 // Security lists the keys this package adds: the relinearisation and
 // conjugation keys of a database secret, ring N_db at modulus Q P (the

@@ -45,10 +45,6 @@ type Refresher struct {
 	packed int                             // P: sums per bootstrap
 }
 
-// SumBound is the bound the sums of k values of fold polynomial poly
-// travel through a refresh under.
-func (p *Params) SumBound(poly, k int) float64 { return sumBound(k, p.Lit.Tops()[poly]) }
-
 // sumBound is a power of two above the magnitude of every sum of k values
 // of a polynomial bounded by top (k top, with room for the evaluation's
 // error): the sums travel through the bootstrap as S / sumBound, inside
@@ -72,9 +68,8 @@ func UnmixGaloisElements(s *scoreslots.Params) []uint64 {
 // NewRefresher makes the refresher of sums of up to k columns each, with
 // the bootstrapping evaluators of s's blocks (scoreslots.Params.
 // NewEvaluators, with the keys of UnmixGaloisElements). Its outputs of
-// fold polynomial poly hold the sums divided by widths[poly] (nil: twice
-// SumBound for every polynomial), the unmixing's diagonals carrying the
-// factor: a classifier that reads sums in [lo, hi] asks for hi - lo, so
+// fold polynomial poly hold the sums divided by widths[poly], the
+// unmixing's diagonals carrying the factor: a classifier that reads sums in [lo, hi] asks for hi - lo, so
 // that a split slot minus (lo + hi) / (hi - lo) spans [-1, 1].
 func (p *Params) NewRefresher(s *scoreslots.Params, evals []*bootstrapping.Evaluator, k int, widths []float64) (*Refresher, error) {
 	if s.CCMM != p.CCMM {
@@ -93,11 +88,6 @@ func (p *Params) NewRefresher(s *scoreslots.Params, evals []*bootstrapping.Evalu
 	var bounds []float64
 	for _, top := range p.Lit.Tops() {
 		bounds = append(bounds, sumBound(k, top))
-	}
-	if widths == nil {
-		for _, b := range bounds {
-			widths = append(widths, 2*b)
-		}
 	}
 	if len(widths) != len(bounds) {
 		return nil, fmt.Errorf("%w: %d widths for %d fold polynomials", errs.ErrInvalid, len(widths), len(bounds))

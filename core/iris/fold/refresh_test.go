@@ -118,7 +118,7 @@ func TestRefreshEqualsModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := f.p.NewRefresher(s, evals, 4, nil)
+	r, err := f.p.NewRefresher(s, evals, 4, []float64{512, 64}) // any widths: the slots are read times Width
 	if err != nil {
 		t.Fatal(err)
 	}
