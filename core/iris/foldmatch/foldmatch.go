@@ -179,7 +179,7 @@ func (pl *Pipeline) poly(i int) int { return polyOf(pl.Fold, i) }
 // the comparator's band, read on the sums mapped from c's domain onto
 // [-1, 1], with EvalError must fit c's tolerance.
 func classifierComparator(fp *fold.Params, lit Literal, c Classifier, poly int) (*comparator.Comparator, error) {
-	if err := checkRange(fp.Lit.Polynomials()[poly], fp.Lit.Tops()[poly], lit.GroupSize, c.Range); err != nil {
+	if err := checkRange(fp, poly, lit.GroupSize, c.Range); err != nil {
 		return nil, err
 	}
 	lo, hi := lit.domain(c)
@@ -194,15 +194,19 @@ func classifierComparator(fp *fold.Params, lit Literal, c Classifier, poly int) 
 	return cmp, nil
 }
 
+// comparator is classifier i's comparator: Sure, then Maybe.
+func (pl *Pipeline) comparator(i int) *comparator.Comparator {
+	if i == 1 {
+		return pl.Maybe
+	}
+	return pl.Sure
+}
+
 // band is what the model treats as unsettled around classifier i's
 // threshold: the comparator's band on the sums and EvalError.
 func (pl *Pipeline) band(i int) float64 {
-	cmp := pl.Sure
-	if i == 1 {
-		cmp = pl.Maybe
-	}
 	lo, hi := pl.Lit.domain(pl.Lit.classifiers()[i])
-	return cmp.ValueBand*(hi-lo)/2 + pl.Lit.EvalError
+	return pl.comparator(i).ValueBand*(hi-lo)/2 + pl.Lit.EvalError
 }
 
 // DesignLiteral is the classification of a python fold design (fold.
@@ -216,17 +220,15 @@ func DesignLiteral(d *fold.Design, kappa, rotations int, evalError float64) Lite
 		Maybe: &Classifier{At: d.MaybeAt, Range: mr, Tolerance: mt}}
 }
 
-// checkRange checks on a grid that every sum of up to k values of p (and
-// of k values of its minimum: a shorter group) lies in r.
-func checkRange(p fold.Polynomial, top float64, k int, r [2]float64) error {
+// checkRange checks that every sum of up to k values of fold polynomial
+// poly (its extrema measured by fold.NewParams; a shorter group sums
+// fewer) lies in r.
+func checkRange(fp *fold.Params, poly, k int, r [2]float64) error {
+	top := fp.Lit.Tops()[poly]
 	if !(r[0] < r[1]) || math.Abs(r[0]) > float64(k)*top*1.01 || math.Abs(r[1]) > float64(k)*top*1.01 {
 		return fmt.Errorf("%w: a sum range [%v, %v] for sums of %d values bounded by %v", errs.ErrInvalid, r[0], r[1], k, top)
 	}
-	lo, hi := math.Inf(1), math.Inf(-1)
-	for i := 0; i <= 1<<16; i++ {
-		y := p.Eval(p.Lo + (p.Hi-p.Lo)*float64(i)/(1<<16))
-		lo, hi = math.Min(lo, y), math.Max(hi, y)
-	}
+	lo, hi := fp.Extrema(poly)
 	// Sums of 1 to k values reach k min(lo, 0) and k max(hi, 0) at most.
 	if s := float64(k) * math.Min(lo, 0); s < r[0] {
 		return fmt.Errorf("%w: sums reach %v below their range [%v, %v]", errs.ErrInvalid, s, r[0], r[1])
@@ -271,12 +273,33 @@ type Stats struct {
 // its list, for a pipeline whose eyes have `groups` fold groups each
 // (Pipeline.Groups).
 func ResultSlot(s *scoreslots.Params, i, groups int) int {
-	pack := s.Bootstrap.BootstrappingParameters.N() / s.Residual.N()
+	_, size, width := layout(s, groups)
+	return irismatch.EyeSlot(i, size, width, s.Bootstrap.BootstrappingParameters.MaxSlots())
+}
+
+// layout is Match's packing for eyes of `groups` fold groups: P sums per
+// bootstrap; with P or more groups, one eye per bootstrap (size 1, its
+// chunk the whole ciphertext), else P eyes per bootstrap in chunks of
+// N_db/2 slots.
+func layout(s *scoreslots.Params, groups int) (pack, size, width int) {
+	pack = s.Bootstrap.BootstrappingParameters.N() / s.Residual.N()
 	slots := s.Bootstrap.BootstrappingParameters.MaxSlots()
 	if groups >= pack {
-		return irismatch.EyeSlot(i, 1, slots, slots)
+		return pack, 1, slots
 	}
-	return irismatch.EyeSlot(i, pack, slots/pack, slots)
+	return pack, pack, slots / pack
+}
+
+// listEyes is eyes, or every eye of a result with cols columns if nil.
+func (pl *Pipeline) listEyes(eyes []int, cols int) []int {
+	if eyes != nil {
+		return eyes
+	}
+	all := make([]int, cols/pl.Lit.Rotations)
+	for e := range all {
+		all[e] = e
+	}
+	return all
 }
 
 // Groups is the number of fold groups of an eye.
@@ -306,11 +329,7 @@ func (pl *Pipeline) Match(res *ccmm.SharedA, eyes []int, overlap func(row, col i
 		return nil, nil, nil, fmt.Errorf("%w: a %dx%d result for %d rotations per eye and %d database blocks of %d codes",
 			errs.ErrInvalid, res.Rows, res.Cols, pl.Lit.Rotations, len(pl.folders), n)
 	}
-	if eyes == nil {
-		for e := range res.Cols / pl.Lit.Rotations {
-			eyes = append(eyes, e)
-		}
-	}
+	eyes = pl.listEyes(eyes, res.Cols)
 	for _, e := range eyes {
 		if e < 0 || e >= res.Cols/pl.Lit.Rotations {
 			return nil, nil, nil, fmt.Errorf("%w: eye %d of a result with %d", errs.ErrInvalid, e, res.Cols/pl.Lit.Rotations)
@@ -320,19 +339,16 @@ func (pl *Pipeline) Match(res *ccmm.SharedA, eyes []int, overlap func(row, col i
 		return nil, nil, nil, fmt.Errorf("%w: no eyes to match", errs.ErrInvalid)
 	}
 	blocks := res.Rows / n
-	bp := pl.Slots.Bootstrap.BootstrappingParameters
-	pack := bp.N() / n
 	perEye := pl.Groups()
+	pack, size, width := layout(pl.Slots, perEye)
 	classifiers := pl.Lit.classifiers()
-	st = &Stats{OnePerBootstrap: perEye >= pack}
+	st = &Stats{OnePerBootstrap: size == 1}
 	for i := range classifiers {
 		st.Bands = append(st.Bands, pl.band(i))
 	}
 	// sets[g] are the items of reduction group g's jobs, P at a time.
 	var sets [][]item
-	width, size := bp.MaxSlots()/pack, pack
 	if st.OnePerBootstrap {
-		width, size = bp.MaxSlots(), 1
 		for _, e := range eyes {
 			var set []item
 			for h := 0; h < perEye || len(set)%pack != 0; h++ {
@@ -417,12 +433,8 @@ func (pl *Pipeline) job(res *ccmm.SharedA, t int, items []item, overlap func(row
 	start = time.Now()
 	var out [][]*rlwe.Ciphertext
 	for i, c := range pl.Lit.classifiers() {
-		cmp := pl.Sure
-		if i == 1 {
-			cmp = pl.Maybe
-		}
 		lo, hi := pl.Lit.domain(c)
-		vs, err := pl.classify(cmp, (lo+hi)/(hi-lo), refreshed[pl.poly(i)])
+		vs, err := pl.classify(pl.comparator(i), (lo+hi)/(hi-lo), refreshed[pl.poly(i)])
 		if err != nil {
 			return nil, err
 		}
@@ -498,12 +510,12 @@ type Eye struct {
 // eyes listed (nil: every eye).
 func (pl *Pipeline) Model(dots ccmm.IntMat, eyes []int, overlap func(row, col int) int) []Eye {
 	n := pl.Fold.CKKS.N()
-	if eyes == nil {
-		for e := range dots.Cols / pl.Lit.Rotations {
-			eyes = append(eyes, e)
-		}
-	}
+	eyes = pl.listEyes(eyes, dots.Cols)
 	classifiers := pl.Lit.classifiers()
+	bands := make([]float64, len(classifiers))
+	for c := range bands {
+		bands[c] = pl.band(c)
+	}
 	out := make([]Eye, len(eyes))
 	for i, e := range eyes {
 		// per classifier: some sum >= At, some sum >= At + band, some sum
@@ -513,11 +525,10 @@ func (pl *Pipeline) Model(dots ccmm.IntMat, eyes []int, overlap func(row, col in
 			for _, cols := range pl.groups(e) {
 				sums := pl.Fold.GroupModel(dots, t, cols, overlap)
 				for c, cl := range classifiers {
-					band := pl.band(c)
 					for _, s := range sums[pl.poly(c)] {
 						above[c] = above[c] || s >= cl.At
-						clear[c] = clear[c] || s >= cl.At+band
-						near[c] = near[c] || math.Abs(s-cl.At) <= band
+						clear[c] = clear[c] || s >= cl.At+bands[c]
+						near[c] = near[c] || math.Abs(s-cl.At) <= bands[c]
 					}
 				}
 			}

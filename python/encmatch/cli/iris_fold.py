@@ -3,7 +3,7 @@
 ::
 
     encmatch iris fold --t 0.34 [--degree 15 --k 16 --top 60 --guard 0.005 --clear -0.15]
-                       [--maybe-degree 31 --maybe-top 4 --maybe-clear -0.06 --sure-tolerance 2]
+                       [--maybe-degree 31 --maybe-top 2 --maybe-clear -0.1 --sure-tolerance 7.2 --tolerance 0.29]
                        [--sums 1000000000 --workers 2] [GALLERY... --queries QUERIES...]
                        [--plot fold.png] [-o fold.json]
 
