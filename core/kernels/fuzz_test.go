@@ -1,0 +1,90 @@
+package kernels_test
+
+import (
+	"encoding/binary"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/tuneinsight/lattigo/v6/ring"
+
+	"encmatch/core/kernels"
+)
+
+// FuzzKernelsEqualLattigo feeds arbitrary coefficients (any 64-bit value)
+// to every routed loop at N = 64 modulo a 45-bit and a 50-bit prime: a
+// canonical result must equal Lattigo's scalar one bit for bit, a lazy one
+// be congruent to it; NTTs must equal Lattigo's on the input reduced mod q.
+func FuzzKernelsEqualLattigo(f *testing.F) {
+	f.Add([]byte{0}, uint8(0))
+	f.Add(slices.Repeat([]byte{0xff}, 2*64*8), uint8(1))
+	rings := make([]*ring.Ring, 2)
+	for i, logQ := range []uint64{45, 50} {
+		g := ring.NewNTTFriendlyPrimesGenerator(logQ, 128)
+		q, err := g.NextDownstreamPrime()
+		if err != nil {
+			f.Fatal(err)
+		}
+		if rings[i], err = ring.NewRing(64, []uint64{q}); err != nil {
+			f.Fatal(err)
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte, which uint8) {
+		sets := vectorSets(t)
+		r := rings[int(which)%len(rings)]
+		q := r.SubRings[0].Modulus
+		words := make([]uint64, 3*64)
+		for i := range words {
+			var b [8]byte
+			copy(b[:], data[min(len(data), 8*i):])
+			words[i] = binary.LittleEndian.Uint64(b[:])
+		}
+		x, y, z0 := words[:64], words[64:128], words[128:]
+		for _, op := range montOps {
+			run := func(set kernels.Set) []uint64 {
+				z := slices.Clone(z0)
+				withSet(t, set, func() { op.run(r.SubRings[0], x, y, z) })
+				return z
+			}
+			want := run(kernels.Scalar)
+			for _, s := range sets {
+				got := run(s)
+				for i := range got {
+					if got[i] == want[i] {
+						continue
+					}
+					yi := y[i]
+					if strings.HasPrefix(op.name, "MulScalar") {
+						yi = y[0]
+					}
+					if op.canonical || !lattigoReduces(x[i], yi, q) || got[i]%q != want[i]%q {
+						t.Fatalf("%s %s q=%d: coefficient %d = %d, Lattigo %d (x %d, y %d, z %d)", op.name, s, q, i, got[i], want[i], x[i], yi, z0[i])
+					}
+				}
+			}
+		}
+		p := r.NewPoly()
+		copy(p.Coeffs[0], x)
+		ref := r.NewPoly()
+		copy(ref.Coeffs[0], reduce(x, q))
+		for _, inverse := range []bool{false, true} {
+			transform := func(set kernels.Set, src ring.Poly) []uint64 {
+				out := r.NewPoly()
+				withSet(t, set, func() {
+					if inverse {
+						r.INTT(src, out)
+					} else {
+						r.NTT(src, out)
+					}
+				})
+				return out.Coeffs[0]
+			}
+			want := transform(kernels.Scalar, ref)
+			for _, s := range sets {
+				if got := transform(s, p); !slices.Equal(got, want) {
+					t.Fatalf("inverse %v %s q=%d: differs from Lattigo's on the reduced input", inverse, s, q)
+				}
+			}
+		}
+	})
+}

@@ -1,0 +1,291 @@
+//go:build cgo && amd64
+
+// AVX-512 IFMA kernels for primes q < 2^50 (ifma.h).
+//
+// Lattigo's arithmetic is Montgomery with R = 2^64 on 64 x 64-bit products;
+// IFMA multiplies the low 52 bits of each lane. Two identities bridge them:
+//
+//   * Shoup: for w < q, wp = floor(w 2^52 / q) and y < 2^52,
+//     y w - floor(y wp / 2^52) q lies in [0, 2q), so it is exact modulo 2^52
+//     (2q < 2^52): three IFMA products per modular product by a constant.
+//   * x y 2^-64 = (x y 2^-52) 2^-12: a Montgomery reduction with R = 2^52
+//     (four IFMA products), then a Shoup product by c = 2^-12 mod q.
+//
+// Every lane whose inputs are outside a kernel's range is computed by the
+// scalar code below, a transcription of Lattigo's MRed and MRedLazy, so a
+// call never returns a wrong value for inputs Lattigo itself accepts.
+#include "ifma.h"
+
+#include <immintrin.h>
+
+#define IFMA __attribute__((target("avx512f,avx512ifma")))
+#define MASK52 ((1ULL << 52) - 1)
+
+typedef unsigned __int128 u128;
+
+// ---- scalar transcriptions of Lattigo v6.2.0 ring/modular_reduction.go ----
+
+static inline uint64_t mred_lazy(uint64_t x, uint64_t y, uint64_t q, uint64_t mred) {
+	u128 a = (u128)x * y;
+	uint64_t ahi = (uint64_t)(a >> 64), alo = (uint64_t)a;
+	uint64_t h = (uint64_t)(((u128)(alo * mred) * q) >> 64);
+	return ahi - h + q;
+}
+
+static inline uint64_t mred(uint64_t x, uint64_t y, uint64_t q, uint64_t mredc) {
+	uint64_t r = mred_lazy(x, y, q, mredc);
+	return r >= q ? r - q : r;
+}
+
+static inline uint64_t cred(uint64_t a, uint64_t q) { return a >= q ? a - q : a; }
+
+// scalar_op is one lane of op exactly as Lattigo's ring/vec_ops.go loops.
+static inline uint64_t scalar_op(int op, uint64_t x, uint64_t y, uint64_t z, uint64_t q, uint64_t mredc) {
+	switch (op) {
+	case ENCMATCH_OP_MONT: return mred(x, y, q, mredc);
+	case ENCMATCH_OP_MONT_LAZY: return mred_lazy(x, y, q, mredc);
+	case ENCMATCH_OP_MONT_THEN_ADD: return cred(z + mred(x, y, q, mredc), q);
+	case ENCMATCH_OP_MONT_THEN_ADD_LAZY: return z + mred(x, y, q, mredc);
+	case ENCMATCH_OP_MONT_LAZY_THEN_ADD_LAZY: return z + mred_lazy(x, y, q, mredc);
+	case ENCMATCH_OP_MONT_THEN_SUB: return cred(z + (q - mred(x, y, q, mredc)), q);
+	case ENCMATCH_OP_MONT_THEN_SUB_LAZY: return z + (q - mred(x, y, q, mredc));
+	case ENCMATCH_OP_MONT_LAZY_THEN_SUB_LAZY: return z + 2 * q - mred_lazy(x, y, q, mredc);
+	default: return 2 * q - mred_lazy(x, y, q, mredc); // ENCMATCH_OP_MONT_LAZY_THEN_NEG
+	}
+}
+
+// ---- vector helpers ----
+
+// shoup52 is y w mod q in [0, 2q) for y < 2^52 (see the file comment).
+static inline IFMA __m512i shoup52(__m512i y, __m512i w, __m512i wp, __m512i q) {
+	const __m512i zero = _mm512_setzero_si512();
+	__m512i qh = _mm512_madd52hi_epu64(zero, y, wp);
+	__m512i t = _mm512_madd52lo_epu64(zero, y, w);
+	t = _mm512_sub_epi64(t, _mm512_madd52lo_epu64(zero, qh, q));
+	return _mm512_and_si512(t, _mm512_set1_epi64((long long)MASK52));
+}
+
+// below reduces x in [0, 2m) to [0, m): the wrapped difference is larger
+// than x exactly when x < m.
+static inline IFMA __m512i below(__m512i x, __m512i m) {
+	return _mm512_min_epu64(x, _mm512_sub_epi64(x, m));
+}
+
+// mont64 is x y 2^-64 mod q in [0, q) for x, y < 2^52.
+static inline IFMA __m512i mont64(__m512i x, __m512i y, const encmatch_prime *p, __m512i q) {
+	const __m512i zero = _mm512_setzero_si512();
+	__m512i lo = _mm512_madd52lo_epu64(zero, x, y);
+	__m512i hi = _mm512_madd52hi_epu64(zero, x, y);
+	__m512i m = _mm512_madd52lo_epu64(zero, lo, _mm512_set1_epi64((long long)p->qinv52));
+	// x y - m q is divisible by 2^52 and its low halves cancel exactly, so
+	// (x y - m q) / 2^52 = hi - hi52(m q), in (-q, 2^52).
+	__m512i r = _mm512_sub_epi64(hi, _mm512_madd52hi_epu64(zero, m, q));
+	r = _mm512_min_epu64(r, _mm512_add_epi64(r, q));
+	r = shoup52(r, _mm512_set1_epi64((long long)p->c), _mm512_set1_epi64((long long)p->cp), q);
+	return below(r, q);
+}
+
+// ---- element-wise Montgomery products ----
+
+IFMA void encmatch_mont_ifma(int op, const uint64_t *x, const uint64_t *y, size_t ystride, uint64_t *z, size_t n, const encmatch_prime *p) {
+	const __m512i q = _mm512_set1_epi64((long long)p->q);
+	const __m512i twoq = _mm512_add_epi64(q, q);
+	const __m512i limit = _mm512_set1_epi64((long long)(1ULL << 52));
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		__m512i xv = _mm512_loadu_si512(x + i);
+		__m512i yv = ystride ? _mm512_loadu_si512(y + i) : _mm512_set1_epi64((long long)y[0]);
+		if (_mm512_cmpge_epu64_mask(_mm512_or_si512(xv, yv), limit)) {
+			for (size_t l = i; l < i + 8; l++) {
+				z[l] = scalar_op(op, x[l], y[ystride * l], z[l], p->q, p->mred);
+			}
+			continue;
+		}
+		__m512i r = mont64(xv, yv, p, q);
+		__m512i zv;
+		switch (op) {
+		case ENCMATCH_OP_MONT:
+		case ENCMATCH_OP_MONT_LAZY:
+			zv = r;
+			break;
+		case ENCMATCH_OP_MONT_THEN_ADD:
+			zv = _mm512_add_epi64(_mm512_loadu_si512(z + i), r);
+			zv = _mm512_mask_sub_epi64(zv, _mm512_cmpge_epu64_mask(zv, q), zv, q);
+			break;
+		case ENCMATCH_OP_MONT_THEN_ADD_LAZY:
+		case ENCMATCH_OP_MONT_LAZY_THEN_ADD_LAZY:
+			zv = _mm512_add_epi64(_mm512_loadu_si512(z + i), r);
+			break;
+		case ENCMATCH_OP_MONT_THEN_SUB:
+			zv = _mm512_add_epi64(_mm512_loadu_si512(z + i), _mm512_sub_epi64(q, r));
+			zv = _mm512_mask_sub_epi64(zv, _mm512_cmpge_epu64_mask(zv, q), zv, q);
+			break;
+		case ENCMATCH_OP_MONT_THEN_SUB_LAZY:
+			zv = _mm512_add_epi64(_mm512_loadu_si512(z + i), _mm512_sub_epi64(q, r));
+			break;
+		case ENCMATCH_OP_MONT_LAZY_THEN_SUB_LAZY:
+			zv = _mm512_add_epi64(_mm512_loadu_si512(z + i), _mm512_sub_epi64(twoq, r));
+			break;
+		default: // ENCMATCH_OP_MONT_LAZY_THEN_NEG
+			zv = _mm512_sub_epi64(twoq, r);
+			break;
+		}
+		_mm512_storeu_si512(z + i, zv);
+	}
+	for (; i < n; i++) {
+		z[i] = scalar_op(op, x[i], y[ystride * i], z[i], p->q, p->mred);
+	}
+}
+
+// ---- NTTs ----
+
+// canonical_scalar is w y mod q for any y (w < q canonical).
+static inline uint64_t mulmod(uint64_t a, uint64_t b, uint64_t q) { return (uint64_t)(((u128)a * b) % q); }
+
+// fwd is the Cooley-Tukey butterfly: x, y in [0, 4q) -> x + w y, x - w y
+// (+2q), both in [0, 4q).
+static inline IFMA void fwd(__m512i *x, __m512i *y, __m512i w, __m512i wp, __m512i q, __m512i twoq) {
+	__m512i a = below(*x, twoq);
+	__m512i t = shoup52(*y, w, wp, q);
+	*x = _mm512_add_epi64(a, t);
+	*y = _mm512_sub_epi64(_mm512_add_epi64(a, twoq), t);
+}
+
+// inv is the Gentleman-Sande butterfly: x, y in [0, 2q) -> x + y,
+// (x - y + 2q) w, both in [0, 2q).
+static inline IFMA void inv(__m512i *x, __m512i *y, __m512i w, __m512i wp, __m512i q, __m512i twoq) {
+	__m512i s = below(_mm512_add_epi64(*x, *y), twoq);
+	__m512i d = _mm512_sub_epi64(_mm512_add_epi64(*x, twoq), *y);
+	*x = s;
+	*y = shoup52(d, w, wp, q);
+}
+
+// The lane permutations of the layers whose butterflies span t = 4, 2 or
+// 1 coefficients: two loaded blocks a (lanes 0-7) and b (8-15) are split
+// into the butterflies' x and y halves and merged back.
+#define IDX(a, b, c, d, e, f, g, h) _mm512_set_epi64(h, g, f, e, d, c, b, a)
+
+IFMA void encmatch_ntt_ifma(const uint64_t *in, uint64_t *out, size_t n, const encmatch_prime *p, const uint64_t *w, const uint64_t *wp, int canonical) {
+	const __m512i q = _mm512_set1_epi64((long long)p->q);
+	const __m512i twoq = _mm512_add_epi64(q, q);
+	const __m512i fourq = _mm512_add_epi64(twoq, twoq);
+	size_t t = n >> 1;
+
+	// First layer, from in to out; a block with an input outside [0, 4q)
+	// is reduced first, in scalar code.
+	{
+		const __m512i w1 = _mm512_set1_epi64((long long)w[1]), wp1 = _mm512_set1_epi64((long long)wp[1]);
+		for (size_t j = 0; j < t; j += 8) {
+			__m512i x = _mm512_loadu_si512(in + j), y = _mm512_loadu_si512(in + j + t);
+			if (_mm512_cmpge_epu64_mask(_mm512_max_epu64(x, y), fourq)) {
+				for (size_t l = j; l < j + 8; l++) {
+					uint64_t a = in[l] % p->q, b = mulmod(in[l + t] % p->q, w[1], p->q);
+					out[l] = a + b;
+					out[l + t] = a + 2 * p->q - b;
+				}
+				continue;
+			}
+			fwd(&x, &y, w1, wp1, q, twoq);
+			_mm512_storeu_si512(out + j, x);
+			_mm512_storeu_si512(out + j + t, y);
+		}
+	}
+
+	size_t m = 2;
+	for (t >>= 1; t >= 8; m <<= 1, t >>= 1) {
+		for (size_t i = 0; i < m; i++) {
+			const __m512i wi = _mm512_set1_epi64((long long)w[m + i]), wpi = _mm512_set1_epi64((long long)wp[m + i]);
+			uint64_t *base = out + 2 * i * t;
+			for (size_t j = 0; j < t; j += 8) {
+				__m512i x = _mm512_loadu_si512(base + j), y = _mm512_loadu_si512(base + j + t);
+				fwd(&x, &y, wi, wpi, q, twoq);
+				_mm512_storeu_si512(base + j, x);
+				_mm512_storeu_si512(base + j + t, y);
+			}
+		}
+	}
+
+	// t = 4, 2, 1: each pass reads 16 coefficients, that is 4, 8 and 16
+	// butterflies whose roots w[m + ...] are consecutive.
+	const __m512i splitx[3] = {IDX(0, 1, 2, 3, 8, 9, 10, 11), IDX(0, 1, 4, 5, 8, 9, 12, 13), IDX(0, 2, 4, 6, 8, 10, 12, 14)};
+	const __m512i splity[3] = {IDX(4, 5, 6, 7, 12, 13, 14, 15), IDX(2, 3, 6, 7, 10, 11, 14, 15), IDX(1, 3, 5, 7, 9, 11, 13, 15)};
+	const __m512i mergea[3] = {IDX(0, 1, 2, 3, 8, 9, 10, 11), IDX(0, 1, 8, 9, 2, 3, 10, 11), IDX(0, 8, 1, 9, 2, 10, 3, 11)};
+	const __m512i mergeb[3] = {IDX(4, 5, 6, 7, 12, 13, 14, 15), IDX(4, 5, 12, 13, 6, 7, 14, 15), IDX(4, 12, 5, 13, 6, 14, 7, 15)};
+	const __m512i spread[3] = {IDX(0, 0, 0, 0, 1, 1, 1, 1), IDX(0, 0, 1, 1, 2, 2, 3, 3), IDX(0, 1, 2, 3, 4, 5, 6, 7)};
+	const __mmask8 rootmask[3] = {0x03, 0x0f, 0xff};
+	const size_t rootstep[3] = {2, 4, 8};
+	for (int s = 0; s < 3; s++, m <<= 1) {
+		const int last = s == 2;
+		for (size_t k = 0, r = m; k < n; k += 16, r += rootstep[s]) {
+			__m512i a = _mm512_loadu_si512(out + k), b = _mm512_loadu_si512(out + k + 8);
+			__m512i x = _mm512_permutex2var_epi64(a, splitx[s], b);
+			__m512i y = _mm512_permutex2var_epi64(a, splity[s], b);
+			__m512i wi = _mm512_permutexvar_epi64(spread[s], _mm512_maskz_loadu_epi64(rootmask[s], w + r));
+			__m512i wpi = _mm512_permutexvar_epi64(spread[s], _mm512_maskz_loadu_epi64(rootmask[s], wp + r));
+			fwd(&x, &y, wi, wpi, q, twoq);
+			if (last && canonical) {
+				x = below(below(x, twoq), q);
+				y = below(below(y, twoq), q);
+			}
+			_mm512_storeu_si512(out + k, _mm512_permutex2var_epi64(x, mergea[s], y));
+			_mm512_storeu_si512(out + k + 8, _mm512_permutex2var_epi64(x, mergeb[s], y));
+		}
+	}
+}
+
+IFMA void encmatch_intt_ifma(const uint64_t *in, uint64_t *out, size_t n, const encmatch_prime *p, const uint64_t *w, const uint64_t *wp, uint64_t ninv, uint64_t ninvp) {
+	const __m512i q = _mm512_set1_epi64((long long)p->q);
+	const __m512i twoq = _mm512_add_epi64(q, q);
+
+	// t = 1, 2, 4 (h = n/2, n/4, n/8 roots), from in to out on the first
+	// pass; a block with an input outside [0, 2q) is reduced first, in
+	// scalar code.
+	const __m512i splitx[3] = {IDX(0, 2, 4, 6, 8, 10, 12, 14), IDX(0, 1, 4, 5, 8, 9, 12, 13), IDX(0, 1, 2, 3, 8, 9, 10, 11)};
+	const __m512i splity[3] = {IDX(1, 3, 5, 7, 9, 11, 13, 15), IDX(2, 3, 6, 7, 10, 11, 14, 15), IDX(4, 5, 6, 7, 12, 13, 14, 15)};
+	const __m512i mergea[3] = {IDX(0, 8, 1, 9, 2, 10, 3, 11), IDX(0, 1, 8, 9, 2, 3, 10, 11), IDX(0, 1, 2, 3, 8, 9, 10, 11)};
+	const __m512i mergeb[3] = {IDX(4, 12, 5, 13, 6, 14, 7, 15), IDX(4, 5, 12, 13, 6, 7, 14, 15), IDX(4, 5, 6, 7, 12, 13, 14, 15)};
+	const __m512i spread[3] = {IDX(0, 1, 2, 3, 4, 5, 6, 7), IDX(0, 0, 1, 1, 2, 2, 3, 3), IDX(0, 0, 0, 0, 1, 1, 1, 1)};
+	const __mmask8 rootmask[3] = {0xff, 0x0f, 0x03};
+	const size_t rootstep[3] = {8, 4, 2};
+	size_t h = n >> 1;
+	for (int s = 0; s < 3; s++, h >>= 1) {
+		const uint64_t *src = s == 0 ? in : out;
+		for (size_t k = 0, r = h; k < n; k += 16, r += rootstep[s]) {
+			__m512i a = _mm512_loadu_si512(src + k), b = _mm512_loadu_si512(src + k + 8);
+			if (s == 0 && _mm512_cmpge_epu64_mask(_mm512_max_epu64(a, b), twoq)) {
+				uint64_t tmp[16];
+				for (int l = 0; l < 16; l++) {
+					tmp[l] = src[k + l] % p->q;
+				}
+				a = _mm512_loadu_si512(tmp);
+				b = _mm512_loadu_si512(tmp + 8);
+			}
+			__m512i x = _mm512_permutex2var_epi64(a, splitx[s], b);
+			__m512i y = _mm512_permutex2var_epi64(a, splity[s], b);
+			__m512i wi = _mm512_permutexvar_epi64(spread[s], _mm512_maskz_loadu_epi64(rootmask[s], w + r));
+			__m512i wpi = _mm512_permutexvar_epi64(spread[s], _mm512_maskz_loadu_epi64(rootmask[s], wp + r));
+			inv(&x, &y, wi, wpi, q, twoq);
+			_mm512_storeu_si512(out + k, _mm512_permutex2var_epi64(x, mergea[s], y));
+			_mm512_storeu_si512(out + k + 8, _mm512_permutex2var_epi64(x, mergeb[s], y));
+		}
+	}
+
+	for (size_t t = 8; h >= 1; h >>= 1, t <<= 1) {
+		for (size_t i = 0; i < h; i++) {
+			const __m512i wi = _mm512_set1_epi64((long long)w[h + i]), wpi = _mm512_set1_epi64((long long)wp[h + i]);
+			uint64_t *base = out + 2 * i * t;
+			for (size_t j = 0; j < t; j += 8) {
+				__m512i x = _mm512_loadu_si512(base + j), y = _mm512_loadu_si512(base + j + t);
+				inv(&x, &y, wi, wpi, q, twoq);
+				_mm512_storeu_si512(base + j, x);
+				_mm512_storeu_si512(base + j + t, y);
+			}
+		}
+	}
+
+	const __m512i nv = _mm512_set1_epi64((long long)ninv), nvp = _mm512_set1_epi64((long long)ninvp);
+	for (size_t j = 0; j < n; j += 8) {
+		__m512i x = shoup52(_mm512_loadu_si512(out + j), nv, nvp, q);
+		_mm512_storeu_si512(out + j, below(x, q));
+	}
+}

@@ -1,0 +1,45 @@
+// The AVX-512 IFMA kernels of package kernels (ifma.c): NTTs and
+// element-wise Montgomery products modulo primes below 2^50.
+#ifndef ENCMATCH_KERNELS_IFMA_H
+#define ENCMATCH_KERNELS_IFMA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+// The element-wise operations, numbered as kernels.Op in Go.
+enum {
+	ENCMATCH_OP_MONT = 0,
+	ENCMATCH_OP_MONT_LAZY,
+	ENCMATCH_OP_MONT_THEN_ADD,
+	ENCMATCH_OP_MONT_THEN_ADD_LAZY,
+	ENCMATCH_OP_MONT_LAZY_THEN_ADD_LAZY,
+	ENCMATCH_OP_MONT_THEN_SUB,
+	ENCMATCH_OP_MONT_THEN_SUB_LAZY,
+	ENCMATCH_OP_MONT_LAZY_THEN_SUB_LAZY,
+	ENCMATCH_OP_MONT_LAZY_THEN_NEG,
+	ENCMATCH_OP_COUNT
+};
+
+// The constants of one prime q < 2^50.
+typedef struct {
+	uint64_t q;      // the prime
+	uint64_t mred;   // q^-1 mod 2^64 (Lattigo's MRedConstant)
+	uint64_t qinv52; // q^-1 mod 2^52
+	uint64_t c;      // 2^-12 mod q
+	uint64_t cp;     // floor(c * 2^52 / q)
+} encmatch_prime;
+
+// encmatch_mont_ifma applies op to n coefficients: r = x*y*2^-64 mod q,
+// with y[i] (ystride 1) or y[0] (ystride 0).
+void encmatch_mont_ifma(int op, const uint64_t *x, const uint64_t *y, size_t ystride, uint64_t *z, size_t n, const encmatch_prime *p);
+
+// encmatch_ntt_ifma is the forward negacyclic NTT of n >= 16 coefficients
+// (bit-reversed roots w, Shoup companions wp); out may equal in. Output in
+// [0, 4q), or [0, q) when canonical.
+void encmatch_ntt_ifma(const uint64_t *in, uint64_t *out, size_t n, const encmatch_prime *p, const uint64_t *w, const uint64_t *wp, int canonical);
+
+// encmatch_intt_ifma is the inverse NTT including the factor ninv = n^-1
+// mod q (Shoup companion ninvp); output in [0, q).
+void encmatch_intt_ifma(const uint64_t *in, uint64_t *out, size_t n, const encmatch_prime *p, const uint64_t *w, const uint64_t *wp, uint64_t ninv, uint64_t ninvp);
+
+#endif

@@ -1,0 +1,43 @@
+//go:build cgo && amd64
+
+package kernels
+
+/*
+#cgo CFLAGS: -O3
+#include "ifma.h"
+*/
+import "C"
+
+import (
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+)
+
+// hasIFMA reports whether this CPU (and its operating system) runs the
+// AVX-512 IFMA kernels.
+var hasIFMA = cpu.X86.HasAVX512F && cpu.X86.HasAVX512IFMA
+
+func cPrime(p *prime) *C.encmatch_prime {
+	return (*C.encmatch_prime)(unsafe.Pointer(p))
+}
+
+func ptr(s []uint64) *C.uint64_t {
+	return (*C.uint64_t)(unsafe.Pointer(unsafe.SliceData(s)))
+}
+
+func montIFMA(op Op, x, y []uint64, ystride int, z []uint64, p *prime) {
+	C.encmatch_mont_ifma(C.int(op), ptr(x), ptr(y), C.size_t(ystride), ptr(z), C.size_t(len(z)), cPrime(p))
+}
+
+func nttIFMA(in, out []uint64, p *prime, t *table, canonical bool) {
+	c := C.int(0)
+	if canonical {
+		c = 1
+	}
+	C.encmatch_ntt_ifma(ptr(in), ptr(out), C.size_t(len(out)), cPrime(p), ptr(t.w), ptr(t.wp), c)
+}
+
+func inttIFMA(in, out []uint64, p *prime, t *table) {
+	C.encmatch_intt_ifma(ptr(in), ptr(out), C.size_t(len(out)), cPrime(p), ptr(t.w), ptr(t.wp), C.uint64_t(t.nInv), C.uint64_t(t.nInvShoup))
+}

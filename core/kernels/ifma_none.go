@@ -1,0 +1,12 @@
+//go:build !(cgo && amd64)
+
+package kernels
+
+// Without cgo or off amd64 only the scalar code runs.
+const hasIFMA = false
+
+func montIFMA(Op, []uint64, []uint64, int, []uint64, *prime) { panic("kernels: no IFMA build") }
+
+func nttIFMA([]uint64, []uint64, *prime, *table, bool) { panic("kernels: no IFMA build") }
+
+func inttIFMA([]uint64, []uint64, *prime, *table) { panic("kernels: no IFMA build") }

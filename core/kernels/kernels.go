@@ -1,0 +1,245 @@
+// Package kernels holds the vector arithmetic under Lattigo: its NTTs and
+// element-wise Montgomery loops on AVX-512 IFMA, chosen at run time.
+//
+// Lattigo v6.2.0 is pure scalar Go. The build applies a small patch to its
+// ring package (lattigo-v6.2.0.patch, applied by patch-lattigo.sh) so that
+// the standard ring's NTTs and Montgomery loops first offer their work to
+// this package: NTT, INTT, MulMontgomery and MulScalarMontgomery return
+// true when a kernel did it and false when Lattigo's own code must. A
+// kernel runs only where its instructions exist, for primes between 2^40
+// and 2^50 (where 52-bit products suffice) and rings of at least 64
+// coefficients; everything else is Lattigo's scalar code, unchanged.
+//
+// Results equal Lattigo's bit for bit wherever Lattigo's result is
+// canonical (in [0, q)); where Lattigo returns a lazy value (documented as
+// in [0, 2q) or similar) the kernel's is congruent to it and in the same
+// range. The tests beside this file check both against Lattigo's scalar
+// code on every prime and ring degree of the project's presets.
+//
+// The environment variable ENCMATCH_KERNELS selects the set: "auto" (the
+// default: the fastest this CPU runs), "scalar" (Lattigo's code only) or
+// "avx512ifma" (refused at start where the CPU lacks it).
+package kernels
+
+import (
+	"fmt"
+	"math/bits"
+	"os"
+	"sync"
+	"sync/atomic"
+)
+
+// Set names a kernel set.
+type Set string
+
+// The kernel sets.
+const (
+	// Scalar is Lattigo's own code.
+	Scalar Set = "scalar"
+	// AVX512IFMA is the AVX-512 IFMA code in ifma.c.
+	AVX512IFMA Set = "avx512ifma"
+)
+
+// EnvVar is the environment variable that selects the kernel set.
+const EnvVar = "ENCMATCH_KERNELS"
+
+// Op names one of Lattigo's element-wise Montgomery loops (ring/vec_ops.go);
+// r is x*y*2^-64 mod q.
+type Op int
+
+// The operations, in the order of ifma.h's enumeration.
+const (
+	Mont                Op = iota // z = r (MRed)
+	MontLazy                      // z = r (MRedLazy)
+	MontThenAdd                   // z = CRed(z + r)
+	MontThenAddLazy               // z = z + r
+	MontLazyThenAddLazy           // z = z + r (MRedLazy)
+	MontThenSub                   // z = CRed(z + q - r)
+	MontThenSubLazy               // z = z + q - r
+	MontLazyThenSubLazy           // z = z + 2q - r (MRedLazy)
+	MontLazyThenNeg               // z = 2q - r (MRedLazy)
+	opCount
+)
+
+// The primes the kernels take, and the smallest ring they are worth a cgo
+// call for.
+const (
+	minPrime = 1 << 40
+	maxPrime = 1 << 50
+	minRing  = 64
+)
+
+var useIFMA atomic.Bool
+
+func init() {
+	name := os.Getenv(EnvVar)
+	if name == "" || name == "auto" {
+		useIFMA.Store(hasIFMA)
+		return
+	}
+	if err := Use(Set(name)); err != nil {
+		panic(fmt.Sprintf("%s=%s: %v", EnvVar, name, err))
+	}
+}
+
+// Available lists the sets this CPU runs, the fastest last.
+func Available() []Set {
+	if hasIFMA {
+		return []Set{Scalar, AVX512IFMA}
+	}
+	return []Set{Scalar}
+}
+
+// Use selects a set for the whole process (benchmarks and tests compare
+// sets side by side with it); it refuses one this CPU does not run.
+func Use(s Set) error {
+	switch s {
+	case Scalar:
+		useIFMA.Store(false)
+	case AVX512IFMA:
+		if !hasIFMA {
+			return fmt.Errorf("this CPU has no AVX-512 IFMA (or this build has no cgo)")
+		}
+		useIFMA.Store(true)
+	default:
+		return fmt.Errorf("unknown kernel set %q (want %q, %q or \"auto\")", s, Scalar, AVX512IFMA)
+	}
+	return nil
+}
+
+// Active is the set in use.
+func Active() Set {
+	if useIFMA.Load() {
+		return AVX512IFMA
+	}
+	return Scalar
+}
+
+// Takes reports whether the active set runs a kernel for prime q at ring
+// degree n (a power of two); Lattigo's code runs otherwise.
+func Takes(q uint64, n int) bool {
+	return useIFMA.Load() && n >= minRing && n&(n-1) == 0 && q >= minPrime && q < maxPrime && q&1 == 1
+}
+
+// prime holds the constants of one prime; its layout is ifma.h's
+// encmatch_prime.
+type prime struct {
+	q, mred, qinv52, c, cp uint64
+}
+
+var primes sync.Map // uint64 -> *prime
+
+// takesLoop reports whether an element-wise loop of n coefficients modulo
+// q runs on a kernel (any length: the tail runs in scalar code).
+func takesLoop(q uint64, n int) bool {
+	return useIFMA.Load() && n >= minRing && q >= minPrime && q < maxPrime && q&1 == 1
+}
+
+// primeFor gives the constants of q, a prime the kernels take.
+func primeFor(q uint64) *prime {
+	if p, ok := primes.Load(q); ok {
+		return p.(*prime)
+	}
+	inv := inverse64(q)
+	c := powMod((q+1)/2, 12, q) // 2^-12 mod q
+	cp, _ := bits.Div64(c>>12, c<<52, q)
+	p := &prime{q: q, mred: inv, qinv52: inv & (1<<52 - 1), c: c, cp: cp}
+	primes.Store(q, p)
+	return p
+}
+
+// MulMontgomery runs op on x, y and z (Lattigo's loops over len(x)
+// coefficients); false leaves the work to Lattigo.
+func MulMontgomery(op Op, x, y, z []uint64, q, mred uint64) bool {
+	n := len(x)
+	if !takesLoop(q, n) || len(y) < n || len(z) < n || op < 0 || op >= opCount {
+		return false
+	}
+	p := primeFor(q)
+	if p.mred != mred {
+		return false
+	}
+	montIFMA(op, x, y, 1, z[:n], p)
+	return true
+}
+
+// MulScalarMontgomery runs op on x and z with y = s for every coefficient;
+// false leaves the work to Lattigo.
+func MulScalarMontgomery(op Op, x []uint64, s uint64, z []uint64, q, mred uint64) bool {
+	n := len(x)
+	if !takesLoop(q, n) || len(z) < n || op < 0 || op >= opCount {
+		return false
+	}
+	p := primeFor(q)
+	if p.mred != mred {
+		return false
+	}
+	y := [1]uint64{s}
+	montIFMA(op, x, y[:], 0, z[:n], p)
+	return true
+}
+
+// NTT is the forward NTT of in's first n coefficients into out with
+// Lattigo's bit-reversed Montgomery roots: canonical output, or in [0, 4q)
+// when lazy. False leaves the work to Lattigo.
+func NTT(in, out []uint64, n int, q uint64, roots []uint64, lazy bool) bool {
+	t, p := tableFor(in, out, n, q, roots, false)
+	if t == nil {
+		return false
+	}
+	nttIFMA(in[:n], out[:n], p, t, !lazy)
+	return true
+}
+
+// INTT is the inverse NTT of in's first n coefficients into out, scaled by
+// n^-1 (nInv, in Montgomery form as Lattigo passes it), with Lattigo's
+// bit-reversed Montgomery inverse roots; canonical output. False leaves
+// the work to Lattigo.
+func INTT(in, out []uint64, n int, nInv, q uint64, roots []uint64) bool {
+	t, p := tableFor(in, out, n, q, roots, true)
+	if t == nil || fromMontgomery(nInv, p) != t.nInv {
+		return false
+	}
+	inttIFMA(in[:n], out[:n], p, t)
+	return true
+}
+
+func tableFor(in, out []uint64, n int, q uint64, roots []uint64, inverse bool) (*table, *prime) {
+	if !Takes(q, n) || len(in) < n || len(out) < n || len(roots) < n {
+		return nil, nil
+	}
+	p := primeFor(q)
+	if t := rootTable(p, n, roots[:n], inverse); t != nil {
+		return t, p
+	}
+	return nil, nil
+}
+
+// inverse64 is q^-1 mod 2^64 for odd q (Newton's iteration).
+func inverse64(q uint64) uint64 {
+	x := q // correct to 3 bits
+	for i := 0; i < 5; i++ {
+		x *= 2 - q*x
+	}
+	return x
+}
+
+// mulMod is a*b mod q.
+func mulMod(a, b, q uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	_, r := bits.Div64(hi%q, lo, q)
+	return r
+}
+
+// powMod is a^e mod q.
+func powMod(a, e, q uint64) uint64 {
+	r := uint64(1) % q
+	a %= q
+	for ; e > 0; e >>= 1 {
+		if e&1 == 1 {
+			r = mulMod(r, a, q)
+		}
+		a = mulMod(a, a, q)
+	}
+	return r
+}

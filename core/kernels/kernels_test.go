@@ -1,0 +1,328 @@
+package kernels_test
+
+import (
+	"fmt"
+	"math/bits"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/tuneinsight/lattigo/v6/ring"
+
+	"encmatch/core/base/params"
+	"encmatch/core/kernels"
+)
+
+// ringCase is one prime at one ring degree.
+type ringCase struct {
+	logN int
+	q    uint64
+}
+
+// presetRings gives every (ring degree, prime) of the project's face
+// presets (with and without the payload level, kappa 1 to 13), plus NTT
+// primes at the kernels' edges (just above 2^40, just below 2^50, one
+// above) and ring degrees at and below the smallest the kernels take.
+func presetRings(t *testing.T) []ringCase {
+	t.Helper()
+	seen := map[ringCase]bool{}
+	var out []ringCase
+	add := func(c ringCase) {
+		if !seen[c] {
+			seen[c] = true
+			out = append(out, c)
+		}
+	}
+	for _, preset := range params.Presets {
+		for _, kappa := range []int{1, 13} {
+			for _, payload := range []bool{false, true} {
+				s, err := params.NewWith(preset, kappa, 512, payload)
+				if err != nil {
+					continue
+				}
+				for _, q := range append(s.CKKS.Q(), s.CKKS.P()...) {
+					add(ringCase{s.CKKS.LogN(), q})
+				}
+			}
+		}
+	}
+	for _, logN := range []int{4, 5, 6, 12, 16} {
+		for _, logQ := range []int{41, 50, 51} {
+			g := ring.NewNTTFriendlyPrimesGenerator(uint64(logQ), uint64(2<<logN))
+			var q uint64
+			var err error
+			if logQ == 41 {
+				q, err = g.NextUpstreamPrime()
+			} else {
+				q, err = g.NextDownstreamPrime()
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			add(ringCase{logN, q})
+		}
+	}
+	return out
+}
+
+// inputs are the test vectors of one case: random canonical values, zero,
+// all q-1, random lazy values in [0, 2q) and [0, 4q), and values up to
+// 2^64-1 that no kernel lane takes.
+func inputs(n int, q uint64, rng *rand.Rand) map[string][]uint64 {
+	fill := func(f func(i int) uint64) []uint64 {
+		v := make([]uint64, n)
+		for i := range v {
+			v[i] = f(i)
+		}
+		return v
+	}
+	return map[string][]uint64{
+		"random":      fill(func(int) uint64 { return rng.Uint64N(q) }),
+		"zero":        fill(func(int) uint64 { return 0 }),
+		"q-1":         fill(func(int) uint64 { return q - 1 }),
+		"lazy2q":      fill(func(int) uint64 { return rng.Uint64N(2 * q) }),
+		"lazy4q":      fill(func(int) uint64 { return rng.Uint64N(4 * q) }),
+		"edges":       fill(func(i int) uint64 { return []uint64{0, 1, q - 1, q, q + 1, 2*q - 1}[i%6] }),
+		"huge":        fill(func(int) uint64 { return rng.Uint64() }),
+		"mostlysmall": fill(func(i int) uint64 { return map[bool]uint64{true: rng.Uint64(), false: rng.Uint64N(q)}[i%97 == 5] }),
+	}
+}
+
+// withSet runs f under a kernel set, restoring the previous one.
+func withSet(t *testing.T, s kernels.Set, f func()) {
+	t.Helper()
+	prev := kernels.Active()
+	if err := kernels.Use(s); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := kernels.Use(prev); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	f()
+}
+
+// vectorSets are the sets to compare against Lattigo's scalar code.
+func vectorSets(t *testing.T) []kernels.Set {
+	sets := slices.DeleteFunc(kernels.Available(), func(s kernels.Set) bool { return s == kernels.Scalar })
+	if len(sets) == 0 {
+		t.Skip("this CPU runs no vector kernel set")
+	}
+	return sets
+}
+
+// takes reports whether a vector set runs a kernel for q at degree n.
+func takes(q uint64, n int, sets []kernels.Set) bool {
+	for _, s := range sets {
+		var ok bool
+		withSetNoT(s, func() { ok = kernels.Takes(q, n) })
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+// withSetNoT is withSet for sets known to be available.
+func withSetNoT(s kernels.Set, f func()) {
+	prev := kernels.Active()
+	_ = kernels.Use(s)
+	defer func() { _ = kernels.Use(prev) }()
+	f()
+}
+
+// reduce gives v mod q.
+func reduce(v []uint64, q uint64) []uint64 {
+	out := make([]uint64, len(v))
+	for i, x := range v {
+		out[i] = x % q
+	}
+	return out
+}
+
+// inRange reports the first index where v >= bound, or -1.
+func inRange(v []uint64, bound uint64) int {
+	for i, x := range v {
+		if x >= bound {
+			return i
+		}
+	}
+	return -1
+}
+
+func TestNTTEqualsLattigo(t *testing.T) {
+	sets := vectorSets(t)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, c := range presetRings(t) {
+		r, err := ring.NewRing(1<<c.logN, []uint64{c.q})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := r.N()
+		for name, in := range inputs(n, c.q, rng) {
+			p := r.NewPoly()
+			copy(p.Coeffs[0], in)
+			// Lattigo's NTT is exact for inputs below 2q; for the others
+			// the kernels' result must be the NTT of the input mod q.
+			ref := r.NewPoly()
+			switch {
+			case inRange(in, 2*c.q) < 0:
+				copy(ref.Coeffs[0], in)
+			case takes(c.q, n, sets):
+				copy(ref.Coeffs[0], reduce(in, c.q))
+			default:
+				continue // Lattigo's own code on inputs outside its domain
+			}
+			for _, s := range sets {
+				label := fmt.Sprintf("N=2^%d q=%d (%d bits) %s %s", c.logN, c.q, bits.Len64(c.q), name, s)
+				forward := func(lazy bool, set kernels.Set, src ring.Poly) ring.Poly {
+					out := r.NewPoly()
+					withSet(t, set, func() {
+						if lazy {
+							r.NTTLazy(src, out)
+						} else {
+							r.NTT(src, out)
+						}
+					})
+					return out
+				}
+				want := forward(false, kernels.Scalar, ref)
+				if got := forward(false, s, p); !slices.Equal(got.Coeffs[0], want.Coeffs[0]) {
+					t.Fatalf("%s: NTT differs from Lattigo's", label)
+				}
+				got := forward(true, s, p)
+				if i := inRange(got.Coeffs[0], 6*c.q-1); i >= 0 {
+					t.Fatalf("%s: lazy NTT coefficient %d = %d outside Lattigo's [0, 6q-2]", label, i, got.Coeffs[0][i])
+				}
+				if !slices.Equal(reduce(got.Coeffs[0], c.q), want.Coeffs[0]) {
+					t.Fatalf("%s: lazy NTT not congruent to Lattigo's", label)
+				}
+				// In place, as Lattigo's callers often run it.
+				inPlace := *p.CopyNew()
+				withSet(t, s, func() { r.NTT(inPlace, inPlace) })
+				if !slices.Equal(inPlace.Coeffs[0], want.Coeffs[0]) {
+					t.Fatalf("%s: in-place NTT differs from Lattigo's", label)
+				}
+
+				for _, lazy := range []bool{false, true} {
+					inverse := func(set kernels.Set, src ring.Poly) ring.Poly {
+						out := r.NewPoly()
+						withSet(t, set, func() {
+							if lazy {
+								r.INTTLazy(src, out)
+							} else {
+								r.INTT(src, out)
+							}
+						})
+						return out
+					}
+					want := inverse(kernels.Scalar, ref)
+					got := inverse(s, p)
+					if !slices.Equal(got.Coeffs[0], want.Coeffs[0]) {
+						t.Fatalf("%s: INTT (lazy %v) differs from Lattigo's", label, lazy)
+					}
+				}
+			}
+		}
+	}
+}
+
+// montOps are Lattigo's element-wise Montgomery loops through its API,
+// each with whether its result is canonical (so bit-exact) and, for a lazy
+// one, the range [lo, hi] of its change to z, as Lattigo states it.
+var montOps = []struct {
+	name      string
+	canonical bool
+	run       func(s *ring.SubRing, x, y, z []uint64)
+	overwrite bool
+	lazy      func(q uint64) (lo, hi uint64)
+}{
+	{"MulCoeffsMontgomery", true, func(s *ring.SubRing, x, y, z []uint64) { s.MulCoeffsMontgomery(x, y, z) }, true, nil},
+	{"MulCoeffsMontgomeryLazy", false, func(s *ring.SubRing, x, y, z []uint64) { s.MulCoeffsMontgomeryLazy(x, y, z) }, true, plusLazy},
+	{"MulCoeffsMontgomeryThenAdd", true, func(s *ring.SubRing, x, y, z []uint64) { s.MulCoeffsMontgomeryThenAdd(x, y, z) }, false, nil},
+	{"MulCoeffsMontgomeryThenAddLazy", true, func(s *ring.SubRing, x, y, z []uint64) { s.MulCoeffsMontgomeryThenAddLazy(x, y, z) }, false, nil},
+	{"MulCoeffsMontgomeryLazyThenAddLazy", false, func(s *ring.SubRing, x, y, z []uint64) { s.MulCoeffsMontgomeryLazyThenAddLazy(x, y, z) }, false, plusLazy},
+	{"MulCoeffsMontgomeryThenSub", true, func(s *ring.SubRing, x, y, z []uint64) { s.MulCoeffsMontgomeryThenSub(x, y, z) }, false, nil},
+	{"MulCoeffsMontgomeryThenSubLazy", true, func(s *ring.SubRing, x, y, z []uint64) { s.MulCoeffsMontgomeryThenSubLazy(x, y, z) }, false, nil},
+	{"MulCoeffsMontgomeryLazyThenSubLazy", false, func(s *ring.SubRing, x, y, z []uint64) { s.MulCoeffsMontgomeryLazyThenSubLazy(x, y, z) }, false, minusLazy},
+	{"MulCoeffsMontgomeryLazyThenNeg", false, func(s *ring.SubRing, x, y, z []uint64) { s.MulCoeffsMontgomeryLazyThenNeg(x, y, z) }, true, minusLazy},
+	{"MulScalarMontgomery", true, func(s *ring.SubRing, x, y, z []uint64) { s.MulScalarMontgomery(x, y[0], z) }, true, nil},
+	{"MulScalarMontgomeryLazy", false, func(s *ring.SubRing, x, y, z []uint64) { s.MulScalarMontgomeryLazy(x, y[0], z) }, true, plusLazy},
+	{"MulScalarMontgomeryThenAdd", true, func(s *ring.SubRing, x, y, z []uint64) { s.MulScalarMontgomeryThenAdd(x, y[0], z) }, false, nil},
+}
+
+// plusLazy is MRedLazy's range, [0, 2q-1]; minusLazy that of 2q - MRedLazy.
+func plusLazy(q uint64) (uint64, uint64)  { return 0, 2*q - 1 }
+func minusLazy(q uint64) (uint64, uint64) { return 1, 2 * q }
+
+// lattigoReduces reports whether Lattigo's Montgomery reduction of x*y is
+// a reduction (x*y < q*2^64); elsewhere only bit equality is checked.
+func lattigoReduces(x, y, q uint64) bool {
+	hi, _ := bits.Mul64(x, y)
+	return hi < q
+}
+
+func TestMontgomeryLoopsEqualLattigo(t *testing.T) {
+	sets := vectorSets(t)
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, c := range presetRings(t) {
+		r, err := ring.NewRing(1<<c.logN, []uint64{c.q})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sub := r.SubRings[0]
+		n := r.N()
+		vecs := inputs(n, c.q, rng)
+		z0 := inputs(n, c.q, rng)["random"]
+		for xname, x := range vecs {
+			for yname, y := range vecs {
+				for _, op := range montOps {
+					run := func(set kernels.Set) []uint64 {
+						z := slices.Clone(z0)
+						withSet(t, set, func() { op.run(sub, x, y, z) })
+						return z
+					}
+					want := run(kernels.Scalar)
+					for _, s := range sets {
+						got := run(s)
+						label := fmt.Sprintf("N=2^%d q=%d %s x=%s y=%s %s", c.logN, c.q, op.name, xname, yname, s)
+						if op.canonical {
+							if !slices.Equal(got, want) {
+								t.Fatalf("%s: differs from Lattigo's", label)
+							}
+							continue
+						}
+						lo, hi := op.lazy(c.q)
+						for i := range got {
+							yi := y[i]
+							if strings.HasPrefix(op.name, "MulScalar") {
+								yi = y[0]
+							}
+							if !lattigoReduces(x[i], yi, c.q) {
+								if got[i] != want[i] {
+									t.Fatalf("%s: coefficient %d = %d, Lattigo %d", label, i, got[i], want[i])
+								}
+								continue
+							}
+							base := z0[i]
+							if op.overwrite {
+								base = 0
+							}
+							if d := got[i] - base; d < lo || d > hi || got[i]%c.q != want[i]%c.q {
+								t.Fatalf("%s: coefficient %d = %d, Lattigo %d (z was %d)", label, i, got[i], want[i], base)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestUseRefusesUnknownSets(t *testing.T) {
+	if err := kernels.Use("avx9000"); err == nil {
+		t.Fatal("an unknown kernel set was accepted")
+	}
+}

@@ -1,0 +1,84 @@
+package kernels
+
+import (
+	"math/bits"
+	"sync"
+)
+
+// table is one NTT's roots in the kernels' form: canonical w[i] (Lattigo
+// stores w[i]*2^64 mod q) and Shoup companions wp[i] = floor(w[i]*2^52/q),
+// with n^-1 mod q and its companion for the inverse.
+type table struct {
+	w, wp           []uint64
+	nInv, nInvShoup uint64
+	first, last     uint64 // Lattigo's roots[1] and roots[n-1], checked on every use
+}
+
+// tableKey identifies a root table. Lattigo derives every table from q, n
+// and psi (its 2n-th root of unity, roots[n/2] in Montgomery form) by one
+// formula (ring.SubRing.generateNTTConstants: roots[bitrev(j)] = psi^j);
+// rootTable checks a table against that formula before caching it, so the
+// key determines the table.
+type tableKey struct {
+	q       uint64
+	n       int
+	inverse bool
+	psi     uint64
+}
+
+var tables sync.Map // tableKey -> *table; nil entries mark tables no kernel takes
+
+// rootTable gives the kernels' form of Lattigo's roots, nil when they do
+// not follow Lattigo's formula.
+func rootTable(p *prime, n int, roots []uint64, inverse bool) *table {
+	key := tableKey{q: p.q, n: n, inverse: inverse, psi: roots[n/2]}
+	if v, ok := tables.Load(key); ok {
+		t := v.(*table)
+		if t == nil || t.first != roots[1] || t.last != roots[n-1] {
+			return nil
+		}
+		return t
+	}
+	t := newTable(p, n, roots)
+	tables.Store(key, t)
+	return t
+}
+
+func newTable(p *prime, n int, roots []uint64) *table {
+	q := p.q
+	logN := bits.Len(uint(n)) - 1
+	w := make([]uint64, n)
+	wp := make([]uint64, n)
+	for i, r := range roots {
+		if r >= q {
+			return nil
+		}
+		w[i] = fromMontgomery(r, p)
+		wp[i], _ = bits.Div64(w[i]>>12, w[i]<<52, q)
+	}
+	psi := w[n/2]
+	if w[0] != 1 {
+		return nil
+	}
+	for j := 1; j < n; j++ {
+		prev := bits.Reverse64(uint64(j-1)) >> (64 - logN)
+		next := bits.Reverse64(uint64(j)) >> (64 - logN)
+		if w[next] != mulMod(w[prev], psi, q) {
+			return nil
+		}
+	}
+	nInv := powMod(uint64(n), q-2, q)
+	nInvShoup, _ := bits.Div64(nInv>>12, nInv<<52, q)
+	return &table{w: w, wp: wp, nInv: nInv, nInvShoup: nInvShoup, first: roots[1], last: roots[n-1]}
+}
+
+// fromMontgomery is r*2^-64 mod q, canonical (Lattigo's MRed(r, 1)): with
+// m = r q^-1 mod 2^64, the low words of r and m*q cancel, so
+// (r - m q) / 2^64 = -hi(m q), and hi(m q) < q.
+func fromMontgomery(r uint64, p *prime) uint64 {
+	h, _ := bits.Mul64(r*p.mred, p.q)
+	if h == 0 {
+		return 0
+	}
+	return p.q - h
+}
