@@ -1,13 +1,14 @@
 //go:build cgo && amd64
 
-// AVX-512 IFMA kernels for primes q < 2^50 (ifma.h).
+// AVX-512 IFMA kernels for primes q < 2^51 (ifma.h).
 //
 // Lattigo's arithmetic is Montgomery with R = 2^64 on 64 x 64-bit products;
 // IFMA multiplies the low 52 bits of each lane. Two identities bridge them:
 //
 //   * Shoup: for w < q, wp = floor(w 2^52 / q) and y < 2^52,
 //     y w - floor(y wp / 2^52) q lies in [0, 2q), so it is exact modulo 2^52
-//     (2q < 2^52): three IFMA products per modular product by a constant.
+//     (2q < 2^52 for q < 2^51): three IFMA products per modular product
+//     by a constant.
 //   * x y 2^-64 = (x y 2^-52) 2^-12: a Montgomery reduction with R = 2^52
 //     (four IFMA products), then a Shoup product by c = 2^-12 mod q.
 //
@@ -20,6 +21,7 @@
 
 #define IFMA __attribute__((target("avx512f,avx512ifma")))
 #define MASK52 ((1ULL << 52) - 1)
+#define TIGHT (1ULL << 50) /* primes from here to 2^51 keep NTT values below 2q */
 
 typedef unsigned __int128 u128;
 
@@ -137,25 +139,155 @@ IFMA void encmatch_mont_ifma(int op, const uint64_t *x, const uint64_t *y, size_
 	}
 }
 
+IFMA void encmatch_sub_mont_ifma(const uint64_t *x, const uint64_t *y, uint64_t s, uint64_t *z, size_t n, const encmatch_prime *p) {
+	const __m512i q = _mm512_set1_epi64((long long)p->q);
+	const __m512i twoq = _mm512_add_epi64(q, q);
+	const __m512i sv = _mm512_set1_epi64((long long)s);
+	const __m512i limit = _mm512_set1_epi64((long long)(1ULL << 52));
+	const uint64_t twoqs = 2 * p->q;
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		__m512i v = _mm512_sub_epi64(_mm512_add_epi64(_mm512_loadu_si512(x + i), twoq), _mm512_loadu_si512(y + i));
+		if (_mm512_cmpge_epu64_mask(_mm512_or_si512(v, sv), limit)) {
+			for (size_t l = i; l < i + 8; l++) {
+				z[l] = mred(twoqs - y[l] + x[l], s, p->q, p->mred);
+			}
+			continue;
+		}
+		_mm512_storeu_si512(z + i, mont64(v, sv, p, q));
+	}
+	for (; i < n; i++) {
+		z[i] = mred(twoqs - y[i] + x[i], s, p->q, p->mred);
+	}
+}
+
+// ---- the ciphertext product accumulator ----
+
+// The accumulator keeps, per output coefficient, the sums of the low and
+// of the high 52-bit halves of its products (IFMA adds them for free), and
+// folds them into t every few products: with inputs below 2q a product's
+// high half is below 4q^2 / 2^52 < q, so after F products per output (two
+// for t1) the high sum plus the low sum's carries is below 2F(q + 1),
+// which stays below 2^52 (so one Montgomery step and one Shoup step reduce
+// it) for F <= 2^51 / (q + 1); and the low sums below 2^64 for F <= 2^11.
+#define TENSOR_TILE 512
+
+// fold adds (hi 2^52 + lo) 2^-64 mod q to t (canonical) for one block.
+static inline IFMA __m512i fold(__m512i t, __m512i lo, __m512i hi, const encmatch_prime *p, __m512i q) {
+	const __m512i zero = _mm512_setzero_si512();
+	const __m512i mask = _mm512_set1_epi64((long long)MASK52);
+	__m512i h = _mm512_add_epi64(hi, _mm512_srli_epi64(lo, 52));
+	__m512i m = _mm512_madd52lo_epu64(zero, _mm512_and_si512(lo, mask), _mm512_set1_epi64((long long)p->qinv52));
+	__m512i r = _mm512_sub_epi64(h, _mm512_madd52hi_epu64(zero, m, q));
+	r = _mm512_min_epu64(r, _mm512_add_epi64(r, q));
+	r = below(shoup52(r, _mm512_set1_epi64((long long)p->c), _mm512_set1_epi64((long long)p->cp), q), q);
+	return below(_mm512_add_epi64(t, r), q);
+}
+
+// add_parts adds x y's 52-bit halves to lane l of a (lo, hi) pair.
+static inline void add_parts(uint64_t *lo, uint64_t *hi, int l, uint64_t x, uint64_t y) {
+	u128 v = (u128)x * y;
+	lo[l] += (uint64_t)v & MASK52;
+	hi[l] += (uint64_t)(v >> 52);
+}
+
+IFMA void encmatch_tensor_ifma(const uint64_t *const *a0, const uint64_t *const *a1, const uint64_t *const *b0, const uint64_t *const *b1, size_t count,
+	uint64_t *t0, uint64_t *t1, uint64_t *t2, size_t n, const encmatch_prime *p) {
+	const __m512i q = _mm512_set1_epi64((long long)p->q);
+	const __m512i twoq = _mm512_add_epi64(q, q);
+	size_t every = (1ULL << 51) / (p->q + 1);
+	if (every > 2047) {
+		every = 2047;
+	}
+	__m512i acc[6][TENSOR_TILE / 8];
+	uint64_t *t[3] = {t0, t1, t2};
+	for (size_t base = 0; base < n; base += TENSOR_TILE) {
+		const size_t blocks = (n - base < TENSOR_TILE ? n - base : TENSOR_TILE) / 8;
+		for (size_t b = 0; b < blocks; b++) {
+			for (int k = 0; k < 6; k++) {
+				acc[k][b] = _mm512_setzero_si512();
+			}
+		}
+		size_t pending = 0;
+		for (size_t i = 0; i < count; i++) {
+			const uint64_t *x0 = a0[i] + base, *x1 = a1[i] + base, *y0 = b0[i] + base, *y1 = b1[i] + base;
+			for (size_t b = 0; b < blocks; b++) {
+				__m512i X0 = _mm512_loadu_si512(x0 + 8 * b), X1 = _mm512_loadu_si512(x1 + 8 * b);
+				__m512i Y0 = _mm512_loadu_si512(y0 + 8 * b), Y1 = _mm512_loadu_si512(y1 + 8 * b);
+				__m512i big = _mm512_max_epu64(_mm512_max_epu64(X0, X1), _mm512_max_epu64(Y0, Y1));
+				if (_mm512_cmpge_epu64_mask(big, twoq)) {
+					uint64_t lo[3][8], hi[3][8];
+					for (int k = 0; k < 3; k++) {
+						_mm512_storeu_si512(lo[k], acc[2 * k][b]);
+						_mm512_storeu_si512(hi[k], acc[2 * k + 1][b]);
+					}
+					for (int l = 0; l < 8; l++) {
+						const size_t o = 8 * b + l;
+						uint64_t u0 = x0[o] % p->q, u1 = x1[o] % p->q, v0 = y0[o] % p->q, v1 = y1[o] % p->q;
+						add_parts(lo[0], hi[0], l, u0, v0);
+						add_parts(lo[1], hi[1], l, u0, v1);
+						add_parts(lo[1], hi[1], l, u1, v0);
+						add_parts(lo[2], hi[2], l, u1, v1);
+					}
+					for (int k = 0; k < 3; k++) {
+						acc[2 * k][b] = _mm512_loadu_si512(lo[k]);
+						acc[2 * k + 1][b] = _mm512_loadu_si512(hi[k]);
+					}
+					continue;
+				}
+				acc[0][b] = _mm512_madd52lo_epu64(acc[0][b], X0, Y0);
+				acc[1][b] = _mm512_madd52hi_epu64(acc[1][b], X0, Y0);
+				acc[2][b] = _mm512_madd52lo_epu64(acc[2][b], X0, Y1);
+				acc[3][b] = _mm512_madd52hi_epu64(acc[3][b], X0, Y1);
+				acc[2][b] = _mm512_madd52lo_epu64(acc[2][b], X1, Y0);
+				acc[3][b] = _mm512_madd52hi_epu64(acc[3][b], X1, Y0);
+				acc[4][b] = _mm512_madd52lo_epu64(acc[4][b], X1, Y1);
+				acc[5][b] = _mm512_madd52hi_epu64(acc[5][b], X1, Y1);
+			}
+			if (++pending == every || i + 1 == count) {
+				for (int k = 0; k < 3; k++) {
+					uint64_t *tk = t[k] + base;
+					for (size_t b = 0; b < blocks; b++) {
+						__m512i v = fold(_mm512_loadu_si512(tk + 8 * b), acc[2 * k][b], acc[2 * k + 1][b], p, q);
+						_mm512_storeu_si512(tk + 8 * b, v);
+						acc[2 * k][b] = _mm512_setzero_si512();
+						acc[2 * k + 1][b] = _mm512_setzero_si512();
+					}
+				}
+				pending = 0;
+			}
+		}
+	}
+}
+
 // ---- NTTs ----
 
 // canonical_scalar is w y mod q for any y (w < q canonical).
 static inline uint64_t mulmod(uint64_t a, uint64_t b, uint64_t q) { return (uint64_t)(((u128)a * b) % q); }
 
-// fwd is the Cooley-Tukey butterfly: x, y in [0, 4q) -> x + w y, x - w y
-// (+2q), both in [0, 4q).
-static inline IFMA void fwd(__m512i *x, __m512i *y, __m512i w, __m512i wp, __m512i q, __m512i twoq) {
+// fwd is the Cooley-Tukey butterfly x, y -> x + w y, x - w y (+2q): for
+// q < 2^50 on values in [0, 4q) (Harvey's), and for q < 2^51 ("tight",
+// where 4q passes 2^52) on values kept in [0, 2q).
+static inline IFMA void fwd(__m512i *x, __m512i *y, __m512i w, __m512i wp, __m512i q, __m512i twoq, const int tight) {
 	__m512i a = below(*x, twoq);
 	__m512i t = shoup52(*y, w, wp, q);
 	*x = _mm512_add_epi64(a, t);
 	*y = _mm512_sub_epi64(_mm512_add_epi64(a, twoq), t);
+	if (tight) {
+		*x = below(*x, twoq);
+		*y = below(*y, twoq);
+	}
 }
 
-// inv is the Gentleman-Sande butterfly: x, y in [0, 2q) -> x + y,
-// (x - y + 2q) w, both in [0, 2q).
-static inline IFMA void inv(__m512i *x, __m512i *y, __m512i w, __m512i wp, __m512i q, __m512i twoq) {
+// inv is the Gentleman-Sande butterfly x, y -> x + y, (x - y + 2q) w on
+// values in [0, 2q); for q of 50 bits or more ("tight") the difference is
+// brought below 2q (so below 2^52) before its product.
+static inline IFMA void inv(__m512i *x, __m512i *y, __m512i w, __m512i wp, __m512i q, __m512i twoq, const int tight) {
 	__m512i s = below(_mm512_add_epi64(*x, *y), twoq);
 	__m512i d = _mm512_sub_epi64(_mm512_add_epi64(*x, twoq), *y);
+	if (tight) {
+		d = below(d, twoq);
+	}
 	*x = s;
 	*y = shoup52(d, w, wp, q);
 }
@@ -165,27 +297,27 @@ static inline IFMA void inv(__m512i *x, __m512i *y, __m512i w, __m512i wp, __m51
 // into the butterflies' x and y halves and merged back.
 #define IDX(a, b, c, d, e, f, g, h) _mm512_set_epi64(h, g, f, e, d, c, b, a)
 
-IFMA void encmatch_ntt_ifma(const uint64_t *in, uint64_t *out, size_t n, const encmatch_prime *p, const uint64_t *w, const uint64_t *wp, int canonical) {
+static inline IFMA void ntt(const uint64_t *in, uint64_t *out, size_t n, const encmatch_prime *p, const uint64_t *w, const uint64_t *wp, int canonical, const int tight) {
 	const __m512i q = _mm512_set1_epi64((long long)p->q);
 	const __m512i twoq = _mm512_add_epi64(q, q);
-	const __m512i fourq = _mm512_add_epi64(twoq, twoq);
+	const __m512i limit = tight ? twoq : _mm512_add_epi64(twoq, twoq);
 	size_t t = n >> 1;
 
 	// First layer, from in to out; a block with an input outside [0, 4q)
-	// is reduced first, in scalar code.
+	// ([0, 2q) when tight) is reduced first, in scalar code.
 	{
 		const __m512i w1 = _mm512_set1_epi64((long long)w[1]), wp1 = _mm512_set1_epi64((long long)wp[1]);
 		for (size_t j = 0; j < t; j += 8) {
 			__m512i x = _mm512_loadu_si512(in + j), y = _mm512_loadu_si512(in + j + t);
-			if (_mm512_cmpge_epu64_mask(_mm512_max_epu64(x, y), fourq)) {
+			if (_mm512_cmpge_epu64_mask(_mm512_max_epu64(x, y), limit)) {
 				for (size_t l = j; l < j + 8; l++) {
 					uint64_t a = in[l] % p->q, b = mulmod(in[l + t] % p->q, w[1], p->q);
-					out[l] = a + b;
-					out[l + t] = a + 2 * p->q - b;
+					out[l] = a + b;          // [0, 2q)
+					out[l + t] = a + p->q - b; // (0, 2q)
 				}
 				continue;
 			}
-			fwd(&x, &y, w1, wp1, q, twoq);
+			fwd(&x, &y, w1, wp1, q, twoq, tight);
 			_mm512_storeu_si512(out + j, x);
 			_mm512_storeu_si512(out + j + t, y);
 		}
@@ -198,7 +330,7 @@ IFMA void encmatch_ntt_ifma(const uint64_t *in, uint64_t *out, size_t n, const e
 			uint64_t *base = out + 2 * i * t;
 			for (size_t j = 0; j < t; j += 8) {
 				__m512i x = _mm512_loadu_si512(base + j), y = _mm512_loadu_si512(base + j + t);
-				fwd(&x, &y, wi, wpi, q, twoq);
+				fwd(&x, &y, wi, wpi, q, twoq, tight);
 				_mm512_storeu_si512(base + j, x);
 				_mm512_storeu_si512(base + j + t, y);
 			}
@@ -222,7 +354,7 @@ IFMA void encmatch_ntt_ifma(const uint64_t *in, uint64_t *out, size_t n, const e
 			__m512i y = _mm512_permutex2var_epi64(a, splity[s], b);
 			__m512i wi = _mm512_permutexvar_epi64(spread[s], _mm512_maskz_loadu_epi64(rootmask[s], w + r));
 			__m512i wpi = _mm512_permutexvar_epi64(spread[s], _mm512_maskz_loadu_epi64(rootmask[s], wp + r));
-			fwd(&x, &y, wi, wpi, q, twoq);
+			fwd(&x, &y, wi, wpi, q, twoq, tight);
 			if (last && canonical) {
 				x = below(below(x, twoq), q);
 				y = below(below(y, twoq), q);
@@ -233,7 +365,7 @@ IFMA void encmatch_ntt_ifma(const uint64_t *in, uint64_t *out, size_t n, const e
 	}
 }
 
-IFMA void encmatch_intt_ifma(const uint64_t *in, uint64_t *out, size_t n, const encmatch_prime *p, const uint64_t *w, const uint64_t *wp, uint64_t ninv, uint64_t ninvp) {
+static inline IFMA void intt(const uint64_t *in, uint64_t *out, size_t n, const encmatch_prime *p, const uint64_t *w, const uint64_t *wp, uint64_t ninv, uint64_t ninvp, const int tight) {
 	const __m512i q = _mm512_set1_epi64((long long)p->q);
 	const __m512i twoq = _mm512_add_epi64(q, q);
 
@@ -264,7 +396,7 @@ IFMA void encmatch_intt_ifma(const uint64_t *in, uint64_t *out, size_t n, const 
 			__m512i y = _mm512_permutex2var_epi64(a, splity[s], b);
 			__m512i wi = _mm512_permutexvar_epi64(spread[s], _mm512_maskz_loadu_epi64(rootmask[s], w + r));
 			__m512i wpi = _mm512_permutexvar_epi64(spread[s], _mm512_maskz_loadu_epi64(rootmask[s], wp + r));
-			inv(&x, &y, wi, wpi, q, twoq);
+			inv(&x, &y, wi, wpi, q, twoq, tight);
 			_mm512_storeu_si512(out + k, _mm512_permutex2var_epi64(x, mergea[s], y));
 			_mm512_storeu_si512(out + k + 8, _mm512_permutex2var_epi64(x, mergeb[s], y));
 		}
@@ -276,7 +408,7 @@ IFMA void encmatch_intt_ifma(const uint64_t *in, uint64_t *out, size_t n, const 
 			uint64_t *base = out + 2 * i * t;
 			for (size_t j = 0; j < t; j += 8) {
 				__m512i x = _mm512_loadu_si512(base + j), y = _mm512_loadu_si512(base + j + t);
-				inv(&x, &y, wi, wpi, q, twoq);
+				inv(&x, &y, wi, wpi, q, twoq, tight);
 				_mm512_storeu_si512(base + j, x);
 				_mm512_storeu_si512(base + j + t, y);
 			}
@@ -287,5 +419,22 @@ IFMA void encmatch_intt_ifma(const uint64_t *in, uint64_t *out, size_t n, const 
 	for (size_t j = 0; j < n; j += 8) {
 		__m512i x = shoup52(_mm512_loadu_si512(out + j), nv, nvp, q);
 		_mm512_storeu_si512(out + j, below(x, q));
+	}
+}
+
+// The entry points: one specialisation of each transform per range.
+IFMA void encmatch_ntt_ifma(const uint64_t *in, uint64_t *out, size_t n, const encmatch_prime *p, const uint64_t *w, const uint64_t *wp, int canonical) {
+	if (p->q >= TIGHT) {
+		ntt(in, out, n, p, w, wp, canonical, 1);
+	} else {
+		ntt(in, out, n, p, w, wp, canonical, 0);
+	}
+}
+
+IFMA void encmatch_intt_ifma(const uint64_t *in, uint64_t *out, size_t n, const encmatch_prime *p, const uint64_t *w, const uint64_t *wp, uint64_t ninv, uint64_t ninvp) {
+	if (p->q >= TIGHT) {
+		intt(in, out, n, p, w, wp, ninv, ninvp, 1);
+	} else {
+		intt(in, out, n, p, w, wp, ninv, ninvp, 0);
 	}
 }

@@ -1,5 +1,5 @@
 // The AVX-512 IFMA kernels of package kernels (ifma.c): NTTs and
-// element-wise Montgomery products modulo primes below 2^50.
+// element-wise Montgomery products modulo primes below 2^51.
 #ifndef ENCMATCH_KERNELS_IFMA_H
 #define ENCMATCH_KERNELS_IFMA_H
 
@@ -20,7 +20,7 @@ enum {
 	ENCMATCH_OP_COUNT
 };
 
-// The constants of one prime q < 2^50.
+// The constants of one prime q < 2^51.
 typedef struct {
 	uint64_t q;      // the prime
 	uint64_t mred;   // q^-1 mod 2^64 (Lattigo's MRedConstant)
@@ -33,9 +33,20 @@ typedef struct {
 // with y[i] (ystride 1) or y[0] (ystride 0).
 void encmatch_mont_ifma(int op, const uint64_t *x, const uint64_t *y, size_t ystride, uint64_t *z, size_t n, const encmatch_prime *p);
 
+// encmatch_sub_mont_ifma is z = (x + 2q - y) s 2^-64 mod q, canonical, on n
+// coefficients (Lattigo's subthenmulscalarmontgomeryTwoModulusvec).
+void encmatch_sub_mont_ifma(const uint64_t *x, const uint64_t *y, uint64_t s, uint64_t *z, size_t n, const encmatch_prime *p);
+
+// encmatch_tensor_ifma adds sum_i (a0[i], a1[i]) (x) (b0[i], b1[i]) to
+// (t0, t1, t2) on n coefficients (a multiple of 8) modulo q < 2^50:
+// t0 += a0 b0, t1 += a0 b1 + a1 b0, t2 += a1 b1, each product x y 2^-64;
+// t canonical in and out.
+void encmatch_tensor_ifma(const uint64_t *const *a0, const uint64_t *const *a1, const uint64_t *const *b0, const uint64_t *const *b1, size_t count,
+	uint64_t *t0, uint64_t *t1, uint64_t *t2, size_t n, const encmatch_prime *p);
+
 // encmatch_ntt_ifma is the forward negacyclic NTT of n >= 16 coefficients
 // (bit-reversed roots w, Shoup companions wp); out may equal in. Output in
-// [0, 4q), or [0, q) when canonical.
+// [0, 4q) (in [0, 2q) for q >= 2^50), or [0, q) when canonical.
 void encmatch_ntt_ifma(const uint64_t *in, uint64_t *out, size_t n, const encmatch_prime *p, const uint64_t *w, const uint64_t *wp, int canonical);
 
 // encmatch_intt_ifma is the inverse NTT including the factor ninv = n^-1

@@ -30,6 +30,16 @@ func montIFMA(op Op, x, y []uint64, ystride int, z []uint64, p *prime) {
 	C.encmatch_mont_ifma(C.int(op), ptr(x), ptr(y), C.size_t(ystride), ptr(z), C.size_t(len(z)), cPrime(p))
 }
 
+func subMontIFMA(x, y []uint64, s uint64, z []uint64, p *prime) {
+	C.encmatch_sub_mont_ifma(ptr(x), ptr(y), C.uint64_t(s), ptr(z), C.size_t(len(z)), cPrime(p))
+}
+
+func tensorIFMA(a0, a1, b0, b1 []*uint64, t0, t1, t2 []uint64, p *prime) {
+	C.encmatch_tensor_ifma((**C.uint64_t)(unsafe.Pointer(&a0[0])), (**C.uint64_t)(unsafe.Pointer(&a1[0])),
+		(**C.uint64_t)(unsafe.Pointer(&b0[0])), (**C.uint64_t)(unsafe.Pointer(&b1[0])), C.size_t(len(a0)),
+		ptr(t0), ptr(t1), ptr(t2), C.size_t(len(t0)), cPrime(p))
+}
+
 func nttIFMA(in, out []uint64, p *prime, t *table, canonical bool) {
 	c := C.int(0)
 	if canonical {

@@ -7,6 +7,10 @@ const hasIFMA = false
 
 func montIFMA(Op, []uint64, []uint64, int, []uint64, *prime) { panic("kernels: no IFMA build") }
 
+func subMontIFMA([]uint64, []uint64, uint64, []uint64, *prime) { panic("kernels: no IFMA build") }
+
+func tensorIFMA(_, _, _, _ []*uint64, _, _, _ []uint64, _ *prime) { panic("kernels: no IFMA build") }
+
 func nttIFMA([]uint64, []uint64, *prime, *table, bool) { panic("kernels: no IFMA build") }
 
 func inttIFMA([]uint64, []uint64, *prime, *table) { panic("kernels: no IFMA build") }

@@ -4,10 +4,11 @@
 // Lattigo v6.2.0 is pure scalar Go. The build applies a small patch to its
 // ring package (lattigo-v6.2.0.patch, applied by patch-lattigo.sh) so that
 // the standard ring's NTTs and Montgomery loops first offer their work to
-// this package: NTT, INTT, MulMontgomery and MulScalarMontgomery return
-// true when a kernel did it and false when Lattigo's own code must. A
+// this package: NTT, INTT, MulMontgomery, MulScalarMontgomery and
+// SubThenMulScalarMontgomery return true when a kernel did it and false
+// when Lattigo's own code must. A
 // kernel runs only where its instructions exist, for primes between 2^40
-// and 2^50 (where 52-bit products suffice) and rings of at least 64
+// and 2^51 (where 52-bit products suffice) and rings of at least 64
 // coefficients; everything else is Lattigo's scalar code, unchanged.
 //
 // Results equal Lattigo's bit for bit wherever Lattigo's result is
@@ -65,7 +66,7 @@ const (
 // call for.
 const (
 	minPrime = 1 << 40
-	maxPrime = 1 << 50
+	maxPrime = 1 << 51
 	minRing  = 64
 )
 
@@ -179,9 +180,25 @@ func MulScalarMontgomery(op Op, x []uint64, s uint64, z []uint64, q, mred uint64
 	return true
 }
 
+// SubThenMulScalarMontgomery is z = (x + 2q - y) * s * 2^-64 mod q,
+// canonical, over len(x) coefficients (Lattigo's rescaling and ModDown
+// step); false leaves the work to Lattigo.
+func SubThenMulScalarMontgomery(x, y []uint64, s uint64, z []uint64, q, mred uint64) bool {
+	n := len(x)
+	if !takesLoop(q, n) || len(y) < n || len(z) < n {
+		return false
+	}
+	p := primeFor(q)
+	if p.mred != mred {
+		return false
+	}
+	subMontIFMA(x, y[:n], s, z[:n], p)
+	return true
+}
+
 // NTT is the forward NTT of in's first n coefficients into out with
 // Lattigo's bit-reversed Montgomery roots: canonical output, or in [0, 4q)
-// when lazy. False leaves the work to Lattigo.
+// when lazy ([0, 2q) for q >= 2^50). False leaves the work to Lattigo.
 func NTT(in, out []uint64, n int, q uint64, roots []uint64, lazy bool) bool {
 	t, p := tableFor(in, out, n, q, roots, false)
 	if t == nil {

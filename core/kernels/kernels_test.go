@@ -21,9 +21,10 @@ type ringCase struct {
 }
 
 // presetRings gives every (ring degree, prime) of the project's face
-// presets (with and without the payload level, kappa 1 to 13), plus NTT
-// primes at the kernels' edges (just above 2^40, just below 2^50, one
-// above) and ring degrees at and below the smallest the kernels take.
+// presets (with and without the payload level, kappa 1 and 13), plus NTT
+// primes at the kernels' edges (just above 2^40, just below 2^50 and 2^51,
+// one of 52 bits) and ring degrees at and below the smallest the kernels
+// take.
 func presetRings(t *testing.T) []ringCase {
 	t.Helper()
 	seen := map[ringCase]bool{}
@@ -48,7 +49,7 @@ func presetRings(t *testing.T) []ringCase {
 		}
 	}
 	for _, logN := range []int{4, 5, 6, 12, 16} {
-		for _, logQ := range []int{41, 50, 51} {
+		for _, logQ := range []int{41, 50, 51, 52} {
 			g := ring.NewNTTFriendlyPrimesGenerator(uint64(logQ), uint64(2<<logN))
 			var q uint64
 			var err error
@@ -66,27 +67,48 @@ func presetRings(t *testing.T) []ringCase {
 	return out
 }
 
-// inputs are the test vectors of one case: random canonical values, zero,
-// all q-1, random lazy values in [0, 2q) and [0, 4q), and values up to
-// 2^64-1 that no kernel lane takes.
-func inputs(n int, q uint64, rng *rand.Rand) map[string][]uint64 {
-	fill := func(f func(i int) uint64) []uint64 {
-		v := make([]uint64, n)
-		for i := range v {
-			v[i] = f(i)
+// kinds are the test vectors' kinds: random canonical values, zero, all
+// q-1, random lazy values in [0, 2q) and [0, 4q), the edges 0, 1, q-1, q,
+// q+1, 2q-1, any 64-bit value, and canonical values with a few 64-bit ones
+// that no kernel lane takes.
+var kinds = []string{"random", "zero", "q-1", "lazy2q", "lazy4q", "edges", "huge", "mostlysmall"}
+
+// input is one test vector of a kind.
+func input(kind string, n int, q uint64, rng *rand.Rand) []uint64 {
+	v := make([]uint64, n)
+	for i := range v {
+		switch kind {
+		case "random":
+			v[i] = rng.Uint64N(q)
+		case "zero":
+		case "q-1":
+			v[i] = q - 1
+		case "lazy2q":
+			v[i] = rng.Uint64N(2 * q)
+		case "lazy4q":
+			v[i] = rng.Uint64N(4 * q)
+		case "edges":
+			v[i] = []uint64{0, 1, q - 1, q, q + 1, 2*q - 1}[i%6]
+		case "huge":
+			v[i] = rng.Uint64()
+		case "mostlysmall":
+			if v[i] = rng.Uint64N(q); i%97 == 5 {
+				v[i] = rng.Uint64()
+			}
+		default:
+			panic("unknown kind " + kind)
 		}
-		return v
 	}
-	return map[string][]uint64{
-		"random":      fill(func(int) uint64 { return rng.Uint64N(q) }),
-		"zero":        fill(func(int) uint64 { return 0 }),
-		"q-1":         fill(func(int) uint64 { return q - 1 }),
-		"lazy2q":      fill(func(int) uint64 { return rng.Uint64N(2 * q) }),
-		"lazy4q":      fill(func(int) uint64 { return rng.Uint64N(4 * q) }),
-		"edges":       fill(func(i int) uint64 { return []uint64{0, 1, q - 1, q, q + 1, 2*q - 1}[i%6] }),
-		"huge":        fill(func(int) uint64 { return rng.Uint64() }),
-		"mostlysmall": fill(func(i int) uint64 { return map[bool]uint64{true: rng.Uint64(), false: rng.Uint64N(q)}[i%97 == 5] }),
+	return v
+}
+
+// inputs are one vector of every kind.
+func inputs(n int, q uint64, rng *rand.Rand) map[string][]uint64 {
+	out := map[string][]uint64{}
+	for _, k := range kinds {
+		out[k] = input(k, n, q, rng)
 	}
+	return out
 }
 
 // withSet runs f under a kernel set, restoring the previous one.
@@ -251,6 +273,9 @@ var montOps = []struct {
 	{"MulScalarMontgomery", true, func(s *ring.SubRing, x, y, z []uint64) { s.MulScalarMontgomery(x, y[0], z) }, true, nil},
 	{"MulScalarMontgomeryLazy", false, func(s *ring.SubRing, x, y, z []uint64) { s.MulScalarMontgomeryLazy(x, y[0], z) }, true, plusLazy},
 	{"MulScalarMontgomeryThenAdd", true, func(s *ring.SubRing, x, y, z []uint64) { s.MulScalarMontgomeryThenAdd(x, y[0], z) }, false, nil},
+	{"SubThenMulScalarMontgomeryTwoModulus", true, func(s *ring.SubRing, x, y, z []uint64) {
+		s.SubThenMulScalarMontgomeryTwoModulus(x, y, z[0]%s.Modulus, z)
+	}, true, nil},
 }
 
 // plusLazy is MRedLazy's range, [0, 2q-1]; minusLazy that of 2q - MRedLazy.
@@ -275,7 +300,7 @@ func TestMontgomeryLoopsEqualLattigo(t *testing.T) {
 		sub := r.SubRings[0]
 		n := r.N()
 		vecs := inputs(n, c.q, rng)
-		z0 := inputs(n, c.q, rng)["random"]
+		z0 := input("random", n, c.q, rng)
 		for xname, x := range vecs {
 			for yname, y := range vecs {
 				for _, op := range montOps {

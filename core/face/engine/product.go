@@ -5,6 +5,8 @@ import (
 
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 	"github.com/tuneinsight/lattigo/v6/ring"
+
+	"encmatch/core/kernels"
 )
 
 // productTile is the number of coefficients of one prime that
@@ -25,11 +27,24 @@ const productTile = 512
 // products, and, for every prime small enough that the unreduced sum
 // cannot overflow 64 bits, with lazy (unreduced) Montgomery products and a
 // single reduction per tile.
+//
+// Where package kernels has a vector accumulator for the prime
+// (kernels.MulAddTensor), it does one prime in a single pass instead.
 func accumulateProducts(rq *ring.Ring, qs, ds []*rlwe.Ciphertext, acc *rlwe.Ciphertext) {
 	n := len(qs)
+	q0s, q1s, d0s, d1s := make([][]uint64, n), make([][]uint64, n), make([][]uint64, n), make([][]uint64, n)
 	for j, sub := range rq.SubRings[:rq.Level()+1] {
-		lazy := lazyFits(sub.Modulus, n)
 		a0, a1, a2 := acc.Value[0].Coeffs[j], acc.Value[1].Coeffs[j], acc.Value[2].Coeffs[j]
+		if kernels.TakesTensor(sub.Modulus) {
+			for i := range n {
+				q0s[i], q1s[i] = qs[i].Value[0].Coeffs[j], qs[i].Value[1].Coeffs[j]
+				d0s[i], d1s[i] = ds[i].Value[0].Coeffs[j], ds[i].Value[1].Coeffs[j]
+			}
+			if kernels.MulAddTensor(q0s, q1s, d0s, d1s, a0, a1, a2, sub.Modulus) {
+				continue
+			}
+		}
+		lazy := lazyFits(sub.Modulus, n)
 		for t := 0; t < len(a0); t += productTile {
 			e := min(t+productTile, len(a0))
 			t0, t1, t2 := a0[t:e], a1[t:e], a2[t:e]
