@@ -81,6 +81,9 @@ func FuzzKernelsEqualLattigo(f *testing.F) {
 			}
 			want := transform(kernels.Scalar, ref)
 			for _, s := range sets {
+				if !takes(q, 64, s) {
+					continue // Lattigo's own code, whose domain is narrower
+				}
 				if got := transform(s, p); !slices.Equal(got, want) {
 					t.Fatalf("inverse %v %s q=%d: differs from Lattigo's on the reduced input", inverse, s, q)
 				}

@@ -1,5 +1,6 @@
 // Package kernels holds the vector arithmetic under Lattigo: its NTTs and
-// element-wise Montgomery loops on AVX-512 IFMA, chosen at run time.
+// element-wise Montgomery loops on AVX-512 IFMA, and its NTTs on AVX2,
+// chosen at run time.
 //
 // Lattigo v6.2.0 is pure scalar Go. The build applies a small patch to its
 // ring package (lattigo-v6.2.0.patch, applied by patch-lattigo.sh) so that
@@ -8,7 +9,8 @@
 // SubThenMulScalarMontgomery return true when a kernel did it and false
 // when Lattigo's own code must. A
 // kernel runs only where its instructions exist, for primes between 2^40
-// and 2^51 (where 52-bit products suffice) and rings of at least 64
+// and 2^51 (2^50 for the AVX2 NTTs and the product accumulator, where
+// 52-bit products or doubles suffice) and rings of at least 64
 // coefficients; everything else is Lattigo's scalar code, unchanged.
 //
 // Results equal Lattigo's bit for bit wherever Lattigo's result is
@@ -18,8 +20,8 @@
 // code on every prime and ring degree of the project's presets.
 //
 // The environment variable ENCMATCH_KERNELS selects the set: "auto" (the
-// default: the fastest this CPU runs), "scalar" (Lattigo's code only) or
-// "avx512ifma" (refused at start where the CPU lacks it).
+// default: the fastest this CPU runs), "scalar" (Lattigo's code only),
+// "avx2" or "avx512ifma" (each refused at start where the CPU lacks it).
 package kernels
 
 import (
@@ -37,7 +39,10 @@ type Set string
 const (
 	// Scalar is Lattigo's own code.
 	Scalar Set = "scalar"
-	// AVX512IFMA is the AVX-512 IFMA code in ifma.c.
+	// AVX2 is the AVX2 code in avx2.c: NTTs only.
+	AVX2 Set = "avx2"
+	// AVX512IFMA is the AVX-512 IFMA code in ifma.c: NTTs, element-wise
+	// Montgomery loops and the product accumulator.
 	AVX512IFMA Set = "avx512ifma"
 )
 
@@ -62,20 +67,32 @@ const (
 	opCount
 )
 
-// The primes the kernels take, and the smallest ring they are worth a cgo
-// call for.
+// The primes the kernels take (maxPrime for IFMA, maxDoublePrime for the
+// AVX2 NTTs, whose values and their sums must stay exact in doubles), and
+// the smallest ring they are worth a cgo call for.
 const (
-	minPrime = 1 << 40
-	maxPrime = 1 << 51
-	minRing  = 64
+	minPrime       = 1 << 40
+	maxPrime       = 1 << 51
+	maxDoublePrime = 1 << 50
+	minRing        = 64
 )
 
-var useIFMA atomic.Bool
+// active is the set in use: 0 scalar, 1 AVX2, 2 AVX-512 IFMA.
+var active atomic.Int32
+
+const (
+	useScalar int32 = iota
+	useAVX2
+	useIFMA
+)
 
 func init() {
 	name := os.Getenv(EnvVar)
 	if name == "" || name == "auto" {
-		useIFMA.Store(hasIFMA)
+		sets := Available()
+		if err := Use(sets[len(sets)-1]); err != nil {
+			panic(err)
+		}
 		return
 	}
 	if err := Use(Set(name)); err != nil {
@@ -85,10 +102,14 @@ func init() {
 
 // Available lists the sets this CPU runs, the fastest last.
 func Available() []Set {
-	if hasIFMA {
-		return []Set{Scalar, AVX512IFMA}
+	sets := []Set{Scalar}
+	if hasAVX2 {
+		sets = append(sets, AVX2)
 	}
-	return []Set{Scalar}
+	if hasIFMA {
+		sets = append(sets, AVX512IFMA)
+	}
+	return sets
 }
 
 // Use selects a set for the whole process (benchmarks and tests compare
@@ -96,30 +117,47 @@ func Available() []Set {
 func Use(s Set) error {
 	switch s {
 	case Scalar:
-		useIFMA.Store(false)
+		active.Store(useScalar)
+	case AVX2:
+		if !hasAVX2 {
+			return fmt.Errorf("this CPU has no AVX2 with FMA (or this build has no cgo)")
+		}
+		active.Store(useAVX2)
 	case AVX512IFMA:
 		if !hasIFMA {
 			return fmt.Errorf("this CPU has no AVX-512 IFMA (or this build has no cgo)")
 		}
-		useIFMA.Store(true)
+		active.Store(useIFMA)
 	default:
-		return fmt.Errorf("unknown kernel set %q (want %q, %q or \"auto\")", s, Scalar, AVX512IFMA)
+		return fmt.Errorf("unknown kernel set %q (want %q, %q, %q or \"auto\")", s, Scalar, AVX2, AVX512IFMA)
 	}
 	return nil
 }
 
 // Active is the set in use.
 func Active() Set {
-	if useIFMA.Load() {
+	switch active.Load() {
+	case useAVX2:
+		return AVX2
+	case useIFMA:
 		return AVX512IFMA
 	}
 	return Scalar
 }
 
-// Takes reports whether the active set runs a kernel for prime q at ring
-// degree n (a power of two); Lattigo's code runs otherwise.
+// Takes reports whether the active set runs an NTT kernel for prime q at
+// ring degree n (a power of two); Lattigo's code runs otherwise.
 func Takes(q uint64, n int) bool {
-	return useIFMA.Load() && n >= minRing && n&(n-1) == 0 && q >= minPrime && q < maxPrime && q&1 == 1
+	if n < minRing || n&(n-1) != 0 || q < minPrime || q&1 == 0 {
+		return false
+	}
+	switch active.Load() {
+	case useAVX2:
+		return q < maxDoublePrime
+	case useIFMA:
+		return q < maxPrime
+	}
+	return false
 }
 
 // prime holds the constants of one prime; its layout is ifma.h's
@@ -133,7 +171,7 @@ var primes sync.Map // uint64 -> *prime
 // takesLoop reports whether an element-wise loop of n coefficients modulo
 // q runs on a kernel (any length: the tail runs in scalar code).
 func takesLoop(q uint64, n int) bool {
-	return useIFMA.Load() && n >= minRing && q >= minPrime && q < maxPrime && q&1 == 1
+	return active.Load() == useIFMA && n >= minRing && q >= minPrime && q < maxPrime && q&1 == 1
 }
 
 // primeFor gives the constants of q, a prime the kernels take.
@@ -198,13 +236,17 @@ func SubThenMulScalarMontgomery(x, y []uint64, s uint64, z []uint64, q, mred uin
 
 // NTT is the forward NTT of in's first n coefficients into out with
 // Lattigo's bit-reversed Montgomery roots: canonical output, or in [0, 4q)
-// when lazy ([0, 2q) for q >= 2^50). False leaves the work to Lattigo.
+// when lazy ([0, 2q) for q >= 2^50; canonical on AVX2). False leaves the work to Lattigo.
 func NTT(in, out []uint64, n int, q uint64, roots []uint64, lazy bool) bool {
 	t, p := tableFor(in, out, n, q, roots, false)
 	if t == nil {
 		return false
 	}
-	nttIFMA(in[:n], out[:n], p, t, !lazy)
+	if active.Load() == useAVX2 {
+		nttAVX2(in[:n], out[:n], q, t)
+	} else {
+		nttIFMA(in[:n], out[:n], p, t, !lazy)
+	}
 	return true
 }
 
@@ -217,7 +259,11 @@ func INTT(in, out []uint64, n int, nInv, q uint64, roots []uint64) bool {
 	if t == nil || fromMontgomery(nInv, p) != t.nInv {
 		return false
 	}
-	inttIFMA(in[:n], out[:n], p, t)
+	if active.Load() == useAVX2 {
+		inttAVX2(in[:n], out[:n], q, t)
+	} else {
+		inttIFMA(in[:n], out[:n], p, t)
+	}
 	return true
 }
 

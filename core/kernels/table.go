@@ -11,7 +11,10 @@ import (
 type table struct {
 	w, wp           []uint64
 	nInv, nInvShoup uint64
-	first, last     uint64 // Lattigo's roots[1] and roots[n-1], checked on every use
+	// The AVX2 kernels' form: w[i] as doubles and w[i]/q, n^-1 likewise.
+	wd, wq       []float64
+	nInvD, nInvQ float64
+	first, last  uint64 // Lattigo's roots[1] and roots[n-1], checked on every use
 }
 
 // tableKey identifies a root table. Lattigo derives every table from q, n
@@ -69,7 +72,13 @@ func newTable(p *prime, n int, roots []uint64) *table {
 	}
 	nInv := powMod(uint64(n), q-2, q)
 	nInvShoup, _ := bits.Div64(nInv>>12, nInv<<52, q)
-	return &table{w: w, wp: wp, nInv: nInv, nInvShoup: nInvShoup, first: roots[1], last: roots[n-1]}
+	wd, wq := make([]float64, n), make([]float64, n)
+	for i, v := range w {
+		wd[i], wq[i] = float64(v), float64(v)/float64(q)
+	}
+	return &table{w: w, wp: wp, nInv: nInv, nInvShoup: nInvShoup,
+		wd: wd, wq: wq, nInvD: float64(nInv), nInvQ: float64(nInv) / float64(q),
+		first: roots[1], last: roots[n-1]}
 }
 
 // fromMontgomery is r*2^-64 mod q, canonical (Lattigo's MRed(r, 1)): with

@@ -8,7 +8,7 @@ const maxTensorPrime = 1 << 50
 
 // TakesTensor reports whether MulAddTensor runs a kernel for prime q.
 func TakesTensor(q uint64) bool {
-	return useIFMA.Load() && q >= minPrime && q < maxTensorPrime && q&1 == 1
+	return active.Load() == useIFMA && q >= minPrime && q < maxTensorPrime && q&1 == 1
 }
 
 // MulAddTensor adds to the degree-2 accumulator (t0, t1, t2), modulo q,
