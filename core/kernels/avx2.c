@@ -187,3 +187,96 @@ AVX2 void encmatch_intt_avx2(const uint64_t *in, uint64_t *out, size_t n, uint64
 		_mm256_storeu_si256((__m256i *)(out + j), d2u(mulw(_mm256_loadu_pd(d + j), nv, nvq, q)));
 	}
 }
+
+// ---- the ciphertext product accumulator ----
+
+// A product x y of inputs below 2q is reduced, not canonically: with
+// h = fl(x y), l = x y - h (exact), k = round(fl(h fl(1/q))), the error of
+// fl(h fl(1/q)) against x y / q is at most 3 2^-53 (4 q^2 / q) <= 3/2 for
+// q < 2^50, so r = (h - k q) + l = x y - k q is exact (|h - k q| <= 2q +
+// 2^49 < 2^53) and |r| <= 2q. The accumulators sum these signed residues
+// in doubles, exact while below 2^53: t1 gains at most 4q per term, so
+// they are reduced (to |s| <= q/2 + 1) every (2^53/q - 1)/5 terms, and at
+// the end lifted to [0, q), multiplied by 2^-64 and added to t.
+#define TENSOR_TILE 512
+
+static inline AVX2 __m256d mulmod_loose(__m256d x, __m256d y, __m256d q, __m256d qinv) {
+	__m256d h = _mm256_mul_pd(x, y);
+	__m256d l = _mm256_fmsub_pd(x, y, h);
+	__m256d k = _mm256_round_pd(_mm256_mul_pd(h, qinv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+	return _mm256_add_pd(_mm256_fnmadd_pd(k, q, h), l);
+}
+
+// shrink reduces an exact integer |s| < 2^53 to |s| <= q/2 + 1.
+static inline AVX2 __m256d shrink(__m256d s, __m256d q, __m256d qinv) {
+	__m256d k = _mm256_round_pd(_mm256_mul_pd(s, qinv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+	return _mm256_fnmadd_pd(k, q, s);
+}
+
+// below2q reports whether all four lanes are below 2q.
+static inline AVX2 int below2q(__m256i v, __m256i bound) {
+	const __m256i sign = _mm256_set1_epi64x((long long)0x8000000000000000ULL);
+	return _mm256_testz_si256(_mm256_cmpgt_epi64(_mm256_xor_si256(v, sign), bound), _mm256_set1_epi64x(-1));
+}
+
+AVX2 void encmatch_tensor_avx2(const uint64_t *const *a0, const uint64_t *const *a1, const uint64_t *const *b0, const uint64_t *const *b1, size_t count,
+	uint64_t *t0, uint64_t *t1, uint64_t *t2, size_t n, uint64_t qs, double c, double cq) {
+	const __m256d q = _mm256_set1_pd((double)qs), qinv = _mm256_set1_pd(1.0 / (double)qs);
+	const __m256i bound = _mm256_set1_epi64x((long long)((2 * qs - 1) ^ 0x8000000000000000ULL));
+	size_t every = (size_t)((9007199254740992.0 / (double)qs - 1) / 5);
+	if (every < 1) {
+		every = 1;
+	}
+	double acc[3][TENSOR_TILE];
+	uint64_t *t[3] = {t0, t1, t2};
+	for (size_t base = 0; base < n; base += TENSOR_TILE) {
+		const size_t len = n - base < TENSOR_TILE ? n - base : TENSOR_TILE;
+		for (int k = 0; k < 3; k++) {
+			for (size_t j = 0; j < len; j++) {
+				acc[k][j] = 0;
+			}
+		}
+		size_t pending = 0;
+		for (size_t i = 0; i < count; i++) {
+			const uint64_t *x0 = a0[i] + base, *x1 = a1[i] + base, *y0 = b0[i] + base, *y1 = b1[i] + base;
+			for (size_t j = 0; j < len; j += 4) {
+				__m256i u0 = _mm256_loadu_si256((const __m256i *)(x0 + j)), u1 = _mm256_loadu_si256((const __m256i *)(x1 + j));
+				__m256i v0 = _mm256_loadu_si256((const __m256i *)(y0 + j)), v1 = _mm256_loadu_si256((const __m256i *)(y1 + j));
+				if (!(below2q(u0, bound) && below2q(u1, bound) && below2q(v0, bound) && below2q(v1, bound))) {
+					for (size_t l = j; l < j + 4; l++) {
+						uint64_t p0 = x0[l] % qs, p1 = x1[l] % qs, r0 = y0[l] % qs, r1 = y1[l] % qs;
+						acc[0][l] += (double)(uint64_t)(((u128)p0 * r0) % qs);
+						acc[1][l] += (double)(uint64_t)(((u128)p0 * r1) % qs) + (double)(uint64_t)(((u128)p1 * r0) % qs);
+						acc[2][l] += (double)(uint64_t)(((u128)p1 * r1) % qs);
+					}
+					continue;
+				}
+				__m256d X0 = u2d(u0), X1 = u2d(u1), Y0 = u2d(v0), Y1 = u2d(v1);
+				_mm256_storeu_pd(acc[0] + j, _mm256_add_pd(_mm256_loadu_pd(acc[0] + j), mulmod_loose(X0, Y0, q, qinv)));
+				__m256d m = _mm256_add_pd(mulmod_loose(X0, Y1, q, qinv), mulmod_loose(X1, Y0, q, qinv));
+				_mm256_storeu_pd(acc[1] + j, _mm256_add_pd(_mm256_loadu_pd(acc[1] + j), m));
+				_mm256_storeu_pd(acc[2] + j, _mm256_add_pd(_mm256_loadu_pd(acc[2] + j), mulmod_loose(X1, Y1, q, qinv)));
+			}
+			if (++pending == every && i + 1 < count) {
+				for (int k = 0; k < 3; k++) {
+					for (size_t j = 0; j < len; j += 4) {
+						_mm256_storeu_pd(acc[k] + j, shrink(_mm256_loadu_pd(acc[k] + j), q, qinv));
+					}
+				}
+				pending = 0;
+			}
+		}
+		const __m256d cv = _mm256_set1_pd(c), cqv = _mm256_set1_pd(cq);
+		for (int k = 0; k < 3; k++) {
+			uint64_t *tk = t[k] + base;
+			for (size_t j = 0; j < len; j += 4) {
+				__m256d s = shrink(_mm256_loadu_pd(acc[k] + j), q, qinv);
+				s = _mm256_add_pd(s, _mm256_and_pd(_mm256_cmp_pd(s, _mm256_setzero_pd(), _CMP_LT_OQ), q)); // [0, q]
+				s = reduce(s, q);
+				s = mulw(s, cv, cqv, q);
+				__m256d v = reduce(_mm256_add_pd(u2d(_mm256_loadu_si256((const __m256i *)(tk + j))), s), q);
+				_mm256_storeu_si256((__m256i *)(tk + j), d2u(v));
+			}
+		}
+	}
+}

@@ -160,10 +160,11 @@ func Takes(q uint64, n int) bool {
 	return false
 }
 
-// prime holds the constants of one prime; its layout is ifma.h's
-// encmatch_prime.
+// prime holds the constants of one prime; its first five fields are
+// ifma.h's encmatch_prime.
 type prime struct {
 	q, mred, qinv52, c, cp uint64
+	c64                    uint64 // 2^-64 mod q, for the AVX2 accumulator
 }
 
 var primes sync.Map // uint64 -> *prime
@@ -182,7 +183,7 @@ func primeFor(q uint64) *prime {
 	inv := inverse64(q)
 	c := powMod((q+1)/2, 12, q) // 2^-12 mod q
 	cp, _ := bits.Div64(c>>12, c<<52, q)
-	p := &prime{q: q, mred: inv, qinv52: inv & (1<<52 - 1), c: c, cp: cp}
+	p := &prime{q: q, mred: inv, qinv52: inv & (1<<52 - 1), c: c, cp: cp, c64: powMod((q+1)/2, 64, q)}
 	primes.Store(q, p)
 	return p
 }

@@ -21,3 +21,5 @@ func inttIFMA([]uint64, []uint64, *prime, *table) { panic("kernels: no IFMA buil
 func nttAVX2([]uint64, []uint64, uint64, *table) { panic("kernels: no AVX2 build") }
 
 func inttAVX2([]uint64, []uint64, uint64, *table) { panic("kernels: no AVX2 build") }
+
+func tensorAVX2(_, _, _, _ []*uint64, _, _, _ []uint64, _ *prime) { panic("kernels: no AVX2 build") }

@@ -3,12 +3,12 @@ package kernels
 import "runtime"
 
 // The tensor accumulator takes primes below 2^50: its inputs below 2q
-// must be 52-bit IFMA operands.
+// must be 52-bit IFMA operands, or exact in doubles with room for sums.
 const maxTensorPrime = 1 << 50
 
 // TakesTensor reports whether MulAddTensor runs a kernel for prime q.
 func TakesTensor(q uint64) bool {
-	return active.Load() == useIFMA && q >= minPrime && q < maxTensorPrime && q&1 == 1
+	return active.Load() != useScalar && q >= minPrime && q < maxTensorPrime && q&1 == 1
 }
 
 // MulAddTensor adds to the degree-2 accumulator (t0, t1, t2), modulo q,
@@ -45,6 +45,11 @@ func MulAddTensor(a0, a1, b0, b1 [][]uint64, t0, t1, t2 []uint64, q uint64) bool
 			pin.Pin(&s[0])
 		}
 	}
-	tensorIFMA(ptrs[:count], ptrs[count:2*count], ptrs[2*count:3*count], ptrs[3*count:], t0, t1, t2, primeFor(q))
+	a0p, a1p, b0p, b1p := ptrs[:count], ptrs[count:2*count], ptrs[2*count:3*count], ptrs[3*count:]
+	if active.Load() == useAVX2 {
+		tensorAVX2(a0p, a1p, b0p, b1p, t0, t1, t2, primeFor(q))
+	} else {
+		tensorIFMA(a0p, a1p, b0p, b1p, t0, t1, t2, primeFor(q))
+	}
 	return true
 }
