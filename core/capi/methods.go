@@ -16,6 +16,7 @@ import (
 	"encmatch/core/face/engine"
 	"encmatch/core/face/offload"
 	"encmatch/core/face/strategy"
+	"encmatch/core/kernels"
 
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
@@ -182,15 +183,23 @@ func (a *strategyArgs) choose(set *params.Set) (strategy.Strategy, []strategy.Es
 	return best.Strategy, all, err
 }
 
-// versionReply is version's reply: the library's and Lattigo's versions.
+// versionReply is version's reply: the library's and Lattigo's versions,
+// the vector kernel set in use and the sets this CPU runs
+// (docs/KERNELS.md).
 type versionReply struct {
-	Lattigo string `json:"lattigo"`
-	Version string `json:"version"`
+	Lattigo    string   `json:"lattigo"`
+	Version    string   `json:"version"`
+	Kernels    string   `json:"kernels"`
+	KernelSets []string `json:"kernel_sets"`
 }
 
 // version reports the library's version.
 func version(_, _ []byte) (*versionReply, []byte, error) {
-	return &versionReply{Lattigo: "v6.2.0", Version: "0.1.0"}, nil, nil
+	r := &versionReply{Lattigo: "v6.2.0 + kernels patch", Version: "0.1.0", Kernels: string(kernels.Active())}
+	for _, s := range kernels.Available() {
+		r.KernelSets = append(r.KernelSets, string(s))
+	}
+	return r, nil, nil
 }
 
 // presetsReply is presets's reply: the description of every preset.

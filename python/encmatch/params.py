@@ -25,7 +25,8 @@ STRATEGIES = (AUTO, "dg", "bsgs-diagonal", "bsgs-tbs", "bsgs-tbe")
 
 
 def version() -> dict:
-    """Version of the core and of Lattigo it was built with: ``{"version", "lattigo"}``."""
+    """Version of the core and of Lattigo it was built with, and the vector
+    kernel set in use: ``{"version", "lattigo", "kernels", "kernel_sets"}``."""
     return _core.call("version")[0]
 
 

@@ -99,7 +99,9 @@ func BenchmarkOperations(b *testing.B) {
 // BenchmarkChunkProducts compares, on one core at the default parameters,
 // a giant step's 32 ciphertext products accumulated one product after the
 // other with Lattigo's ring operations (the engine's kernel before
-// accumulateProducts) and by accumulateProducts (tiled, lazy):
+// accumulateProducts) and by accumulateProducts (tiled and lazy, or
+// package kernels' accumulator where the active set has one:
+// ENCMATCH_KERNELS):
 //
 //	go test -run '^$' -bench ChunkProducts -cpu 1 -count 5 ./engine/
 func BenchmarkChunkProducts(b *testing.B) {

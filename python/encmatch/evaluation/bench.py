@@ -50,7 +50,7 @@ from .._util.progress import progress as progress_bar
 from ..keyholder import Client
 from ..enroller import Enroller
 from ..server import Server
-from ..params import comparator, describe
+from ..params import comparator, describe, version
 from ..errors import InvalidArgument
 from .bruteforce import cosine_scores
 
@@ -494,7 +494,7 @@ def _bench_config_child(kwargs: dict) -> dict:
 
 
 def hardware() -> dict:
-    """This machine: CPU model (/proc/cpuinfo), cores, RAM, OS."""
+    """This machine: CPU model (/proc/cpuinfo), cores, RAM, OS, the core's kernel set."""
     cpu = platform.processor() or ""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -511,7 +511,7 @@ def hardware() -> dict:
     except OSError:
         pass
     return {"cpu": cpu, "cores": os.cpu_count(), "ram_bytes": ram, "os": platform.platform(),
-            "python": platform.python_version()}
+            "python": platform.python_version(), "kernels": version()["kernels"]}
 
 
 def run(

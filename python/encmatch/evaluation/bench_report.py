@@ -38,7 +38,7 @@ CSV_FIELDS = (
     "rtt_s", "rtt_std_s", "peak_rss_bytes", "peak_rss_bytes_std", "keygen_s", "enroll_s", "setup_s",
     "setup_peak_rss_bytes", "key_disk_bytes", "index_disk_bytes", "index_bytes_per_entry", "key_bytes_sent", "query_bytes",
     "membership_result_bytes", "identification_result_bytes", "rotation_keys", "streamed",
-    "cpu", "cores", "ram_bytes",
+    "cpu", "cores", "ram_bytes", "kernels",
 )
 
 
@@ -49,7 +49,7 @@ def _csv_row(doc: dict, rec: dict) -> dict:
     row.update({k: p.get(k) for k in ("preset", "log_n", "log_qp", "kappa", "dim")})
     row.update(trials=p["trials"], keygen_s=setup["keygen_s"], enroll_s=setup["enroll_s"], setup_s=setup["total_s"],
                setup_peak_rss_bytes=setup["trial"]["peak_rss_bytes"], rotation_keys=setup.get("rotation_keys"),
-               cpu=hw["cpu"], cores=hw["cores"], ram_bytes=hw["ram_bytes"])
+               cpu=hw["cpu"], cores=hw["cores"], ram_bytes=hw["ram_bytes"], kernels=hw.get("kernels"))
     return row
 
 
@@ -107,7 +107,8 @@ def markdown_table(doc: dict, ref: dict | None = None) -> str:
     lines = [
         f"# encmatch benchmark ({p['workload']} workload)",
         "",
-        f"Machine: {hw['cpu']}, {hw['cores']} cores, {hw['ram_bytes'] / GB:.1f} GB RAM. "
+        f"Machine: {hw['cpu']}, {hw['cores']} cores, {hw['ram_bytes'] / GB:.1f} GB RAM"
+        + (f", kernels {hw['kernels']}" if hw.get("kernels") else "") + ". "
         f"Parameters: preset {p['preset']}{' (INSECURE)' if insecure else ''}, N = 2^{p['log_n']}, "
         f"log QP {float(p['log_qp'] or 0):.0f}, kappa {p['kappa']}, dim {p['dim']}, delta {p.get('delta')}, "
         f"Km = {p['matches']}, {p['trials']} trials (trial 1 = setup; mean ± population std of trials 2..t "
