@@ -73,8 +73,9 @@ static inline IFMA __m512i below(__m512i x, __m512i m) {
 	return _mm512_min_epu64(x, _mm512_sub_epi64(x, m));
 }
 
-// mont64 is x y 2^-64 mod q in [0, q) for x, y < 2^52.
-static inline IFMA __m512i mont64(__m512i x, __m512i y, const encmatch_prime *p, __m512i q) {
+// mont64_lazy is x y 2^-64 mod q in [0, 2q) for x, y < 2^52; mont64 is it
+// in [0, q).
+static inline IFMA __m512i mont64_lazy(__m512i x, __m512i y, const encmatch_prime *p, __m512i q) {
 	const __m512i zero = _mm512_setzero_si512();
 	__m512i lo = _mm512_madd52lo_epu64(zero, x, y);
 	__m512i hi = _mm512_madd52hi_epu64(zero, x, y);
@@ -83,8 +84,11 @@ static inline IFMA __m512i mont64(__m512i x, __m512i y, const encmatch_prime *p,
 	// (x y - m q) / 2^52 = hi - hi52(m q), in (-q, 2^52).
 	__m512i r = _mm512_sub_epi64(hi, _mm512_madd52hi_epu64(zero, m, q));
 	r = _mm512_min_epu64(r, _mm512_add_epi64(r, q));
-	r = shoup52(r, _mm512_set1_epi64((long long)p->c), _mm512_set1_epi64((long long)p->cp), q);
-	return below(r, q);
+	return shoup52(r, _mm512_set1_epi64((long long)p->c), _mm512_set1_epi64((long long)p->cp), q);
+}
+
+static inline IFMA __m512i mont64(__m512i x, __m512i y, const encmatch_prime *p, __m512i q) {
+	return below(mont64_lazy(x, y, p, q), q);
 }
 
 // ---- element-wise Montgomery products ----
@@ -103,7 +107,10 @@ IFMA void encmatch_mont_ifma(int op, const uint64_t *x, const uint64_t *y, size_
 			}
 			continue;
 		}
-		__m512i r = mont64(xv, yv, p, q);
+		// The MRedLazy loops take the product in [0, 2q), as Lattigo's.
+		const int lazy = op == ENCMATCH_OP_MONT_LAZY || op == ENCMATCH_OP_MONT_LAZY_THEN_ADD_LAZY ||
+			op == ENCMATCH_OP_MONT_LAZY_THEN_SUB_LAZY || op == ENCMATCH_OP_MONT_LAZY_THEN_NEG;
+		__m512i r = lazy ? mont64_lazy(xv, yv, p, q) : mont64(xv, yv, p, q);
 		__m512i zv;
 		switch (op) {
 		case ENCMATCH_OP_MONT:
