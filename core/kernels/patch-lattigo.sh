@@ -41,7 +41,8 @@ fi
 # 2. Pristine plus the patch, in a scratch copy.
 cp -r "$src" "$work/lattigo"
 chmod -R u+w "$work/lattigo"
-(cd "$work/lattigo" && git apply --whitespace=nowarn -p1 "$patchfile")
+# (git apply as a plain patch tool: no repository above the scratch copy)
+(cd "$work/lattigo" && GIT_CEILING_DIRECTORIES="$work" git apply --whitespace=nowarn -p1 "$patchfile")
 want=$(sha256sum "$patchfile" | cut -d' ' -f1)
 echo "$want" > "$work/lattigo/.encmatch-patch-sha256"
 
