@@ -148,10 +148,14 @@ func Active() Set {
 // Takes reports whether the active set runs an NTT kernel for prime q at
 // ring degree n (a power of two); Lattigo's code runs otherwise.
 func Takes(q uint64, n int) bool {
+	return takes(active.Load(), q, n)
+}
+
+func takes(set int32, q uint64, n int) bool {
 	if n < minRing || n&(n-1) != 0 || q < minPrime || q&1 == 0 {
 		return false
 	}
-	switch active.Load() {
+	switch set {
 	case useAVX2:
 		return q < maxDoublePrime
 	case useIFMA:
@@ -237,13 +241,15 @@ func SubThenMulScalarMontgomery(x, y []uint64, s uint64, z []uint64, q, mred uin
 
 // NTT is the forward NTT of in's first n coefficients into out with
 // Lattigo's bit-reversed Montgomery roots: canonical output, or in [0, 4q)
-// when lazy ([0, 2q) for q >= 2^50; canonical on AVX2). False leaves the work to Lattigo.
+// when lazy ([0, 2q) for q >= 2^50; canonical on AVX2). False leaves the
+// work to Lattigo.
 func NTT(in, out []uint64, n int, q uint64, roots []uint64, lazy bool) bool {
-	t, p := tableFor(in, out, n, q, roots, false)
+	set := active.Load()
+	t, p := tableFor(set, in, out, n, q, roots, false)
 	if t == nil {
 		return false
 	}
-	if active.Load() == useAVX2 {
+	if set == useAVX2 {
 		nttAVX2(in[:n], out[:n], q, t)
 	} else {
 		nttIFMA(in[:n], out[:n], p, t, !lazy)
@@ -256,11 +262,12 @@ func NTT(in, out []uint64, n int, q uint64, roots []uint64, lazy bool) bool {
 // bit-reversed Montgomery inverse roots; canonical output. False leaves
 // the work to Lattigo.
 func INTT(in, out []uint64, n int, nInv, q uint64, roots []uint64) bool {
-	t, p := tableFor(in, out, n, q, roots, true)
+	set := active.Load()
+	t, p := tableFor(set, in, out, n, q, roots, true)
 	if t == nil || fromMontgomery(nInv, p) != t.nInv {
 		return false
 	}
-	if active.Load() == useAVX2 {
+	if set == useAVX2 {
 		inttAVX2(in[:n], out[:n], q, t)
 	} else {
 		inttIFMA(in[:n], out[:n], p, t)
@@ -268,12 +275,13 @@ func INTT(in, out []uint64, n int, nInv, q uint64, roots []uint64) bool {
 	return true
 }
 
-func tableFor(in, out []uint64, n int, q uint64, roots []uint64, inverse bool) (*table, *prime) {
-	if !Takes(q, n) || len(in) < n || len(out) < n || len(roots) < n {
+// tableFor gives set's root table, nil when set runs no NTT kernel here.
+func tableFor(set int32, in, out []uint64, n int, q uint64, roots []uint64, inverse bool) (*table, *prime) {
+	if !takes(set, q, n) || len(in) < n || len(out) < n || len(roots) < n {
 		return nil, nil
 	}
 	p := primeFor(q)
-	if t := rootTable(p, n, roots[:n], inverse); t != nil {
+	if t := rootTable(p, n, roots[:n], inverse, set); t != nil {
 		return t, p
 	}
 	return nil, nil

@@ -5,16 +5,17 @@ import (
 	"sync"
 )
 
-// table is one NTT's roots in the kernels' form: canonical w[i] (Lattigo
-// stores w[i]*2^64 mod q) and Shoup companions wp[i] = floor(w[i]*2^52/q),
-// with n^-1 mod q and its companion for the inverse.
+// table is one NTT's roots in one kernel set's form, with n^-1 mod q: for
+// IFMA canonical w[i] (Lattigo stores w[i]*2^64 mod q) and Shoup
+// companions wp[i] = floor(w[i]*2^52/q); for AVX2 w[i] as doubles and
+// w[i]/q. Only the active set's form is built: each costs two words per
+// root beside Lattigo's own table.
 type table struct {
-	w, wp           []uint64
+	w, wp           []uint64 // IFMA
+	wd, wq          []float64
 	nInv, nInvShoup uint64
-	// The AVX2 kernels' form: w[i] as doubles and w[i]/q, n^-1 likewise.
-	wd, wq       []float64
-	nInvD, nInvQ float64
-	first, last  uint64 // Lattigo's roots[1] and roots[n-1], checked on every use
+	nInvD, nInvQ    float64
+	first, last     uint64 // Lattigo's roots[1] and roots[n-1], checked on every use
 }
 
 // tableKey identifies a root table. Lattigo derives every table from q, n
@@ -27,14 +28,15 @@ type tableKey struct {
 	n       int
 	inverse bool
 	psi     uint64
+	set     int32
 }
 
 var tables sync.Map // tableKey -> *table; nil entries mark tables no kernel takes
 
 // rootTable gives the kernels' form of Lattigo's roots, nil when they do
 // not follow Lattigo's formula.
-func rootTable(p *prime, n int, roots []uint64, inverse bool) *table {
-	key := tableKey{q: p.q, n: n, inverse: inverse, psi: roots[n/2]}
+func rootTable(p *prime, n int, roots []uint64, inverse bool, set int32) *table {
+	key := tableKey{q: p.q, n: n, inverse: inverse, psi: roots[n/2], set: set}
 	if v, ok := tables.Load(key); ok {
 		t := v.(*table)
 		if t == nil || t.first != roots[1] || t.last != roots[n-1] {
@@ -42,22 +44,20 @@ func rootTable(p *prime, n int, roots []uint64, inverse bool) *table {
 		}
 		return t
 	}
-	t := newTable(p, n, roots)
+	t := newTable(p, n, roots, set)
 	tables.Store(key, t)
 	return t
 }
 
-func newTable(p *prime, n int, roots []uint64) *table {
+func newTable(p *prime, n int, roots []uint64, set int32) *table {
 	q := p.q
 	logN := bits.Len(uint(n)) - 1
 	w := make([]uint64, n)
-	wp := make([]uint64, n)
 	for i, r := range roots {
 		if r >= q {
 			return nil
 		}
 		w[i] = fromMontgomery(r, p)
-		wp[i], _ = bits.Div64(w[i]>>12, w[i]<<52, q)
 	}
 	psi := w[n/2]
 	if w[0] != 1 {
@@ -71,14 +71,21 @@ func newTable(p *prime, n int, roots []uint64) *table {
 		}
 	}
 	nInv := powMod(uint64(n), q-2, q)
-	nInvShoup, _ := bits.Div64(nInv>>12, nInv<<52, q)
-	wd, wq := make([]float64, n), make([]float64, n)
-	for i, v := range w {
-		wd[i], wq[i] = float64(v), float64(v)/float64(q)
+	t := &table{nInv: nInv, first: roots[1], last: roots[n-1]}
+	if set == useAVX2 {
+		t.wd, t.wq = make([]float64, n), make([]float64, n)
+		for i, v := range w {
+			t.wd[i], t.wq[i] = float64(v), float64(v)/float64(q)
+		}
+		t.nInvD, t.nInvQ = float64(nInv), float64(nInv)/float64(q)
+		return t
 	}
-	return &table{w: w, wp: wp, nInv: nInv, nInvShoup: nInvShoup,
-		wd: wd, wq: wq, nInvD: float64(nInv), nInvQ: float64(nInv) / float64(q),
-		first: roots[1], last: roots[n-1]}
+	t.w, t.wp = w, make([]uint64, n)
+	for i, v := range w {
+		t.wp[i], _ = bits.Div64(v>>12, v<<52, q)
+	}
+	t.nInvShoup, _ = bits.Div64(nInv>>12, nInv<<52, q)
+	return t
 }
 
 // fromMontgomery is r*2^-64 mod q, canonical (Lattigo's MRed(r, 1)): with

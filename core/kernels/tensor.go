@@ -8,7 +8,11 @@ const maxTensorPrime = 1 << 50
 
 // TakesTensor reports whether MulAddTensor runs a kernel for prime q.
 func TakesTensor(q uint64) bool {
-	return active.Load() != useScalar && q >= minPrime && q < maxTensorPrime && q&1 == 1
+	return takesTensor(active.Load(), q)
+}
+
+func takesTensor(set int32, q uint64) bool {
+	return set != useScalar && q >= minPrime && q < maxTensorPrime && q&1 == 1
 }
 
 // MulAddTensor adds to the degree-2 accumulator (t0, t1, t2), modulo q,
@@ -22,7 +26,8 @@ func TakesTensor(q uint64) bool {
 // shorter than t0.
 func MulAddTensor(a0, a1, b0, b1 [][]uint64, t0, t1, t2 []uint64, q uint64) bool {
 	n, count := len(t0), len(a0)
-	if !TakesTensor(q) || n < minRing || n%8 != 0 || len(t1) != n || len(t2) != n ||
+	set := active.Load()
+	if !takesTensor(set, q) || n < minRing || n%8 != 0 || len(t1) != n || len(t2) != n ||
 		len(a1) != count || len(b0) != count || len(b1) != count {
 		return false
 	}
@@ -46,7 +51,7 @@ func MulAddTensor(a0, a1, b0, b1 [][]uint64, t0, t1, t2 []uint64, q uint64) bool
 		}
 	}
 	a0p, a1p, b0p, b1p := ptrs[:count], ptrs[count:2*count], ptrs[2*count:3*count], ptrs[3*count:]
-	if active.Load() == useAVX2 {
+	if set == useAVX2 {
 		tensorAVX2(a0p, a1p, b0p, b1p, t0, t1, t2, primeFor(q))
 	} else {
 		tensorIFMA(a0p, a1p, b0p, b1p, t0, t1, t2, primeFor(q))

@@ -863,8 +863,11 @@ def test_tenant_quotas_and_memory_returned(tmp_path, keys, data):
             assert r.status_code == 507 and r.json()["kind"] == "insufficient_storage", r.text
             c.delete(f"/v1/indexes/{ids[1]}")
         # Another tenant is not held back by q1's refusals; an index deleted gives its memory back.
+        # A first index, added to and searched, warms what a process keeps for good (parameters, the
+        # vector kernels' root tables of every prime the search's key switching uses).
         warm = RemoteIndex.create(srv.url, tokens["q2"], keys["a"], DELTA, chunk_size=CHUNK)
         warm.add(data["gallery"][:10])
+        check_answers(warm, data["gallery"][:10], data["queries"][:2], modes=("identification",))
         warm.delete()
         base = rss_bytes(pid)[0]
         index = RemoteIndex.create(srv.url, tokens["q2"], keys["a"], DELTA, chunk_size=CHUNK)
