@@ -22,7 +22,6 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-import encmatch  # noqa: E402
 from encmatch import EncryptedIndex  # noqa: E402
 from encmatch.cluster import RayBackend  # noqa: E402
 from encmatch.cluster.localnodes import WORKER_PORTS, LocalCluster, _ephemeral_start, free_port, worker_port_ranges  # noqa: E402
