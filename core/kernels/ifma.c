@@ -73,18 +73,24 @@ static inline IFMA __m512i below(__m512i x, __m512i m) {
 	return _mm512_min_epu64(x, _mm512_sub_epi64(x, m));
 }
 
+// redc is (hi 2^52 + lo) 2^-64 mod q in [0, 2q), for lo < 2^52 and
+// hi < 2^52: with m = lo q^-1 mod 2^52, hi 2^52 + lo - m q is divisible by
+// 2^52 and its low halves cancel exactly, so the quotient is
+// hi - hi52(m q), in (-q, 2^52): a Montgomery step with R = 2^52, then a
+// Shoup product by 2^-12.
+static inline IFMA __m512i redc(__m512i lo, __m512i hi, const encmatch_prime *p, __m512i q) {
+	const __m512i zero = _mm512_setzero_si512();
+	__m512i m = _mm512_madd52lo_epu64(zero, lo, _mm512_set1_epi64((long long)p->qinv52));
+	__m512i r = _mm512_sub_epi64(hi, _mm512_madd52hi_epu64(zero, m, q));
+	r = _mm512_min_epu64(r, _mm512_add_epi64(r, q));
+	return shoup52(r, _mm512_set1_epi64((long long)p->c), _mm512_set1_epi64((long long)p->cp), q);
+}
+
 // mont64_lazy is x y 2^-64 mod q in [0, 2q) for x, y < 2^52; mont64 is it
 // in [0, q).
 static inline IFMA __m512i mont64_lazy(__m512i x, __m512i y, const encmatch_prime *p, __m512i q) {
 	const __m512i zero = _mm512_setzero_si512();
-	__m512i lo = _mm512_madd52lo_epu64(zero, x, y);
-	__m512i hi = _mm512_madd52hi_epu64(zero, x, y);
-	__m512i m = _mm512_madd52lo_epu64(zero, lo, _mm512_set1_epi64((long long)p->qinv52));
-	// x y - m q is divisible by 2^52 and its low halves cancel exactly, so
-	// (x y - m q) / 2^52 = hi - hi52(m q), in (-q, 2^52).
-	__m512i r = _mm512_sub_epi64(hi, _mm512_madd52hi_epu64(zero, m, q));
-	r = _mm512_min_epu64(r, _mm512_add_epi64(r, q));
-	return shoup52(r, _mm512_set1_epi64((long long)p->c), _mm512_set1_epi64((long long)p->cp), q);
+	return redc(_mm512_madd52lo_epu64(zero, x, y), _mm512_madd52hi_epu64(zero, x, y), p, q);
 }
 
 static inline IFMA __m512i mont64(__m512i x, __m512i y, const encmatch_prime *p, __m512i q) {
@@ -179,15 +185,11 @@ IFMA void encmatch_sub_mont_ifma(const uint64_t *x, const uint64_t *y, uint64_t 
 // it) for F <= 2^51 / (q + 1); and the low sums below 2^64 for F <= 2^11.
 #define TENSOR_TILE 512
 
-// fold adds (hi 2^52 + lo) 2^-64 mod q to t (canonical) for one block.
+// fold adds (hi 2^52 + lo) 2^-64 mod q to t (canonical) for one block,
+// lo's carries above 52 bits moved to hi first.
 static inline IFMA __m512i fold(__m512i t, __m512i lo, __m512i hi, const encmatch_prime *p, __m512i q) {
-	const __m512i zero = _mm512_setzero_si512();
-	const __m512i mask = _mm512_set1_epi64((long long)MASK52);
 	__m512i h = _mm512_add_epi64(hi, _mm512_srli_epi64(lo, 52));
-	__m512i m = _mm512_madd52lo_epu64(zero, _mm512_and_si512(lo, mask), _mm512_set1_epi64((long long)p->qinv52));
-	__m512i r = _mm512_sub_epi64(h, _mm512_madd52hi_epu64(zero, m, q));
-	r = _mm512_min_epu64(r, _mm512_add_epi64(r, q));
-	r = below(shoup52(r, _mm512_set1_epi64((long long)p->c), _mm512_set1_epi64((long long)p->cp), q), q);
+	__m512i r = below(redc(_mm512_and_si512(lo, _mm512_set1_epi64((long long)MASK52)), h, p, q), q);
 	return below(_mm512_add_epi64(t, r), q);
 }
 
@@ -299,10 +301,38 @@ static inline IFMA void inv(__m512i *x, __m512i *y, __m512i w, __m512i wp, __m51
 	*y = shoup52(d, w, wp, q);
 }
 
-// The lane permutations of the layers whose butterflies span t = 4, 2 or
-// 1 coefficients: two loaded blocks a (lanes 0-7) and b (8-15) are split
-// into the butterflies' x and y halves and merged back.
+// The layers whose butterflies span t = 4, 2 or 1 coefficients (log2 t =
+// 2, 1, 0) work on 16 coefficients at a time: two loaded blocks a (lanes
+// 0-7) and b (8-15) are split into the butterflies' x and y halves and
+// merged back; the pass's 8 / t roots are consecutive, loaded under mask
+// and spread to their butterflies' lanes.
 #define IDX(a, b, c, d, e, f, g, h) _mm512_set_epi64(h, g, f, e, d, c, b, a)
+
+typedef struct {
+	__m512i splitx, splity, mergea, mergeb, spread;
+	__mmask8 rootmask;
+	size_t roots; // per 16 coefficients
+} narrow;
+
+static inline IFMA narrow narrow_layer(int logt) {
+	switch (logt) {
+	case 2:
+		return (narrow){IDX(0, 1, 2, 3, 8, 9, 10, 11), IDX(4, 5, 6, 7, 12, 13, 14, 15), IDX(0, 1, 2, 3, 8, 9, 10, 11),
+			IDX(4, 5, 6, 7, 12, 13, 14, 15), IDX(0, 0, 0, 0, 1, 1, 1, 1), 0x03, 2};
+	case 1:
+		return (narrow){IDX(0, 1, 4, 5, 8, 9, 12, 13), IDX(2, 3, 6, 7, 10, 11, 14, 15), IDX(0, 1, 8, 9, 2, 3, 10, 11),
+			IDX(4, 5, 12, 13, 6, 7, 14, 15), IDX(0, 0, 1, 1, 2, 2, 3, 3), 0x0f, 4};
+	default:
+		return (narrow){IDX(0, 2, 4, 6, 8, 10, 12, 14), IDX(1, 3, 5, 7, 9, 11, 13, 15), IDX(0, 8, 1, 9, 2, 10, 3, 11),
+			IDX(4, 12, 5, 13, 6, 14, 7, 15), IDX(0, 1, 2, 3, 4, 5, 6, 7), 0xff, 8};
+	}
+}
+
+// narrow_roots gives the roots (or their companions) of the pass starting
+// at table index r, spread to the lanes of x and y.
+static inline IFMA __m512i narrow_roots(const narrow *L, const uint64_t *table, size_t r) {
+	return _mm512_permutexvar_epi64(L->spread, _mm512_maskz_loadu_epi64(L->rootmask, table + r));
+}
 
 static inline IFMA void ntt(const uint64_t *in, uint64_t *out, size_t n, const encmatch_prime *p, const uint64_t *w, const uint64_t *wp, int canonical, const int tight) {
 	const __m512i q = _mm512_set1_epi64((long long)p->q);
@@ -344,30 +374,20 @@ static inline IFMA void ntt(const uint64_t *in, uint64_t *out, size_t n, const e
 		}
 	}
 
-	// t = 4, 2, 1: each pass reads 16 coefficients, that is 4, 8 and 16
-	// butterflies whose roots w[m + ...] are consecutive.
-	const __m512i splitx[3] = {IDX(0, 1, 2, 3, 8, 9, 10, 11), IDX(0, 1, 4, 5, 8, 9, 12, 13), IDX(0, 2, 4, 6, 8, 10, 12, 14)};
-	const __m512i splity[3] = {IDX(4, 5, 6, 7, 12, 13, 14, 15), IDX(2, 3, 6, 7, 10, 11, 14, 15), IDX(1, 3, 5, 7, 9, 11, 13, 15)};
-	const __m512i mergea[3] = {IDX(0, 1, 2, 3, 8, 9, 10, 11), IDX(0, 1, 8, 9, 2, 3, 10, 11), IDX(0, 8, 1, 9, 2, 10, 3, 11)};
-	const __m512i mergeb[3] = {IDX(4, 5, 6, 7, 12, 13, 14, 15), IDX(4, 5, 12, 13, 6, 7, 14, 15), IDX(4, 12, 5, 13, 6, 14, 7, 15)};
-	const __m512i spread[3] = {IDX(0, 0, 0, 0, 1, 1, 1, 1), IDX(0, 0, 1, 1, 2, 2, 3, 3), IDX(0, 1, 2, 3, 4, 5, 6, 7)};
-	const __mmask8 rootmask[3] = {0x03, 0x0f, 0xff};
-	const size_t rootstep[3] = {2, 4, 8};
-	for (int s = 0; s < 3; s++, m <<= 1) {
-		const int last = s == 2;
-		for (size_t k = 0, r = m; k < n; k += 16, r += rootstep[s]) {
+	// t = 4, 2, 1.
+	for (int logt = 2; logt >= 0; logt--, m <<= 1) {
+		const narrow L = narrow_layer(logt);
+		for (size_t k = 0, r = m; k < n; k += 16, r += L.roots) {
 			__m512i a = _mm512_loadu_si512(out + k), b = _mm512_loadu_si512(out + k + 8);
-			__m512i x = _mm512_permutex2var_epi64(a, splitx[s], b);
-			__m512i y = _mm512_permutex2var_epi64(a, splity[s], b);
-			__m512i wi = _mm512_permutexvar_epi64(spread[s], _mm512_maskz_loadu_epi64(rootmask[s], w + r));
-			__m512i wpi = _mm512_permutexvar_epi64(spread[s], _mm512_maskz_loadu_epi64(rootmask[s], wp + r));
-			fwd(&x, &y, wi, wpi, q, twoq, tight);
-			if (last && canonical) {
+			__m512i x = _mm512_permutex2var_epi64(a, L.splitx, b);
+			__m512i y = _mm512_permutex2var_epi64(a, L.splity, b);
+			fwd(&x, &y, narrow_roots(&L, w, r), narrow_roots(&L, wp, r), q, twoq, tight);
+			if (logt == 0 && canonical) {
 				x = below(below(x, twoq), q);
 				y = below(below(y, twoq), q);
 			}
-			_mm512_storeu_si512(out + k, _mm512_permutex2var_epi64(x, mergea[s], y));
-			_mm512_storeu_si512(out + k + 8, _mm512_permutex2var_epi64(x, mergeb[s], y));
+			_mm512_storeu_si512(out + k, _mm512_permutex2var_epi64(x, L.mergea, y));
+			_mm512_storeu_si512(out + k + 8, _mm512_permutex2var_epi64(x, L.mergeb, y));
 		}
 	}
 }
@@ -379,19 +399,13 @@ static inline IFMA void intt(const uint64_t *in, uint64_t *out, size_t n, const 
 	// t = 1, 2, 4 (h = n/2, n/4, n/8 roots), from in to out on the first
 	// pass; a block with an input outside [0, 2q) is reduced first, in
 	// scalar code.
-	const __m512i splitx[3] = {IDX(0, 2, 4, 6, 8, 10, 12, 14), IDX(0, 1, 4, 5, 8, 9, 12, 13), IDX(0, 1, 2, 3, 8, 9, 10, 11)};
-	const __m512i splity[3] = {IDX(1, 3, 5, 7, 9, 11, 13, 15), IDX(2, 3, 6, 7, 10, 11, 14, 15), IDX(4, 5, 6, 7, 12, 13, 14, 15)};
-	const __m512i mergea[3] = {IDX(0, 8, 1, 9, 2, 10, 3, 11), IDX(0, 1, 8, 9, 2, 3, 10, 11), IDX(0, 1, 2, 3, 8, 9, 10, 11)};
-	const __m512i mergeb[3] = {IDX(4, 12, 5, 13, 6, 14, 7, 15), IDX(4, 5, 12, 13, 6, 7, 14, 15), IDX(4, 5, 6, 7, 12, 13, 14, 15)};
-	const __m512i spread[3] = {IDX(0, 1, 2, 3, 4, 5, 6, 7), IDX(0, 0, 1, 1, 2, 2, 3, 3), IDX(0, 0, 0, 0, 1, 1, 1, 1)};
-	const __mmask8 rootmask[3] = {0xff, 0x0f, 0x03};
-	const size_t rootstep[3] = {8, 4, 2};
 	size_t h = n >> 1;
-	for (int s = 0; s < 3; s++, h >>= 1) {
-		const uint64_t *src = s == 0 ? in : out;
-		for (size_t k = 0, r = h; k < n; k += 16, r += rootstep[s]) {
+	for (int logt = 0; logt < 3; logt++, h >>= 1) {
+		const narrow L = narrow_layer(logt);
+		const uint64_t *src = logt == 0 ? in : out;
+		for (size_t k = 0, r = h; k < n; k += 16, r += L.roots) {
 			__m512i a = _mm512_loadu_si512(src + k), b = _mm512_loadu_si512(src + k + 8);
-			if (s == 0 && _mm512_cmpge_epu64_mask(_mm512_max_epu64(a, b), twoq)) {
+			if (logt == 0 && _mm512_cmpge_epu64_mask(_mm512_max_epu64(a, b), twoq)) {
 				uint64_t tmp[16];
 				for (int l = 0; l < 16; l++) {
 					tmp[l] = src[k + l] % p->q;
@@ -399,13 +413,11 @@ static inline IFMA void intt(const uint64_t *in, uint64_t *out, size_t n, const 
 				a = _mm512_loadu_si512(tmp);
 				b = _mm512_loadu_si512(tmp + 8);
 			}
-			__m512i x = _mm512_permutex2var_epi64(a, splitx[s], b);
-			__m512i y = _mm512_permutex2var_epi64(a, splity[s], b);
-			__m512i wi = _mm512_permutexvar_epi64(spread[s], _mm512_maskz_loadu_epi64(rootmask[s], w + r));
-			__m512i wpi = _mm512_permutexvar_epi64(spread[s], _mm512_maskz_loadu_epi64(rootmask[s], wp + r));
-			inv(&x, &y, wi, wpi, q, twoq, tight);
-			_mm512_storeu_si512(out + k, _mm512_permutex2var_epi64(x, mergea[s], y));
-			_mm512_storeu_si512(out + k + 8, _mm512_permutex2var_epi64(x, mergeb[s], y));
+			__m512i x = _mm512_permutex2var_epi64(a, L.splitx, b);
+			__m512i y = _mm512_permutex2var_epi64(a, L.splity, b);
+			inv(&x, &y, narrow_roots(&L, w, r), narrow_roots(&L, wp, r), q, twoq, tight);
+			_mm512_storeu_si512(out + k, _mm512_permutex2var_epi64(x, L.mergea, y));
+			_mm512_storeu_si512(out + k + 8, _mm512_permutex2var_epi64(x, L.mergeb, y));
 		}
 	}
 
