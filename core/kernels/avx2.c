@@ -52,13 +52,19 @@ static inline AVX2 __m256d lift(__m256d x, __m256d q) {
 	return _mm256_blendv_pd(x, _mm256_add_pd(x, q), x);
 }
 
+// below2q reports whether all four lanes are below 2q (unsigned, through
+// the signed comparison of AVX2 with the sign bits flipped).
+static inline AVX2 int below2q(__m256i v, uint64_t qs) {
+	const __m256i sign = _mm256_set1_epi64x((long long)0x8000000000000000ULL);
+	const __m256i bound = _mm256_set1_epi64x((long long)((2 * qs - 1) ^ 0x8000000000000000ULL));
+	return _mm256_testz_si256(_mm256_cmpgt_epi64(_mm256_xor_si256(v, sign), bound), _mm256_set1_epi64x(-1));
+}
+
 // load reads 4 coefficients below 2q as canonical doubles; a block with a
 // larger one is reduced modulo q in scalar code first.
 static inline AVX2 __m256d load(const uint64_t *src, uint64_t qs, __m256d q) {
-	const __m256i sign = _mm256_set1_epi64x((long long)0x8000000000000000ULL);
 	__m256i v = _mm256_loadu_si256((const __m256i *)src);
-	__m256i bound = _mm256_set1_epi64x((long long)((2 * qs - 1) ^ 0x8000000000000000ULL));
-	if (!_mm256_testz_si256(_mm256_cmpgt_epi64(_mm256_xor_si256(v, sign), bound), _mm256_set1_epi64x(-1))) {
+	if (!below2q(v, qs)) {
 		uint64_t r[4];
 		for (int l = 0; l < 4; l++) {
 			r[l] = src[l] % qs;
@@ -213,16 +219,9 @@ static inline AVX2 __m256d shrink(__m256d s, __m256d q, __m256d qinv) {
 	return _mm256_fnmadd_pd(k, q, s);
 }
 
-// below2q reports whether all four lanes are below 2q.
-static inline AVX2 int below2q(__m256i v, __m256i bound) {
-	const __m256i sign = _mm256_set1_epi64x((long long)0x8000000000000000ULL);
-	return _mm256_testz_si256(_mm256_cmpgt_epi64(_mm256_xor_si256(v, sign), bound), _mm256_set1_epi64x(-1));
-}
-
 AVX2 void encmatch_tensor_avx2(const uint64_t *const *a0, const uint64_t *const *a1, const uint64_t *const *b0, const uint64_t *const *b1, size_t count,
 	uint64_t *t0, uint64_t *t1, uint64_t *t2, size_t n, uint64_t qs, double c, double cq) {
 	const __m256d q = _mm256_set1_pd((double)qs), qinv = _mm256_set1_pd(1.0 / (double)qs);
-	const __m256i bound = _mm256_set1_epi64x((long long)((2 * qs - 1) ^ 0x8000000000000000ULL));
 	size_t every = (size_t)((9007199254740992.0 / (double)qs - 1) / 5);
 	if (every < 1) {
 		every = 1;
@@ -242,7 +241,7 @@ AVX2 void encmatch_tensor_avx2(const uint64_t *const *a0, const uint64_t *const 
 			for (size_t j = 0; j < len; j += 4) {
 				__m256i u0 = _mm256_loadu_si256((const __m256i *)(x0 + j)), u1 = _mm256_loadu_si256((const __m256i *)(x1 + j));
 				__m256i v0 = _mm256_loadu_si256((const __m256i *)(y0 + j)), v1 = _mm256_loadu_si256((const __m256i *)(y1 + j));
-				if (!(below2q(u0, bound) && below2q(u1, bound) && below2q(v0, bound) && below2q(v1, bound))) {
+				if (!(below2q(u0, qs) && below2q(u1, qs) && below2q(v0, qs) && below2q(v1, qs))) {
 					for (size_t l = j; l < j + 4; l++) {
 						uint64_t p0 = x0[l] % qs, p1 = x1[l] % qs, r0 = y0[l] % qs, r1 = y1[l] % qs;
 						acc[0][l] += (double)(uint64_t)(((u128)p0 * r0) % qs);
