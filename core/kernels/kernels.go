@@ -1,5 +1,6 @@
 // Package kernels holds the vector arithmetic under Lattigo: its NTTs and
-// element-wise Montgomery loops on AVX-512 IFMA, and its NTTs on AVX2,
+// element-wise Montgomery loops on AVX-512 IFMA, its NTTs on AVX2, and on
+// both the face engine's ciphertext-product accumulator (MulAddTensor),
 // chosen at run time.
 //
 // Lattigo v6.2.0 is pure scalar Go. The build applies a small patch to its
@@ -39,7 +40,7 @@ type Set string
 const (
 	// Scalar is Lattigo's own code.
 	Scalar Set = "scalar"
-	// AVX2 is the AVX2 code in avx2.c: NTTs only.
+	// AVX2 is the AVX2 code in avx2.c: NTTs and the product accumulator.
 	AVX2 Set = "avx2"
 	// AVX512IFMA is the AVX-512 IFMA code in ifma.c: NTTs, element-wise
 	// Montgomery loops and the product accumulator.
@@ -152,16 +153,21 @@ func Takes(q uint64, n int) bool {
 }
 
 func takes(set int32, q uint64, n int) bool {
-	if n < minRing || n&(n-1) != 0 || q < minPrime || q&1 == 0 {
+	if n < minRing || n&(n-1) != 0 {
 		return false
 	}
 	switch set {
 	case useAVX2:
-		return q < maxDoublePrime
+		return primeBelow(q, maxDoublePrime)
 	case useIFMA:
-		return q < maxPrime
+		return primeBelow(q, maxPrime)
 	}
 	return false
+}
+
+// primeBelow reports whether odd q is in [minPrime, max).
+func primeBelow(q, max uint64) bool {
+	return q >= minPrime && q < max && q&1 == 1
 }
 
 // prime holds the constants of one prime; its first five fields are
@@ -176,7 +182,7 @@ var primes sync.Map // uint64 -> *prime
 // takesLoop reports whether an element-wise loop of n coefficients modulo
 // q runs on a kernel (any length: the tail runs in scalar code).
 func takesLoop(q uint64, n int) bool {
-	return active.Load() == useIFMA && n >= minRing && q >= minPrime && q < maxPrime && q&1 == 1
+	return active.Load() == useIFMA && n >= minRing && primeBelow(q, maxPrime)
 }
 
 // primeFor gives the constants of q, a prime the kernels take.

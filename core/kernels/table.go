@@ -37,15 +37,15 @@ var tables sync.Map // tableKey -> *table; nil entries mark tables no kernel tak
 // not follow Lattigo's formula.
 func rootTable(p *prime, n int, roots []uint64, inverse bool, set int32) *table {
 	key := tableKey{q: p.q, n: n, inverse: inverse, psi: roots[n/2], set: set}
-	if v, ok := tables.Load(key); ok {
-		t := v.(*table)
-		if t == nil || t.first != roots[1] || t.last != roots[n-1] {
-			return nil
-		}
-		return t
+	v, ok := tables.Load(key)
+	if !ok {
+		// Two first uses may race: the first table stored serves both.
+		v, _ = tables.LoadOrStore(key, newTable(p, n, roots, set))
 	}
-	t := newTable(p, n, roots, set)
-	tables.Store(key, t)
+	t := v.(*table)
+	if t == nil || t.first != roots[1] || t.last != roots[n-1] {
+		return nil
+	}
 	return t
 }
 

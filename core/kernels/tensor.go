@@ -12,7 +12,7 @@ func TakesTensor(q uint64) bool {
 }
 
 func takesTensor(set int32, q uint64) bool {
-	return set != useScalar && q >= minPrime && q < maxTensorPrime && q&1 == 1
+	return set != useScalar && primeBelow(q, maxTensorPrime)
 }
 
 // MulAddTensor adds to the degree-2 accumulator (t0, t1, t2), modulo q,
