@@ -136,11 +136,28 @@ func vectorSets(t *testing.T) []kernels.Set {
 }
 
 // takes reports whether set s runs an NTT kernel for q at degree n.
-func takes(q uint64, n int, s kernels.Set) bool {
-	prev := kernels.Active()
-	_ = kernels.Use(s)
-	defer func() { _ = kernels.Use(prev) }()
-	return kernels.Takes(q, n)
+func takes(t *testing.T, q uint64, n int, s kernels.Set) (ok bool) {
+	withSet(t, s, func() { ok = kernels.Takes(q, n) })
+	return ok
+}
+
+// transform is Lattigo's NTT of src under a kernel set: the inverse when
+// inverse, the lazy variant when lazy.
+func transform(t *testing.T, r *ring.Ring, s kernels.Set, src ring.Poly, inverse, lazy bool) []uint64 {
+	out := r.NewPoly()
+	withSet(t, s, func() {
+		switch {
+		case inverse && lazy:
+			r.INTTLazy(src, out)
+		case inverse:
+			r.INTT(src, out)
+		case lazy:
+			r.NTTLazy(src, out)
+		default:
+			r.NTT(src, out)
+		}
+	})
+	return out.Coeffs[0]
 }
 
 // reduce gives v mod q.
@@ -182,56 +199,32 @@ func TestNTTEqualsLattigo(t *testing.T) {
 				switch {
 				case inRange(in, 2*c.q) < 0:
 					copy(ref.Coeffs[0], in)
-				case takes(c.q, n, s):
+				case takes(t, c.q, n, s):
 					copy(ref.Coeffs[0], reduce(in, c.q))
 				default:
 					continue // Lattigo's own code on inputs outside its domain
 				}
 				label := fmt.Sprintf("N=2^%d q=%d (%d bits) %s %s", c.logN, c.q, bits.Len64(c.q), name, s)
-				forward := func(lazy bool, set kernels.Set, src ring.Poly) ring.Poly {
-					out := r.NewPoly()
-					withSet(t, set, func() {
-						if lazy {
-							r.NTTLazy(src, out)
-						} else {
-							r.NTT(src, out)
-						}
-					})
-					return out
-				}
-				want := forward(false, kernels.Scalar, ref)
-				if got := forward(false, s, p); !slices.Equal(got.Coeffs[0], want.Coeffs[0]) {
+				want := transform(t, r, kernels.Scalar, ref, false, false)
+				if got := transform(t, r, s, p, false, false); !slices.Equal(got, want) {
 					t.Fatalf("%s: NTT differs from Lattigo's", label)
 				}
-				got := forward(true, s, p)
-				if i := inRange(got.Coeffs[0], 6*c.q-1); i >= 0 {
-					t.Fatalf("%s: lazy NTT coefficient %d = %d outside Lattigo's [0, 6q-2]", label, i, got.Coeffs[0][i])
+				got := transform(t, r, s, p, false, true)
+				if i := inRange(got, 6*c.q-1); i >= 0 {
+					t.Fatalf("%s: lazy NTT coefficient %d = %d outside Lattigo's [0, 6q-2]", label, i, got[i])
 				}
-				if !slices.Equal(reduce(got.Coeffs[0], c.q), want.Coeffs[0]) {
+				if !slices.Equal(reduce(got, c.q), want) {
 					t.Fatalf("%s: lazy NTT not congruent to Lattigo's", label)
 				}
 				// In place, as Lattigo's callers often run it.
 				inPlace := *p.CopyNew()
 				withSet(t, s, func() { r.NTT(inPlace, inPlace) })
-				if !slices.Equal(inPlace.Coeffs[0], want.Coeffs[0]) {
+				if !slices.Equal(inPlace.Coeffs[0], want) {
 					t.Fatalf("%s: in-place NTT differs from Lattigo's", label)
 				}
 
 				for _, lazy := range []bool{false, true} {
-					inverse := func(set kernels.Set, src ring.Poly) ring.Poly {
-						out := r.NewPoly()
-						withSet(t, set, func() {
-							if lazy {
-								r.INTTLazy(src, out)
-							} else {
-								r.INTT(src, out)
-							}
-						})
-						return out
-					}
-					want := inverse(kernels.Scalar, ref)
-					got := inverse(s, p)
-					if !slices.Equal(got.Coeffs[0], want.Coeffs[0]) {
+					if !slices.Equal(transform(t, r, s, p, true, lazy), transform(t, r, kernels.Scalar, ref, true, lazy)) {
 						t.Fatalf("%s: INTT (lazy %v) differs from Lattigo's", label, lazy)
 					}
 				}
