@@ -229,11 +229,14 @@ func checkRange(fp *fold.Params, poly, k int, r [2]float64) error {
 		return fmt.Errorf("%w: a sum range [%v, %v] for sums of %d values bounded by %v", errs.ErrInvalid, r[0], r[1], k, top)
 	}
 	lo, hi := fp.Extrema(poly)
-	// Sums of 1 to k values reach k min(lo, 0) and k max(hi, 0) at most.
-	if s := float64(k) * math.Min(lo, 0); s < r[0] {
+	// Sums of 1 to k values reach k min(lo, 0) and k max(hi, 0) at most;
+	// the extrema are evaluated in floating point, so a range whose end is
+	// the exact extremum passes within eps.
+	eps := 1e-9 * math.Max(math.Abs(r[0]), math.Abs(r[1]))
+	if s := float64(k) * math.Min(lo, 0); s < r[0]-eps {
 		return fmt.Errorf("%w: sums reach %v below their range [%v, %v]", errs.ErrInvalid, s, r[0], r[1])
 	}
-	if s := float64(k) * math.Max(hi, 0); s > r[1] {
+	if s := float64(k) * math.Max(hi, 0); s > r[1]+eps {
 		return fmt.Errorf("%w: sums reach %v above their range [%v, %v]", errs.ErrInvalid, s, r[0], r[1])
 	}
 	return nil

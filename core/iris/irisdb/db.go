@@ -6,6 +6,7 @@ package irisdb
 
 import (
 	"bytes"
+	"encoding"
 	"fmt"
 	"io"
 	"math"
@@ -18,6 +19,7 @@ import (
 	"encmatch/core/base/errs"
 	"encmatch/core/base/parallel"
 	"encmatch/core/iris/ccmm"
+	"encmatch/core/iris/fold"
 	"encmatch/core/iris/iriskeys"
 	"encmatch/core/iris/irisparams"
 	"encmatch/core/iris/scoreslots"
@@ -32,6 +34,8 @@ import (
 //	encs.bin        EncS = Enc_{S_db}(K M S_q)  (ccmm.DB.EncS)
 //	masks.bin       the codes' masks, in the clear (papers/004 §3.1)
 //	blocks.keys     per block, the key from its database secret to the bootstrapping ring's
+//	design.json     folding presets: the fold design (python's encmatch.iris.folding), as given
+//	fold.keys       folding presets: per block, the fold's relinearisation and conjugation keys
 const formatDB = "encmatch-iris-db/3"
 
 // Meta is db.json.
@@ -43,6 +47,9 @@ type Meta struct {
 	Blocks      int     `json:"blocks"`
 	T           float64 `json:"t"`     // match iff FHD < t
 	Delta       float64 `json:"delta"` // 1 - 2t, the threshold on normalised scores
+	// Fold: the codes are slot-encoded for papers/004's second algorithm
+	// (a folding preset), with design.json and fold.keys.
+	Fold bool `json:"fold,omitempty"`
 }
 
 // Codes is a matrix of masked iris codes c' = m (1 - 2c) in {-1, 0, 1},
@@ -95,7 +102,12 @@ func (c Codes) Masks(rows int) []uint64 {
 // the RGSW-style shared-a format of papers/004 §6.1.1 (which needs the query
 // secrets), and each block's key to the bootstrapping ring's secret is
 // made. The database secrets are then dropped: nothing needs them again.
-func Enroll(h *iriskeys.Holder, dir string, codes Codes, t float64) (*Meta, error) {
+//
+// With a folding preset, design is the fold design for t (python's
+// encmatch.iris.folding, JSON): it is checked against the preset, the
+// blocks are slot-encoded (package slotdb) before encryption and each
+// block's fold keys are made. Other presets take no design.
+func Enroll(h *iriskeys.Holder, dir string, codes Codes, t float64, design []byte) (*Meta, error) {
 	p := h.Params
 	if math.IsNaN(t) || t <= 0 || t >= 1 {
 		return nil, fmt.Errorf("%w: threshold t = %v: a fractional Hamming distance in (0, 1)", errs.ErrInvalid, t)
@@ -103,14 +115,31 @@ func Enroll(h *iriskeys.Holder, dir string, codes Codes, t float64) (*Meta, erro
 	if err := codes.Check(p.CCMM.Lit.Inner, "gallery"); err != nil {
 		return nil, err
 	}
+	var fp *fold.Params
+	switch {
+	case p.Folds():
+		var err error
+		if fp, err = checkDesign(p, design, t); err != nil {
+			return nil, err
+		}
+	case design != nil:
+		return nil, fmt.Errorf("%w: preset %s does not fold: it takes no fold design", errs.ErrInvalid, p.Preset.Name)
+	}
 	if _, err := os.Stat(filepath.Join(dir, "db.json")); err == nil {
 		return nil, fmt.Errorf("%w: %s already holds an encrypted iris database", errs.ErrInvalid, dir)
+	}
+	n := p.CCMM.NDB
+	blocks := (codes.Rows + n - 1) / n
+	var m ccmm.Matrix = paddedCodes{Codes: codes, rows: blocks * n}
+	if fp != nil {
+		var err error
+		if m, err = slotEncode(p, m.(paddedCodes)); err != nil {
+			return nil, err
+		}
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	n := p.CCMM.NDB
-	blocks := (codes.Rows + n - 1) / n
 	sk := &ccmm.Secrets{DB: ccmm.GenKeys(p.CCMM.DB, blocks), Query: h.Query}
 	// Enc and EncS are written a band of columns at a time: at the default
 	// preset they take 7.25 GB per block of 2^14 codes.
@@ -118,7 +147,7 @@ func Enroll(h *iriskeys.Holder, dir string, codes Codes, t float64) (*Meta, erro
 	enc, encs := files[0], files[1]
 	err := envelope.WriteFileAt(filepath.Join(dir, enc.name), h.Header(enc.kind), enc.head.EncodedSize(), 0o644, func(encW io.WriterAt) error {
 		return envelope.WriteFileAt(filepath.Join(dir, encs.name), h.Header(encs.kind), encs.head.EncodedSize(), 0o644, func(encsW io.WriterAt) error {
-			return p.CCMM.EncryptDBTo(sk, paddedCodes{Codes: codes, rows: blocks * n}, encW, encsW)
+			return p.CCMM.EncryptDBTo(sk, m, encW, encsW)
 		})
 	})
 	if err != nil {
@@ -130,7 +159,12 @@ func Enroll(h *iriskeys.Holder, dir string, codes Codes, t float64) (*Meta, erro
 			return nil, err
 		}
 	}
-	meta := &Meta{Format: formatDB, KeyID: h.Meta.KeyID, Fingerprint: p.Fingerprint(), Codes: codes.Rows, Blocks: blocks, T: t, Delta: 1 - 2*t}
+	meta := &Meta{Format: formatDB, KeyID: h.Meta.KeyID, Fingerprint: p.Fingerprint(), Codes: codes.Rows, Blocks: blocks, T: t, Delta: 1 - 2*t, Fold: fp != nil}
+	if fp != nil {
+		if err := writeFoldFiles(h, dir, fp, sk.DB, design); err != nil {
+			return nil, err
+		}
+	}
 	var mb bytes.Buffer
 	if err := WriteWords(&mb, codes.Masks(blocks*n)); err != nil {
 		return nil, err
@@ -152,6 +186,79 @@ func Enroll(h *iriskeys.Holder, dir string, codes Codes, t float64) (*Meta, erro
 	}
 	return meta, envelope.SyncDir(dir)
 }
+
+// checkDesign reads a fold design for threshold t and builds its fold on
+// the preset (which checks it against the comparator).
+func checkDesign(p *irisparams.Params, design []byte, t float64) (*fold.Params, error) {
+	if design == nil {
+		return nil, fmt.Errorf("%w: preset %s folds: enrollment needs a fold design for t = %v (encmatch iris fold)", errs.ErrInvalid, p.Preset.Name, t)
+	}
+	d, err := fold.ReadDesign(design)
+	if err != nil {
+		return nil, err
+	}
+	if d.T != t || math.Abs(d.Delta-(1-2*t)) > 1e-12 {
+		return nil, fmt.Errorf("%w: a fold design for t = %v (delta %v), the database's threshold is t = %v", errs.ErrMismatch, d.T, d.Delta, t)
+	}
+	fp, _, err := p.DesignFold(d, 1)
+	return fp, err
+}
+
+// slotEncode is the padded gallery slot-encoded block by block (package
+// slotdb), every entry checked against the preset's bound.
+func slotEncode(p *irisparams.Params, c paddedCodes) (ccmm.IntMat, error) {
+	n := p.CCMM.NDB
+	out := ccmm.NewIntMat(c.rows, c.Len)
+	block := ccmm.NewIntMat(n, c.Len)
+	for t := range c.rows / n {
+		for i := range n {
+			for j := range c.Len {
+				block.Data[i*c.Len+j] = c.At(t*n+i, j)
+			}
+		}
+		enc, err := p.Encoder.Encode(block)
+		if err != nil {
+			return ccmm.IntMat{}, err
+		}
+		if m := enc.MaxAbs(); m > p.CCMM.Lit.MaxAbsDB {
+			return ccmm.IntMat{}, fmt.Errorf("%w: the slot encoding of block %d reaches %d, over preset %s's bound %d (its noise bound assumes it): a gallery this skewed needs a preset with a smaller encoding scale",
+				errs.ErrInvalid, t, m, p.Preset.Name, p.CCMM.Lit.MaxAbsDB)
+		}
+		copy(out.Data[t*n*c.Len:], enc.Data)
+	}
+	return out, nil
+}
+
+// writeFoldFiles writes a folding database's design (as given) and each
+// block's fold keys (relinearisation, then conjugation).
+func writeFoldFiles(h *iriskeys.Holder, dir string, fp *fold.Params, dbSecrets []*rlwe.SecretKey, design []byte) error {
+	if err := envelope.WriteFile(filepath.Join(dir, designFile), h.Header(kindDesign), design, 0o644); err != nil {
+		return err
+	}
+	var kb bytes.Buffer
+	for _, s := range dbSecrets {
+		keys, err := fp.GenKeys(s)
+		if err != nil {
+			return err
+		}
+		gk, err := keys.GetGaloisKey(fp.CKKS.GaloisElementForComplexConjugation())
+		if err != nil {
+			return err
+		}
+		if err := envelope.WriteChunks(&kb, []encoding.BinaryMarshaler{keys.RelinearizationKey, gk}); err != nil {
+			return err
+		}
+	}
+	return envelope.WriteFile(filepath.Join(dir, foldKeysFile), h.Header(kindFoldKeys), kb.Bytes(), 0o644)
+}
+
+// Files and frames of a folding database.
+const (
+	designFile   = "design.json"
+	foldKeysFile = "fold.keys"
+	kindDesign   = "iris-db-fold-design"
+	kindFoldKeys = "iris-db-fold-keys"
+)
 
 // paddedCodes is the gallery as the CCMM's database matrix: its rows
 // padded with empty codes to rows.
@@ -194,6 +301,9 @@ type DB struct {
 	Dir    string
 	Masks  []uint64 // Blocks*N_db rows of Inner/64 words
 	Blocks []*rlwe.EvaluationKey
+	// Folding databases: the design and each block's fold keys.
+	Design   *fold.Design
+	FoldKeys []rlwe.EvaluationKeySet
 }
 
 // OpenMatrices opens the database's two matrix files for a streamed
@@ -284,7 +394,54 @@ func Load(s *iriskeys.Server, dir string) (*DB, error) {
 		}
 		db.Blocks = append(db.Blocks, &k.EvaluationKey)
 	}
+	if meta.Fold != p.Folds() {
+		return nil, fmt.Errorf("%w: %s: fold %v in db.json, preset %s folds: %v", errs.ErrCorrupt, dir, meta.Fold, p.Preset.Name, p.Folds())
+	}
+	if meta.Fold {
+		if err := loadFoldFiles(s, db); err != nil {
+			return nil, err
+		}
+	}
 	return db, nil
+}
+
+// loadFoldFiles reads a folding database's design (checked against the
+// preset and the threshold) and fold keys.
+func loadFoldFiles(s *iriskeys.Server, db *DB) error {
+	b, err := envelope.ReadFile(filepath.Join(db.Dir, designFile), s.Header(kindDesign))
+	if err != nil {
+		return err
+	}
+	fp, err := checkDesign(s.Params, b, db.Meta.T)
+	if err != nil {
+		return fmt.Errorf("%s: %w", filepath.Join(db.Dir, designFile), err)
+	}
+	if db.Design, err = fold.ReadDesign(b); err != nil {
+		return err
+	}
+	path := filepath.Join(db.Dir, foldKeysFile)
+	if b, err = envelope.ReadFile(path, s.Header(kindFoldKeys)); err != nil {
+		return err
+	}
+	parts, err := envelope.Chunks(b, 2*db.Meta.Blocks, "fold keys")
+	if err != nil {
+		return err
+	}
+	for t := range db.Meta.Blocks {
+		rlk, err := codec.DecodeRelinearizationKey(parts[2*t], fp.CKKS, fmt.Sprintf("%s: block %d's relinearisation key", path, t))
+		if err != nil {
+			return err
+		}
+		gk, err := codec.DecodeGaloisKey(parts[2*t+1], fp.CKKS, fmt.Sprintf("%s: block %d's conjugation key", path, t))
+		if err != nil {
+			return err
+		}
+		if gk.GaloisElement != fp.CKKS.GaloisElementForComplexConjugation() {
+			return fmt.Errorf("%w: %s: block %d's Galois key is for element %d, not conjugation", errs.ErrCorrupt, path, t, gk.GaloisElement)
+		}
+		db.FoldKeys = append(db.FoldKeys, rlwe.NewMemEvaluationKeySet(rlk, gk))
+	}
+	return nil
 }
 
 // WriteWords writes words as little-endian uint64.

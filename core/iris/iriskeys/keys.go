@@ -20,6 +20,7 @@ import (
 	"encmatch/core/base/envelope"
 	"encmatch/core/base/errs"
 	"encmatch/core/iris/ccmm"
+	"encmatch/core/iris/foldmatch"
 	"encmatch/core/iris/irismatch"
 	"encmatch/core/iris/irisparams"
 	"encmatch/core/iris/keycache"
@@ -205,8 +206,11 @@ const (
 
 // ServerGaloisElements are the Galois elements of the server's keys: the
 // bootstrapping circuit's, complex conjugation and the reduction's
-// rotations, sorted.
+// rotations, and with a folding preset the unmixing's, sorted.
 func ServerGaloisElements(p *irisparams.Params) []uint64 {
+	if p.Folds() {
+		return p.Slots.GaloisElements(foldmatch.GaloisElements(p.Slots))
+	}
 	return p.Slots.GaloisElements(irismatch.ReducerGaloisElements(p.Slots))
 }
 

@@ -18,17 +18,44 @@ import (
 	"encmatch/core/base/comparator"
 	"encmatch/core/base/errs"
 	"encmatch/core/iris/ccmm"
+	"encmatch/core/iris/fold"
+	"encmatch/core/iris/foldmatch"
 	"encmatch/core/iris/scoreslots"
+	"encmatch/core/iris/slotdb"
 )
 
 // Preset is a named iris parameter set: the encrypted matrix product, the
-// bootstrapping that follows it and the default comparator depth.
+// bootstrapping that follows it and the default comparator depth. A
+// preset with Fold runs papers/004's second algorithm (package foldmatch)
+// on a slot-encoded database; one without runs the first (package
+// irismatch).
 type Preset struct {
 	Name     string
 	Insecure bool
 	CCMM     ccmm.Literal
 	Slots    scoreslots.Literal
 	Kappa    int // default comparator depth
+	Fold     *FoldLiteral
+}
+
+// FoldLiteral is what a folding preset adds (docs/IRIS.md, "Folding"):
+// the database's slot encoding, the scales of the fold and the errors its
+// classifiers allow for. The fold polynomials and thresholds come from a
+// design (python's encmatch.iris.folding) given at enrollment, since they
+// depend on the database's threshold.
+type FoldLiteral struct {
+	// LogSlotScale is the slot encoding's scale c = 2^LogSlotScale
+	// (package slotdb).
+	LogSlotScale int
+	// LogP are the fold keys' special primes; LogScale the scale the
+	// normalisation and the polynomials run at; LogSumScale the sums'.
+	LogP                  []int
+	LogScale, LogSumScale int
+	// EvalError bounds what the fold, the refresh and the unmixing add to
+	// a sum (the design's tolerance must hold it with the comparator's
+	// band); PairEvalError bounds it for the pair pass's x = score -
+	// delta, and PairTolerance is the pair pass's tolerance on x.
+	EvalError, PairEvalError, PairTolerance float64
 }
 
 // Toy is an INSECURE preset for tests: database ring 2^10 (blocks of 1,024
@@ -53,8 +80,39 @@ var Default = Preset{Name: "default", Kappa: 12, CCMM: ccmm.IrisBootstrap, Slots
 // at about twice the cost of a bootstrap and 2.8 times the server's keys.
 var DefaultDense = Preset{Name: "default-dense", Kappa: 12, CCMM: ccmm.IrisBootstrap, Slots: scoreslots.IrisSecureDense}
 
+// ToyFold is an INSECURE folding preset for tests: database ring 2^10
+// (blocks of 1,024 codes), query ring 2^9, codes of 16,384 bits, Q two
+// 20-bit primes for the sums and seven of 30 bits (two for the
+// normalisation, five for the fold polynomials), the slot encoding at c =
+// 2^14, and Toy's bootstrapping (ring 2^12, 4 sums per bootstrap).
+var ToyFold = Preset{
+	Name: "toy-fold", Insecure: true, Kappa: 12,
+	CCMM: ccmm.Literal{LogNDB: 10, LogNQ: 9, Inner: 1 << 14, LogScale: 28, Approximate: true, MaxAbsDB: 1 << 13,
+		LogQ: []int{20, 20, 30, 30, 30, 30, 30, 30, 30}, LogK: []int{20, 20, 30, 30, 30, 30, 30, 30, 30}},
+	Slots: Toy.Slots,
+	Fold: &FoldLiteral{LogSlotScale: 14, LogP: []int{61, 61}, LogScale: 30, LogSumScale: 22,
+		EvalError: 0.05, PairEvalError: 0.01, PairTolerance: 0.05},
+}
+
+// Fold is the 128-bit folding preset: the modulus budget of docs/IRIS.md
+// ("A modulus budget that closes"): database and query rings 2^14, Q =
+// 20, 20 | 29 x 5 | 22, 22 (228.5 bits), K = 30 x 5, 29, 29, Q K 437.5
+// bits <= 438, Delta = 2^24, the slot encoding at c = 2^17 with entries up
+// to 2^13 (the noise bound's; enrollment refuses a gallery whose encoding
+// reaches past it), fold keys at Q P = 351.5 bits; the bootstrapping of the
+// default preset (ring 2^16, 4 sums per bootstrap, kappa 12 after the
+// unmixing).
+var Fold = Preset{
+	Name: "fold", Kappa: 12,
+	CCMM: ccmm.Literal{LogNDB: 14, LogNQ: 14, Inner: 1 << 14, LogScale: 24, Approximate: true, MaxAbsDB: 1 << 13,
+		LogQ: []int{20, 20, 29, 29, 29, 29, 29, 22, 22}, LogK: []int{30, 30, 30, 30, 30, 29, 29}},
+	Slots: scoreslots.IrisSecure,
+	Fold: &FoldLiteral{LogSlotScale: 17, LogP: []int{61, 61}, LogScale: 29, LogSumScale: 20,
+		EvalError: 0.05, PairEvalError: 0.01, PairTolerance: 0.05},
+}
+
 // Presets lists the presets by name.
-var Presets = map[string]Preset{Toy.Name: Toy, Default.Name: Default, DefaultDense.Name: DefaultDense}
+var Presets = map[string]Preset{Toy.Name: Toy, Default.Name: Default, DefaultDense.Name: DefaultDense, ToyFold.Name: ToyFold, Fold.Name: Fold}
 
 // Params is a built preset at one comparator depth.
 type Params struct {
@@ -62,6 +120,9 @@ type Params struct {
 	Kappa  int
 	CCMM   *ccmm.Params
 	Slots  *scoreslots.Params
+	// Encoder is the database's slot encoding (folding presets; nil
+	// otherwise).
+	Encoder *slotdb.Encoder
 }
 
 // Build validates a preset at comparator depth kappa (0: the preset's).
@@ -89,7 +150,64 @@ func Build(name string, kappa int) (*Params, error) {
 	if have := sp.Bootstrap.SlotsToCoeffsParameters.LevelQ; have < kappa {
 		return nil, fmt.Errorf("%w: %d levels after the half-bootstrap, comparator depth %d", errs.ErrInvalid, have, kappa)
 	}
-	return &Params{Preset: pr, Kappa: kappa, CCMM: cp, Slots: sp}, nil
+	p := &Params{Preset: pr, Kappa: kappa, CCMM: cp, Slots: sp}
+	if pr.Fold != nil {
+		if p.Encoder, err = slotdb.NewEncoder(pr.CCMM.LogNDB, pr.Fold.LogSlotScale); err != nil {
+			return nil, err
+		}
+		// The pair pass needs no design: building it checks the scales
+		// and levels.
+		if _, _, err := p.PairFold(1-2*0.34, 31); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// Folds says whether the preset runs the second algorithm.
+func (p *Params) Folds() bool { return p.Encoder != nil }
+
+// foldParams completes a fold literal with the preset's scales and builds
+// it.
+func (p *Params) foldParams(lit fold.Literal) (*fold.Params, error) {
+	if !p.Folds() {
+		return nil, fmt.Errorf("%w: preset %s does not fold", errs.ErrInvalid, p.Preset.Name)
+	}
+	f := p.Preset.Fold
+	lit.LogP, lit.LogScale, lit.LogSumScale = f.LogP, f.LogScale, f.LogSumScale
+	return fold.NewParams(p.CCMM, p.Encoder, lit)
+}
+
+// DesignFold builds the fold of a design for queries of the given
+// rotations per eye, and checks that the comparator at this depth, with
+// the preset's EvalError, fits the design's tolerances.
+func (p *Params) DesignFold(d *fold.Design, rotations int) (*fold.Params, foldmatch.Literal, error) {
+	fp, err := p.foldParams(d.Literal())
+	if err != nil {
+		return nil, foldmatch.Literal{}, err
+	}
+	lit := foldmatch.DesignLiteral(d, p.Kappa, rotations, p.Preset.Fold.EvalError)
+	if err := foldmatch.Check(fp, lit); err != nil {
+		return nil, foldmatch.Literal{}, err
+	}
+	return fp, lit, nil
+}
+
+// PairFold builds the pair pass at score threshold delta (every pair
+// classified alone, foldmatch.PairFold) for queries of the given
+// rotations per eye.
+func (p *Params) PairFold(delta float64, rotations int) (*fold.Params, foldmatch.Literal, error) {
+	fp, err := p.foldParams(foldmatch.PairFold(delta))
+	if err != nil {
+		return nil, foldmatch.Literal{}, err
+	}
+	f := p.Preset.Fold
+	lit := foldmatch.Literal{Kappa: p.Kappa, Rotations: rotations, GroupSize: 1, EvalError: f.PairEvalError,
+		Sure: foldmatch.PairClassifier(delta, f.PairTolerance)}
+	if err := foldmatch.Check(fp, lit); err != nil {
+		return nil, foldmatch.Literal{}, err
+	}
+	return fp, lit, nil
 }
 
 // presetNames lists the presets' names (for errors).

@@ -2,9 +2,12 @@ package irisparams
 
 import (
 	"errors"
+	"os"
+	"strings"
 	"testing"
 
 	"encmatch/core/iris/ccmm"
+	"encmatch/core/iris/fold"
 )
 
 // TestPresetSecurity: the secure presets pass every 128-bit check (the
@@ -45,5 +48,70 @@ func TestPresetSecurity(t *testing.T) {
 	}
 	if _, err := Build("toy", 99); err == nil {
 		t.Fatal("kappa 99 accepted")
+	}
+}
+
+// TestFoldPresets: the fold preset passes every 128-bit check (the
+// database at Q K, the query secret, the fold keys at Q P, the
+// bootstrapping's), its slot noise and rounding bounds stay below 0.25
+// score units (docs/IRIS.md, "A modulus budget that closes"), the
+// kappa-12 design fits it and the kappa-11 comparator refuses that
+// design; toy-fold takes the same design and fails the checks.
+func TestFoldPresets(t *testing.T) {
+	data, err := os.ReadFile("../fold/testdata/design-kappa12.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := fold.ReadDesign(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Build("fold", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fp, lit, err := p.DesignFold(d, 31)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := append(append(p.CCMM.Security(), p.Slots.Security()...), fp.Security()...)
+	for _, c := range checks {
+		t.Logf("fold: %-42s N=2^%d log QP %7.1f max %4d %s ok=%v", c.What, c.LogN, c.LogQ, c.MaxLogQ, c.Secret, c.OK)
+	}
+	if err := ccmm.FailedChecks(checks); err != nil {
+		t.Fatal(err)
+	}
+	noise, rounding := p.Encoder.NoiseBound(p.CCMM), p.Encoder.ErrorBound(float64(p.CCMM.Lit.Inner))
+	t.Logf("fold: slot noise bound %.3f, rounding bound %.3f score units; %d fold groups of %d", noise, rounding, (lit.Rotations+lit.GroupSize-1)/lit.GroupSize, lit.GroupSize)
+	if noise > 0.25 || rounding > 0.25 {
+		t.Fatalf("slot noise bound %.3f or rounding bound %.3f over 0.25", noise, rounding)
+	}
+	if _, _, err := p.PairFold(d.Delta, 31); err != nil {
+		t.Fatal(err)
+	}
+	shallow, err := Build("fold", 11)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := shallow.DesignFold(d, 31); err == nil || !strings.Contains(err.Error(), "tolerance") {
+		t.Fatalf("the kappa-12 design at kappa 11: %v", err)
+	}
+	toy, err := Build("toy-fold", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tfp, _, err := toy.DesignFold(d, 31)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ccmm.FailedChecks(append(toy.CCMM.Security(), tfp.Security()...)); !errors.Is(err, ccmm.ErrInsecure) {
+		t.Fatalf("the toy-fold preset passes the 128-bit checks: %v", err)
+	}
+	def, err := Build("default", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := def.DesignFold(d, 31); def.Folds() || err == nil {
+		t.Fatalf("the default preset folds (%v) or built a fold: %v", def.Folds(), err)
 	}
 }

@@ -10,15 +10,19 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/big"
+	"slices"
 	"time"
 
 	"encmatch/core/base/codec"
 	"encmatch/core/base/envelope"
 	"encmatch/core/base/errs"
 	"encmatch/core/iris/ccmm"
+	"encmatch/core/iris/fold"
+	"encmatch/core/iris/foldmatch"
 	"encmatch/core/iris/irisdb"
 	"encmatch/core/iris/iriskeys"
 	"encmatch/core/iris/irismatch"
+	"encmatch/core/iris/scoreslots"
 
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
@@ -98,16 +102,39 @@ func LoadQuery(s *iriskeys.Server, path string) (*Query, error) {
 	return q, nil
 }
 
-// Stats reports a Match: the stages' times and the pipeline's counts.
+// Stats reports a Match: the stages' times and the pipeline's counts,
+// Algorithm 1's (Pairs) or Algorithm 2's (Fold).
 type Stats struct {
 	Product time.Duration // encrypted matrix product (GEMMs and rescale)
-	*irismatch.Stats
+	Pairs   *irismatch.Stats
+	Fold    *foldmatch.Stats
+}
+
+// Pass says what a Match on a folding database runs: every eye through
+// the fold (the zero Pass), or the listed eyes through the pair pass
+// (PairEyes: the eyes a fold result flagged, by index in the query).
+// Other databases take only the zero Pass.
+type Pass struct {
+	PairEyes []int
 }
 
 // Match runs the server s's encrypted matching of a query against a
-// database and writes the encrypted result (one bit per eye) to out.
-func Match(s *iriskeys.Server, db *irisdb.DB, q *Query, out string) (*Stats, error) {
+// database and writes the encrypted result to out: one bit per eye
+// (Algorithm 1), or with a folding database a sure and a maybe bit per
+// eye (the fold pass) or one bit per listed eye (the pair pass).
+func Match(s *iriskeys.Server, db *irisdb.DB, q *Query, out string, pass Pass) (*Stats, error) {
 	p := s.Params
+	if !db.Meta.Fold && pass.PairEyes != nil {
+		return nil, fmt.Errorf("%w: a pair pass needs a folding database", errs.ErrInvalid)
+	}
+	for _, e := range pass.PairEyes {
+		if e < 0 || e >= q.Eyes {
+			return nil, fmt.Errorf("%w: eye %d of a query of %d eyes", errs.ErrInvalid, e, q.Eyes)
+		}
+	}
+	if pass.PairEyes != nil && (len(pass.PairEyes) == 0 || !slices.IsSorted(pass.PairEyes) || len(slices.Compact(slices.Clone(pass.PairEyes))) != len(pass.PairEyes)) {
+		return nil, fmt.Errorf("%w: the pair pass's eyes %v: give at least one, in increasing order, each once", errs.ErrInvalid, pass.PairEyes)
+	}
 	start := time.Now()
 	src, closeFiles, err := irisdb.OpenMatrices(s, db)
 	if err != nil {
@@ -126,17 +153,21 @@ func Match(s *iriskeys.Server, db *irisdb.DB, q *Query, out string) (*Stats, err
 	words := p.CCMM.Lit.Inner / 64
 	rows := db.Meta.Blocks * p.CCMM.NDB
 	ov := irisdb.Overlaps(db.Masks, q.Masks, rows, q.Eyes*q.Rotations, words)
+	overlap := func(row, col int) int { return int(ov[row*q.Eyes*q.Rotations+col]) }
 	keys := *s.Keys
 	keys.Blocks = db.Blocks
+	if db.Meta.Fold {
+		return st, matchFold(s, db, q, res, overlap, &keys, pass, st, out)
+	}
 	pl, err := irismatch.NewPipeline(p.Slots, &keys, p.Kappa, db.Meta.Delta, q.Rotations)
 	if err != nil {
 		return nil, err
 	}
-	ct, pst, err := pl.Match(res, func(row, col int) int { return int(ov[row*q.Eyes*q.Rotations+col]) })
+	ct, pst, err := pl.Match(res, overlap)
 	if err != nil {
 		return nil, err
 	}
-	st.Stats = pst
+	st.Pairs = pst
 	b, err := ct.MarshalBinary()
 	if err != nil {
 		return nil, err
@@ -178,6 +209,146 @@ func Decrypt(h *iriskeys.Holder, path string) ([]float64, error) {
 		out[e] = vals[irismatch.ResultSlot(h.Params.Slots, e)]
 	}
 	return out, nil
+}
+
+// A folding database's result (frame "iris-fold-result") is four chunks:
+// u32 eyes of the query, u32 level, u32 pass (0: fold, 1: pairs), u32
+// listed eyes, u32 fold groups per eye (which sets the slots' layout,
+// foldmatch.ResultSlot); the listed eyes (u32 each, the query's indices); the sure
+// bits' ciphertext; the maybe bits' (empty for the pair pass).
+const kindFoldResult = "iris-fold-result"
+
+// matchFold runs Algorithm 2's pass on the rescaled product res and
+// writes its result.
+func matchFold(s *iriskeys.Server, db *irisdb.DB, q *Query, res *ccmm.SharedA, overlap func(row, col int) int,
+	keys *scoreslots.Keys, pass Pass, st *Stats, out string) error {
+	p := s.Params
+	var fp *fold.Params
+	var lit foldmatch.Literal
+	var err error
+	eyes := pass.PairEyes
+	if eyes == nil {
+		fp, lit, err = p.DesignFold(db.Design, q.Rotations)
+		eyes = make([]int, q.Eyes)
+		for e := range eyes {
+			eyes[e] = e
+		}
+	} else {
+		fp, lit, err = p.PairFold(db.Meta.Delta, q.Rotations)
+	}
+	if err != nil {
+		return err
+	}
+	pl, err := foldmatch.NewPipeline(fp, p.Slots, db.FoldKeys, keys, lit)
+	if err != nil {
+		return err
+	}
+	sure, maybe, fst, err := pl.Match(res, eyes, overlap)
+	if err != nil {
+		return err
+	}
+	st.Fold = fst
+	head := binary.LittleEndian.AppendUint32(nil, uint32(q.Eyes))
+	head = binary.LittleEndian.AppendUint32(head, uint32(sure.Level()))
+	head = binary.LittleEndian.AppendUint32(head, uint32(boolInt(pass.PairEyes != nil)))
+	head = binary.LittleEndian.AppendUint32(head, uint32(len(eyes)))
+	head = binary.LittleEndian.AppendUint32(head, uint32(pl.Groups()))
+	var list []byte
+	for _, e := range eyes {
+		list = binary.LittleEndian.AppendUint32(list, uint32(e))
+	}
+	payload := envelope.AppendChunk(envelope.AppendChunk(nil, head), list)
+	for _, ct := range []*rlwe.Ciphertext{sure, maybe} {
+		var b []byte
+		if ct != nil {
+			if ct.Level() != sure.Level() {
+				return fmt.Errorf("%w: the sure bits at level %d, the maybe bits at %d", errs.ErrInvalid, sure.Level(), ct.Level())
+			}
+			if b, err = ct.MarshalBinary(); err != nil {
+				return err
+			}
+		}
+		payload = envelope.AppendChunk(payload, b)
+	}
+	return envelope.WriteFile(out, s.Header(kindFoldResult), payload, 0o644)
+}
+
+// boolInt is 1 for true, 0 for false.
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// FoldResult is a decrypted folding result: the listed eyes (indices in
+// the query) and, for each, the sure and maybe bits of the fold pass, or
+// the pair pass's bit in Sure (Maybe nil). Bits are close to 0 or 1; one
+// farther from both lies in its comparator's band.
+type FoldResult struct {
+	Eyes        int // eyes of the query
+	Pairs       bool
+	Listed      []int
+	Sure, Maybe []float64
+}
+
+// DecryptFold reads a folding database's encrypted result with the key
+// holder h's keys.
+func DecryptFold(h *iriskeys.Holder, path string) (*FoldResult, error) {
+	bp := h.Params.Slots.Bootstrap.BootstrappingParameters
+	b, err := envelope.ReadFile(path, h.Header(kindFoldResult))
+	if err != nil {
+		return nil, err
+	}
+	parts, err := envelope.Chunks(b, 4, "fold result")
+	if err != nil {
+		return nil, err
+	}
+	if len(parts[0]) != 20 {
+		return nil, fmt.Errorf("%w: fold result header of %d bytes", errs.ErrCorrupt, len(parts[0]))
+	}
+	u := func(i int) int { return int(binary.LittleEndian.Uint32(parts[0][4*i:])) }
+	r := &FoldResult{Eyes: u(0), Pairs: u(2) == 1}
+	level, listed, groups := u(1), u(3), u(4)
+	if r.Eyes < 1 || r.Eyes > MaxColumns || level > bp.MaxLevel() || u(2) > 1 || listed < 1 || listed > r.Eyes || groups < 1 || groups > MaxColumns ||
+		len(parts[1]) != 4*listed || (len(parts[3]) == 0) != r.Pairs {
+		return nil, fmt.Errorf("%w: fold result of %d eyes, %d listed, pass %d, at level %d", errs.ErrCorrupt, r.Eyes, listed, u(2), level)
+	}
+	for i := range listed {
+		e := int(binary.LittleEndian.Uint32(parts[1][4*i:]))
+		if e >= r.Eyes || (i > 0 && e <= r.Listed[i-1]) {
+			return nil, fmt.Errorf("%w: fold result lists eye %d after %v of %d", errs.ErrCorrupt, e, r.Listed, r.Eyes)
+		}
+		r.Listed = append(r.Listed, e)
+	}
+	if !r.Pairs && listed != r.Eyes {
+		return nil, fmt.Errorf("%w: a fold pass over %d of %d eyes", errs.ErrCorrupt, listed, r.Eyes)
+	}
+	dec, decoder := rlwe.NewDecryptor(bp, h.Bootstrap), ckks.NewEncoder(bp)
+	read := func(chunk []byte, what string) ([]float64, error) {
+		ct, err := codec.DecodeCiphertext(chunk, bp, 1, level, what)
+		if err != nil {
+			return nil, err
+		}
+		vals := make([]float64, bp.MaxSlots())
+		if err := decoder.Decode(dec.DecryptNew(ct), vals); err != nil {
+			return nil, err
+		}
+		out := make([]float64, listed)
+		for i := range out {
+			out[i] = vals[foldmatch.ResultSlot(h.Params.Slots, i, groups)]
+		}
+		return out, nil
+	}
+	if r.Sure, err = read(parts[2], "sure bits"); err != nil {
+		return nil, err
+	}
+	if !r.Pairs {
+		if r.Maybe, err = read(parts[3], "maybe bits"); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
 }
 
 // framedParts splits a query or result payload into its n chunks, the

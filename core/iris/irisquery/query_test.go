@@ -85,7 +85,7 @@ func TestFilesEndToEnd(t *testing.T) {
 		t.Fatalf("model bits %v, want [false true false]", want)
 	}
 	dbDir := filepath.Join(dir, "db")
-	if _, err := irisdb.Enroll(holder, dbDir, gallery, thr); err != nil {
+	if _, err := irisdb.Enroll(holder, dbDir, gallery, thr, nil); err != nil {
 		t.Fatal(err)
 	}
 	querier, err := iriskeys.LoadQuerier(filepath.Join(dir, iriskeys.QuerierDir))
@@ -112,13 +112,13 @@ func TestFilesEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "result.bin")
-	st, err := Match(server, db, query, out)
+	st, err := Match(server, db, query, out, Pass{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ks := server.Cache.Stats()
 	t.Logf("product %.1fs, pipeline %.1fs: %d half-bootstraps, %d bootstraps; key cache: %d loads (%.1fs), %d hits, peak %d bytes",
-		st.Product.Seconds(), st.Wall.Seconds(), st.HalfBootstraps, st.Bootstraps, ks.Loads, ks.LoadTime.Seconds(), ks.Hits, ks.PeakBytes)
+		st.Product.Seconds(), st.Pairs.Wall.Seconds(), st.Pairs.HalfBootstraps, st.Pairs.Bootstraps, ks.Loads, ks.LoadTime.Seconds(), ks.Hits, ks.PeakBytes)
 	if els := len(iriskeys.ServerGaloisElements(holder.Params)); ks.Loads <= els || ks.PeakBytes > 4*int64(codec.GaloisKeySize(bp)) {
 		t.Errorf("key cache: %d loads of %d keys, peak %d bytes: the budget of three keys was not exercised or not kept", ks.Loads, els, ks.PeakBytes)
 	}
