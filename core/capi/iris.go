@@ -7,9 +7,11 @@ import (
 	"encmatch/core/base/comparator"
 	"encmatch/core/base/errs"
 	"encmatch/core/iris/ccmm"
+	"encmatch/core/iris/foldmatch"
 	"encmatch/core/iris/irisdb"
 	"encmatch/core/iris/iriskeys"
 	"encmatch/core/iris/irismatch"
+	"encmatch/core/iris/irisparams"
 	"encmatch/core/iris/irisquery"
 )
 
@@ -73,6 +75,8 @@ func irisEnroll(args, in []byte) (*irisEnrollReply, []byte, error) {
 		T      float64 `json:"t"`
 		Rows   int     `json:"rows"`
 		Length int     `json:"length"`
+		// Design is the fold design (JSON) a folding preset enrolls with.
+		Design *string `json:"design"`
 	}
 	if err := parse(args, &a); err != nil {
 		return nil, nil, err
@@ -86,7 +90,11 @@ func irisEnroll(args, in []byte) (*irisEnrollReply, []byte, error) {
 		return nil, nil, err
 	}
 	start := time.Now()
-	m, err := irisdb.Enroll(h, a.DB, codes, a.T)
+	var design []byte
+	if a.Design != nil {
+		design = []byte(*a.Design)
+	}
+	m, err := irisdb.Enroll(h, a.DB, codes, a.T, design)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -144,6 +152,30 @@ type irisMatchReply struct {
 	Rotations        int            `json:"rotations"`
 	Seconds          float64        `json:"seconds"`
 	StageWallSeconds irisStageTimes `json:"stage_wall_seconds"`
+	Fold             *irisFoldStats `json:"fold"`
+}
+
+// irisFoldStats is what a folding database's pass did (Algorithm 1's
+// counts and stages above stay 0).
+type irisFoldStats struct {
+	Pass                string             `json:"pass"` // "fold" or "pairs"
+	Listed              int                `json:"listed"`
+	Groups              int                `json:"groups"`
+	Refreshes           int                `json:"refreshes"`
+	Classified          int                `json:"classified"`
+	ReductionBootstraps int                `json:"reduction_bootstraps"`
+	OnePerBootstrap     bool               `json:"one_per_bootstrap"`
+	Bands               []float64          `json:"bands"`
+	StageWallSeconds    irisFoldStageTimes `json:"stage_wall_seconds"`
+}
+
+// irisFoldStageTimes is the wall time of each stage of a fold pass
+// (seconds).
+type irisFoldStageTimes struct {
+	Fold     float64 `json:"fold"`
+	Refresh  float64 `json:"refresh"`
+	Classify float64 `json:"classify"`
+	Reduce   float64 `json:"reduce"`
 }
 
 // irisStageTimes is the wall time of each stage of a match (seconds).
@@ -176,6 +208,9 @@ func irisMatch(args, _ []byte) (*irisMatchReply, []byte, error) {
 		Out    string `json:"out"`
 		// KeyCacheGB bounds the memory of the Galois keys (GiB, 0: the default).
 		KeyCacheGB float64 `json:"key_cache_gb"`
+		// PairEyes runs the pair pass on these eyes of a folding
+		// database (null: the fold pass on every eye).
+		PairEyes []int `json:"pair_eyes"`
 	}
 	if err := parse(args, &a); err != nil {
 		return nil, nil, err
@@ -197,30 +232,52 @@ func irisMatch(args, _ []byte) (*irisMatchReply, []byte, error) {
 		return nil, nil, err
 	}
 	load := time.Since(start)
-	st, err := irisquery.Match(s, db, q, a.Out)
+	st, err := irisquery.Match(s, db, q, a.Out, irisquery.Pass{PairEyes: a.PairEyes})
 	if err != nil {
 		return nil, nil, err
 	}
 	ks := s.Cache.Stats()
-	return &irisMatchReply{
-		Blocks: db.Meta.Blocks, Bootstraps: st.Bootstraps, Classified: st.Classified, Codes: db.Meta.Codes, Eyes: q.Eyes,
-		GEMMEngine: ccmm.GEMMEngine(), HalfBootstraps: st.HalfBootstraps,
+	r := &irisMatchReply{
+		Blocks: db.Meta.Blocks, Codes: db.Meta.Codes, Eyes: q.Eyes, GEMMEngine: ccmm.GEMMEngine(),
 		KeyCache: irisKeyCache{
 			BudgetBytes: s.Cache.Budget(), Hits: ks.Hits, LoadSeconds: ks.LoadTime.Seconds(), Loads: ks.Loads, PeakBytes: ks.PeakBytes,
 		},
-		LoadSeconds: load.Seconds(), MarginBand: st.MarginBand, PipelineSeconds: st.Wall.Seconds(),
-		ProductSeconds: st.Product.Seconds(), Rotations: q.Rotations, Seconds: time.Since(start).Seconds(),
-		StageWallSeconds: irisStageTimes{
-			Classify: st.Classify.Seconds(), Gather: st.Gather.Seconds(), HalfBootstrap: st.HalfBootstrap.Seconds(),
-			Lift: st.Lift.Seconds(), Margins: st.Margins.Seconds(), Reduce: st.Reduce.Seconds(),
-		},
-	}, nil, nil
+		LoadSeconds: load.Seconds(), ProductSeconds: st.Product.Seconds(), Rotations: q.Rotations, Seconds: time.Since(start).Seconds(),
+	}
+	if p := st.Pairs; p != nil {
+		r.Bootstraps, r.Classified, r.HalfBootstraps, r.MarginBand, r.PipelineSeconds = p.Bootstraps, p.Classified, p.HalfBootstraps, p.MarginBand, p.Wall.Seconds()
+		r.StageWallSeconds = irisStageTimes{
+			Classify: p.Classify.Seconds(), Gather: p.Gather.Seconds(), HalfBootstrap: p.HalfBootstrap.Seconds(),
+			Lift: p.Lift.Seconds(), Margins: p.Margins.Seconds(), Reduce: p.Reduce.Seconds(),
+		}
+	}
+	if f := st.Fold; f != nil {
+		pass, listed := "fold", q.Eyes
+		if a.PairEyes != nil {
+			pass, listed = "pairs", len(a.PairEyes)
+		}
+		r.PipelineSeconds = f.Wall.Seconds()
+		r.Fold = &irisFoldStats{Pass: pass, Listed: listed, Groups: f.Groups, Refreshes: f.Refreshes, Classified: f.Classified,
+			ReductionBootstraps: f.ReductionBootstraps, OnePerBootstrap: f.OnePerBootstrap, Bands: f.Bands,
+			StageWallSeconds: irisFoldStageTimes{Fold: f.Fold.Seconds(), Refresh: f.Refresh.Seconds(), Classify: f.Classify.Seconds(), Reduce: f.Reduce.Seconds()}}
+	}
+	return r, nil, nil
 }
 
 // irisDecryptReply is iris_decrypt's reply: one value per eye, 1 (match)
-// or 0.
+// or 0; for a folding key set Values is null and Fold holds the result.
 type irisDecryptReply struct {
-	Values []float64 `json:"values"`
+	Values []float64       `json:"values"`
+	Fold   *irisFoldResult `json:"fold"`
+}
+
+// irisFoldResult is a decrypted folding result (irisquery.FoldResult).
+type irisFoldResult struct {
+	Pass   string    `json:"pass"` // "fold" or "pairs"
+	Eyes   int       `json:"eyes"`
+	Listed []int     `json:"listed"`
+	Sure   []float64 `json:"sure"`
+	Maybe  []float64 `json:"maybe"`
 }
 
 // irisDecrypt decrypts a match's result with the key holder's keys.
@@ -236,6 +293,17 @@ func irisDecrypt(args, _ []byte) (*irisDecryptReply, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if h.Params.Folds() {
+		r, err := irisquery.DecryptFold(h, a.Result)
+		if err != nil {
+			return nil, nil, err
+		}
+		pass := "fold"
+		if r.Pairs {
+			pass = "pairs"
+		}
+		return &irisDecryptReply{Fold: &irisFoldResult{Pass: pass, Eyes: r.Eyes, Listed: r.Listed, Sure: r.Sure, Maybe: r.Maybe}}, nil, nil
+	}
 	vals, err := irisquery.Decrypt(h, a.Result)
 	if err != nil {
 		return nil, nil, err
@@ -250,7 +318,8 @@ type irisBandReply struct {
 }
 
 // irisBand reports the comparator's guard band on the normalised margin
-// for a key set (its comparator depth) at threshold t.
+// for a key set (its comparator depth) at threshold t; for a folding key
+// set, the pair pass's band on the score.
 func irisBand(args, _ []byte) (*irisBandReply, []byte, error) {
 	var a struct {
 		Keys string  `json:"keys"` // any role's directory
@@ -265,6 +334,17 @@ func irisBand(args, _ []byte) (*irisBandReply, []byte, error) {
 	m, err := iriskeys.ReadMeta(a.Keys)
 	if err != nil {
 		return nil, nil, err
+	}
+	if p, err := irisparams.Build(m.Preset, m.Kappa); err == nil && p.Folds() {
+		fp, lit, err := p.PairFold(1-2*a.T, 1)
+		if err != nil {
+			return nil, nil, err
+		}
+		bands, err := foldmatch.Bands(fp, lit)
+		if err != nil {
+			return nil, nil, err
+		}
+		return &irisBandReply{MarginBand: bands[0]}, nil, nil
 	}
 	cmp, err := comparator.New(m.Kappa, 0, 1)
 	if err != nil {

@@ -155,6 +155,25 @@ func Check(fp *fold.Params, lit Literal) error {
 	return err
 }
 
+// Bands are NewPipeline's bands of lit's classifiers on fp's sums (sure,
+// then maybe): the comparator's band and EvalError, the distance from a
+// threshold within which the model does not settle a bit.
+func Bands(fp *fold.Params, lit Literal) ([]float64, error) {
+	sure, maybe, err := comparators(fp, lit)
+	if err != nil {
+		return nil, err
+	}
+	var out []float64
+	for i, c := range lit.classifiers() {
+		cmp := sure
+		if i == 1 {
+			cmp = maybe
+		}
+		out = append(out, lit.band(cmp, c))
+	}
+	return out, nil
+}
+
 // comparators checks lit's classifiers on fp's sums and returns their
 // comparators (maybe nil without a maybe classifier).
 func comparators(fp *fold.Params, lit Literal) (sure, maybe *comparator.Comparator, err error) {
@@ -187,9 +206,9 @@ func classifierComparator(fp *fold.Params, lit Literal, c Classifier, poly int) 
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errs.ErrInvalid, err)
 	}
-	if band := cmp.ValueBand * (hi - lo) / 2; band+lit.EvalError > c.Tolerance {
+	if band := lit.band(cmp, c); band > c.Tolerance {
 		return nil, fmt.Errorf("%w: the kappa-%d comparator's band on sums in [%.3g, %.3g] is %.3g, with the evaluation's error %.3g over the design's tolerance %.3g: a deeper comparator or a design with a wider gap",
-			errs.ErrInvalid, lit.Kappa, c.Range[0], c.Range[1], band, lit.EvalError, c.Tolerance)
+			errs.ErrInvalid, lit.Kappa, c.Range[0], c.Range[1], band-lit.EvalError, lit.EvalError, c.Tolerance)
 	}
 	return cmp, nil
 }
@@ -203,10 +222,16 @@ func (pl *Pipeline) comparator(i int) *comparator.Comparator {
 }
 
 // band is what the model treats as unsettled around classifier i's
-// threshold: the comparator's band on the sums and EvalError.
+// threshold (Bands).
 func (pl *Pipeline) band(i int) float64 {
-	lo, hi := pl.Lit.domain(pl.Lit.classifiers()[i])
-	return pl.comparator(i).ValueBand*(hi-lo)/2 + pl.Lit.EvalError
+	return pl.Lit.band(pl.comparator(i), pl.Lit.classifiers()[i])
+}
+
+// band is classifier c's unsettled band with its comparator cmp: cmp's
+// band on t, read on the sums, and EvalError.
+func (lit Literal) band(cmp *comparator.Comparator, c Classifier) float64 {
+	lo, hi := lit.domain(c)
+	return cmp.ValueBand*(hi-lo)/2 + lit.EvalError
 }
 
 // DesignLiteral is the classification of a python fold design (fold.

@@ -2,16 +2,20 @@
 
 ::
 
-    encmatch iris keygen  --keys K [--preset default|default-dense|toy] [--kappa N]  # key holder
-    encmatch iris enroll  --keys K --db D --t 0.34 GALLERY...                      # key holder
+    encmatch iris keygen  --keys K [--preset default|default-dense|fold|toy|toy-fold] [--kappa N]  # key holder
+    encmatch iris enroll  --keys K --db D --t 0.34 [--design F.json] GALLERY...   # key holder
     encmatch iris query   --keys K QUERIES... -o Q.bin [--rotation-shift 15]      # querier
-    encmatch iris match   --keys K --db D Q.bin -o R.bin                           # server
-    encmatch iris decrypt --keys K R.bin [--validate --gallery G... --queries Q...]  # key holder
-    encmatch iris bench   [--preset default|default-dense|toy] [--gallery 16384]  # all of it, timed
+    encmatch iris match   --keys K --db D Q.bin -o R.bin [--pair-eyes 3,7]         # server
+    encmatch iris decrypt --keys K R.bin [--pairs R2.bin] [--validate --gallery G... --queries Q...]  # key holder
+    encmatch iris bench   [--preset ...] [--gallery 16384]                        # all of it, timed
 
 ``--keys`` is a key set's root or the role's own directory. ``decrypt
 --validate`` compares every eye outside the comparator's guard band with the
-plaintext model and exits 1 on a disagreement.
+plaintext model and exits 1 on a disagreement. With a folding preset
+(``fold``, ``toy-fold``: papers/004's second algorithm) ``decrypt`` reads
+each eye as a match, no match or flagged, and names the flagged eyes; the
+server's ``match --pair-eyes`` runs the pair pass on them, and ``decrypt
+R.bin --pairs R2.bin`` combines the two.
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ def _fresh_output(path: Path) -> None:
 
 def cmd_keygen(args: argparse.Namespace) -> int:
     """``iris keygen``: a key set with the key holder's, the querier's and the server's directories."""
-    if args.preset == "toy":
+    if args.preset.startswith("toy"):
         _log("warning: preset toy is INSECURE (small rings), for tests only")
     _log(f"generating an iris key set ({args.preset}) in {args.keys} ...")
     res = E.keygen(args.keys, args.preset, args.kappa)
@@ -59,9 +63,16 @@ def cmd_keygen(args: argparse.Namespace) -> int:
 
 def cmd_enroll(args: argparse.Namespace) -> int:
     """``iris enroll``: encrypt a gallery into a new database directory."""
+    design = None
+    if args.design is not None:
+        try:
+            design = json.loads(args.design.read_text())
+        except (OSError, ValueError) as e:
+            raise InvalidArgument(f"{args.design}: not a fold design: {e}") from None
+        design = design.get("design", design) if isinstance(design, dict) else design
     gallery = read_templates(args.gallery)
     _log(f"encrypting {len(gallery)} templates into {args.db} (t = {args.t}) ...")
-    res = E.Client(args.keys).enroll(gallery, args.db, args.t)
+    res = E.Client(args.keys).enroll(gallery, args.db, args.t, design=design)
     meta = res["meta"]
     _log(f"{meta['codes']} codes in {meta['blocks']} blocks in {res['seconds']:.1f} s")
     return 0
@@ -81,7 +92,8 @@ def cmd_match(args: argparse.Namespace) -> int:
     _fresh_output(args.out)
     _log(f"matching {args.query} against {args.db} ...")
     t0 = time.perf_counter()
-    res = E.Server(args.keys).search(args.db, args.query, args.out, key_cache_gb=args.key_cache_gb)
+    res = E.Server(args.keys).search(args.db, args.query, args.out, key_cache_gb=args.key_cache_gb,
+                                     pair_eyes=args.pair_eyes)
     kc = res["key_cache"]
     _log(f"{res['eyes']} eyes against {res['codes']} codes in {time.perf_counter() - t0:.1f} s -> {args.out} "
          f"(Galois keys: {kc['loads']} reads in {kc['load_seconds']:.1f} s, at most {kc['peak_bytes'] / 2**30:.1f} GiB held)")
@@ -102,6 +114,10 @@ def cmd_decrypt(args: argparse.Namespace) -> int:
         if t is None:
             raise InvalidArgument("--validate needs the threshold: --t, or --db (its db.json)")
     values = holder.decrypt(args.result)
+    if isinstance(values, E.FoldValues):
+        return _decrypt_fold(args, holder, values, t)
+    if args.pairs is not None:
+        raise InvalidArgument("--pairs is for a folding key set's fold pass")
     bits, uncertain = E.decide(values)
     if len(uncertain):
         _log(f"warning: eyes {uncertain.tolist()} decrypted to values away from 0 and 1: their best pair lies "
@@ -122,6 +138,50 @@ def cmd_decrypt(args: argparse.Namespace) -> int:
     _log(f"every eye outside the guard band agrees with the plaintext model ({len(values)} eyes, "
          f"{int(v.guard.sum())} in the band)")
     return 0
+
+
+def _decrypt_fold(args: argparse.Namespace, holder: E.Client, fold: E.FoldValues, t: float | None) -> int:
+    """``iris decrypt`` of a folding result: answers, the flagged eyes, and with ``--pairs`` every eye's bit."""
+    if fold.pairs:
+        raise InvalidArgument(f"{args.result} is a pair pass's result: give the fold pass's, with --pairs {args.result}")
+    pairs = holder.decrypt(args.pairs) if args.pairs is not None else None
+    if pairs is not None and not isinstance(pairs, E.FoldValues):
+        raise InvalidArgument(f"{args.pairs} is not a folding result")
+    bits, undecided = E.combine(fold, pairs)
+    answers = fold.answers()
+    names = {E.MATCH: "match", E.NO_MATCH: "no match", E.FLAGGED: "flagged"}
+    out = {"answers": [names[int(a)] for a in answers], "flagged": fold.flagged(), "bits": bits.tolist(),
+           "undecided": undecided.tolist()}
+    if pairs is None and fold.flagged():
+        _log(f"eyes {fold.flagged()} are flagged (the fold cannot call them cleanly): run "
+             f"iris match --pair-eyes {','.join(map(str, fold.flagged()))}, then decrypt with --pairs")
+    elif len(undecided):
+        _log(f"warning: eyes {undecided.tolist()} have a pair bit inside the comparator's guard band: not decided")
+    if not args.validate:
+        _emit(out)
+        return 0
+    gallery, queries = read_templates(args.gallery), read_templates(args.queries)
+    model = model_match(queries, gallery, t, rotation_shift=args.rotation_shift)
+    band = args.band if args.band is not None else holder.band(t)
+    v = E.validate_fold(fold, pairs, model, E.FOLD_GUARD, band)
+    _emit({**out, "validation": v.to_dict()})
+    if not v.ok:
+        _log(f"DISAGREEMENT: eyes {v.disagreements} differ from the plaintext model outside the guard band")
+        return EXIT_DISAGREE
+    _log(f"every answered eye outside the guard band agrees with the plaintext model ({len(bits)} eyes, "
+         f"{len(fold.flagged())} flagged, {len(undecided)} undecided)")
+    return 0
+
+
+def _eye_list(text: str) -> list[int]:
+    """An argparse type: comma-separated eye indices."""
+    try:
+        eyes = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        eyes = []
+    if not eyes or min(eyes) < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a list of eye indices such as 3,7")
+    return eyes
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -161,7 +221,8 @@ def add_commands(sub: Any) -> None:
     s.add_argument("--preset", choices=E.PRESETS, default="default",
                    help="parameters: default (128-bit; its bootstrap's ephemeral sparse secret is outside the HE "
                         "standard's table, docs/PARAMETERS.md), default-dense (128-bit, every key inside the table, "
-                        "slower) or toy (INSECURE, tests) (default: %(default)s)")
+                        "slower), fold (128-bit, papers/004's second algorithm), toy or toy-fold (INSECURE, tests) "
+                        "(default: %(default)s)")
     s.add_argument("--kappa", type=int, default=None, help="comparator depth (default: the preset's)")
     s.set_defaults(func=cmd_keygen)
 
@@ -170,6 +231,8 @@ def add_commands(sub: Any) -> None:
     s.add_argument("--keys", type=Path, required=True, help=keys_help)
     s.add_argument("--db", type=Path, required=True, help="new database directory")
     s.add_argument("--t", type=_threshold, required=True, help="match iff the fractional Hamming distance is below t")
+    s.add_argument("--design", type=Path, default=None,
+                   help="folding presets: the fold design for t (iris fold -o; default: computed for t)")
     s.set_defaults(func=cmd_enroll)
 
     s = sub.add_parser("query", help="encrypted matching: encrypt query eyes (querier)")
@@ -188,11 +251,14 @@ def add_commands(sub: Any) -> None:
     s.add_argument("--stats", type=Path, default=None, help="write the timings JSON here instead of stdout")
     s.add_argument("--key-cache-gb", type=_positive, default=E.DEFAULT_KEY_CACHE_GB,
                    help="GiB of Galois keys kept in memory; the others are read from disk when needed (default: %(default)s)")
+    s.add_argument("--pair-eyes", type=_eye_list, default=None,
+                   help="folding database: the pair pass on these eyes (the flagged ones, e.g. 3,7; the server sees them)")
     s.set_defaults(func=cmd_match)
 
     s = sub.add_parser("decrypt", help="encrypted matching: decrypt a result (key holder)")
     s.add_argument("result", type=Path, metavar="RESULT", help="encrypted result file")
     s.add_argument("--keys", type=Path, required=True, help=keys_help)
+    s.add_argument("--pairs", type=Path, default=None, help="folding key set: the pair pass's result on the flagged eyes")
     s.add_argument("--validate", action="store_true", help="compare with the plaintext model; exit 1 on a disagreement")
     s.add_argument("--gallery", nargs="+", type=Path, help="plaintext gallery files (--validate)")
     s.add_argument("--queries", nargs="+", type=Path, help="plaintext query files (--validate)")

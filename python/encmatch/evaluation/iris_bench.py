@@ -57,7 +57,7 @@ def run(out: Path, work: Path, preset: str, gallery_size: int, eyes: int, enroll
         log(f"{name}: {steps[name]:.1f} s")
         return v
 
-    keys, db, q, r = work / "keys", work / "db", work / "query.bin", work / "result.bin"
+    keys, db, q, r, r2 = work / "keys", work / "db", work / "query.bin", work / "result.bin", work / "pairs.bin"
     with RssSampler() as rss:
         gallery, queries = step("generate data (plaintext)", lambda: generate(
             gallery_size, n_queries=eyes, n_enrolled=enrolled, seed=seed, generator=POPULATIONS[population]))
@@ -66,16 +66,29 @@ def run(out: Path, work: Path, preset: str, gallery_size: int, eyes: int, enroll
         step("encrypt query", lambda: E.Querier(keys).encrypt(queries, q, rotation_shift))
         stats = step("match (server, total)", lambda: E.Server(keys).search(db, q, r, key_cache_gb=key_cache_gb))
         values = step("decrypt", lambda: E.Client(keys).decrypt(r))
+        pair_stats = pairs = None
+        if isinstance(values, E.FoldValues) and values.flagged():
+            flagged = values.flagged()
+            pair_stats = step(f"match, pair pass on {len(flagged)} flagged eyes (server, total)", lambda: E.Server(keys).search(
+                db, q, r2, key_cache_gb=key_cache_gb, pair_eyes=flagged))
+            pairs = step("decrypt the pair pass", lambda: E.Client(keys).decrypt(r2))
         model = step("plaintext model", lambda: model_match(queries, gallery, t, rotation_shift=rotation_shift))
-        v = E.validate(values, model, E.Client(keys).band(t))
+        if isinstance(values, E.FoldValues):
+            v = E.validate_fold(values, pairs, model, E.FOLD_GUARD, E.Client(keys).band(t))
+        else:
+            v = E.validate(values, model, E.Client(keys).band(t))
+    server_keys = ("load_seconds", "product_seconds", "pipeline_seconds", "gemm_engine", "stage_wall_seconds",
+                   "half_bootstraps", "classified", "bootstraps", "blocks", "key_cache", "fold")
     res = {
         "machine": hardware(),
-        "preset": preset, "insecure": preset == "toy", "kappa": kappa, "gallery": gallery_size, "eyes": eyes,
+        "preset": preset, "insecure": preset.startswith("toy"), "kappa": kappa, "gallery": gallery_size, "eyes": eyes,
         "rotations": stats["rotations"], "enrolled": enrolled, "t": t, "population": population, "seed": seed,
         "steps_seconds": steps,
-        "server": {k: stats[k] for k in ("load_seconds", "product_seconds", "pipeline_seconds", "gemm_engine",
-                                          "stage_wall_seconds",
-                                          "half_bootstraps", "classified", "bootstraps", "blocks", "key_cache")},
+        "server": {k: stats[k] for k in server_keys},
+        "pair_pass": None if pair_stats is None else {k: pair_stats[k] for k in server_keys},
+        "answers": None if not isinstance(values, E.FoldValues) else
+        {"match": int((values.answers() == E.MATCH).sum()), "no_match": int((values.answers() == E.NO_MATCH).sum()),
+         "flagged": values.flagged()},
         "bytes": {"keys_holder": _size(keys / "holder"), "keys_querier": _size(keys / "querier"),
                   "keys_server": _size(keys / "server"), "database": _size(db), "query": _size(q), "result": _size(r)},
         "peak_rss_bytes": rss.peak,
@@ -105,9 +118,21 @@ def _markdown(res: dict) -> str:
               f"| load keys, database, query | {s['load_seconds']:.2f} |",
               f"| encrypted matrix product (database read, GEMMs on {s['gemm_engine']}, rescale) | {s['product_seconds']:.2f} |",
               f"| margins to bits (wall) | {s['pipeline_seconds']:.2f} |"]
-    lines += [f"| . {k} (wall) | {v:.2f} |" for k, v in s["stage_wall_seconds"].items()]
-    lines += ["", f"{s['half_bootstraps']} half-bootstraps, {s['classified']} ciphertexts classified, "
-              f"{s['bootstraps']} bootstraps in the reduction, {s['blocks']} database blocks; "
+    if s["fold"] is None:
+        lines += [f"| . {k} (wall) | {v:.2f} |" for k, v in s["stage_wall_seconds"].items()]
+        counts = (f"{s['half_bootstraps']} half-bootstraps, {s['classified']} ciphertexts classified, "
+                  f"{s['bootstraps']} bootstraps in the reduction")
+    else:
+        lines += [f"| . {k} (wall) | {v:.2f} |" for k, v in s["fold"]["stage_wall_seconds"].items()]
+        f, a = s["fold"], res["answers"]
+        counts = (f"Algorithm 2: {f['groups']} fold groups, {f['refreshes']} refreshes, {f['classified']} ciphertexts "
+                  f"classified, {f['reduction_bootstraps']} bootstraps in the reduction; answers: {a['match']} match, "
+                  f"{a['no_match']} no match, {len(a['flagged'])} flagged")
+        p = res["pair_pass"]
+        if p is not None:
+            counts += (f"; pair pass on the flagged eyes: {p['product_seconds']:.2f} s product, "
+                       f"{p['pipeline_seconds']:.2f} s pipeline ({p['fold']['refreshes']} refreshes)")
+    lines += ["", f"{counts}, {s['blocks']} database blocks; "
               f"Galois keys: {s['key_cache']['loads']} reads from disk ({s['key_cache']['load_seconds']:.1f} s), "
               f"{s['key_cache']['hits']} from memory, at most {s['key_cache']['peak_bytes'] / 2**30:.1f} GiB held "
               f"(budget {s['key_cache']['budget_bytes'] / 2**30:.2f} GiB).", "",

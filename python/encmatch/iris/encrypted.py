@@ -20,10 +20,27 @@ inner products, scores and which code or rotation matched do not.
 
 Every eye outside the comparator's guard band decrypts to its plaintext
 model bit (:func:`encmatch.iris.match`); :func:`validate` checks it.
+
+The folding presets (``fold``, 128-bit, and ``toy-fold``) run papers/004's
+second algorithm (docs/IRIS.md, "Folding"): the database is enrolled with a
+fold design for its threshold (computed by :func:`encmatch.iris.folding.design`
+unless one is given), the server's match returns a *sure* and a *maybe* bit
+per eye, and :meth:`FoldValues.answers` reads each eye as a match, no
+match, or flagged. Flagged eyes go through the pair pass (every pair
+classified alone)::
+
+    fold = E.Client("keys").decrypt(E.Server("keys").search("db", "q.bin", "r.bin"))
+    flagged = fold.flagged()                                   # eyes the fold cannot call cleanly
+    pairs = E.Client("keys").decrypt(E.Server("keys").search("db", "q.bin", "r2.bin", pair_eyes=flagged))
+    bits, uncertain = E.combine(fold, pairs)
+
+The pair pass's eye list is seen by the server: it learns which eyes were
+flagged (docs/IRIS.md, "What the server learns from the pair pass").
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,11 +52,27 @@ from .encoding import DEFAULT_ROTATION_SHIFT, masked_bits, rotations
 from .model import EyeResults
 from .templates import Templates
 
-__all__ = ["PRESETS", "DEFAULT_KEY_CACHE_GB", "DECIDED", "keygen", "Client", "Querier", "Server", "Validation", "validate",
-           "decide", "role_dir"]
+__all__ = ["PRESETS", "FOLD_PRESETS", "FOLD_DESIGN", "FOLD_GUARD", "DEFAULT_KEY_CACHE_GB", "DECIDED", "MATCH", "NO_MATCH", "FLAGGED",
+           "keygen", "Client", "Querier", "Server", "FoldValues", "Validation", "validate", "validate_fold", "decide",
+           "combine", "role_dir", "preset_of"]
 
-#: Parameter presets of the core (``toy`` is insecure, for tests only).
-PRESETS = ("default", "default-dense", "toy")
+#: Parameter presets of the core (``toy`` and ``toy-fold`` are insecure, for tests only).
+PRESETS = ("default", "default-dense", "fold", "toy", "toy-fold")
+
+#: The presets that run papers/004's second algorithm (folding).
+FOLD_PRESETS = ("fold", "toy-fold")
+
+#: The fold design's parameters (:func:`encmatch.iris.folding.design`) that
+#: fit the folding presets' comparator at depth 12 (docs/IRIS.md, "Designs
+#: that fit"): a second polynomial of degree 31 decides *maybe*.
+FOLD_DESIGN = {"maybe_degree": 31, "maybe_top": 2.0, "maybe_clear": -0.10, "sure_tolerance": 7.2, "tolerance": 0.29}
+
+#: The fold design's guard band on the score (:func:`encmatch.iris.folding.design`'s ``guard``): a clean
+#: fold answer equals the model for every eye whose best score is farther than this from the threshold.
+FOLD_GUARD = 0.005
+
+#: The three answers of a fold pass (:meth:`FoldValues.answers`).
+NO_MATCH, MATCH, FLAGGED = 0, 1, 2
 
 #: An eye value within this distance of 0 or 1 is a decided bit. Eyes
 #: outside the comparator's guard band decrypt to within 10^-4 of their
@@ -67,6 +100,11 @@ def role_dir(keys: str | Path, role: str) -> Path:
     raise NotFound(f"{keys}: no iris key set (neither {keys / role / 'iris.json'} nor {keys / 'iris.json'})")
 
 
+def preset_of(keys: str | Path, role: str = "holder") -> str:
+    """The preset of the key set in ``keys`` (its root or ``role``'s directory)."""
+    return json.loads((role_dir(keys, role) / "iris.json").read_text())["preset"]
+
+
 def keygen(keys: str | Path, preset: str = "default", kappa: int | None = None) -> dict:
     """Generate a key set in ``keys``: returns its metadata and the seconds it took."""
     if preset not in PRESETS:
@@ -91,22 +129,40 @@ class Client:
         """Use the key holder's directory in ``keys``."""
         self.dir = role_dir(keys, "holder")
 
-    def enroll(self, gallery: Templates, db: str | Path, t: float) -> dict:
+    def enroll(self, gallery: Templates, db: str | Path, t: float, design: dict | None = None) -> dict:
         """Encrypt ``gallery`` into the new database directory ``db`` with threshold ``t``.
 
         A pair matches when its fractional Hamming distance is below ``t``;
-        ``t`` belongs to the database and no query can change it.
+        ``t`` belongs to the database and no query can change it. A folding
+        preset enrolls with a fold design for ``t`` (``FoldDesign.to_dict()``,
+        or the JSON ``encmatch iris fold -o`` writes); without one it is
+        computed with :data:`FOLD_DESIGN` (a few seconds). The core checks it
+        against the preset's comparator and refuses one for another ``t``.
         """
         if not 0 < t < 1:
             raise InvalidArgument(f"threshold t = {t}: a fractional Hamming distance in (0, 1)")
+        folds = preset_of(self.dir) in FOLD_PRESETS
+        if design is not None and not folds:
+            raise InvalidArgument(f"preset {preset_of(self.dir)} does not fold: it takes no fold design")
+        if folds and design is None:
+            from .folding import design as fold_design
+
+            design = fold_design(t, **FOLD_DESIGN).to_dict()
         codes = _codes(gallery)
         res, _ = call("iris_enroll", {"holder": str(self.dir), "db": str(db), "t": float(t),
-                                      "rows": codes.shape[0], "length": codes.shape[1]}, codes)
+                                      "rows": codes.shape[0], "length": codes.shape[1],
+                                      "design": None if design is None else json.dumps(design)}, codes)
         return res
 
-    def decrypt(self, result: str | Path) -> np.ndarray:
-        """The value of every eye of an encrypted result: 1 matches, 0 does not."""
+    def decrypt(self, result: str | Path) -> np.ndarray | FoldValues:
+        """The value of every eye of an encrypted result: 1 matches, 0 does not; for a folding
+        key set, the result's :class:`FoldValues`."""
         res, _ = call("iris_decrypt", {"holder": str(self.dir), "result": str(result)})
+        if res["fold"] is not None:
+            f = res["fold"]
+            return FoldValues(pairs=f["pass"] == "pairs", eyes=f["eyes"], listed=np.asarray(f["listed"], dtype=np.int64),
+                              sure=np.asarray(f["sure"], dtype=np.float64),
+                              maybe=None if f["maybe"] is None else np.asarray(f["maybe"], dtype=np.float64))
         return np.asarray(res["values"], dtype=np.float64)
 
     def band(self, t: float) -> float:
@@ -141,9 +197,14 @@ class Server:
         """Use the server's directory in ``keys``."""
         self.dir = role_dir(keys, "server")
 
-    def search(self, db: str | Path, query: str | Path, out: str | Path, key_cache_gb: float = DEFAULT_KEY_CACHE_GB) -> dict:
+    def search(self, db: str | Path, query: str | Path, out: str | Path, key_cache_gb: float = DEFAULT_KEY_CACHE_GB,
+               pair_eyes: list[int] | np.ndarray | None = None) -> dict:
         """Search an encrypted database with an encrypted query (every eye against every code, at every
         rotation); the encrypted result goes to ``out``.
+
+        With a folding database this is the fold pass, or with ``pair_eyes``
+        (the query's eye indices, e.g. :meth:`FoldValues.flagged`) the pair
+        pass on those eyes; its stage timings are under ``fold``.
 
         ``key_cache_gb`` bounds the memory of the Galois keys (GiB; the rest
         stay on disk and are read when needed: 5.5 GiB of them at the
@@ -154,9 +215,63 @@ class Server:
         """
         if not key_cache_gb > 0:
             raise InvalidArgument(f"key cache of {key_cache_gb} GiB: give a positive size")
+        eyes = None
+        if pair_eyes is not None:
+            eyes = sorted({int(e) for e in pair_eyes})
+            if not eyes:
+                raise InvalidArgument("the pair pass needs at least one eye")
         res, _ = call("iris_match", {"server": str(self.dir), "db": str(db), "query": str(query), "out": str(out),
-                                     "key_cache_gb": float(key_cache_gb)})
+                                     "key_cache_gb": float(key_cache_gb), "pair_eyes": eyes})
         return res
+
+
+@dataclass
+class FoldValues:
+    """A decrypted folding result: the fold pass's sure and maybe bits of every eye, or the pair pass's
+    bit (in ``sure``) of each listed eye."""
+
+    pairs: bool  # the pair pass
+    eyes: int  # eyes of the query
+    listed: np.ndarray  # the query's indices of the eyes below
+    sure: np.ndarray
+    maybe: np.ndarray | None  # None for the pair pass
+
+    def answers(self) -> np.ndarray:
+        """Each listed eye's answer of a fold pass: :data:`MATCH` (a decided sure bit),
+        :data:`NO_MATCH` (both bits decided 0) or :data:`FLAGGED` (anything else: a bit inside its
+        comparator's band can only flag an eye, never answer it)."""
+        if self.pairs:
+            raise InvalidArgument("a pair pass's result has bits, not fold answers: use combine")
+        out = np.full(len(self.sure), FLAGGED, dtype=np.int8)
+        out[self.sure >= 1 - DECIDED] = MATCH
+        out[(self.sure <= DECIDED) & (self.maybe <= DECIDED)] = NO_MATCH
+        return out
+
+    def flagged(self) -> list[int]:
+        """The query's eyes a fold pass flagged: the pair pass's list."""
+        return [int(self.listed[i]) for i in np.flatnonzero(self.answers() == FLAGGED)]
+
+
+def combine(fold: FoldValues, pairs: FoldValues | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Every eye's bit from a fold pass and the pair pass on its flagged eyes.
+
+    Returns ``(bits, undecided)``: ``undecided`` lists the eyes without a
+    decided bit: flagged eyes when ``pairs`` is None, and eyes whose pair bit
+    lies inside the comparator's band (:func:`decide`). Refuses a pair pass
+    that does not cover exactly the flagged eyes.
+    """
+    if fold.pairs or (pairs is not None and not pairs.pairs) or (pairs is not None and pairs.eyes != fold.eyes):
+        raise InvalidArgument("combine takes a fold pass's result and a pair pass's on the same query")
+    answers = fold.answers()
+    bits = answers == MATCH
+    flagged = fold.flagged()
+    if pairs is None:
+        return bits, np.asarray(flagged, dtype=np.int64)
+    if sorted(pairs.listed.tolist()) != flagged:
+        raise InvalidArgument(f"the pair pass covers eyes {pairs.listed.tolist()}, the fold flagged {flagged}")
+    pbits, uncertain = decide(pairs.sure)
+    bits[pairs.listed] = pbits
+    return bits, np.sort(pairs.listed[uncertain])
 
 
 @dataclass
@@ -193,6 +308,30 @@ def decide(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     values = np.asarray(values, dtype=np.float64)
     near = np.minimum(np.abs(values), np.abs(values - 1))
     return values >= 0.5, np.flatnonzero(~(near <= DECIDED))
+
+
+def validate_fold(fold: FoldValues, pairs: FoldValues | None, model: EyeResults, guard: float, band: float) -> Validation:
+    """Compare a folding result with the model: every clean fold answer outside the design's guard
+    ``guard`` (on the score) and every pair bit outside ``band`` (the pair comparator's, on the score).
+
+    ``values`` of the returned :class:`Validation` are the combined bits (a
+    flagged eye without a pair bit reads 0.5 and counts as undecided).
+    """
+    bits, undecided = combine(fold, pairs)
+    values = bits.astype(np.float64)
+    answers = fold.answers()
+    if pairs is None:
+        values[answers == FLAGGED] = 0.5
+    else:
+        values[pairs.listed] = pairs.sure
+    clean_guard = np.zeros(len(values), dtype=bool)
+    clean_guard[model.guard_band(guard, unit="score")] = True
+    pair_guard = np.zeros(len(values), dtype=bool)
+    pair_guard[model.guard_band(band, unit="score")] = True
+    guard_eyes = np.where(answers == FLAGGED, pair_guard, clean_guard)
+    wrong = [int(e) for e in np.flatnonzero((bits != model.bits) & ~guard_eyes) if e not in set(undecided.tolist())]
+    return Validation(values=values, bits=model.bits.astype(bool), guard=guard_eyes, band=band, disagreements=wrong,
+                      uncertain=[int(e) for e in undecided])
 
 
 def validate(values: np.ndarray, model: EyeResults, band: float) -> Validation:
