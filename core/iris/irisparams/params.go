@@ -98,13 +98,14 @@ var ToyFold = Preset{
 // ("A modulus budget that closes"): database and query rings 2^14, Q =
 // 20, 20 | 29 x 5 | 22, 22 (228.5 bits), K = 30 x 5, 29, 29, Q K 437.5
 // bits <= 438, Delta = 2^24, the slot encoding at c = 2^17 with entries up
-// to 2^13 (the noise bound's; enrollment refuses a gallery whose encoding
-// reaches past it), fold keys at Q P = 351.5 bits; the bootstrapping of the
+// to 2^14 (the noise bound's, 0.366 score units; a generated gallery of
+// 2^14 codes reached 8,229; enrollment refuses one whose encoding reaches
+// past it), fold keys at Q P = 351.5 bits; the bootstrapping of the
 // default preset (ring 2^16, 4 sums per bootstrap, kappa 12 after the
 // unmixing).
 var Fold = Preset{
 	Name: "fold", Kappa: 12,
-	CCMM: ccmm.Literal{LogNDB: 14, LogNQ: 14, Inner: 1 << 14, LogScale: 24, Approximate: true, MaxAbsDB: 1 << 13,
+	CCMM: ccmm.Literal{LogNDB: 14, LogNQ: 14, Inner: 1 << 14, LogScale: 24, Approximate: true, MaxAbsDB: 1 << 14,
 		LogQ: []int{20, 20, 29, 29, 29, 29, 29, 22, 22}, LogK: []int{30, 30, 30, 30, 30, 29, 29}},
 	Slots: scoreslots.IrisSecure,
 	Fold: &FoldLiteral{LogSlotScale: 17, LogP: []int{61, 61}, LogScale: 29, LogSumScale: 20,

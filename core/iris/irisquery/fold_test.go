@@ -1,6 +1,7 @@
 package irisquery
 
 import (
+	"encoding/binary"
 	"errors"
 	"math"
 	"math/rand/v2"
@@ -8,6 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"encmatch/core/base/envelope"
 	"encmatch/core/base/errs"
 	"encmatch/core/iris/foldmatch"
 	"encmatch/core/iris/irisdb"
@@ -192,4 +194,53 @@ func TestFoldFilesEndToEnd(t *testing.T) {
 	if _, err := irisdb.Load(server, dbDir); !errors.Is(err, errs.ErrCorrupt) {
 		t.Fatalf("a damaged fold key file: %v, want ErrCorrupt", err)
 	}
+}
+
+// FuzzParseFoldResult: any payload is a checked fold result or an
+// ErrCorrupt (never a panic), and an accepted one lists increasing eyes
+// below the query's, all of them for a fold pass.
+func FuzzParseFoldResult(f *testing.F) {
+	head := func(eyes, level, pass, listed, groups uint32) []byte {
+		var b []byte
+		for _, v := range []uint32{eyes, level, pass, listed, groups} {
+			b = binary.LittleEndian.AppendUint32(b, v)
+		}
+		return b
+	}
+	list := func(eyes ...uint32) []byte {
+		var b []byte
+		for _, e := range eyes {
+			b = binary.LittleEndian.AppendUint32(b, e)
+		}
+		return b
+	}
+	frame := func(chunks ...[]byte) []byte {
+		var b []byte
+		for _, c := range chunks {
+			b = envelope.AppendChunk(b, c)
+		}
+		return b
+	}
+	f.Add(frame(head(2, 3, 0, 2, 2), list(0, 1), []byte("sure"), []byte("maybe")))
+	f.Add(frame(head(5, 3, 1, 2, 31), list(1, 3), []byte("sure"), nil))
+	f.Add(frame(head(5, 3, 1, 2, 31), list(3, 1), []byte("sure"), nil))
+	f.Add(frame(head(5, 99, 0, 5, 2), list(0, 1, 2, 3, 4), []byte("s"), []byte("m")))
+	f.Add([]byte{1, 2, 3})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, fr, err := parseFoldResult(b, 20)
+		if err != nil {
+			if !errors.Is(err, errs.ErrCorrupt) {
+				t.Fatalf("error %v is not ErrCorrupt", err)
+			}
+			return
+		}
+		if fr.level > 20 || fr.groups < 1 || len(r.Listed) == 0 || (!r.Pairs && len(r.Listed) != r.Eyes) || (len(fr.maybe) == 0) != r.Pairs {
+			t.Fatalf("accepted %+v, %+v", r, fr)
+		}
+		for i, e := range r.Listed {
+			if e < 0 || e >= r.Eyes || (i > 0 && e <= r.Listed[i-1]) {
+				t.Fatalf("accepted the eye list %v of %d eyes", r.Listed, r.Eyes)
+			}
+		}
+	})
 }

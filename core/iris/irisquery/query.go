@@ -300,30 +300,11 @@ func DecryptFold(h *iriskeys.Holder, path string) (*FoldResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	parts, err := envelope.Chunks(b, 4, "fold result")
+	r, f, err := parseFoldResult(b, bp.MaxLevel())
 	if err != nil {
 		return nil, err
 	}
-	if len(parts[0]) != 20 {
-		return nil, fmt.Errorf("%w: fold result header of %d bytes", errs.ErrCorrupt, len(parts[0]))
-	}
-	u := func(i int) int { return int(binary.LittleEndian.Uint32(parts[0][4*i:])) }
-	r := &FoldResult{Eyes: u(0), Pairs: u(2) == 1}
-	level, listed, groups := u(1), u(3), u(4)
-	if r.Eyes < 1 || r.Eyes > MaxColumns || level > bp.MaxLevel() || u(2) > 1 || listed < 1 || listed > r.Eyes || groups < 1 || groups > MaxColumns ||
-		len(parts[1]) != 4*listed || (len(parts[3]) == 0) != r.Pairs {
-		return nil, fmt.Errorf("%w: fold result of %d eyes, %d listed, pass %d, at level %d", errs.ErrCorrupt, r.Eyes, listed, u(2), level)
-	}
-	for i := range listed {
-		e := int(binary.LittleEndian.Uint32(parts[1][4*i:]))
-		if e >= r.Eyes || (i > 0 && e <= r.Listed[i-1]) {
-			return nil, fmt.Errorf("%w: fold result lists eye %d after %v of %d", errs.ErrCorrupt, e, r.Listed, r.Eyes)
-		}
-		r.Listed = append(r.Listed, e)
-	}
-	if !r.Pairs && listed != r.Eyes {
-		return nil, fmt.Errorf("%w: a fold pass over %d of %d eyes", errs.ErrCorrupt, listed, r.Eyes)
-	}
+	level, listed, groups := f.level, len(r.Listed), f.groups
 	dec, decoder := rlwe.NewDecryptor(bp, h.Bootstrap), ckks.NewEncoder(bp)
 	read := func(chunk []byte, what string) ([]float64, error) {
 		ct, err := codec.DecodeCiphertext(chunk, bp, 1, level, what)
@@ -340,15 +321,55 @@ func DecryptFold(h *iriskeys.Holder, path string) (*FoldResult, error) {
 		}
 		return out, nil
 	}
-	if r.Sure, err = read(parts[2], "sure bits"); err != nil {
+	if r.Sure, err = read(f.sure, "sure bits"); err != nil {
 		return nil, err
 	}
 	if !r.Pairs {
-		if r.Maybe, err = read(parts[3], "maybe bits"); err != nil {
+		if r.Maybe, err = read(f.maybe, "maybe bits"); err != nil {
 			return nil, err
 		}
 	}
 	return r, nil
+}
+
+// foldFrame is what parseFoldResult reads besides the FoldResult: the
+// ciphertexts' level, the fold groups per eye and the two ciphertexts'
+// bytes (maybe empty for the pair pass).
+type foldFrame struct {
+	level, groups int
+	sure, maybe   []byte
+}
+
+// parseFoldResult checks a fold result's payload (its header, the listed
+// eyes: increasing, below the query's eyes, every eye for a fold pass)
+// and returns it without the bits, which need the key holder's secret.
+func parseFoldResult(b []byte, maxLevel int) (*FoldResult, *foldFrame, error) {
+	parts, err := envelope.Chunks(b, 4, "fold result")
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(parts[0]) != 20 {
+		return nil, nil, fmt.Errorf("%w: fold result header of %d bytes", errs.ErrCorrupt, len(parts[0]))
+	}
+	u := func(i int) int { return int(binary.LittleEndian.Uint32(parts[0][4*i:])) }
+	r := &FoldResult{Eyes: u(0), Pairs: u(2) == 1}
+	f := &foldFrame{level: u(1), groups: u(4), sure: parts[2], maybe: parts[3]}
+	listed := u(3)
+	if r.Eyes < 1 || r.Eyes > MaxColumns || f.level > maxLevel || u(2) > 1 || listed < 1 || listed > r.Eyes || f.groups < 1 || f.groups > MaxColumns ||
+		len(parts[1]) != 4*listed || (len(parts[3]) == 0) != r.Pairs {
+		return nil, nil, fmt.Errorf("%w: fold result of %d eyes, %d listed, pass %d, at level %d", errs.ErrCorrupt, r.Eyes, listed, u(2), f.level)
+	}
+	for i := range listed {
+		e := int(binary.LittleEndian.Uint32(parts[1][4*i:]))
+		if e >= r.Eyes || (i > 0 && e <= r.Listed[i-1]) {
+			return nil, nil, fmt.Errorf("%w: fold result lists eye %d after %v of %d", errs.ErrCorrupt, e, r.Listed, r.Eyes)
+		}
+		r.Listed = append(r.Listed, e)
+	}
+	if !r.Pairs && listed != r.Eyes {
+		return nil, nil, fmt.Errorf("%w: a fold pass over %d of %d eyes", errs.ErrCorrupt, listed, r.Eyes)
+	}
+	return r, f, nil
 }
 
 // framedParts splits a query or result payload into its n chunks, the

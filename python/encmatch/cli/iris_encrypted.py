@@ -52,7 +52,7 @@ def _fresh_output(path: Path) -> None:
 def cmd_keygen(args: argparse.Namespace) -> int:
     """``iris keygen``: a key set with the key holder's, the querier's and the server's directories."""
     if args.preset.startswith("toy"):
-        _log("warning: preset toy is INSECURE (small rings), for tests only")
+        _log(f"warning: preset {args.preset} is INSECURE (small rings), for tests only")
     _log(f"generating an iris key set ({args.preset}) in {args.keys} ...")
     res = E.keygen(args.keys, args.preset, args.kappa)
     meta = res["meta"]
@@ -190,8 +190,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     from ..evaluation.iris_bench import run
 
-    if args.preset == "toy":
-        _log("warning: preset toy is INSECURE (small rings): its timings are not comparable with papers/004")
+    if args.preset.startswith("toy"):
+        _log(f"warning: preset {args.preset} is INSECURE (small rings): its timings are not comparable with papers/004")
     if args.work is not None:
         Path(args.work).mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=args.work) as work:
