@@ -67,10 +67,7 @@ func TestFoldPresets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := Build("fold", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := build(t, "fold", 0)
 	fp, lit, err := p.DesignFold(d, 31)
 	if err != nil {
 		t.Fatal(err)
@@ -90,17 +87,10 @@ func TestFoldPresets(t *testing.T) {
 	if _, _, err := p.PairFold(d.Delta, 31); err != nil {
 		t.Fatal(err)
 	}
-	shallow, err := Build("fold", 11)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := shallow.DesignFold(d, 31); err == nil || !strings.Contains(err.Error(), "tolerance") {
+	if _, _, err := build(t, "fold", 11).DesignFold(d, 31); err == nil || !strings.Contains(err.Error(), "tolerance") {
 		t.Fatalf("the kappa-12 design at kappa 11: %v", err)
 	}
-	toy, err := Build("toy-fold", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	toy := build(t, "toy-fold", 0)
 	tfp, _, err := toy.DesignFold(d, 31)
 	if err != nil {
 		t.Fatal(err)
@@ -108,11 +98,18 @@ func TestFoldPresets(t *testing.T) {
 	if err := ccmm.FailedChecks(append(toy.CCMM.Security(), tfp.Security()...)); !errors.Is(err, ccmm.ErrInsecure) {
 		t.Fatalf("the toy-fold preset passes the 128-bit checks: %v", err)
 	}
-	def, err := Build("default", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	def := build(t, "default", 0)
 	if _, _, err := def.DesignFold(d, 31); def.Folds() || err == nil {
 		t.Fatalf("the default preset folds (%v) or built a fold: %v", def.Folds(), err)
 	}
+}
+
+// build is Build for a test: a preset that must build.
+func build(t *testing.T, name string, kappa int) *Params {
+	t.Helper()
+	p, err := Build(name, kappa)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

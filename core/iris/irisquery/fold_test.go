@@ -13,7 +13,6 @@ import (
 	"encmatch/core/base/errs"
 	"encmatch/core/iris/foldmatch"
 	"encmatch/core/iris/irisdb"
-	"encmatch/core/iris/iriskeys"
 )
 
 // plant copies gallery code k into query row j with each usable bit
@@ -68,14 +67,7 @@ func TestFoldFilesEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	if _, err := iriskeys.Generate(dir, "toy-fold", 0); err != nil {
-		t.Fatal(err)
-	}
-	holder, err := iriskeys.LoadHolder(filepath.Join(dir, iriskeys.HolderDir))
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, holder := keySet(t, "toy-fold")
 	rng := rand.New(rand.NewPCG(9, 4))
 	const rotations, eyes, thr = 8, 5, 0.34
 	l := holder.Params.CCMM.Lit.Inner
@@ -103,26 +95,7 @@ func TestFoldFilesEndToEnd(t *testing.T) {
 	if _, err := irisdb.Enroll(holder, dbDir, gallery, thr, design); err != nil {
 		t.Fatal(err)
 	}
-	querier, err := iriskeys.LoadQuerier(filepath.Join(dir, iriskeys.QuerierDir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	qPath := filepath.Join(dir, "query.bin")
-	if err := EncryptQuery(querier, qPath, q, rotations); err != nil {
-		t.Fatal(err)
-	}
-	server, err := iriskeys.LoadServer(filepath.Join(dir, iriskeys.ServerDir), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := irisdb.Load(server, dbDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	query, err := LoadQuery(server, qPath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	server, db, query, _ := encryptAndLoad(t, dir, dbDir, q, rotations, 0)
 	out := filepath.Join(dir, "fold.bin")
 	st, err := Match(server, db, query, out, Pass{})
 	if err != nil {

@@ -50,22 +50,59 @@ func modelBits(db, q irisdb.Codes, rotations int, t float64) []bool {
 	return bits
 }
 
+// keySet generates a key set of the preset in a fresh directory and
+// loads its key holder.
+func keySet(t *testing.T, preset string) (string, *iriskeys.Holder) {
+	t.Helper()
+	dir := t.TempDir()
+	if _, err := iriskeys.Generate(dir, preset, 0); err != nil {
+		t.Fatal(err)
+	}
+	holder, err := iriskeys.LoadHolder(filepath.Join(dir, iriskeys.HolderDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, holder
+}
+
+// encryptAndLoad encrypts the query q (rotations per eye) with key set
+// dir's querier, then loads what the server holds: its keys (a key cache
+// of cacheBytes, 0: the default), the database in dbDir and the query.
+// It returns them and the query's path.
+func encryptAndLoad(t *testing.T, dir, dbDir string, q irisdb.Codes, rotations int, cacheBytes int64) (*iriskeys.Server, *irisdb.DB, *Query, string) {
+	t.Helper()
+	querier, err := iriskeys.LoadQuerier(filepath.Join(dir, iriskeys.QuerierDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	qPath := filepath.Join(dir, "query.bin")
+	if err := EncryptQuery(querier, qPath, q, rotations); err != nil {
+		t.Fatal(err)
+	}
+	server, err := iriskeys.LoadServer(filepath.Join(dir, iriskeys.ServerDir), cacheBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := irisdb.Load(server, dbDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	query, err := LoadQuery(server, qPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return server, db, query, qPath
+}
+
 // TestFilesEndToEnd runs every role through its files at the toy preset:
 // key generation, enrollment of 1,100 codes (two blocks), a public-key
 // query of 3 eyes x 3 rotations (one eye enrolled, with 25 % of its bits
 // flipped), the server's match, the key holder's decryption; and refuses a
 // corrupted database file and another key set's query.
 func TestFilesEndToEnd(t *testing.T) {
-	dir := t.TempDir()
-	if _, err := iriskeys.Generate(dir, "toy", 0); err != nil {
-		t.Fatal(err)
-	}
+	dir, holder := keySet(t, "toy")
 	if _, err := iriskeys.Generate(dir, "toy", 0); err == nil {
 		t.Fatal("a second key set was written over the first")
-	}
-	holder, err := iriskeys.LoadHolder(filepath.Join(dir, iriskeys.HolderDir))
-	if err != nil {
-		t.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(5, 6))
 	const rotations, eyes, thr = 3, 3, 0.34
@@ -88,29 +125,10 @@ func TestFilesEndToEnd(t *testing.T) {
 	if _, err := irisdb.Enroll(holder, dbDir, gallery, thr, nil); err != nil {
 		t.Fatal(err)
 	}
-	querier, err := iriskeys.LoadQuerier(filepath.Join(dir, iriskeys.QuerierDir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	qPath := filepath.Join(dir, "query.bin")
-	if err := EncryptQuery(querier, qPath, q, rotations); err != nil {
-		t.Fatal(err)
-	}
 	// A key cache of three keys: the pipeline reloads evicted keys from
 	// their files (checked below) and must still give the model's bits.
 	bp := holder.Params.Slots.Bootstrap.BootstrappingParameters
-	server, err := iriskeys.LoadServer(filepath.Join(dir, iriskeys.ServerDir), 3*int64(codec.GaloisKeySize(bp)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := irisdb.Load(server, dbDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	query, err := LoadQuery(server, qPath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	server, db, query, qPath := encryptAndLoad(t, dir, dbDir, q, rotations, 3*int64(codec.GaloisKeySize(bp)))
 	out := filepath.Join(dir, "result.bin")
 	st, err := Match(server, db, query, out, Pass{})
 	if err != nil {

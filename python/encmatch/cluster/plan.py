@@ -208,7 +208,7 @@ def render(p: Plan) -> str:
     prof = p.profile
     lines = [
         f"profile {prof.name}: {prof.description}",
-        f"  comparator depth: " + (f"kappa {prof.kappa}" if prof.kappa is not None else "not stated"),
+        "  comparator depth: " + (f"kappa {prof.kappa}" if prof.kappa is not None else "not stated"),
         f"  measured: {prof.shard_seconds:.3g} s and {prof.shard_bytes / 1e9:.2f} GB per shard of "
         f"{prof.shard_size} vectors, {prof.worker_overhead_bytes / 1e9:.2f} GB of keys per worker"
         + (f", {prof.concurrent} shards at once in {prof.concurrent_seconds:.3g} s" if prof.concurrent > 1 else "")
