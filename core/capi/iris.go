@@ -335,7 +335,11 @@ func irisBand(args, _ []byte) (*irisBandReply, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if p, err := irisparams.Build(m.Preset, m.Kappa); err == nil && p.Folds() {
+	p, err := irisparams.Build(m.Preset, m.Kappa)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", a.Keys, err)
+	}
+	if p.Folds() {
 		fp, lit, err := p.PairFold(1-2*a.T, 1)
 		if err != nil {
 			return nil, nil, err

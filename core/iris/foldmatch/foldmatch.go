@@ -108,8 +108,13 @@ func NewPipeline(fp *fold.Params, s *scoreslots.Params, foldKeys []rlwe.Evaluati
 		return nil, fmt.Errorf("%w: %d blocks' bootstrapping keys, %d blocks' fold keys", errs.ErrMismatch, len(evals), len(foldKeys))
 	}
 	pl := &Pipeline{Fold: fp, Slots: s, Lit: lit, evals: evals}
-	if pl.Sure, pl.Maybe, err = comparators(fp, lit); err != nil {
+	cmps, err := comparators(fp, lit)
+	if err != nil {
 		return nil, err
+	}
+	pl.Sure = cmps[0]
+	if len(cmps) > 1 {
+		pl.Maybe = cmps[1]
 	}
 	// Each polynomial's sums leave the refresh divided by the width of
 	// the range its classifiers read.
@@ -151,7 +156,7 @@ func (lit Literal) classifiers() []Classifier {
 // keys: every sum in its classifier's range, the comparators' bands with
 // EvalError within the tolerances.
 func Check(fp *fold.Params, lit Literal) error {
-	_, _, err := comparators(fp, lit)
+	_, err := comparators(fp, lit)
 	return err
 }
 
@@ -159,31 +164,29 @@ func Check(fp *fold.Params, lit Literal) error {
 // then maybe): the comparator's band and EvalError, the distance from a
 // threshold within which the model does not settle a bit.
 func Bands(fp *fold.Params, lit Literal) ([]float64, error) {
-	sure, maybe, err := comparators(fp, lit)
+	cmps, err := comparators(fp, lit)
 	if err != nil {
 		return nil, err
 	}
 	var out []float64
 	for i, c := range lit.classifiers() {
-		cmp := sure
-		if i == 1 {
-			cmp = maybe
-		}
-		out = append(out, lit.band(cmp, c))
+		out = append(out, lit.band(cmps[i], c))
 	}
 	return out, nil
 }
 
 // comparators checks lit's classifiers on fp's sums and returns their
-// comparators (maybe nil without a maybe classifier).
-func comparators(fp *fold.Params, lit Literal) (sure, maybe *comparator.Comparator, err error) {
-	out := make([]*comparator.Comparator, 2)
+// comparators, in the order of Literal.classifiers (sure, then maybe).
+func comparators(fp *fold.Params, lit Literal) ([]*comparator.Comparator, error) {
+	var out []*comparator.Comparator
 	for i, c := range lit.classifiers() {
-		if out[i], err = classifierComparator(fp, lit, c, polyOf(fp, i)); err != nil {
-			return nil, nil, fmt.Errorf("classifier %d: %w", i, err)
+		cmp, err := classifierComparator(fp, lit, c, polyOf(fp, i))
+		if err != nil {
+			return nil, fmt.Errorf("classifier %d: %w", i, err)
 		}
+		out = append(out, cmp)
 	}
-	return out[0], out[1], nil
+	return out, nil
 }
 
 // polyOf is the fold polynomial classifier i reads: f for sure, the last

@@ -119,7 +119,7 @@ func Enroll(h *iriskeys.Holder, dir string, codes Codes, t float64, design []byt
 	switch {
 	case p.Folds():
 		var err error
-		if fp, err = checkDesign(p, design, t); err != nil {
+		if _, fp, err = checkDesign(p, design, t); err != nil {
 			return nil, err
 		}
 	case design != nil:
@@ -130,10 +130,11 @@ func Enroll(h *iriskeys.Holder, dir string, codes Codes, t float64, design []byt
 	}
 	n := p.CCMM.NDB
 	blocks := (codes.Rows + n - 1) / n
-	var m ccmm.Matrix = paddedCodes{Codes: codes, rows: blocks * n}
+	padded := paddedCodes{Codes: codes, rows: blocks * n}
+	var m ccmm.Matrix = padded
 	if fp != nil {
 		var err error
-		if m, err = slotEncode(p, m.(paddedCodes)); err != nil {
+		if m, err = slotEncode(p, padded); err != nil {
 			return nil, err
 		}
 	}
@@ -189,19 +190,19 @@ func Enroll(h *iriskeys.Holder, dir string, codes Codes, t float64, design []byt
 
 // checkDesign reads a fold design for threshold t and builds its fold on
 // the preset (which checks it against the comparator).
-func checkDesign(p *irisparams.Params, design []byte, t float64) (*fold.Params, error) {
+func checkDesign(p *irisparams.Params, design []byte, t float64) (*fold.Design, *fold.Params, error) {
 	if design == nil {
-		return nil, fmt.Errorf("%w: preset %s folds: enrollment needs a fold design for t = %v (encmatch iris fold)", errs.ErrInvalid, p.Preset.Name, t)
+		return nil, nil, fmt.Errorf("%w: preset %s folds: enrollment needs a fold design for t = %v (encmatch iris fold)", errs.ErrInvalid, p.Preset.Name, t)
 	}
 	d, err := fold.ReadDesign(design)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if d.T != t || math.Abs(d.Delta-(1-2*t)) > 1e-12 {
-		return nil, fmt.Errorf("%w: a fold design for t = %v (delta %v), the database's threshold is t = %v", errs.ErrMismatch, d.T, d.Delta, t)
+		return nil, nil, fmt.Errorf("%w: a fold design for t = %v (delta %v), the database's threshold is t = %v", errs.ErrMismatch, d.T, d.Delta, t)
 	}
 	fp, _, err := p.DesignFold(d, 1)
-	return fp, err
+	return d, fp, err
 }
 
 // slotEncode is the padded gallery slot-encoded block by block (package
@@ -412,13 +413,11 @@ func loadFoldFiles(s *iriskeys.Server, db *DB) error {
 	if err != nil {
 		return err
 	}
-	fp, err := checkDesign(s.Params, b, db.Meta.T)
+	d, fp, err := checkDesign(s.Params, b, db.Meta.T)
 	if err != nil {
 		return fmt.Errorf("%s: %w", filepath.Join(db.Dir, designFile), err)
 	}
-	if db.Design, err = fold.ReadDesign(b); err != nil {
-		return err
-	}
+	db.Design = d
 	path := filepath.Join(db.Dir, foldKeysFile)
 	if b, err = envelope.ReadFile(path, s.Header(kindFoldKeys)); err != nil {
 		return err

@@ -10,7 +10,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/big"
-	"slices"
 	"time"
 
 	"encmatch/core/base/codec"
@@ -127,13 +126,10 @@ func Match(s *iriskeys.Server, db *irisdb.DB, q *Query, out string, pass Pass) (
 	if !db.Meta.Fold && pass.PairEyes != nil {
 		return nil, fmt.Errorf("%w: a pair pass needs a folding database", errs.ErrInvalid)
 	}
-	for _, e := range pass.PairEyes {
-		if e < 0 || e >= q.Eyes {
-			return nil, fmt.Errorf("%w: eye %d of a query of %d eyes", errs.ErrInvalid, e, q.Eyes)
+	if pass.PairEyes != nil {
+		if err := checkEyeList(pass.PairEyes, q.Eyes); err != nil {
+			return nil, fmt.Errorf("%w: the pair pass's eyes: %v", errs.ErrInvalid, err)
 		}
-	}
-	if pass.PairEyes != nil && (len(pass.PairEyes) == 0 || !slices.IsSorted(pass.PairEyes) || len(slices.Compact(slices.Clone(pass.PairEyes))) != len(pass.PairEyes)) {
-		return nil, fmt.Errorf("%w: the pair pass's eyes %v: give at least one, in increasing order, each once", errs.ErrInvalid, pass.PairEyes)
 	}
 	start := time.Now()
 	src, closeFiles, err := irisdb.OpenMatrices(s, db)
@@ -332,6 +328,20 @@ func DecryptFold(h *iriskeys.Holder, path string) (*FoldResult, error) {
 	return r, nil
 }
 
+// checkEyeList refuses a list of eyes of a query of n eyes that is
+// empty, not increasing, or names an eye outside [0, n).
+func checkEyeList(eyes []int, n int) error {
+	if len(eyes) == 0 {
+		return fmt.Errorf("no eye listed")
+	}
+	for i, e := range eyes {
+		if e < 0 || e >= n || (i > 0 && e <= eyes[i-1]) {
+			return fmt.Errorf("eye %d at place %d of %v, for a query of %d eyes: the eyes must increase, each below %d", e, i, eyes, n, n)
+		}
+	}
+	return nil
+}
+
 // foldFrame is what parseFoldResult reads besides the FoldResult: the
 // ciphertexts' level, the fold groups per eye and the two ciphertexts'
 // bytes (maybe empty for the pair pass).
@@ -360,11 +370,10 @@ func parseFoldResult(b []byte, maxLevel int) (*FoldResult, *foldFrame, error) {
 		return nil, nil, fmt.Errorf("%w: fold result of %d eyes, %d listed, pass %d, at level %d", errs.ErrCorrupt, r.Eyes, listed, u(2), f.level)
 	}
 	for i := range listed {
-		e := int(binary.LittleEndian.Uint32(parts[1][4*i:]))
-		if e >= r.Eyes || (i > 0 && e <= r.Listed[i-1]) {
-			return nil, nil, fmt.Errorf("%w: fold result lists eye %d after %v of %d", errs.ErrCorrupt, e, r.Listed, r.Eyes)
-		}
-		r.Listed = append(r.Listed, e)
+		r.Listed = append(r.Listed, int(binary.LittleEndian.Uint32(parts[1][4*i:])))
+	}
+	if err := checkEyeList(r.Listed, r.Eyes); err != nil {
+		return nil, nil, fmt.Errorf("%w: fold result: %v", errs.ErrCorrupt, err)
 	}
 	if !r.Pairs && listed != r.Eyes {
 		return nil, nil, fmt.Errorf("%w: a fold pass over %d of %d eyes", errs.ErrCorrupt, listed, r.Eyes)

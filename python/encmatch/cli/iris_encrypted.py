@@ -69,7 +69,6 @@ def cmd_enroll(args: argparse.Namespace) -> int:
             design = json.loads(args.design.read_text())
         except (OSError, ValueError) as e:
             raise InvalidArgument(f"{args.design}: not a fold design: {e}") from None
-        design = design.get("design", design) if isinstance(design, dict) else design
     gallery = read_templates(args.gallery)
     _log(f"encrypting {len(gallery)} templates into {args.db} (t = {args.t}) ...")
     res = E.Client(args.keys).enroll(gallery, args.db, args.t, design=design)

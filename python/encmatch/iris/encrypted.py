@@ -141,9 +141,10 @@ class Client:
         """
         if not 0 < t < 1:
             raise InvalidArgument(f"threshold t = {t}: a fractional Hamming distance in (0, 1)")
-        folds = preset_of(self.dir) in FOLD_PRESETS
+        preset = preset_of(self.dir)
+        folds = preset in FOLD_PRESETS
         if design is not None and not folds:
-            raise InvalidArgument(f"preset {preset_of(self.dir)} does not fold: it takes no fold design")
+            raise InvalidArgument(f"preset {preset} does not fold: it takes no fold design")
         if folds and design is None:
             from .folding import design as fold_design
 
@@ -329,7 +330,8 @@ def validate_fold(fold: FoldValues, pairs: FoldValues | None, model: EyeResults,
     pair_guard = np.zeros(len(values), dtype=bool)
     pair_guard[model.guard_band(band, unit="score")] = True
     guard_eyes = np.where(answers == FLAGGED, pair_guard, clean_guard)
-    wrong = [int(e) for e in np.flatnonzero((bits != model.bits) & ~guard_eyes) if e not in set(undecided.tolist())]
+    skip = set(undecided.tolist())
+    wrong = [int(e) for e in np.flatnonzero((bits != model.bits) & ~guard_eyes) if e not in skip]
     return Validation(values=values, bits=model.bits.astype(bool), guard=guard_eyes, band=band, disagreements=wrong,
                       uncertain=[int(e) for e in undecided])
 
