@@ -29,10 +29,11 @@ package seeded
 
 import (
 	"crypto/aes"
-	"crypto/cipher"
 	"crypto/rand"
 	"encoding/binary"
 	"fmt"
+
+	"encmatch/core/base/keystream"
 
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 	"github.com/tuneinsight/lattigo/v6/ring"
@@ -52,15 +53,6 @@ func NewSeed() (Seed, error) {
 	return s, err
 }
 
-// keystream is an AES-256-CTR keystream used as a sampling.PRNG.
-type keystream struct{ cipher.Stream }
-
-func (k keystream) Read(p []byte) (int, error) {
-	clear(p)
-	k.XORKeyStream(p, p)
-	return len(p), nil
-}
-
 // Mask writes into out the uniform polynomial (NTT domain, level of rq)
 // that is the c1 of ciphertext number index under seed.
 func Mask(rq *ring.Ring, seed Seed, index uint64, out ring.Poly) {
@@ -70,7 +62,7 @@ func Mask(rq *ring.Ring, seed Seed, index uint64, out ring.Poly) {
 	}
 	var iv [aes.BlockSize]byte
 	binary.BigEndian.PutUint64(iv[:8], index) // the low 8 bytes count blocks
-	ring.NewUniformSampler(keystream{cipher.NewCTR(block, iv[:])}, rq).Read(out)
+	ring.NewUniformSampler(keystream.New(block, iv), rq).Read(out)
 }
 
 // Encryptor encrypts under a secret key with seeded uniform halves. It is

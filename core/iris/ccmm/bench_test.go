@@ -1,6 +1,7 @@
 package ccmm
 
 import (
+	"bytes"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -73,6 +74,13 @@ func BenchmarkGEMMInt64(b *testing.B) {
 // u8 x s8 digit products; GMAC counts the modular product once).
 func BenchmarkGEMMVNNI(b *testing.B) { benchEngine(b, "AVX-512 VNNI", hasVNNI, gemmVNNI, 1048193) }
 
+// BenchmarkGEMMVNNIWide is the VNNI engine modulo 2^31 - 1 (four digits,
+// sixteen products): BenchmarkGEMMAVX2Wide's product on a CPU with AVX-512
+// VNNI.
+func BenchmarkGEMMVNNIWide(b *testing.B) {
+	benchEngine(b, "AVX-512 VNNI", hasVNNI, gemmVNNI, 2147483647)
+}
+
 // BenchmarkGEMMAVX2 is the same product on the AVX2 engine (four s16 x s16
 // digit products; GMAC counts the modular product once).
 func BenchmarkGEMMAVX2(b *testing.B) { benchEngine(b, "AVX2", hasAVX2, gemmAVX2, 1048193) }
@@ -104,4 +112,22 @@ func benchEngine(b *testing.B, name string, has bool, gemm func(x, yt Mat, q uin
 		}
 	}
 	report(b, m, k, n, cpu0)
+}
+
+// BenchmarkSeededFill regenerates one prime's seeded a-part at the iris
+// size (2^14 columns of ring 2^14: what a query's product regenerates per
+// prime and matrix, SharedAReader.Next), in residues per second.
+func BenchmarkSeededFill(b *testing.B) {
+	seed := bytes.Repeat([]byte{1}, SeedSize)
+	const q = 1146881 // an NTT prime of ring 2^14 just above 2^20
+	s, err := newSeededA(seed, 1<<14, []uint64{q})
+	if err != nil {
+		b.Fatal(err)
+	}
+	m := NewMat(1<<14, 1<<14)
+	b.ResetTimer()
+	for range b.N {
+		s.fill(m, 0, 0)
+	}
+	b.ReportMetric(float64(len(m.Data))*float64(b.N)/b.Elapsed().Seconds()/1e6, "Mresidues/s")
 }

@@ -14,7 +14,7 @@ import (
 //
 //	u8 LogN | u64 Rows | u64 Cols | u8 len(Moduli) | u64 Moduli[...] |
 //	u16 len(scale) | scale (big-endian magnitude) |
-//	u8 len(Seed) (0 or SeedSize) | Seed |
+//	u8 seed tag (0: no seed, seedTagAES: SeedSize bytes follow) | Seed |
 //	per prime i: A[i] (N x Cols residues, row-major; absent when seeded),
 //	             B[i] (Rows x Cols residues)
 //
@@ -23,6 +23,16 @@ import (
 // presets' 20- and 21-bit primes), else 4. The decoder checks every header
 // field and the exact payload length before it allocates, and every residue
 // against its prime after; a seeded A is regenerated (seededA).
+
+// seedTagAES marks a seed from which A is derived by AES-256 in counter
+// mode (seededA). The tag SeedSize alone marks the a-parts of databases
+// enrolled before it, derived by BLAKE2b: they are refused
+// (errBLAKE2bSeed), since reading one with this derivation would give
+// wrong results.
+const (
+	seedTagAES    = 0x80 | SeedSize
+	seedTagBLAKE2 = SeedSize
+)
 
 // headerSize is the size of the header for k moduli, a scale of s bytes
 // and a seed of seed bytes.
@@ -134,7 +144,11 @@ func (c *SharedA) writeHeader(w io.Writer) error {
 	if c.Seed != nil && len(c.Seed) != SeedSize {
 		return fmt.Errorf("%w: a seed of %d bytes", errs.ErrInvalid, len(c.Seed))
 	}
-	_, err := w.Write(append([]byte{byte(len(c.Seed))}, c.Seed...))
+	tag := byte(0)
+	if c.Seed != nil {
+		tag = seedTagAES
+	}
+	_, err := w.Write(append([]byte{tag}, c.Seed...))
 	return err
 }
 
@@ -258,18 +272,27 @@ func NewSharedAReader(r io.Reader, n int64, want *SharedA) (*SharedAReader, erro
 	if _, err := io.ReadFull(r, sb); err != nil {
 		return nil, badMatrix("%v", err)
 	}
-	var seedLen [1]byte
-	if _, err := io.ReadFull(r, seedLen[:]); err != nil {
+	var tag [1]byte
+	if _, err := io.ReadFull(r, tag[:]); err != nil {
 		return nil, badMatrix("%v", err)
 	}
-	if seedLen[0] != 0 && seedLen[0] != SeedSize {
-		return nil, badMatrix("a seed of %d bytes", seedLen[0])
+	switch tag[0] {
+	case 0, seedTagAES:
+	case seedTagBLAKE2:
+		return nil, fmt.Errorf("%w: encrypted matrix: its a-part is derived from its seed by BLAKE2b, as databases enrolled "+
+			"before the AES-CTR derivation (November 2026) were; this version cannot read it: enroll the gallery again", errs.ErrMismatch)
+	default:
+		return nil, badMatrix("seed tag %#x", tag[0])
+	}
+	seedLen := 0
+	if tag[0] != 0 {
+		seedLen = SeedSize
 	}
 	// Size check before any matrix is allocated (products cannot overflow:
 	// rows and columns are below 2^34, primes at most 64).
 	width := residueWidth(moduli)
-	per := payloadPerPrime(int64(nDeg), int64(head.Rows), int64(head.Cols), seedLen[0] != 0, width)
-	if per > 1<<40 || headerSize(int(head.K), int(sl), int(seedLen[0]))+per*int64(head.K) != n {
+	per := payloadPerPrime(int64(nDeg), int64(head.Rows), int64(head.Cols), seedLen != 0, width)
+	if per > 1<<40 || headerSize(int(head.K), int(sl), seedLen)+per*int64(head.K) != n {
 		return nil, badMatrix("%d bytes for a %d x %d matrix of %d primes", n, head.Rows, head.Cols, head.K)
 	}
 	c := &SharedA{LogN: int(head.LogN), Rows: int(head.Rows), Cols: int(head.Cols), Moduli: moduli, Scale: new(big.Int).SetBytes(sb)}
@@ -277,7 +300,7 @@ func NewSharedAReader(r io.Reader, n int64, want *SharedA) (*SharedAReader, erro
 		return nil, badMatrix("scale 0")
 	}
 	sr := &SharedAReader{Head: c, r: r, width: width}
-	if seedLen[0] != 0 {
+	if seedLen != 0 {
 		c.Seed = make([]byte, SeedSize)
 		if _, err := io.ReadFull(r, c.Seed); err != nil {
 			return nil, badMatrix("%v", err)

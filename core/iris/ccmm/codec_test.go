@@ -2,10 +2,14 @@ package ccmm
 
 import (
 	"bytes"
+	"crypto/aes"
+	"encoding/binary"
 	"errors"
 	"math/big"
+	"math/bits"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"encmatch/core/base/errs"
@@ -45,6 +49,50 @@ func smallSeededSharedA() *SharedA {
 	return c
 }
 
+// TestSeededAStream: the seeded a-part's column j modulo prime i is
+// Lattigo's uniform sampler (big-endian 64-bit words, masked, rejected at
+// q or more) on AES-256 of the counter blocks j || i || 0, 1, 2, ... under
+// the seed, computed here block by block with crypto/aes; a change of the
+// derivation would make every enrolled database decrypt to noise.
+func TestSeededAStream(t *testing.T) {
+	seed := make([]byte, SeedSize)
+	for i := range seed {
+		seed[i] = byte(3*i + 1)
+	}
+	moduli := []uint64{1146881, 536903681}
+	s, err := newSeededA(seed, 1<<12, moduli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, err := aes.NewCipher(seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ j, i int }{{0, 0}, {5, 1}, {4095, 0}} {
+		got := make([]uint64, 1<<12)
+		s.column(c.j, c.i, got)
+		q := moduli[c.i]
+		mask := uint64(1)<<bits.Len64(q-1) - 1
+		var ctr, ks [aes.BlockSize]byte
+		binary.BigEndian.PutUint64(ctr[:8], uint64(c.j))
+		binary.BigEndian.PutUint32(ctr[8:12], uint32(c.i))
+		for k, word := 0, 0; k < len(got); word++ {
+			if word%2 == 0 { // the next key stream block
+				block.Encrypt(ks[:], ctr[:])
+				binary.BigEndian.PutUint32(ctr[12:], binary.BigEndian.Uint32(ctr[12:])+1)
+			}
+			v := binary.BigEndian.Uint64(ks[8*(word%2):]) & mask
+			if v >= q {
+				continue
+			}
+			if got[k] != v {
+				t.Fatalf("column %d prime %d coefficient %d: %d, want %d", c.j, c.i, k, got[k], v)
+			}
+			k++
+		}
+	}
+}
+
 // TestResidueWidths: 3-byte residues round-trip every centered value of a
 // prime below 2^24 (the extremes included), and a prime of 2^24 or more
 // takes 4 bytes.
@@ -66,7 +114,9 @@ func TestResidueWidths(t *testing.T) {
 // TestSharedARoundTrip: WriteTo then ReadSharedA gives the same matrix
 // (with A stored, and with A regenerated from its seed, whose form is
 // smaller by A's bytes); a wrong expected shape or seededness is a
-// mismatch, every truncation corrupt, a seed of another length corrupt.
+// mismatch, every truncation corrupt, a seed of another length corrupt, an
+// a-part seeded for BLAKE2b (before the AES-CTR derivation) refused with a
+// message.
 func TestSharedARoundTrip(t *testing.T) {
 	t.Run("stored", func(t *testing.T) { testSharedARoundTrip(t, smallSharedA()) })
 	t.Run("four-byte residues", func(t *testing.T) { testSharedARoundTrip(t, smallSharedAModulo([]uint64{97, 1<<25 + 35})) })
@@ -85,6 +135,11 @@ func TestSharedARoundTrip(t *testing.T) {
 		}
 		b := buf.Bytes()
 		seedAt := headerSize(len(c.Moduli), len(c.Scale.Bytes()), 0) - 1
+		b[seedAt] = seedTagBLAKE2 // a database enrolled before the AES-CTR derivation
+		if _, err := ReadSharedA(bytes.NewReader(b), int64(len(b)), nil); !errors.Is(err, errs.ErrMismatch) ||
+			!strings.Contains(err.Error(), "enroll the gallery again") {
+			t.Fatalf("an a-part seeded for BLAKE2b: %v", err)
+		}
 		b[seedAt] = SeedSize - 1
 		if _, err := ReadSharedA(bytes.NewReader(b), int64(len(b)), nil); !errors.Is(err, errs.ErrCorrupt) {
 			t.Fatalf("a seed of %d bytes: %v", SeedSize-1, err)

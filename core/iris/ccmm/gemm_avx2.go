@@ -14,8 +14,8 @@ import (
 	"golang.org/x/sys/cpu"
 )
 
-// The AVX2 GEMM engine, for CPUs without AVX-512 VNNI and for moduli
-// beyond the VNNI engine's: each residue modulo a prime q < 2^23 is split
+// The AVX2 GEMM engine, for CPUs without AVX-512 VNNI: each residue
+// modulo a prime q < 2^23 is split
 // into two balanced base-4096 digits (three below 2^31), the four (nine)
 // digit products run as s16 x s16 -> s32 pair sums on VPMADDWD
 // (gemm_avx2.c) into int32 accumulators by weight, widened to int64 every

@@ -22,8 +22,9 @@ var engines = []struct {
 // kernel on shapes that cross every blocking boundary (rows around the
 // register tiles (8, 4) and the row blocks (128, 64), inner dimensions
 // around the 4-byte and 2-position groups and the cache blocks (1,024,
-// 256, 128), columns around the panels (48, 8)), on random residues and on
-// the extreme residues +-(q-1)/2 and 0, for primes near 2^20, 2^23, 2^30
+// 256, 128), columns around the panels (48, 8)), on random residues, on
+// the extreme residues +-(q-1)/2 and 0, and on operands whose every product
+// is the largest of one sign (the accumulators' worst case), for primes near 2^20, 2^23, 2^30
 // and 2^31 (the ones the engine takes) and small ones.
 func TestGEMMEnginesMatchGo(t *testing.T) {
 	ran := 0
@@ -55,14 +56,20 @@ func checkEngine(t *testing.T, gemm func(x, yt Mat, q uint64) (Mat, error), maxM
 		}
 		h := int32(q / 2)
 		for _, sh := range shapes {
-			for _, fill := range []string{"random", "extreme"} {
+			for _, fill := range []string{"random", "extreme", "saturated"} {
 				x, yt := NewMat(sh.m, sh.k), NewMat(sh.n, sh.k)
-				for _, m := range []Mat{x, yt} {
+				for k, m := range []Mat{x, yt} {
 					for i := range m.Data {
-						if fill == "random" {
+						switch fill {
+						case "random":
 							m.Data[i] = int32(rng.Int64N(int64(q))) - h
-						} else {
+						case "extreme":
 							m.Data[i] = []int32{-h, h, 0, h, -h}[rng.IntN(5)]
+						default: // every product at its largest, one sign per left row
+							m.Data[i] = h
+							if k == 0 && (i/sh.k)%2 == 1 {
+								m.Data[i] = -h
+							}
 						}
 					}
 				}
@@ -82,9 +89,10 @@ func checkEngine(t *testing.T, gemm func(x, yt Mat, q uint64) (Mat, error), maxM
 }
 
 // TestGEMMEnginesRefuseWideModuli: a modulus at or above an engine's
-// bound (2^23 for the VNNI engine's digits, 2^31 for the AVX2 engine's)
-// is refused, and the dispatcher sends a modulus the VNNI engine refuses
-// to another engine, whose product is exact.
+// bound (2^31 for both engines' digits) is refused, and the dispatcher
+// sends a modulus the engines refuse to the Go kernel, whose product is
+// exact; a 25-bit modulus (four digits on the VNNI engine, three on the
+// AVX2 one) is exact too.
 func TestGEMMEnginesRefuseWideModuli(t *testing.T) {
 	x := NewMat(2, 4)
 	for _, e := range engines {
@@ -92,20 +100,21 @@ func TestGEMMEnginesRefuseWideModuli(t *testing.T) {
 			t.Fatalf("%s: modulus %d: got %v, want ErrModulus", e.name, e.maxModulus+1, err)
 		}
 	}
-	q := uint64(1<<25 - 39)
-	x.Data = []int32{1 << 24, -(1 << 24), 5, 7, 3, 1, -1, 2}
-	yt := NewMat(1, 4)
-	yt.Data = []int32{1 << 24, 1 << 24, 1, 1}
-	want := make([]int32, 2)
-	for i := range want {
-		s := int64(0)
-		for l := 0; l < 4; l++ {
-			s += int64(x.Data[i*4+l]) * int64(yt.Data[l]) % int64(q)
+	for _, q := range []uint64{1<<25 - 39, 1<<31 + 11} {
+		x.Data = []int32{1 << 24, -(1 << 24), 5, 7, 3, 1, -1, 2}
+		yt := NewMat(1, 4)
+		yt.Data = []int32{1 << 24, 1 << 24, 1, 1}
+		want := make([]int32, 2)
+		for i := range want {
+			s := int64(0)
+			for l := 0; l < 4; l++ {
+				s += int64(x.Data[i*4+l]) * int64(yt.Data[l]) % int64(q)
+			}
+			want[i] = reduce(s, int64(q))
 		}
-		want[i] = reduce(s, int64(q))
-	}
-	if got := GEMM(x, yt, q); got.Data[0] != want[0] || got.Data[1] != want[1] {
-		t.Fatalf("GEMM with a 25-bit modulus: %v, want %v", got.Data, want)
+		if got := GEMM(x, yt, q); got.Data[0] != want[0] || got.Data[1] != want[1] {
+			t.Fatalf("GEMM modulo %d: %v, want %v", q, got.Data, want)
+		}
 	}
 }
 

@@ -12,7 +12,7 @@ const (
 // The engines' bounds, as in the cgo build (unused here).
 const (
 	maxVNNIInner   = 1 << 26
-	maxVNNIModulus = 1 << 23
+	maxVNNIModulus = 1 << 31
 	maxAVX2Inner   = 1 << 26
 	maxAVX2Modulus = 1 << 31
 )

@@ -139,10 +139,9 @@ func modInt(v int64, q uint64) uint64 {
 	return uint64(r)
 }
 
-// GEMMEngine names the engine GEMM runs on for moduli below 2^23 on this
-// machine and build (moduli from 2^23 to 2^31 take the AVX2 engine where
-// the CPU has AVX2, else the Go kernel): "avx512-vnni" (gemm_vnni.go, about 45 GMAC/s on 2
-// Zen 5 cores), "avx2-int16" (gemm_avx2.go, for CPUs without AVX-512 VNNI)
+// GEMMEngine names the engine GEMM runs on for moduli below 2^31 on this
+// machine and build: "avx512-vnni" (gemm_vnni.go, about 45 GMAC/s on 2
+// Zen 5 cores below 2^23), "avx2-int16" (gemm_avx2.go, for CPUs without AVX-512 VNNI)
 // or "int64-go" (the Go kernel: about 3.7 GMAC/s on the Zen 5 cores, 2.2
 // on 2 cores of an AVX2-only EPYC), so that a benchmark says which one it
 // measured.
@@ -159,7 +158,7 @@ func GEMMEngine() string {
 // GEMM returns x * yt^T modulo q (yt is the right operand transposed, so
 // that both operands are read along rows), centered; the operands are
 // centered residues. It runs on the AVX-512 VNNI engine (gemm_vnni.go)
-// where the CPU has it and q < 2^23, else on the AVX2 engine
+// where the CPU has it and q < 2^31, else on the AVX2 engine
 // (gemm_avx2.go) where the CPU has that and q < 2^31, otherwise on the
 // int64 Go kernel (gemmGo). It parallelises over rows of x with
 // GOMAXPROCS goroutines.

@@ -1,6 +1,8 @@
 package ccmm
 
 import (
+	"crypto/aes"
+	"crypto/cipher"
 	"crypto/rand"
 	"encoding/binary"
 	"fmt"
@@ -8,9 +10,9 @@ import (
 	"sync"
 
 	"encmatch/core/base/errs"
+	"encmatch/core/base/keystream"
 
 	"github.com/tuneinsight/lattigo/v6/ring"
-	"github.com/tuneinsight/lattigo/v6/utils/sampling"
 )
 
 // SeedSize is the length of the public seed a database's a-part is
@@ -29,12 +31,17 @@ func NewSeed() ([]byte, error) {
 
 // seededA derives the a-part of a seeded SharedA: the residues of column
 // j modulo prime i are Lattigo's uniform sampler (ring.UniformSampler) read
-// from Lattigo's keyed BLAKE2b PRNG (sampling.KeyedPRNG) with key seed || j
-// || i (64-bit little endian), so that each (column, prime) is its own
-// stream: any column and prime is regenerated alone, in any order and in
-// parallel.
+// from AES-256 in counter mode keyed by the seed (package keystream), its
+// initial counter block j (64 bits) || i (32 bits) || 0 (32 bits), big
+// endian, so that
+// each (column, prime) is its own stream of at most 2^32 blocks: any
+// column and prime is regenerated alone, in any order and in parallel.
+// (Lattigo's keyed PRNG, BLAKE2b, took 64 % of a query's regeneration of
+// the a-part, about 9 s per prime of 2^28 residues on 2 cores; databases
+// seeded that way are refused with a message, codec.go.)
 type seededA struct {
 	seed  []byte
+	block cipher.Block // AES-256 keyed by seed
 	rings []*ring.Ring // one single-prime ring per modulus (the sampler's modulus and mask)
 }
 
@@ -42,7 +49,11 @@ func newSeededA(seed []byte, n int, moduli []uint64) (*seededA, error) {
 	if len(seed) != SeedSize {
 		return nil, fmt.Errorf("%w: a seed of %d bytes, want %d", errs.ErrInvalid, len(seed), SeedSize)
 	}
-	s := &seededA{seed: seed}
+	block, err := aes.NewCipher(seed)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errs.ErrInvalid, err)
+	}
+	s := &seededA{seed: seed, block: block}
 	for _, q := range moduli {
 		r, err := ring.NewRing(n, []uint64{q})
 		if err != nil {
@@ -56,15 +67,10 @@ func newSeededA(seed []byte, n int, moduli []uint64) (*seededA, error) {
 // column writes the residues (canonical, in [0, q_i)) of column j modulo
 // prime i into dst (N coefficients).
 func (s *seededA) column(j, i int, dst []uint64) {
-	key := make([]byte, 0, SeedSize+16)
-	key = append(key, s.seed...)
-	key = binary.LittleEndian.AppendUint64(key, uint64(j))
-	key = binary.LittleEndian.AppendUint64(key, uint64(i))
-	prng, err := sampling.NewKeyedPRNG(key)
-	if err != nil {
-		panic(err) // BLAKE2b refuses only keys over 64 bytes; this one has 48
-	}
-	ring.NewUniformSampler(prng, s.rings[i]).Read(ring.Poly{Coeffs: [][]uint64{dst}})
+	var iv [aes.BlockSize]byte
+	binary.BigEndian.PutUint64(iv[:8], uint64(j))
+	binary.BigEndian.PutUint32(iv[8:12], uint32(i))
+	ring.NewUniformSampler(keystream.New(s.block, iv), s.rings[i]).Read(ring.Poly{Coeffs: [][]uint64{dst}})
 }
 
 // poly writes column j's residues modulo every prime into a (a
