@@ -26,9 +26,9 @@ import (
 
 // seedTagAES marks a seed from which A is derived by AES-256 in counter
 // mode (seededA). The tag SeedSize alone marks the a-parts of databases
-// enrolled before it, derived by BLAKE2b: they are refused
-// (errBLAKE2bSeed), since reading one with this derivation would give
-// wrong results.
+// enrolled before it, derived by BLAKE2b: NewSharedAReader refuses them
+// (ErrMismatch, with a message to enroll again), since reading one with
+// this derivation would give wrong results.
 const (
 	seedTagAES    = 0x80 | SeedSize
 	seedTagBLAKE2 = SeedSize
