@@ -87,6 +87,41 @@ def test_roles_match_the_model_near_the_threshold(keys, db, data, tmp_path):
     assert np.all(np.abs(values - model.bits) < 1e-3), values
 
 
+def test_duplicates_and_sixteen_matching_neighbours(keys, data, tmp_path):
+    """A gallery where one eye is enrolled twice and sixteen neighbouring entries all match one query eye.
+
+    The OR over every code and rotation makes each such eye one clean
+    match (values within 10^-3 of 1), never a value past 1; beside them a
+    near miss at t + 0.01 and an outsider stay clean no's.
+    """
+    gallery, queries = data
+    rng = np.random.default_rng(21)
+    codes, masks = gallery.bits()
+    fresh_codes, fresh_masks = generate(1, seed=123)[0].bits()
+    x = (fresh_codes[0], fresh_masks[0])
+    neighbours = [_flip_to(x, fhd, rng) for fhd in np.linspace(0.10, 0.30, 16)]
+    crafted = Templates.from_bits(
+        np.concatenate([codes[:280], codes[5:6], np.stack([c for c, _ in neighbours])]),
+        np.concatenate([masks[:280], masks[5:6], np.stack([m for _, m in neighbours])]))
+    d = tmp_path / "db"
+    E.Client(keys).enroll(crafted, d, T)
+    twice = _flip_to((codes[5], masks[5]), 0.20, rng)
+    near = _flip_to((codes[100], masks[100]), T + 0.01, rng)
+    outsider = next(k for k, enrolled in enumerate(queries.truth) if not enrolled)
+    qc, qm = queries.bits()
+    batch = Templates.from_bits(np.stack([twice[0], x[0], near[0], qc[outsider]]),
+                                np.stack([twice[1], x[1], near[1], qm[outsider]]))
+    q, r = tmp_path / "q.bin", tmp_path / "r.bin"
+    E.Querier(keys).encrypt(batch, q, rotation_shift=3)
+    E.Server(keys).search(d, q, r)
+    values = E.Client(keys).decrypt(r)
+    model = match(batch, crafted, T, rotation_shift=3)
+    assert model.bits.tolist() == [True, True, False, False], model.best_fhd
+    v = E.validate(values, model, E.Client(keys).band(T))
+    assert v.ok and not v.guard.any(), (v.to_dict(), model.best_margin)
+    assert np.all(np.abs(values - model.bits) < 1e-3), values
+
+
 def test_cli_roles_and_validate(keys, db, data, tmp_path, capsys):
     """The CLI of every role; decrypt --validate exits 0, and 1 against another gallery's model."""
     gallery, queries = data

@@ -5,8 +5,9 @@ One key set and one database of 1,000 codes for the module (about a
 minute). The query holds five eyes at open-iris's 31 rotations: a generated
 enrolled eye, a generated outsider, and three crafted from gallery eyes at
 FHD 0.10 (enrolled twice, a clean match), 0.30 (a match under the design's
-clean yes: flagged) and t + 0.01 (a near miss: flagged or a clean no). The
-flagged eyes go through the pair pass.
+clean yes: flagged) and t + 0.01 (a near miss: flagged or a clean no); a
+sixth eye has sixteen neighbouring gallery entries that all match it (FHD
+0.10 to 0.30: a clean match). The flagged eyes go through the pair pass.
 """
 
 from __future__ import annotations
@@ -38,18 +39,22 @@ def _flip_to(code: np.ndarray, mask: np.ndarray, fhd: float, rng) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
-    """Key set, gallery (code 3 enrolled twice), five query eyes, the database at t = 0.34."""
+    """Key set, gallery (code 3 enrolled twice, 16 matches of eye 5 at its end), six query eyes, the
+    database at t = 0.34."""
     d = tmp_path_factory.mktemp("iris-fold")
     E.keygen(d / "keys", preset="toy-fold")
     gen = dataclasses.replace(POPULATIONS["daugman"], max_offset=3)
     gallery, queries = generate(999, n_queries=2, n_enrolled=1, seed=17, generator=gen)
     rng = np.random.default_rng(3)
     gc, gm = gallery.bits()
-    gallery = Templates.from_bits(np.concatenate([gc, gc[3:4]]), np.concatenate([gm, gm[3:4]]))
+    xc, xm = generate(1, seed=123)[0].bits()
+    neighbours = np.stack([_flip_to(xc[0], xm[0], fhd, rng) for fhd in np.linspace(0.10, 0.30, 16)])
+    gallery = Templates.from_bits(np.concatenate([gc, gc[3:4], neighbours]),
+                                  np.concatenate([gm, gm[3:4], np.repeat(xm, 16, axis=0)]))
     crafted = [(_flip_to(gc[k], gm[k], fhd, rng), gm[k]) for k, fhd in ((3, 0.10), (500, 0.30), (900, T + 0.01))]
     qc, qm = queries.bits()
-    batch = Templates.from_bits(np.concatenate([qc, np.stack([c for c, _ in crafted])]),
-                                np.concatenate([qm, np.stack([m for _, m in crafted])]))
+    batch = Templates.from_bits(np.concatenate([qc, np.stack([c for c, _ in crafted]), xc]),
+                                np.concatenate([qm, np.stack([m for _, m in crafted]), xm]))
     E.Client(d / "keys").enroll(gallery, d / "db", T)
     return d, gallery, batch
 
@@ -63,11 +68,11 @@ def test_fold_and_pair_passes_equal_the_model(setup, tmp_path):
     stats = E.Server(keys).search(db, q, r)
     assert stats["fold"]["pass"] == "fold" and stats["fold"]["refreshes"] > 0 and stats["half_bootstraps"] == 0
     fold = E.Client(keys).decrypt(r)
-    assert isinstance(fold, E.FoldValues) and not fold.pairs and fold.eyes == 5
+    assert isinstance(fold, E.FoldValues) and not fold.pairs and fold.eyes == 6
     model = match(batch, gallery, T)
-    assert model.bits.tolist() == [False, True, True, True, False], model.best_fhd
+    assert model.bits.tolist() == [False, True, True, True, False, True], model.best_fhd
     answers = fold.answers()
-    assert answers[2] == E.MATCH and answers[0] == E.NO_MATCH, (fold.sure, fold.maybe)
+    assert answers[2] == answers[5] == E.MATCH and answers[0] == E.NO_MATCH, (fold.sure, fold.maybe)
     assert answers[3] == E.FLAGGED, (fold.sure, fold.maybe)  # FHD 0.30: under the design's clean yes
     flagged = fold.flagged()
     bits, undecided = E.combine(fold)

@@ -174,6 +174,59 @@ func runCCMM(t *testing.T, p *Params, d1, d3 int, seed uint64, publicKey bool) {
 	t.Logf("d1=%d inner=%d d3=%d: genuine score %d, largest |score| %d", d1, p.Lit.Inner, d3, want.At(0, 0), want.MaxAbs())
 }
 
+// TestProductOfColumns: the product with a query's columns selected
+// (SharedA.Columns, as a pair pass selects its eyes) decrypts to those
+// columns of the scores, in the selection's order; a selection outside the
+// query or an empty one is refused.
+func TestProductOfColumns(t *testing.T) {
+	p := mustParams(t, Toy)
+	rng := rand.New(rand.NewPCG(4, 1))
+	sk, err := p.GenSecrets(2 * p.NDB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mdb := irisLike(rng, 2*p.NDB, p.Lit.Inner)
+	mq := queryFrom(rng, mdb, 7)
+	want, _ := MulInt(mdb, mq)
+	pk, err := p.GenQueryPublicKey(sk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qct, err := p.EncryptQueryPK(pk, mq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := p.EncryptDB(sk, mdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cols := []int{5, 0, 3}
+	sub, err := qct.Columns(cols)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.Multiply(db, sub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Decrypt(p.DB, sk.DB, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantSub := NewIntMat(want.Rows, len(cols))
+	for r := 0; r < want.Rows; r++ {
+		for k, j := range cols {
+			wantSub.Data[r*len(cols)+k] = want.At(r, j)
+		}
+	}
+	equalInt(t, "scores of the selected columns", got, wantSub)
+	for _, bad := range [][]int{nil, {7}, {-1}} {
+		if _, err := qct.Columns(bad); !errors.Is(err, errs.ErrInvalid) {
+			t.Fatalf("columns %v: %v", bad, err)
+		}
+	}
+}
+
 func TestCCMMToy(t *testing.T) {
 	p := mustParams(t, Toy)
 	t.Run("secret-key query", func(t *testing.T) { runCCMM(t, p, 2*p.NDB, 7, 1, false) })

@@ -39,6 +39,35 @@ type SharedA struct {
 	A, B       []Mat
 }
 
+// Columns returns the matrix of c's columns cols, in that order (a copy).
+// The result has no seed: its A is stored, since its columns are no longer
+// the seed's.
+func (c *SharedA) Columns(cols []int) (*SharedA, error) {
+	if len(cols) == 0 {
+		return nil, fmt.Errorf("%w: no columns selected", errs.ErrInvalid)
+	}
+	for _, j := range cols {
+		if j < 0 || j >= c.Cols {
+			return nil, fmt.Errorf("%w: column %d of a matrix of %d", errs.ErrInvalid, j, c.Cols)
+		}
+	}
+	pick := func(m Mat) Mat {
+		out := NewMat(m.Rows, len(cols))
+		for r := 0; r < m.Rows; r++ {
+			src, dst := m.Data[r*m.Cols:(r+1)*m.Cols], out.Data[r*len(cols):(r+1)*len(cols)]
+			for k, j := range cols {
+				dst[k] = src[j]
+			}
+		}
+		return out
+	}
+	out := &SharedA{LogN: c.LogN, Rows: c.Rows, Cols: len(cols), Moduli: c.Moduli, Scale: c.Scale}
+	for i := range c.Moduli {
+		out.A, out.B = append(out.A, pick(c.A[i])), append(out.B, pick(c.B[i]))
+	}
+	return out, nil
+}
+
 // N is the ring degree.
 func (c *SharedA) N() int { return 1 << c.LogN }
 

@@ -75,6 +75,27 @@ type Query struct {
 	Matrix          *ccmm.SharedA
 }
 
+// listed is the query restricted to the columns of the listed eyes, in
+// that order (a pair pass multiplies only those).
+func (q *Query) listed(eyes []int) (*Query, error) {
+	r := q.Rotations
+	words := len(q.Masks) / (q.Eyes * r)
+	var cols []int
+	var masks []uint64
+	for _, e := range eyes {
+		for k := range r {
+			c := e*r + k
+			cols = append(cols, c)
+			masks = append(masks, q.Masks[c*words:(c+1)*words]...)
+		}
+	}
+	m, err := q.Matrix.Columns(cols)
+	if err != nil {
+		return nil, err
+	}
+	return &Query{Eyes: len(eyes), Rotations: r, Masks: masks, Matrix: m}, nil
+}
+
 // LoadQuery reads an encrypted query for the server s's key set.
 func LoadQuery(s *iriskeys.Server, path string) (*Query, error) {
 	p := s.Params
@@ -131,7 +152,14 @@ func Match(s *iriskeys.Server, db *irisdb.DB, q *Query, out string, pass Pass) (
 			return nil, fmt.Errorf("%w: the pair pass's eyes: %v", errs.ErrInvalid, err)
 		}
 	}
+	queryEyes := q.Eyes
 	start := time.Now()
+	if pass.PairEyes != nil {
+		var err error
+		if q, err = q.listed(pass.PairEyes); err != nil {
+			return nil, err
+		}
+	}
 	src, closeFiles, err := irisdb.OpenMatrices(s, db)
 	if err != nil {
 		return nil, err
@@ -153,7 +181,7 @@ func Match(s *iriskeys.Server, db *irisdb.DB, q *Query, out string, pass Pass) (
 	keys := *s.Keys
 	keys.Blocks = db.Blocks
 	if db.Meta.Fold {
-		return st, matchFold(s, db, q, res, overlap, &keys, pass, st, out)
+		return st, matchFold(s, db, queryEyes, q.Rotations, res, overlap, &keys, pass, st, out)
 	}
 	pl, err := irismatch.NewPipeline(p.Slots, &keys, p.Kappa, db.Meta.Delta, q.Rotations)
 	if err != nil {
@@ -214,9 +242,10 @@ func Decrypt(h *iriskeys.Holder, path string) ([]float64, error) {
 // bits' ciphertext; the maybe bits' (empty for the pair pass).
 const kindFoldResult = "iris-fold-result"
 
-// matchFold runs Algorithm 2's pass on the rescaled product res and
-// writes its result.
-func matchFold(s *iriskeys.Server, db *irisdb.DB, q *Query, res *ccmm.SharedA, overlap func(row, col int) int,
+// matchFold runs Algorithm 2's pass on the rescaled product res (the
+// columns of the listed eyes: the pair pass's, or all queryEyes of the
+// query) and writes its result.
+func matchFold(s *iriskeys.Server, db *irisdb.DB, queryEyes, rotations int, res *ccmm.SharedA, overlap func(row, col int) int,
 	keys *scoreslots.Keys, pass Pass, st *Stats, out string) error {
 	p := s.Params
 	var fp *fold.Params
@@ -224,13 +253,13 @@ func matchFold(s *iriskeys.Server, db *irisdb.DB, q *Query, res *ccmm.SharedA, o
 	var err error
 	eyes := pass.PairEyes
 	if eyes == nil {
-		fp, lit, err = p.DesignFold(db.Design, q.Rotations)
-		eyes = make([]int, q.Eyes)
+		fp, lit, err = p.DesignFold(db.Design, rotations)
+		eyes = make([]int, queryEyes)
 		for e := range eyes {
 			eyes[e] = e
 		}
 	} else {
-		fp, lit, err = p.PairFold(db.Meta.Delta, q.Rotations)
+		fp, lit, err = p.PairFold(db.Meta.Delta, rotations)
 	}
 	if err != nil {
 		return err
@@ -239,12 +268,16 @@ func matchFold(s *iriskeys.Server, db *irisdb.DB, q *Query, res *ccmm.SharedA, o
 	if err != nil {
 		return err
 	}
-	sure, maybe, fst, err := pl.Match(res, eyes, overlap)
+	positions := make([]int, len(eyes)) // the eyes' column groups in res
+	for i := range positions {
+		positions[i] = i
+	}
+	sure, maybe, fst, err := pl.Match(res, positions, overlap)
 	if err != nil {
 		return err
 	}
 	st.Fold = fst
-	head := binary.LittleEndian.AppendUint32(nil, uint32(q.Eyes))
+	head := binary.LittleEndian.AppendUint32(nil, uint32(queryEyes))
 	head = binary.LittleEndian.AppendUint32(head, uint32(sure.Level()))
 	head = binary.LittleEndian.AppendUint32(head, uint32(boolInt(pass.PairEyes != nil)))
 	head = binary.LittleEndian.AppendUint32(head, uint32(len(eyes)))
