@@ -15,8 +15,8 @@ import (
 )
 
 // The AVX2 GEMM engine, for CPUs without AVX-512 VNNI: each residue
-// modulo a prime q < 2^23 is split
-// into two balanced base-4096 digits (three below 2^31), the four (nine)
+// modulo a prime q < 2^23 is split into two balanced base-4096 digits
+// (three below 2^31), the four (nine)
 // digit products run as s16 x s16 -> s32 pair sums on VPMADDWD
 // (gemm_avx2.c) into int32 accumulators by weight, widened to int64 every
 // 256 (128) positions, and they are recombined exactly modulo q. Exact for

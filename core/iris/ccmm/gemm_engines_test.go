@@ -24,8 +24,9 @@ var engines = []struct {
 // around the 4-byte and 2-position groups and the cache blocks (1,024,
 // 256, 128), columns around the panels (48, 8)), on random residues, on
 // the extreme residues +-(q-1)/2 and 0, and on operands whose every product
-// is the largest of one sign (the accumulators' worst case), for primes near 2^20, 2^23, 2^30
-// and 2^31 (the ones the engine takes) and small ones.
+// is the largest of one sign (the accumulators' worst case), for primes
+// near 2^20, 2^23, 2^30 and 2^31 (the ones the engine takes) and small
+// ones.
 func TestGEMMEnginesMatchGo(t *testing.T) {
 	ran := 0
 	for _, e := range engines {

@@ -33,15 +33,14 @@ func NewSeed() ([]byte, error) {
 // j modulo prime i are Lattigo's uniform sampler (ring.UniformSampler) read
 // from AES-256 in counter mode keyed by the seed (package keystream), its
 // initial counter block j (64 bits) || i (32 bits) || 0 (32 bits), big
-// endian, so that
-// each (column, prime) is its own stream of at most 2^32 blocks: any
-// column and prime is regenerated alone, in any order and in parallel.
+// endian, so that each (column, prime) is its own stream of at most 2^32
+// blocks: any column and prime is regenerated alone, in any order and in
+// parallel.
 // (Lattigo's keyed PRNG, BLAKE2b, took 64 % of a query's regeneration of
 // the a-part, about 9 s per prime of 2^28 residues on 2 cores; databases
 // seeded that way are refused with a message, codec.go.)
 type seededA struct {
-	seed  []byte
-	block cipher.Block // AES-256 keyed by seed
+	block cipher.Block // AES-256 keyed by the seed
 	rings []*ring.Ring // one single-prime ring per modulus (the sampler's modulus and mask)
 }
 
@@ -53,7 +52,7 @@ func newSeededA(seed []byte, n int, moduli []uint64) (*seededA, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errs.ErrInvalid, err)
 	}
-	s := &seededA{seed: seed, block: block}
+	s := &seededA{block: block}
 	for _, q := range moduli {
 		r, err := ring.NewRing(n, []uint64{q})
 		if err != nil {

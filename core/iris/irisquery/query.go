@@ -268,11 +268,7 @@ func matchFold(s *iriskeys.Server, db *irisdb.DB, queryEyes, rotations int, res 
 	if err != nil {
 		return err
 	}
-	positions := make([]int, len(eyes)) // the eyes' column groups in res
-	for i := range positions {
-		positions[i] = i
-	}
-	sure, maybe, fst, err := pl.Match(res, positions, overlap)
+	sure, maybe, fst, err := pl.Match(res, nil, overlap) // res holds the listed eyes' columns, and only those
 	if err != nil {
 		return err
 	}
