@@ -149,6 +149,7 @@ type irisMatchReply struct {
 	MarginBand       float64        `json:"margin_band"`
 	PipelineSeconds  float64        `json:"pipeline_seconds"`
 	ProductSeconds   float64        `json:"product_seconds"`
+	ProductFromFile  bool           `json:"product_from_file"`
 	Rotations        int            `json:"rotations"`
 	Seconds          float64        `json:"seconds"`
 	StageWallSeconds irisStageTimes `json:"stage_wall_seconds"`
@@ -211,6 +212,9 @@ func irisMatch(args, _ []byte) (*irisMatchReply, []byte, error) {
 		// PairEyes runs the pair pass on these eyes of a folding
 		// database (null: the fold pass on every eye).
 		PairEyes []int `json:"pair_eyes"`
+		// Product keeps the encrypted product between the passes of a
+		// folding database (irisquery.Pass.Product; "": not kept).
+		Product string `json:"product"`
 	}
 	if err := parse(args, &a); err != nil {
 		return nil, nil, err
@@ -232,7 +236,7 @@ func irisMatch(args, _ []byte) (*irisMatchReply, []byte, error) {
 		return nil, nil, err
 	}
 	load := time.Since(start)
-	st, err := irisquery.Match(s, db, q, a.Out, irisquery.Pass{PairEyes: a.PairEyes})
+	st, err := irisquery.Match(s, db, q, a.Out, irisquery.Pass{PairEyes: a.PairEyes, Product: a.Product})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -242,7 +246,8 @@ func irisMatch(args, _ []byte) (*irisMatchReply, []byte, error) {
 		KeyCache: irisKeyCache{
 			BudgetBytes: s.Cache.Budget(), Hits: ks.Hits, LoadSeconds: ks.LoadTime.Seconds(), Loads: ks.Loads, PeakBytes: ks.PeakBytes,
 		},
-		LoadSeconds: load.Seconds(), ProductSeconds: st.Product.Seconds(), Rotations: q.Rotations, Seconds: time.Since(start).Seconds(),
+		LoadSeconds: load.Seconds(), ProductSeconds: st.Product.Seconds(), ProductFromFile: st.ProductFromFile, Rotations: q.Rotations,
+		Seconds: time.Since(start).Seconds(),
 	}
 	if p := st.Pairs; p != nil {
 		r.Bootstraps, r.Classified, r.HalfBootstraps, r.MarginBand, r.PipelineSeconds = p.Bootstraps, p.Classified, p.HalfBootstraps, p.MarginBand, p.Wall.Seconds()

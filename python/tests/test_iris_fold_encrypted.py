@@ -94,27 +94,35 @@ def test_fold_and_pair_passes_equal_the_model(setup, tmp_path):
 
 
 def test_cli_fold_roles(setup, tmp_path, capsys):
-    """keygen/enroll/query/match/decrypt through the CLI: flagged eyes named, --pair-eyes, --pairs --validate;
-    bad input exits 2."""
+    """keygen/enroll/query/match/decrypt through the CLI: flagged eyes named, --pair-eyes, --pairs --validate,
+    the product kept between the passes (--product); bad input exits 2."""
     d, gallery, batch = setup
     keys, db = d / "keys", d / "db"
     save_templates(tmp_path / "gallery.npz", gallery)
     save_templates(tmp_path / "queries.npz", batch.select(slice(3, 4)))  # FHD 0.30: flagged
-    q, r, r2 = tmp_path / "q.bin", tmp_path / "r.bin", tmp_path / "r2.bin"
+    q, r, r2, kept = tmp_path / "q.bin", tmp_path / "r.bin", tmp_path / "r2.bin", tmp_path / "product.bin"
     assert main(["iris", "query", "--keys", str(keys), str(tmp_path / "queries.npz"), "-o", str(q)]) == 0
-    assert main(["iris", "match", "--keys", str(keys), "--db", str(db), str(q), "-o", str(r)]) == 0
-    capsys.readouterr()
+    assert main(["iris", "match", "--keys", str(keys), "--db", str(db), str(q), "-o", str(r), "--product", str(kept)]) == 0
+    assert kept.is_file() and not json.loads(capsys.readouterr().out)["product_from_file"]
     assert main(["iris", "decrypt", "--keys", str(keys), str(r)]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["answers"] == ["flagged"] and out["flagged"] == [0], out
     eyes = ",".join(map(str, out["flagged"]))
-    assert main(["iris", "match", "--keys", str(keys), "--db", str(db), str(q), "-o", str(r2), "--pair-eyes", eyes]) == 0
-    capsys.readouterr()
+    assert main(["iris", "match", "--keys", str(keys), "--db", str(db), str(q), "-o", str(r2), "--pair-eyes", eyes,
+                 "--product", str(kept)]) == 0
+    assert json.loads(capsys.readouterr().out)["product_from_file"]
     assert main(["iris", "decrypt", "--keys", str(keys), str(r), "--pairs", str(r2), "--validate", "--db", str(db),
                  "--gallery", str(tmp_path / "gallery.npz"), "--queries", str(tmp_path / "queries.npz")]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["bits"] == [True] and out["validation"]["ok"], out
-    # Bad input: an eye the query does not have, a pair result given as the fold's, a design for another t.
+    # Bad input: another query's kept product, an eye the query does not have, a pair result given as the
+    # fold's, a design for another t.
+    q2 = tmp_path / "q2.bin"
+    save_templates(tmp_path / "other.npz", batch.select(slice(2, 3)))
+    assert main(["iris", "query", "--keys", str(keys), str(tmp_path / "other.npz"), "-o", str(q2)]) == 0
+    assert main(["iris", "match", "--keys", str(keys), "--db", str(db), str(q2), "-o", str(tmp_path / "x.bin"),
+                 "--pair-eyes", "0", "--product", str(kept)]) == 2
+    assert "another query" in capsys.readouterr().err
     assert main(["iris", "match", "--keys", str(keys), "--db", str(db), str(q), "-o", str(tmp_path / "x.bin"),
                  "--pair-eyes", "7"]) == 2
     assert main(["iris", "decrypt", "--keys", str(keys), str(r2)]) == 2

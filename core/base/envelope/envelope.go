@@ -378,6 +378,23 @@ func CheckFileSized(path string, want Header, payloadLen int64) error {
 	return f.Close()
 }
 
+// StoredChecksum checks a framed file's header and size and returns the
+// SHA-256 its frame ends with, without reading the payload: a name for the
+// file's contents, which the checksum check binds to them whenever the
+// payload is read.
+func StoredChecksum(path string, want Header) ([sha256.Size]byte, error) {
+	var sum [sha256.Size]byte
+	f, off, n, err := openFramed(path, want)
+	if err != nil {
+		return sum, err
+	}
+	defer f.Close()
+	if _, err := f.ReadAt(sum[:], off+n); err != nil {
+		return sum, fmt.Errorf("%s: %w: %v", path, ErrCorrupt, err)
+	}
+	return sum, nil
+}
+
 // openSized is openFramed for a payload of exactly payloadLen bytes.
 func openSized(path string, want Header, payloadLen int64) (*os.File, int64, int64, error) {
 	f, off, n, err := openFramed(path, want)

@@ -221,3 +221,38 @@ func TestChunks(t *testing.T) {
 type binaryBytes []byte
 
 func (b binaryBytes) MarshalBinary() ([]byte, error) { return b, nil }
+
+// TestStoredChecksum: the checksum a file ends with, which differs between
+// payloads; a foreign kind and a truncated file are refused.
+func TestStoredChecksum(t *testing.T) {
+	dir := t.TempDir()
+	h := Header{Kind: "x", Fingerprint: "f", KeyID: "k"}
+	sums := map[[32]byte]bool{}
+	for i, payload := range []string{"one payload", "another payload"} {
+		path := filepath.Join(dir, "f"+string(rune('0'+i)))
+		if err := WriteFile(path, h, []byte(payload), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		sum, err := StoredChecksum(path, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data := Seal(h, []byte(payload))
+		if !bytes.Equal(sum[:], data[len(data)-32:]) {
+			t.Fatalf("payload %q: StoredChecksum %x, the frame ends with %x", payload, sum, data[len(data)-32:])
+		}
+		sums[sum] = true
+		if _, err := StoredChecksum(path, Header{Kind: "y"}); !errors.Is(err, ErrMismatch) {
+			t.Fatalf("another kind: %v", err)
+		}
+		if err := os.Truncate(path, int64(len(data)-1)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := StoredChecksum(path, h); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("a truncated file: %v", err)
+		}
+	}
+	if len(sums) != 2 {
+		t.Fatal("two payloads gave one checksum")
+	}
+}

@@ -6,6 +6,7 @@ package irisdb
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding"
 	"fmt"
 	"io"
@@ -305,12 +306,28 @@ type DB struct {
 	// Folding databases: the design and each block's fold keys.
 	Design   *fold.Design
 	FoldKeys []rlwe.EvaluationKeySet
+	// MatricesDigest names the contents of the encrypted matrices (a
+	// SHA-256 of their frames' checksums): a product kept between two
+	// passes is bound to it.
+	MatricesDigest [sha256.Size]byte
 }
 
 // OpenMatrices opens the database's two matrix files for a streamed
-// product by the server s: the frames' headers and sizes and the matrices'
-// headers are checked. closeAll closes them.
+// product by the server s: their checksums are verified in a first
+// streaming pass (which reads every byte; a product then reads them again,
+// a block at a time, checking every residue as it arrives), and the
+// frames' headers and sizes and the matrices' headers are checked.
+// closeAll closes them.
 func OpenMatrices(s *iriskeys.Server, db *DB) (src ccmm.DBBlocks, closeAll func(), err error) {
+	for _, part := range matrixFiles(s.Params, db.Meta.Blocks) {
+		err := envelope.ReadFileStream(filepath.Join(db.Dir, part.name), s.Header(part.kind), func(r io.Reader, n int64) error {
+			_, err := ccmm.NewSharedAReader(r, n, part.head)
+			return err
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+	}
 	var rs []*ccmm.SharedAReader
 	var files []*envelope.PayloadStream
 	closeAll = func() {
@@ -362,18 +379,27 @@ func Load(s *iriskeys.Server, dir string) (*DB, error) {
 	}
 	rows := meta.Blocks * p.CCMM.NDB
 	db := &DB{Meta: meta, Dir: dir}
-	// The encrypted matrices: checksums verified in a streaming pass and
-	// headers checked now; Match reads them a block at a time (checking
-	// every residue again as it arrives).
+	// The encrypted matrices: frames' and matrices' headers checked now,
+	// their contents named by their frames' checksums; OpenMatrices
+	// verifies the checksums before a product reads them.
+	digest := sha256.New()
 	for _, part := range matrixFiles(p, meta.Blocks) {
-		err := envelope.ReadFileStream(filepath.Join(dir, part.name), s.Header(part.kind), func(r io.Reader, n int64) error {
-			_, err := ccmm.NewSharedAReader(r, n, part.head)
-			return err
-		})
+		f, err := envelope.OpenPayload(filepath.Join(dir, part.name), s.Header(part.kind))
 		if err != nil {
 			return nil, err
 		}
+		_, err = ccmm.NewSharedAReader(f, f.Len, part.head)
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", filepath.Join(dir, part.name), err)
+		}
+		sum, err := envelope.StoredChecksum(filepath.Join(dir, part.name), s.Header(part.kind))
+		if err != nil {
+			return nil, err
+		}
+		digest.Write(sum[:])
 	}
+	copy(db.MatricesDigest[:], digest.Sum(nil))
 	b, err := envelope.ReadFile(filepath.Join(dir, "masks.bin"), s.Header("iris-db-masks"))
 	if err != nil {
 		return nil, err

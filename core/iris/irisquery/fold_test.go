@@ -7,12 +7,14 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"encmatch/core/base/envelope"
 	"encmatch/core/base/errs"
 	"encmatch/core/iris/foldmatch"
 	"encmatch/core/iris/irisdb"
+	"encmatch/core/iris/iriskeys"
 )
 
 // plant copies gallery code k into query row j with each usable bit
@@ -96,8 +98,8 @@ func TestFoldFilesEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	server, db, query, _ := encryptAndLoad(t, dir, dbDir, q, rotations, 0)
-	out := filepath.Join(dir, "fold.bin")
-	st, err := Match(server, db, query, out, Pass{})
+	out, kept := filepath.Join(dir, "fold.bin"), filepath.Join(dir, "product.bin")
+	st, err := Match(server, db, query, out, Pass{Product: kept})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,9 +134,13 @@ func TestFoldFilesEndToEnd(t *testing.T) {
 	if _, err := Match(server, db, query, filepath.Join(dir, "bad.bin"), Pass{PairEyes: []int{eyes}}); !errors.Is(err, errs.ErrInvalid) {
 		t.Fatalf("a pair pass on eye %d of %d: %v", eyes, eyes, err)
 	}
+	checkKeptProduct(t, server, db, query, kept, flagged)
 	pairsOut := filepath.Join(dir, "pairs.bin")
-	if st, err = Match(server, db, query, pairsOut, Pass{PairEyes: flagged}); err != nil {
+	if st, err = Match(server, db, query, pairsOut, Pass{PairEyes: flagged, Product: kept}); err != nil {
 		t.Fatal(err)
+	}
+	if !st.ProductFromFile {
+		t.Error("the pair pass multiplied again with a kept product")
 	}
 	t.Logf("pair pass on %v: %d refreshes, wall %v", flagged, st.Fold.Refreshes, st.Fold.Wall)
 	pr, err := DecryptFold(holder, pairsOut)
@@ -216,4 +222,53 @@ func FuzzParseFoldResult(f *testing.F) {
 			}
 		}
 	})
+}
+
+// checkKeptProduct: the product a fold pass kept, restricted to the pair
+// pass's eyes, equals that product multiplied again, residue for residue;
+// it is refused for another query, another database's matrices or with a
+// flipped byte.
+func checkKeptProduct(t *testing.T, server *iriskeys.Server, db *irisdb.DB, query *Query, kept string, eyes []int) {
+	t.Helper()
+	pass := Pass{PairEyes: eyes}
+	fresh, _, err := product(server, db, query, pass)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pass.Product = kept
+	read, lq, err := product(server, db, query, pass)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lq.Eyes != len(eyes) || read.Cols != len(eyes)*query.Rotations || read.Rows != fresh.Rows {
+		t.Fatalf("kept product of %d eyes: %dx%d, want %dx%d", lq.Eyes, read.Rows, read.Cols, fresh.Rows, fresh.Cols)
+	}
+	for i := range fresh.B {
+		if !slices.Equal(read.A[i].Data, fresh.A[i].Data) || !slices.Equal(read.B[i].Data, fresh.B[i].Data) {
+			t.Fatalf("prime %d: the kept product differs from the product multiplied again", i)
+		}
+	}
+	other := *query
+	other.Digest[0] ^= 1
+	if _, _, err := product(server, db, &other, pass); !errors.Is(err, errs.ErrMismatch) {
+		t.Fatalf("another query's kept product: %v, want ErrMismatch", err)
+	}
+	otherDB := *db
+	otherDB.MatricesDigest[0] ^= 1
+	if _, _, err := product(server, &otherDB, query, pass); !errors.Is(err, errs.ErrMismatch) {
+		t.Fatalf("another database's kept product: %v, want ErrMismatch", err)
+	}
+	b, err := os.ReadFile(kept)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flipped := filepath.Join(t.TempDir(), "flipped.bin")
+	b[len(b)/2] ^= 1
+	if err := os.WriteFile(flipped, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pass.Product = flipped
+	if _, _, err := product(server, db, query, pass); !errors.Is(err, errs.ErrCorrupt) {
+		t.Fatalf("a damaged kept product: %v, want ErrCorrupt", err)
+	}
 }

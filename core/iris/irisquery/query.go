@@ -7,6 +7,7 @@ package irisquery
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
 	"math/big"
@@ -73,6 +74,9 @@ type Query struct {
 	Eyes, Rotations int
 	Masks           []uint64
 	Matrix          *ccmm.SharedA
+	// Digest is the SHA-256 of the query file's payload: a product kept
+	// between two passes is bound to it.
+	Digest [sha256.Size]byte
 }
 
 // listed is the query restricted to the columns of the listed eyes, in
@@ -93,7 +97,7 @@ func (q *Query) listed(eyes []int) (*Query, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Query{Eyes: len(eyes), Rotations: r, Masks: masks, Matrix: m}, nil
+	return &Query{Eyes: len(eyes), Rotations: r, Masks: masks, Matrix: m, Digest: q.Digest}, nil
 }
 
 // LoadQuery reads an encrypted query for the server s's key set.
@@ -111,7 +115,7 @@ func LoadQuery(s *iriskeys.Server, path string) (*Query, error) {
 	if eyes < 1 || rot < 1 || eyes*rot > MaxColumns {
 		return nil, fmt.Errorf("%w: query of %d eyes x %d rotations", errs.ErrCorrupt, eyes, rot)
 	}
-	q := &Query{Eyes: eyes, Rotations: rot}
+	q := &Query{Eyes: eyes, Rotations: rot, Digest: sha256.Sum256(b)}
 	if q.Masks, err = irisdb.ReadWords(parts[1], eyes*rot*p.CCMM.Lit.Inner/64, "query masks"); err != nil {
 		return nil, err
 	}
@@ -125,9 +129,13 @@ func LoadQuery(s *iriskeys.Server, path string) (*Query, error) {
 // Stats reports a Match: the stages' times and the pipeline's counts,
 // Algorithm 1's (Pairs) or Algorithm 2's (Fold).
 type Stats struct {
-	Product time.Duration // encrypted matrix product (GEMMs and rescale)
-	Pairs   *irismatch.Stats
-	Fold    *foldmatch.Stats
+	// Product is the encrypted matrix product's time (GEMMs and rescale,
+	// and writing it when kept), or reading the product the fold pass
+	// kept (ProductFromFile).
+	Product         time.Duration
+	ProductFromFile bool
+	Pairs           *irismatch.Stats
+	Fold            *foldmatch.Stats
 }
 
 // Pass says what a Match on a folding database runs: every eye through
@@ -136,6 +144,12 @@ type Stats struct {
 // Other databases take only the zero Pass.
 type Pass struct {
 	PairEyes []int
+	// Product, if set, is a file that keeps the encrypted product between
+	// the two passes of one query (a folding database only): the fold
+	// pass writes its rescaled product there, and the pair pass reads it
+	// instead of multiplying again (it refuses a product of another query
+	// or database).
+	Product string
 }
 
 // Match runs the server s's encrypted matching of a query against a
@@ -152,28 +166,16 @@ func Match(s *iriskeys.Server, db *irisdb.DB, q *Query, out string, pass Pass) (
 			return nil, fmt.Errorf("%w: the pair pass's eyes: %v", errs.ErrInvalid, err)
 		}
 	}
+	if pass.Product != "" && !db.Meta.Fold {
+		return nil, fmt.Errorf("%w: a product kept between passes needs a folding database", errs.ErrInvalid)
+	}
 	queryEyes := q.Eyes
 	start := time.Now()
-	if pass.PairEyes != nil {
-		var err error
-		if q, err = q.listed(pass.PairEyes); err != nil {
-			return nil, err
-		}
-	}
-	src, closeFiles, err := irisdb.OpenMatrices(s, db)
+	res, q, err := product(s, db, q, pass)
 	if err != nil {
 		return nil, err
 	}
-	raw, err := p.CCMM.MultiplyRawFrom(src, db.Meta.Blocks, q.Matrix)
-	closeFiles()
-	if err != nil {
-		return nil, err
-	}
-	res, err := p.CCMM.Rescale(raw)
-	if err != nil {
-		return nil, err
-	}
-	st := &Stats{Product: time.Since(start)}
+	st := &Stats{Product: time.Since(start), ProductFromFile: pass.Product != "" && pass.PairEyes != nil}
 	words := p.CCMM.Lit.Inner / 64
 	rows := db.Meta.Blocks * p.CCMM.NDB
 	ov := irisdb.Overlaps(db.Masks, q.Masks, rows, q.Eyes*q.Rotations, words)

@@ -130,6 +130,9 @@ func TestFilesEndToEnd(t *testing.T) {
 	bp := holder.Params.Slots.Bootstrap.BootstrappingParameters
 	server, db, query, qPath := encryptAndLoad(t, dir, dbDir, q, rotations, 3*int64(codec.GaloisKeySize(bp)))
 	out := filepath.Join(dir, "result.bin")
+	if _, err := Match(server, db, query, out, Pass{Product: filepath.Join(dir, "product.bin")}); !errors.Is(err, errs.ErrInvalid) {
+		t.Fatalf("a kept product with Algorithm 1's database: %v, want ErrInvalid", err)
+	}
 	st, err := Match(server, db, query, out, Pass{})
 	if err != nil {
 		t.Fatal(err)
@@ -206,7 +209,9 @@ func TestFilesEndToEnd(t *testing.T) {
 			t.Fatalf("%s encapsulation keys: %v", c.name, err)
 		}
 	}
-	// A flipped byte in the database is refused by the checksum.
+	// A flipped byte in the database is refused by the checksum, before
+	// the product reads it (Load checks only the headers; a truncated
+	// file is refused there).
 	b, err := os.ReadFile(filepath.Join(dbDir, "encs.bin"))
 	if err != nil {
 		t.Fatal(err)
@@ -215,8 +220,18 @@ func TestFilesEndToEnd(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dbDir, "encs.bin"), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	flipped, err := irisdb.Load(server, dbDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Match(server, flipped, query, filepath.Join(dir, "flipped.bin"), Pass{}); !errors.Is(err, errs.ErrCorrupt) {
+		t.Fatalf("a product of a corrupted database: %v, want ErrCorrupt", err)
+	}
+	if err := os.WriteFile(filepath.Join(dbDir, "encs.bin"), b[:len(b)-1], 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := irisdb.Load(server, dbDir); !errors.Is(err, errs.ErrCorrupt) {
-		t.Fatalf("corrupted database: %v, want ErrCorrupt", err)
+		t.Fatalf("a truncated database: %v, want ErrCorrupt", err)
 	}
 	// Another key set's server refuses this key set's query.
 	other := t.TempDir()

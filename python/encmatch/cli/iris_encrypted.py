@@ -5,7 +5,7 @@
     encmatch iris keygen  --keys K [--preset default|default-dense|fold|toy|toy-fold] [--kappa N]  # key holder
     encmatch iris enroll  --keys K --db D --t 0.34 [--design F.json] GALLERY...   # key holder
     encmatch iris query   --keys K QUERIES... -o Q.bin [--rotation-shift 15]      # querier
-    encmatch iris match   --keys K --db D Q.bin -o R.bin [--pair-eyes 3,7]         # server
+    encmatch iris match   --keys K --db D Q.bin -o R.bin [--pair-eyes 3,7] [--product P.bin]  # server
     encmatch iris decrypt --keys K R.bin [--pairs R2.bin] [--validate --gallery G... --queries Q...]  # key holder
     encmatch iris bench   [--preset ...] [--gallery 16384]                        # all of it, timed
 
@@ -15,7 +15,9 @@ plaintext model and exits 1 on a disagreement. With a folding preset
 (``fold``, ``toy-fold``: papers/004's second algorithm) ``decrypt`` reads
 each eye as a match, no match or flagged, and names the flagged eyes; the
 server's ``match --pair-eyes`` runs the pair pass on them, and ``decrypt
-R.bin --pairs R2.bin`` combines the two.
+R.bin --pairs R2.bin`` combines the two. ``match --product P.bin`` on both
+passes keeps the encrypted product between them (the server's own file):
+the pair pass then reads it instead of the whole database.
 """
 
 from __future__ import annotations
@@ -92,7 +94,7 @@ def cmd_match(args: argparse.Namespace) -> int:
     _log(f"matching {args.query} against {args.db} ...")
     t0 = time.perf_counter()
     res = E.Server(args.keys).search(args.db, args.query, args.out, key_cache_gb=args.key_cache_gb,
-                                     pair_eyes=args.pair_eyes)
+                                     pair_eyes=args.pair_eyes, product=args.product)
     kc = res["key_cache"]
     _log(f"{res['eyes']} eyes against {res['codes']} codes in {time.perf_counter() - t0:.1f} s -> {args.out} "
          f"(Galois keys: {kc['loads']} reads in {kc['load_seconds']:.1f} s, at most {kc['peak_bytes'] / 2**30:.1f} GiB held)")
@@ -252,6 +254,9 @@ def add_commands(sub: Any) -> None:
                    help="GiB of Galois keys kept in memory; the others are read from disk when needed (default: %(default)s)")
     s.add_argument("--pair-eyes", type=_eye_list, default=None,
                    help="folding database: the pair pass on these eyes (the flagged ones, e.g. 3,7; the server sees them)")
+    s.add_argument("--product", type=Path, default=None,
+                   help="folding database: keep the encrypted product in this file (fold pass) and read it (pair pass, "
+                        "which then does not read the database; a product of another query or database is refused)")
     s.set_defaults(func=cmd_match)
 
     s = sub.add_parser("decrypt", help="encrypted matching: decrypt a result (key holder)")

@@ -58,26 +58,29 @@ def run(out: Path, work: Path, preset: str, gallery_size: int, eyes: int, enroll
         return v
 
     keys, db, q, r, r2 = work / "keys", work / "db", work / "query.bin", work / "result.bin", work / "pairs.bin"
+    # A folding database's two passes share one product (the fold pass keeps it).
+    product = work / "product.bin" if preset in E.FOLD_PRESETS else None
     with RssSampler() as rss:
         gallery, queries = step("generate data (plaintext)", lambda: generate(
             gallery_size, n_queries=eyes, n_enrolled=enrolled, seed=seed, generator=POPULATIONS[population]))
         step("key generation", lambda: E.keygen(keys, preset, kappa))
         step("enroll (encrypt database)", lambda: E.Client(keys).enroll(gallery, db, t))
         step("encrypt query", lambda: E.Querier(keys).encrypt(queries, q, rotation_shift))
-        stats = step("match (server, total)", lambda: E.Server(keys).search(db, q, r, key_cache_gb=key_cache_gb))
+        stats = step("match (server, total)", lambda: E.Server(keys).search(db, q, r, key_cache_gb=key_cache_gb,
+                                                                            product=product))
         values = step("decrypt", lambda: E.Client(keys).decrypt(r))
         pair_stats = pairs = None
         if isinstance(values, E.FoldValues) and values.flagged():
             flagged = values.flagged()
             pair_stats = step(f"match, pair pass on {len(flagged)} flagged eyes (server, total)", lambda: E.Server(keys).search(
-                db, q, r2, key_cache_gb=key_cache_gb, pair_eyes=flagged))
+                db, q, r2, key_cache_gb=key_cache_gb, pair_eyes=flagged, product=product))
             pairs = step("decrypt the pair pass", lambda: E.Client(keys).decrypt(r2))
         model = step("plaintext model", lambda: model_match(queries, gallery, t, rotation_shift=rotation_shift))
         if isinstance(values, E.FoldValues):
             v = E.validate_fold(values, pairs, model, E.FOLD_GUARD, E.Client(keys).band(t))
         else:
             v = E.validate(values, model, E.Client(keys).band(t))
-    server_keys = ("load_seconds", "product_seconds", "pipeline_seconds", "gemm_engine", "stage_wall_seconds",
+    server_keys = ("load_seconds", "product_seconds", "product_from_file", "pipeline_seconds", "gemm_engine", "stage_wall_seconds",
                    "half_bootstraps", "classified", "bootstraps", "blocks", "key_cache", "fold")
     res = {
         "machine": hardware(),
@@ -90,7 +93,8 @@ def run(out: Path, work: Path, preset: str, gallery_size: int, eyes: int, enroll
         {"match": int((values.answers() == E.MATCH).sum()), "no_match": int((values.answers() == E.NO_MATCH).sum()),
          "flagged": values.flagged()},
         "bytes": {"keys_holder": _size(keys / "holder"), "keys_querier": _size(keys / "querier"),
-                  "keys_server": _size(keys / "server"), "database": _size(db), "query": _size(q), "result": _size(r)},
+                  "keys_server": _size(keys / "server"), "database": _size(db), "query": _size(q), "result": _size(r),
+                  "kept_product": None if product is None else _size(product)},
         "peak_rss_bytes": rss.peak,
         "validation": v.to_dict(),
         "papers004_table2_ms": PAPER_TABLE2_MS,
