@@ -78,8 +78,8 @@ func productBinding(db *irisdb.DB, q *Query) []byte {
 }
 
 // writeProduct keeps the rescaled product res of query q against db in
-// path (atomically, streamed: it is about a gigabyte per four eyes of 31
-// rotations against 2^14 codes at the fold preset).
+// path (atomically, streamed: 146 MB for four eyes of 31 rotations
+// against 2^14 codes at the fold preset).
 func writeProduct(s *iriskeys.Server, db *irisdb.DB, q *Query, res *ccmm.SharedA, path string) error {
 	bind := productBinding(db, q)
 	return envelope.WriteFileStream(path, s.Header(kindProduct), int64(len(bind))+res.EncodedSize(), 0o600, func(w io.Writer) error {
