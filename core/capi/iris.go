@@ -137,19 +137,23 @@ func irisEncryptQuery(args, in []byte) (*irisEncryptQueryReply, []byte, error) {
 // irisMatchReply is iris_match's reply: the match's shape, timings,
 // counts, the comparator's band and the Galois key cache's activity.
 type irisMatchReply struct {
-	Blocks           int            `json:"blocks"`
-	Bootstraps       int            `json:"bootstraps"`
-	Classified       int            `json:"classified"`
-	Codes            int            `json:"codes"`
-	Eyes             int            `json:"eyes"`
-	GEMMEngine       string         `json:"gemm_engine"`
-	HalfBootstraps   int            `json:"half_bootstraps"`
-	KeyCache         irisKeyCache   `json:"key_cache"`
-	LoadSeconds      float64        `json:"load_seconds"`
-	MarginBand       float64        `json:"margin_band"`
-	PipelineSeconds  float64        `json:"pipeline_seconds"`
-	ProductSeconds   float64        `json:"product_seconds"`
-	ProductFromFile  bool           `json:"product_from_file"`
+	Blocks          int          `json:"blocks"`
+	Bootstraps      int          `json:"bootstraps"`
+	Classified      int          `json:"classified"`
+	Codes           int          `json:"codes"`
+	Eyes            int          `json:"eyes"`
+	GEMMEngine      string       `json:"gemm_engine"`
+	HalfBootstraps  int          `json:"half_bootstraps"`
+	KeyCache        irisKeyCache `json:"key_cache"`
+	LoadSeconds     float64      `json:"load_seconds"`
+	MarginBand      float64      `json:"margin_band"`
+	PipelineSeconds float64      `json:"pipeline_seconds"`
+	ProductSeconds  float64      `json:"product_seconds"`
+	ProductFromFile bool         `json:"product_from_file"`
+	// Discretised: every eye's value was turned into 0 or 1
+	// (package discretise; false for presets without sparse-secret
+	// encapsulation).
+	Discretised      bool           `json:"discretised"`
 	Rotations        int            `json:"rotations"`
 	Seconds          float64        `json:"seconds"`
 	StageWallSeconds irisStageTimes `json:"stage_wall_seconds"`
@@ -173,15 +177,17 @@ type irisFoldStats struct {
 // irisFoldStageTimes is the wall time of each stage of a fold pass
 // (seconds).
 type irisFoldStageTimes struct {
-	Fold     float64 `json:"fold"`
-	Refresh  float64 `json:"refresh"`
-	Classify float64 `json:"classify"`
-	Reduce   float64 `json:"reduce"`
+	Fold       float64 `json:"fold"`
+	Refresh    float64 `json:"refresh"`
+	Classify   float64 `json:"classify"`
+	Reduce     float64 `json:"reduce"`
+	Discretise float64 `json:"discretise"`
 }
 
 // irisStageTimes is the wall time of each stage of a match (seconds).
 type irisStageTimes struct {
 	Classify      float64 `json:"classify"`
+	Discretise    float64 `json:"discretise"`
 	Gather        float64 `json:"gather"`
 	HalfBootstrap float64 `json:"half_bootstrap"`
 	Lift          float64 `json:"lift"`
@@ -251,8 +257,9 @@ func irisMatch(args, _ []byte) (*irisMatchReply, []byte, error) {
 	}
 	if p := st.Pairs; p != nil {
 		r.Bootstraps, r.Classified, r.HalfBootstraps, r.MarginBand, r.PipelineSeconds = p.Bootstraps, p.Classified, p.HalfBootstraps, p.MarginBand, p.Wall.Seconds()
+		r.Discretised = p.Discretised
 		r.StageWallSeconds = irisStageTimes{
-			Classify: p.Classify.Seconds(), Gather: p.Gather.Seconds(), HalfBootstrap: p.HalfBootstrap.Seconds(),
+			Classify: p.Classify.Seconds(), Discretise: p.Discretise.Seconds(), Gather: p.Gather.Seconds(), HalfBootstrap: p.HalfBootstrap.Seconds(),
 			Lift: p.Lift.Seconds(), Margins: p.Margins.Seconds(), Reduce: p.Reduce.Seconds(),
 		}
 	}
@@ -264,7 +271,9 @@ func irisMatch(args, _ []byte) (*irisMatchReply, []byte, error) {
 		r.PipelineSeconds = f.Wall.Seconds()
 		r.Fold = &irisFoldStats{Pass: pass, Listed: listed, Groups: f.Groups, Refreshes: f.Refreshes, Classified: f.Classified,
 			ReductionBootstraps: f.ReductionBootstraps, OnePerBootstrap: f.OnePerBootstrap, Bands: f.Bands,
-			StageWallSeconds: irisFoldStageTimes{Fold: f.Fold.Seconds(), Refresh: f.Refresh.Seconds(), Classify: f.Classify.Seconds(), Reduce: f.Reduce.Seconds()}}
+			StageWallSeconds: irisFoldStageTimes{Fold: f.Fold.Seconds(), Refresh: f.Refresh.Seconds(), Classify: f.Classify.Seconds(), Reduce: f.Reduce.Seconds(),
+				Discretise: f.Discretise.Seconds()}}
+		r.Discretised = f.Discretised
 	}
 	return r, nil, nil
 }

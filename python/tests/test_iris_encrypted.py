@@ -232,11 +232,13 @@ def test_bench_cli_toy(tmp_path, capsys):
     res = json.loads((out / "results.json").read_text())
     assert res["insecure"] and res["validation"]["ok"] and res["validation"]["eyes"] == 2
     stages = res["server"]["stage_wall_seconds"]
-    assert set(stages) == {"margins", "lift", "half_bootstrap", "classify", "reduce", "gather"}
-    assert all(v >= 0 for v in stages.values()) and stages["half_bootstrap"] > 0
+    assert set(stages) == {"margins", "lift", "half_bootstrap", "classify", "reduce", "gather", "discretise"}
+    assert all(v >= 0 for v in stages.values()) and stages["half_bootstrap"] > 0 and stages["discretise"] > 0
+    assert res["server"]["discretised"] and res["bytes"]["kept_product"] is None  # the toy preset does not fold
     assert res["server"]["half_bootstraps"] == 3 and res["server"]["key_cache"]["loads"] > 0
     assert res["server"]["gemm_engine"] in ("avx512-vnni", "avx2-int16", "int64-go") and res["machine"]["cores"] >= 1
-    assert "half_bootstrap (wall)" in (out / "results.md").read_text()
+    report = (out / "results.md").read_text()
+    assert "half_bootstrap (wall)" in report and "results discretised to 0/1" in report and "kept_product" not in report
     assert not any((tmp_path / "new" / "work").iterdir())  # the run's temporary folder is removed
     capsys.readouterr()
 

@@ -28,6 +28,7 @@ import (
 	"encmatch/core/base/errs"
 	"encmatch/core/base/parallel"
 	"encmatch/core/iris/ccmm"
+	"encmatch/core/iris/discretise"
 	"encmatch/core/iris/fold"
 	"encmatch/core/iris/irismatch"
 	"encmatch/core/iris/scoreslots"
@@ -76,6 +77,9 @@ type Pipeline struct {
 	// onto [-1, 1]: t = (2 S - lo - hi) / (hi - lo), [lo, hi] the
 	// classifier's range widened by EvalError.
 	Sure, Maybe *comparator.Comparator
+	// Discretiser turns every eye's bits into 0 or 1 (nil for
+	// bootstrappings without sparse-secret encapsulation).
+	Discretiser *discretise.Discretiser
 	folders     []*fold.Evaluator // per database block
 	refresher   *fold.Refresher
 	evals       []*bootstrapping.Evaluator
@@ -134,6 +138,11 @@ func NewPipeline(fp *fold.Params, s *scoreslots.Params, foldKeys []rlwe.Evaluati
 	}
 	for _, k := range foldKeys {
 		pl.folders = append(pl.folders, fp.NewEvaluator(k))
+	}
+	if discretise.Supported(evals[0]) {
+		if pl.Discretiser, err = discretise.New(evals[0]); err != nil {
+			return nil, err
+		}
 	}
 	return pl, nil
 }
@@ -287,10 +296,12 @@ func (pl *Pipeline) groups(e int) [][]int {
 // Stats reports what a Match did: the wall time of each stage and the
 // counts.
 type Stats struct {
-	Wall                            time.Duration
-	Fold, Refresh, Classify, Reduce time.Duration
-	Groups, Refreshes, Classified   int
-	ReductionBootstraps             int
+	Wall                                        time.Duration
+	Fold, Refresh, Classify, Reduce, Discretise time.Duration
+	Groups, Refreshes, Classified               int
+	ReductionBootstraps                         int
+	// Discretised: the bits went through the Discretiser.
+	Discretised bool
 	// OnePerBootstrap: the layout with one eye per bootstrap (its fold
 	// groups across the packed sums), taken when an eye has at least P
 	// fold groups (the pair pass); otherwise P eyes per bootstrap.
@@ -344,8 +355,9 @@ type item struct{ eye, group int }
 // Rotations) for the eyes listed (nil: every eye), with the public
 // overlaps |m_row and m_col|. It returns two ciphertexts of the
 // bootstrapping ring whose slot ResultSlot(i) holds the i-th listed eye's
-// sure and maybe bits (maybe is nil without a maybe classifier), and
-// every other slot 0.
+// sure and maybe bits (maybe is nil without a maybe classifier;
+// discretised, with a Discretiser, so that a sum inside a classifier's
+// band gives 0 or 1 too), and every other slot 0.
 //
 // A job is one block and P items (eye, fold group): P folds, one refresh
 // per fold polynomial, the classifications of the P sums. With fewer fold
@@ -429,6 +441,15 @@ func (pl *Pipeline) Match(res *ccmm.SharedA, eyes []int, overlap func(row, col i
 		}
 	}
 	st.Reduce = time.Since(start)
+	if pl.Discretiser != nil {
+		start = time.Now()
+		for c := range classifiers {
+			if out[c], err = pl.Discretiser.Apply(out[c]); err != nil {
+				return nil, nil, nil, err
+			}
+		}
+		st.Discretise, st.Discretised = time.Since(start), true
+	}
 	st.ReductionBootstraps = red.Bootstraps()
 	st.Wall = time.Since(begin)
 	return out[0], out[1], st, nil

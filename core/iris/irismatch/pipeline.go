@@ -8,6 +8,7 @@ import (
 	"encmatch/core/base/errs"
 	"encmatch/core/base/parallel"
 	"encmatch/core/iris/ccmm"
+	"encmatch/core/iris/discretise"
 	"encmatch/core/iris/scoreslots"
 
 	"github.com/tuneinsight/lattigo/v6/circuits/ckks/bootstrapping"
@@ -23,7 +24,11 @@ type Pipeline struct {
 	Classifier *Classifier
 	Delta      float64 // the match threshold on normalised scores, 1 - 2t
 	Rotations  int     // rotations per eye (31 for open-iris's shift 15)
-	evals      []*bootstrapping.Evaluator
+	// Discretiser turns every eye's value into 0 or 1 (nil for
+	// bootstrappings without sparse-secret encapsulation: an eye in the
+	// comparator's band then reads a value between 0 and 1).
+	Discretiser *discretise.Discretiser
+	evals       []*bootstrapping.Evaluator
 }
 
 // NewPipeline makes the pipeline for threshold delta, comparator depth
@@ -45,15 +50,23 @@ func NewPipeline(p *scoreslots.Params, keys *scoreslots.Keys, kappa int, delta f
 	if err != nil {
 		return nil, err
 	}
-	return &Pipeline{Slots: p, Classifier: cl, Delta: delta, Rotations: rotations, evals: evals}, nil
+	pl := &Pipeline{Slots: p, Classifier: cl, Delta: delta, Rotations: rotations, evals: evals}
+	if discretise.Supported(evals[0]) {
+		if pl.Discretiser, err = discretise.New(evals[0]); err != nil {
+			return nil, err
+		}
+	}
+	return pl, nil
 }
 
 // Stats reports what a Match did: the wall time spent in each stage (each
 // runs on all workers) and the counts.
 type Stats struct {
-	Wall                                   time.Duration
-	Lift, HalfBootstrap, Classify          time.Duration
-	Margins, Reduce, Gather                time.Duration
+	Wall                                time.Duration
+	Lift, HalfBootstrap, Classify       time.Duration
+	Margins, Reduce, Gather, Discretise time.Duration
+	// Discretised: the result went through the Discretiser.
+	Discretised                            bool
 	HalfBootstraps, Classified, Bootstraps int
 	// MarginBand is the comparator's band on the normalised margin: eyes
 	// whose best margin lies within it may read anything in [0, 1].
@@ -80,7 +93,9 @@ func ResultSlot(p *scoreslots.Params, e int) int {
 // modified in place into margins) with the public overlaps
 // |m_row and m_col|. It returns one ciphertext of the bootstrapping ring
 // whose slot ResultSlot(e) holds eye e's bit (1: some code matches some
-// rotation) and every other slot 0.
+// rotation; discretised, when the pipeline has a Discretiser, so that an
+// eye inside the comparator's band reads 0 or 1 too) and every other slot
+// 0.
 func (pl *Pipeline) Match(res *ccmm.SharedA, overlap func(row, col int) int) (*rlwe.Ciphertext, *Stats, error) {
 	n := pl.Slots.Residual.N()
 	if res.Cols%pl.Rotations != 0 || res.Rows%n != 0 || res.Rows/n != len(pl.evals) {
@@ -175,6 +190,13 @@ func (pl *Pipeline) Match(res *ccmm.SharedA, overlap func(row, col int) int) (*r
 		return nil, nil, err
 	}
 	st.Gather = time.Since(start)
+	if pl.Discretiser != nil {
+		start = time.Now()
+		if out, err = pl.Discretiser.Apply(out); err != nil {
+			return nil, nil, err
+		}
+		st.Discretise, st.Discretised = time.Since(start), true
+	}
 	st.Bootstraps = red.Bootstraps()
 	st.Wall = time.Since(begin)
 	return out, st, nil

@@ -206,8 +206,8 @@ func Match(s *iriskeys.Server, db *irisdb.DB, q *Query, out string, pass Pass) (
 
 // Decrypt reads an encrypted result with the key holder h's keys and
 // returns each eye's value (1: the eye matches some code, 0: it matches
-// none; values between 0 and 1 only for eyes inside the comparator's guard
-// band).
+// none; an eye inside the comparator's guard band reads 0 or 1 when the
+// server discretised the result, a value between them otherwise).
 func Decrypt(h *iriskeys.Holder, path string) ([]float64, error) {
 	bp := h.Params.Slots.Bootstrap.BootstrappingParameters
 	b, err := envelope.ReadFile(path, h.Header("iris-result"))

@@ -6,7 +6,7 @@
     encmatch iris enroll  --keys K --db D --t 0.34 [--design F.json] GALLERY...   # key holder
     encmatch iris query   --keys K QUERIES... -o Q.bin [--rotation-shift 15]      # querier
     encmatch iris match   --keys K --db D Q.bin -o R.bin [--pair-eyes 3,7] [--product P.bin]  # server
-    encmatch iris decrypt --keys K R.bin [--pairs R2.bin] [--validate --gallery G... --queries Q...]  # key holder
+    encmatch iris decrypt --keys K R.bin [--pad-to N] [--pairs R2.bin] [--validate --gallery G... --queries Q...]  # key holder
     encmatch iris bench   [--preset ...] [--gallery 16384]                        # all of it, timed
 
 ``--keys`` is a key set's root or the role's own directory. ``decrypt
@@ -15,7 +15,9 @@ plaintext model and exits 1 on a disagreement. With a folding preset
 (``fold``, ``toy-fold``: papers/004's second algorithm) ``decrypt`` reads
 each eye as a match, no match or flagged, and names the flagged eyes; the
 server's ``match --pair-eyes`` runs the pair pass on them, and ``decrypt
-R.bin --pairs R2.bin`` combines the two. ``match --product P.bin`` on both
+R.bin --pairs R2.bin`` combines the two (``decrypt --pad-to N`` lists
+``pair_eyes``: the flagged eyes padded with random unflagged ones, so that
+the server does not learn which were flagged). ``match --product P.bin`` on both
 passes keeps the encrypted product between them (the server's own file):
 the pair pass then reads it instead of the whole database.
 """
@@ -153,9 +155,12 @@ def _decrypt_fold(args: argparse.Namespace, holder: E.Client, fold: E.FoldValues
     names = {E.MATCH: "match", E.NO_MATCH: "no match", E.FLAGGED: "flagged"}
     out = {"answers": [names[int(a)] for a in answers], "flagged": fold.flagged(), "bits": bits.tolist(),
            "undecided": undecided.tolist()}
-    if pairs is None and fold.flagged():
+    if pairs is None:
+        out["pair_eyes"] = fold.pair_eyes(min(args.pad_to, fold.eyes)) if fold.flagged() or args.pad_to else []
+    if pairs is None and out["pair_eyes"]:
         _log(f"eyes {fold.flagged()} are flagged (the fold cannot call them cleanly): run "
-             f"iris match --pair-eyes {','.join(map(str, fold.flagged()))}, then decrypt with --pairs")
+             f"iris match --pair-eyes {','.join(map(str, out['pair_eyes']))}, then decrypt with --pairs"
+             + (f" (padded to {len(out['pair_eyes'])} eyes with unflagged ones: the server sees the list)" if args.pad_to else ""))
     elif len(undecided):
         _log(f"warning: eyes {undecided.tolist()} have a pair bit inside the comparator's guard band: not decided")
     if not args.validate:
@@ -201,6 +206,17 @@ def cmd_bench(args: argparse.Namespace) -> int:
                   rotation_shift=args.rotation_shift, key_cache_gb=args.key_cache_gb, log=_log)
     print((args.out / "results.md").read_text())
     return 0 if res["validation"]["ok"] else EXIT_DISAGREE
+
+
+def _count(text: str) -> int:
+    """An argparse type: a whole number >= 0."""
+    try:
+        v = int(text)
+    except ValueError:
+        v = -1
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 0")
+    return v
 
 
 def _positive(text: str) -> float:
@@ -263,6 +279,9 @@ def add_commands(sub: Any) -> None:
     s.add_argument("result", type=Path, metavar="RESULT", help="encrypted result file")
     s.add_argument("--keys", type=Path, required=True, help=keys_help)
     s.add_argument("--pairs", type=Path, default=None, help="folding key set: the pair pass's result on the flagged eyes")
+    s.add_argument("--pad-to", type=_count, default=0,
+                   help="folding key set: pad the pair pass's list (pair_eyes) with random unflagged eyes up to N, so "
+                        "that the server does not learn which eyes were flagged (default: no padding)")
     s.add_argument("--validate", action="store_true", help="compare with the plaintext model; exit 1 on a disagreement")
     s.add_argument("--gallery", nargs="+", type=Path, help="plaintext gallery files (--validate)")
     s.add_argument("--queries", nargs="+", type=Path, help="plaintext query files (--validate)")

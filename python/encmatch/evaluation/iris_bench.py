@@ -80,7 +80,7 @@ def run(out: Path, work: Path, preset: str, gallery_size: int, eyes: int, enroll
             v = E.validate_fold(values, pairs, model, E.FOLD_GUARD, E.Client(keys).band(t))
         else:
             v = E.validate(values, model, E.Client(keys).band(t))
-    server_keys = ("load_seconds", "product_seconds", "product_from_file", "pipeline_seconds", "gemm_engine", "stage_wall_seconds",
+    server_keys = ("load_seconds", "product_seconds", "product_from_file", "discretised", "pipeline_seconds", "gemm_engine", "stage_wall_seconds",
                    "half_bootstraps", "classified", "bootstraps", "blocks", "key_cache", "fold")
     res = {
         "machine": hardware(),
@@ -136,12 +136,13 @@ def _markdown(res: dict) -> str:
         if p is not None:
             counts += (f"; pair pass on the flagged eyes: {p['product_seconds']:.2f} s product, "
                        f"{p['pipeline_seconds']:.2f} s pipeline ({p['fold']['refreshes']} refreshes)")
+    counts += "; results discretised to 0/1" if s["discretised"] else "; results not discretised"
     lines += ["", f"{counts}, {s['blocks']} database blocks; "
               f"Galois keys: {s['key_cache']['loads']} reads from disk ({s['key_cache']['load_seconds']:.1f} s), "
               f"{s['key_cache']['hits']} from memory, at most {s['key_cache']['peak_bytes'] / 2**30:.1f} GiB held "
               f"(budget {s['key_cache']['budget_bytes'] / 2**30:.2f} GiB).", "",
               "| bytes | |", "| --- | --- |"]
-    lines += [f"| {k} | {v:,} |" for k, v in res["bytes"].items()]
+    lines += [f"| {k} | {v:,} |" for k, v in res["bytes"].items() if v is not None]
     val = res["validation"]
     lines += ["", f"Validation: {val['eyes']} eyes, {val['matches']} matches by the model, "
               f"{len(val['guard_band_eyes'])} in the guard band (margin band {val['band']:.4f}); "

@@ -19,7 +19,10 @@ bootstrapping and rotation keys evaluate, and only the key holder's
 inner products, scores and which code or rotation matched do not.
 
 Every eye outside the comparator's guard band decrypts to its plaintext
-model bit (:func:`encmatch.iris.match`); :func:`validate` checks it.
+model bit (:func:`encmatch.iris.match`); :func:`validate` checks it. The
+server discretises every result (docs/IRIS.md, "Discretisation"), so an
+eye inside the band decrypts to 0 or 1 too, never a value between (except
+at presets without sparse-secret encapsulation, ``default-dense``).
 
 The folding presets (``fold``, 128-bit, and ``toy-fold``) run papers/004's
 second algorithm (docs/IRIS.md, "Folding"): the database is enrolled with a
@@ -37,7 +40,7 @@ classified alone)::
 
 ``product`` (optional, the server's own file) keeps the encrypted product
 between the two passes, so that the pair pass does not read the database
-again (about a gigabyte per four eyes against 2^14 codes at ``fold``).
+again (146 MB for four eyes against 2^14 codes at ``fold``).
 
 The pair pass's eye list is seen by the server: it learns which eyes were
 flagged (docs/IRIS.md, "What the server learns from the pair pass").
@@ -46,6 +49,7 @@ flagged (docs/IRIS.md, "What the server learns from the pair pass").
 from __future__ import annotations
 
 import json
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,9 +85,10 @@ NO_MATCH, MATCH, FLAGGED = 0, 1, 2
 
 #: An eye value within this distance of 0 or 1 is a decided bit. Eyes
 #: outside the comparator's guard band decrypt to within 10^-4 of their
-#: bit (docs/IRIS.md, "What is guaranteed"); a value farther from both is
-#: an eye whose best pair lies inside the band, and is flagged, never
-#: rounded silently.
+#: bit (docs/IRIS.md, "What is guaranteed"); a value farther from both
+#: (only from a result that was not discretised: ``default-dense``) is an
+#: eye whose best pair lies inside the band, and is flagged, never rounded
+#: silently.
 DECIDED = 1e-3
 
 #: GiB of the server's Galois keys kept in memory by default (all 39 of the
@@ -262,14 +267,32 @@ class FoldValues:
         """The query's eyes a fold pass flagged: the pair pass's list."""
         return [int(self.listed[i]) for i in np.flatnonzero(self.answers() == FLAGGED)]
 
+    def pair_eyes(self, pad_to: int = 0) -> list[int]:
+        """The pair pass's list, padded: the flagged eyes and, while the list is shorter than ``pad_to``,
+        unflagged eyes drawn uniformly at random (the operating system's randomness), sorted.
+
+        The server sees the list. Padded to ``pad_to``, it learns whether more than ``pad_to`` eyes
+        were flagged, not which (``pad_to`` = the query's eyes hides even that); each padded eye costs
+        a pair pass. :func:`combine` keeps a padded eye's fold answer.
+        """
+        if not 0 <= pad_to <= self.eyes:
+            raise InvalidArgument(f"pad_to = {pad_to}: between 0 and the query's {self.eyes} eyes")
+        flagged = self.flagged()
+        others = sorted(set(range(self.eyes)) - set(flagged))
+        extra = secrets.SystemRandom().sample(others, max(0, pad_to - len(flagged)))
+        return sorted(flagged + extra)
+
 
 def combine(fold: FoldValues, pairs: FoldValues | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Every eye's bit from a fold pass and the pair pass on its flagged eyes.
+    """Every eye's bit from a fold pass and the pair pass on its flagged eyes (and any padding,
+    :meth:`FoldValues.pair_eyes`).
 
     Returns ``(bits, undecided)``: ``undecided`` lists the eyes without a
-    decided bit: flagged eyes when ``pairs`` is None, and eyes whose pair bit
-    lies inside the comparator's band (:func:`decide`). Refuses a pair pass
-    that does not cover exactly the flagged eyes.
+    decided bit: flagged eyes when ``pairs`` is None, eyes whose pair bit
+    lies inside the comparator's band (:func:`decide`), and padded eyes
+    whose decided pair bit contradicts their fold answer (one of the two
+    lies in its band). A padded eye keeps its fold answer. Refuses a pair
+    pass that does not cover every flagged eye.
     """
     if fold.pairs or (pairs is not None and not pairs.pairs) or (pairs is not None and pairs.eyes != fold.eyes):
         raise InvalidArgument("combine takes a fold pass's result and a pair pass's on the same query")
@@ -278,11 +301,17 @@ def combine(fold: FoldValues, pairs: FoldValues | None = None) -> tuple[np.ndarr
     flagged = fold.flagged()
     if pairs is None:
         return bits, np.asarray(flagged, dtype=np.int64)
-    if sorted(pairs.listed.tolist()) != flagged:
-        raise InvalidArgument(f"the pair pass covers eyes {pairs.listed.tolist()}, the fold flagged {flagged}")
+    listed = pairs.listed.tolist()
+    if not set(flagged) <= set(listed):
+        raise InvalidArgument(f"the pair pass covers eyes {listed}, the fold flagged {flagged}")
     pbits, uncertain = decide(pairs.sure)
-    bits[pairs.listed] = pbits
-    return bits, np.sort(pairs.listed[uncertain])
+    undecided = set(pairs.listed[uncertain].tolist())
+    for e, b in zip(listed, pbits):
+        if answers[e] == FLAGGED:
+            bits[e] = b
+        elif e not in undecided and b != bits[e]:
+            undecided.add(e)
+    return bits, np.array(sorted(undecided), dtype=np.int64)
 
 
 @dataclass
@@ -334,7 +363,7 @@ def validate_fold(fold: FoldValues, pairs: FoldValues | None, model: EyeResults,
     if pairs is None:
         values[answers == FLAGGED] = 0.5
     else:
-        values[pairs.listed] = pairs.sure
+        values[pairs.listed] = np.where(answers[pairs.listed] == FLAGGED, pairs.sure, values[pairs.listed])
     clean_guard = np.zeros(len(values), dtype=bool)
     clean_guard[model.guard_band(guard, unit="score")] = True
     pair_guard = np.zeros(len(values), dtype=bool)
