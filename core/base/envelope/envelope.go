@@ -348,10 +348,22 @@ type PayloadStream struct {
 	io.Reader
 	Len  int64 // payload bytes
 	file *os.File
+	off  int64 // the payload's offset in the file
 }
 
 // Close closes the file.
 func (p *PayloadStream) Close() error { return p.file.Close() }
+
+// StoredChecksum returns the SHA-256 the frame ends with, read without the
+// payload and without moving the stream: a name for the file's contents,
+// which the checksum check binds to them whenever the payload is read.
+func (p *PayloadStream) StoredChecksum() ([sha256.Size]byte, error) {
+	var sum [sha256.Size]byte
+	if _, err := p.file.ReadAt(sum[:], p.off+p.Len); err != nil {
+		return sum, fmt.Errorf("%w: reading the checksum: %v", ErrCorrupt, err)
+	}
+	return sum, nil
+}
 
 // OpenPayload checks a framed file's header and size and returns a reader
 // of its payload.
@@ -364,7 +376,7 @@ func OpenPayload(path string, want Header) (*PayloadStream, error) {
 		f.Close()
 		return nil, err
 	}
-	return &PayloadStream{Reader: bufio.NewReaderSize(io.LimitReader(f, n), 4<<20), Len: n, file: f}, nil
+	return &PayloadStream{Reader: bufio.NewReaderSize(io.LimitReader(f, n), 4<<20), Len: n, file: f, off: off}, nil
 }
 
 // CheckFileSized checks a framed file's header and size as ReadFileSized
@@ -376,23 +388,6 @@ func CheckFileSized(path string, want Header, payloadLen int64) error {
 		return err
 	}
 	return f.Close()
-}
-
-// StoredChecksum checks a framed file's header and size and returns the
-// SHA-256 its frame ends with, without reading the payload: a name for the
-// file's contents, which the checksum check binds to them whenever the
-// payload is read.
-func StoredChecksum(path string, want Header) ([sha256.Size]byte, error) {
-	var sum [sha256.Size]byte
-	f, off, n, err := openFramed(path, want)
-	if err != nil {
-		return sum, err
-	}
-	defer f.Close()
-	if _, err := f.ReadAt(sum[:], off+n); err != nil {
-		return sum, fmt.Errorf("%s: %w: %v", path, ErrCorrupt, err)
-	}
-	return sum, nil
 }
 
 // openSized is openFramed for a payload of exactly payloadLen bytes.

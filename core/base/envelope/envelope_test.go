@@ -223,7 +223,8 @@ type binaryBytes []byte
 func (b binaryBytes) MarshalBinary() ([]byte, error) { return b, nil }
 
 // TestStoredChecksum: the checksum a file ends with, which differs between
-// payloads; a foreign kind and a truncated file are refused.
+// payloads, read without moving the payload's stream; a foreign kind and a
+// truncated file are refused when the file opens.
 func TestStoredChecksum(t *testing.T) {
 	dir := t.TempDir()
 	h := Header{Kind: "x", Fingerprint: "f", KeyID: "k"}
@@ -233,7 +234,11 @@ func TestStoredChecksum(t *testing.T) {
 		if err := WriteFile(path, h, []byte(payload), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		sum, err := StoredChecksum(path, h)
+		p, err := OpenPayload(path, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum, err := p.StoredChecksum()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -241,14 +246,18 @@ func TestStoredChecksum(t *testing.T) {
 		if !bytes.Equal(sum[:], data[len(data)-32:]) {
 			t.Fatalf("payload %q: StoredChecksum %x, the frame ends with %x", payload, sum, data[len(data)-32:])
 		}
+		if rest, err := io.ReadAll(p); err != nil || string(rest) != payload {
+			t.Fatalf("the payload after StoredChecksum: %q, %v", rest, err)
+		}
+		p.Close()
 		sums[sum] = true
-		if _, err := StoredChecksum(path, Header{Kind: "y"}); !errors.Is(err, ErrMismatch) {
+		if _, err := OpenPayload(path, Header{Kind: "y"}); !errors.Is(err, ErrMismatch) {
 			t.Fatalf("another kind: %v", err)
 		}
 		if err := os.Truncate(path, int64(len(data)-1)); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := StoredChecksum(path, h); !errors.Is(err, ErrCorrupt) {
+		if _, err := OpenPayload(path, h); !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("a truncated file: %v", err)
 		}
 	}

@@ -66,6 +66,15 @@ func Supported(btp *bootstrapping.Evaluator) bool {
 	return btp.EphemeralSecretWeight != 0 && btp.EvaluationKeys != nil && btp.EvkDenseToSparse != nil && btp.EvkSparseToDense != nil
 }
 
+// NewIfSupported is New for a bootstrapping that can discretise, and nil
+// (no error) for one that cannot (Supported): the pipelines' constructor.
+func NewIfSupported(btp *bootstrapping.Evaluator) (*Discretiser, error) {
+	if !Supported(btp) {
+		return nil, nil
+	}
+	return New(btp)
+}
+
 // New makes the discretiser of btp, whose bootstrapping must use a sparse
 // ephemeral secret (Supported), with the smallest comparator depth whose
 // band fits in the gap between the integers' multiples.
@@ -166,6 +175,8 @@ func (d *Discretiser) Integers(ct *rlwe.Ciphertext) (*rlwe.Ciphertext, error) {
 		return nil, err
 	}
 	d.round(x)
+	// Back to the dense secret: Lattigo's ModUp takes a ciphertext under it
+	// (and switches to the sparse one itself).
 	if err := btp.ApplyEvaluationKey(x, btp.EvkSparseToDense, x); err != nil {
 		return nil, err
 	}

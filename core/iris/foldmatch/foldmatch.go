@@ -139,10 +139,8 @@ func NewPipeline(fp *fold.Params, s *scoreslots.Params, foldKeys []rlwe.Evaluati
 	for _, k := range foldKeys {
 		pl.folders = append(pl.folders, fp.NewEvaluator(k))
 	}
-	if discretise.Supported(evals[0]) {
-		if pl.Discretiser, err = discretise.New(evals[0]); err != nil {
-			return nil, err
-		}
+	if pl.Discretiser, err = discretise.NewIfSupported(evals[0]); err != nil {
+		return nil, err
 	}
 	return pl, nil
 }

@@ -388,14 +388,13 @@ func Load(s *iriskeys.Server, dir string) (*DB, error) {
 		if err != nil {
 			return nil, err
 		}
-		_, err = ccmm.NewSharedAReader(f, f.Len, part.head)
+		sum, err := f.StoredChecksum()
+		if err == nil {
+			_, err = ccmm.NewSharedAReader(f, f.Len, part.head)
+		}
 		f.Close()
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", filepath.Join(dir, part.name), err)
-		}
-		sum, err := envelope.StoredChecksum(filepath.Join(dir, part.name), s.Header(part.kind))
-		if err != nil {
-			return nil, err
 		}
 		digest.Write(sum[:])
 	}

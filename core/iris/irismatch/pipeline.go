@@ -51,10 +51,8 @@ func NewPipeline(p *scoreslots.Params, keys *scoreslots.Keys, kappa int, delta f
 		return nil, err
 	}
 	pl := &Pipeline{Slots: p, Classifier: cl, Delta: delta, Rotations: rotations, evals: evals}
-	if discretise.Supported(evals[0]) {
-		if pl.Discretiser, err = discretise.New(evals[0]); err != nil {
-			return nil, err
-		}
+	if pl.Discretiser, err = discretise.NewIfSupported(evals[0]); err != nil {
+		return nil, err
 	}
 	return pl, nil
 }

@@ -26,18 +26,12 @@ const kindProduct = "iris-product"
 // fold pass with pass.Product multiplies and keeps its product there.
 func product(s *iriskeys.Server, db *irisdb.DB, q *Query, pass Pass) (*ccmm.SharedA, *Query, error) {
 	p := s.Params
-	if pass.PairEyes != nil && pass.Product != "" {
+	if pass.readsProduct() {
 		all, err := readProduct(s, db, q, pass.Product)
 		if err != nil {
 			return nil, nil, err
 		}
-		var cols []int
-		for _, e := range pass.PairEyes {
-			for k := range q.Rotations {
-				cols = append(cols, e*q.Rotations+k)
-			}
-		}
-		res, err := all.Columns(cols)
+		res, err := all.Columns(q.columns(pass.PairEyes))
 		if err != nil {
 			return nil, nil, err
 		}

@@ -84,20 +84,28 @@ type Query struct {
 func (q *Query) listed(eyes []int) (*Query, error) {
 	r := q.Rotations
 	words := len(q.Masks) / (q.Eyes * r)
-	var cols []int
+	cols := q.columns(eyes)
 	var masks []uint64
-	for _, e := range eyes {
-		for k := range r {
-			c := e*r + k
-			cols = append(cols, c)
-			masks = append(masks, q.Masks[c*words:(c+1)*words]...)
-		}
+	for _, c := range cols {
+		masks = append(masks, q.Masks[c*words:(c+1)*words]...)
 	}
 	m, err := q.Matrix.Columns(cols)
 	if err != nil {
 		return nil, err
 	}
 	return &Query{Eyes: len(eyes), Rotations: r, Masks: masks, Matrix: m, Digest: q.Digest}, nil
+}
+
+// columns are the query's columns of the listed eyes (every rotation of
+// each), in that order.
+func (q *Query) columns(eyes []int) []int {
+	var cols []int
+	for _, e := range eyes {
+		for k := range q.Rotations {
+			cols = append(cols, e*q.Rotations+k)
+		}
+	}
+	return cols
 }
 
 // LoadQuery reads an encrypted query for the server s's key set.
@@ -152,6 +160,10 @@ type Pass struct {
 	Product string
 }
 
+// readsProduct says whether the pass reads a kept product instead of
+// multiplying: a pair pass with Product.
+func (p Pass) readsProduct() bool { return p.PairEyes != nil && p.Product != "" }
+
 // Match runs the server s's encrypted matching of a query against a
 // database and writes the encrypted result to out: one bit per eye
 // (Algorithm 1), or with a folding database a sure and a maybe bit per
@@ -175,7 +187,7 @@ func Match(s *iriskeys.Server, db *irisdb.DB, q *Query, out string, pass Pass) (
 	if err != nil {
 		return nil, err
 	}
-	st := &Stats{Product: time.Since(start), ProductFromFile: pass.Product != "" && pass.PairEyes != nil}
+	st := &Stats{Product: time.Since(start), ProductFromFile: pass.readsProduct()}
 	words := p.CCMM.Lit.Inner / 64
 	rows := db.Meta.Blocks * p.CCMM.NDB
 	ov := irisdb.Overlaps(db.Masks, q.Masks, rows, q.Eyes*q.Rotations, words)

@@ -156,7 +156,7 @@ def _decrypt_fold(args: argparse.Namespace, holder: E.Client, fold: E.FoldValues
     out = {"answers": [names[int(a)] for a in answers], "flagged": fold.flagged(), "bits": bits.tolist(),
            "undecided": undecided.tolist()}
     if pairs is None:
-        out["pair_eyes"] = fold.pair_eyes(min(args.pad_to, fold.eyes)) if fold.flagged() or args.pad_to else []
+        out["pair_eyes"] = fold.pair_eyes(min(args.pad_to, fold.eyes))
     if pairs is None and out["pair_eyes"]:
         _log(f"eyes {fold.flagged()} are flagged (the fold cannot call them cleanly): run "
              f"iris match --pair-eyes {','.join(map(str, out['pair_eyes']))}, then decrypt with --pairs"
