@@ -427,7 +427,10 @@ func (pl *Pipeline) Match(res *ccmm.SharedA, eyes []int, overlap func(row, col i
 		}
 	}
 	start := time.Now()
-	red := irismatch.NewReducer(pl.evals[0])
+	red, err := irismatch.NewReducer(pl.evals[0])
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	out := make([]*rlwe.Ciphertext, 2)
 	for c := range classifiers {
 		bits, err := red.AnyMatch(values[c], width)

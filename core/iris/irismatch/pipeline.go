@@ -176,7 +176,10 @@ func (pl *Pipeline) Match(res *ccmm.SharedA, overlap func(row, col int) int) (*r
 		values[job/perGroup] = append(values[job/perGroup], vs...)
 	}
 	start := time.Now()
-	red := NewReducer(pl.evals[0])
+	red, err := NewReducer(pl.evals[0])
+	if err != nil {
+		return nil, nil, err
+	}
 	bits, err := red.AnyMatch(values, width)
 	if err != nil {
 		return nil, nil, err

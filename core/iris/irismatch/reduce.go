@@ -24,10 +24,16 @@ import (
 // eye value in [0, 1], never an out-of-range one. A ciphertext with fewer
 // than two levels left is bootstrapped (Lattigo's full bootstrap in the
 // ring N2) and cleaned before its next product.
+//
+// Many match values that all need a bootstrap at one step of the product
+// tree (the comparator's outputs of the fold's pair pass arrive with no
+// level left) go through it in bundles instead (bundler): their sum, one
+// bootstrap, and a threshold test at 1/2 on it.
 type Reducer struct {
 	params     ckks.Parameters
 	eval       *ckks.Evaluator
 	btp        *bootstrapping.Evaluator
+	bundle     *bundler // nil: no comparator fits the levels a bootstrap leaves
 	bootstraps atomic.Int64
 }
 
@@ -58,20 +64,20 @@ func chunkWidth(p *scoreslots.Params) int {
 
 // NewReducer makes a reducer in the bootstrapping ring of btp with its
 // keys (relinearisation and the rotations of ReducerGaloisElements).
-func NewReducer(btp *bootstrapping.Evaluator) *Reducer {
-	return &Reducer{params: btp.BootstrappingParameters, eval: btp.Evaluator, btp: btp}
+func NewReducer(btp *bootstrapping.Evaluator) (*Reducer, error) {
+	b, err := newBundler(btp.ResidualParameters.MaxLevel())
+	if err != nil {
+		return nil, err
+	}
+	return &Reducer{params: btp.BootstrappingParameters, eval: btp.Evaluator, btp: btp, bundle: b}, nil
 }
 
 // refresh replaces every ciphertext of cts below level minLevel by its
 // bootstrap, cleaned (minLevel is at least 2: a bootstrap starts from level 1 or
 // more, as Lattigo's bootstrap of a ciphertext at level 0 needs its scale to
 // be an exact power of two, which products of drifting scales are not; from
-// level 1 it matches the scale itself). Two ciphertexts at the same level
-// and scale share one bootstrap: their values are real, so z = a + i b
-// carries both, and after the bootstrap z + conj(z) = 2a and
-// -i (z - conj(z)) = 2b, whose cleaning also halves them. The bootstraps run
-// together, a DFT factor at a time (package dftbatch). It reports which
-// ciphertexts it replaced.
+// level 1 it matches the scale itself). It reports which ciphertexts it
+// replaced.
 func (r *Reducer) refresh(cts []*rlwe.Ciphertext, minLevel int) ([]bool, error) {
 	fresh := make([]bool, len(cts))
 	var low []int
@@ -81,6 +87,28 @@ func (r *Reducer) refresh(cts []*rlwe.Ciphertext, minLevel int) ([]bool, error) 
 			fresh[i] = true
 		}
 	}
+	return fresh, r.bootstrapAll(cts, low, r.finishClean)
+}
+
+// finish turns a bootstrap's output into what replaces its input: one
+// value, or two when the bootstrap carried a pair (z = a + i b).
+type finish func(z *rlwe.Ciphertext, paired bool) (a, b *rlwe.Ciphertext, err error)
+
+// finishClean is refresh's finish: the cleaned values.
+func (r *Reducer) finishClean(z *rlwe.Ciphertext, paired bool) (a, b *rlwe.Ciphertext, err error) {
+	if paired {
+		return r.split(z)
+	}
+	a, err = r.clean(z, false)
+	return a, nil, err
+}
+
+// bootstrapAll replaces the ciphertexts of cts at the indices low by the
+// finish of their bootstraps. Two ciphertexts at the same level and scale
+// share one bootstrap: their values are real, so z = a + i b carries both,
+// and after the bootstrap z + conj(z) = 2a and -i (z - conj(z)) = 2b. The
+// bootstraps run together, a DFT factor at a time (package dftbatch).
+func (r *Reducer) bootstrapAll(cts []*rlwe.Ciphertext, low []int, done finish) error {
 	var jobs [][]int
 	for len(low) > 0 {
 		i, mate := low[0], -1
@@ -98,16 +126,17 @@ func (r *Reducer) refresh(cts []*rlwe.Ciphertext, minLevel int) ([]bool, error) 
 		low = append(low[1:mate], low[mate+1:]...)
 	}
 	for lo := 0; lo < len(jobs); lo += Batch {
-		if err := r.bootstrapJobs(cts, jobs[lo:min(lo+Batch, len(jobs))]); err != nil {
-			return nil, err
+		if err := r.bootstrapJobs(cts, jobs[lo:min(lo+Batch, len(jobs))], done); err != nil {
+			return err
 		}
 	}
-	return fresh, nil
+	return nil
 }
 
-// bootstrapJobs bootstraps and cleans the ciphertexts of cts that jobs
-// name, one or two per bootstrap, all bootstraps together.
-func (r *Reducer) bootstrapJobs(cts []*rlwe.Ciphertext, jobs [][]int) error {
+// bootstrapJobs bootstraps the ciphertexts of cts that jobs name, one or
+// two per bootstrap, all bootstraps together, and replaces them by their
+// finish.
+func (r *Reducer) bootstrapJobs(cts []*rlwe.Ciphertext, jobs [][]int, done finish) error {
 	// A pair's a and b (real values) travel as z = a + i b (a Gaussian
 	// integer product: exact, no level).
 	in := make([]*rlwe.Ciphertext, len(jobs))
@@ -132,12 +161,15 @@ func (r *Reducer) bootstrapJobs(cts []*rlwe.Ciphertext, jobs [][]int) error {
 	}
 	return parallel.For(len(jobs), func(k int) (err error) {
 		job := jobs[k]
-		if len(job) == 1 {
-			cts[job[0]], err = r.clean(out[k], false)
+		a, b, err := done(out[k], len(job) == 2)
+		if err != nil {
 			return err
 		}
-		cts[job[0]], cts[job[1]], err = r.split(out[k])
-		return err
+		cts[job[0]] = a
+		if len(job) == 2 {
+			cts[job[1]] = b
+		}
+		return nil
 	})
 }
 
@@ -246,8 +278,13 @@ func (r *Reducer) AnyMatch(groups [][]*rlwe.Ciphertext, width int) ([]*rlwe.Ciph
 		}
 	}
 	// The product across each group's ciphertexts, pairwise, a layer at a
-	// time over all groups.
+	// time over all groups; many that need a bootstrap at once go through
+	// bundles.
 	for {
+		var err error
+		if ws, err = r.bundleLow(ws); err != nil {
+			return nil, err
+		}
 		var operands []*rlwe.Ciphertext
 		var pairs [][2]int // group, index of the first factor
 		for g := range ws {

@@ -32,7 +32,11 @@ func newReducerFixture(t *testing.T) reducerFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return reducerFixture{red: NewReducer(evals[0]), sk: keys.Secret, tc: tc}
+	red, err := NewReducer(evals[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reducerFixture{red: red, sk: keys.Secret, tc: tc}
 }
 
 // encrypt returns vals encrypted at level in the bootstrapping ring.
@@ -165,6 +169,86 @@ func TestAnyMatchGroups(t *testing.T) {
 		for u := 0; u < pack; u++ {
 			v := got[u*width]
 			t.Logf("group %d chunk %d: %.6f (want %.3f, band %v)", g, u, v, want[g][u], band[g][u])
+			if band[g][u] {
+				if v < -0.01 || v > 1.01 {
+					t.Errorf("group %d chunk %d: a band value gave %v, outside [0, 1]", g, u, v)
+				}
+			} else if math.Abs(v-want[g][u]) > 1e-4 {
+				t.Errorf("group %d chunk %d: %v, want %v", g, u, v, want[g][u])
+			}
+		}
+	}
+}
+
+// TestAnyMatchBundles reduces match values that arrive with no level left,
+// as the fold's pair pass leaves them: groups of 16 and 7 values go through
+// bundles (their sum, one shared bootstrap, a threshold test at 1/2), a
+// group of 3 through the bootstraps two by two. Every value carries an error
+// of up to 2^-14, a match is one value at 1, and a value inside a
+// comparator's band (0.4) among non-matches, alone or beside a match, must
+// give a chunk value in [0, 1] (and 1 beside the match). The bundles must
+// take fewer bootstraps than the same values two by two.
+func TestAnyMatchBundles(t *testing.T) {
+	f := newReducerFixture(t)
+	if f.red.bundle == nil {
+		t.Fatal("no bundle comparator fits the toy bootstrap's levels")
+	}
+	t.Logf("bundles of up to %d, comparator depth %d", f.red.bundle.Size, f.red.bundle.cmp.Kappa)
+	p := f.tc.slots
+	params := p.Bootstrap.BootstrappingParameters
+	slots, width, pack := params.MaxSlots(), chunkWidth(p), packing(p)
+	rng := rand.New(rand.NewPCG(3, 9))
+	sizes := []int{16, 7, 3}
+	groups := make([][]*rlwe.Ciphertext, len(sizes))
+	want := make([][]float64, len(sizes))
+	band := make([][]bool, len(sizes))
+	for g, n := range sizes {
+		want[g], band[g] = make([]float64, pack), make([]bool, pack)
+		for i := 0; i < n; i++ {
+			vals := make([]float64, slots)
+			for j := range vals {
+				vals[j] = (rng.Float64()*2 - 1) / (1 << 14)
+			}
+			for u := 0; u < pack; u++ {
+				switch {
+				case u == 1 && i == n/2: // one match
+					vals[u*width+rng.IntN(width)] = 1
+					want[g][u] = 1
+				case u == 2 && i == 0: // a band value beside a match
+					vals[u*width+rng.IntN(width)] = 0.4
+				case u == 2 && i == n-1:
+					vals[u*width+rng.IntN(width)] = 1
+					want[g][u] = 1
+				case u == 3 && i == 1: // a band value among non-matches
+					vals[u*width+rng.IntN(width)] = 0.4
+					band[g][u] = true
+				}
+			}
+			groups[g] = append(groups[g], f.encrypt(t, vals, 0))
+		}
+	}
+	// The same values two by two (no bundler), then through bundles.
+	plain, err := NewReducer(f.red.btp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain.bundle = nil
+	if _, err := plain.AnyMatch(groups, width); err != nil {
+		t.Fatal(err)
+	}
+	out, err := f.red.AnyMatch(groups, width)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d bootstraps with bundles, %d two by two", f.red.Bootstraps(), plain.Bootstraps())
+	if f.red.Bootstraps() >= plain.Bootstraps() {
+		t.Errorf("%d bootstraps with bundles, %d without: the bundles saved none", f.red.Bootstraps(), plain.Bootstraps())
+	}
+	for g, ct := range out {
+		got := decryptSlots(t, p, f.sk, ct)
+		for u := 0; u < pack; u++ {
+			v := got[u*width]
+			t.Logf("group %d chunk %d: %.6f (want %.0f, band %v)", g, u, v, want[g][u], band[g][u])
 			if band[g][u] {
 				if v < -0.01 || v > 1.01 {
 					t.Errorf("group %d chunk %d: a band value gave %v, outside [0, 1]", g, u, v)
