@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"encmatch/core/base/errs"
+	"encmatch/core/base/parallel"
 	"encmatch/core/iris/dftbatch"
 	"encmatch/core/iris/scoreslots"
 
@@ -180,35 +181,84 @@ func (r *Refresher) Width(poly int) float64 { return r.widths[poly] }
 // Width(poly), one level below a bootstrap's output; slots of missing
 // inputs hold zero.
 func (r *Refresher) Refresh(t, poly int, sums []*rlwe.Ciphertext) (*rlwe.Ciphertext, error) {
-	if t < 0 || t >= len(r.evals) || len(sums) == 0 || len(sums) > r.packed || poly < 0 || poly >= len(r.bounds) {
-		return nil, fmt.Errorf("%w: %d sums of polynomial %d of block %d (up to %d per bootstrap, %d blocks, %d polynomials)",
-			errs.ErrInvalid, len(sums), poly, t, r.packed, len(r.evals), len(r.bounds))
+	out, err := r.RefreshAll([]Sums{{Block: t, Poly: poly, Sums: sums}})
+	if err != nil {
+		return nil, err
 	}
-	bound := r.bounds[poly]
-	in := make([]rlwe.Ciphertext, len(sums))
-	for i, ct := range sums {
+	return out[0], nil
+}
+
+// Sums are the inputs of one Refresh: up to P sums of fold polynomial Poly
+// of database block Block.
+type Sums struct {
+	Block, Poly int
+	Sums        []*rlwe.Ciphertext
+}
+
+// RefreshAll is Refresh on every element of in, the bootstraps run together
+// a DFT factor at a time (package dftbatch): a single bootstrap's linear
+// transformations run on one core, a batch's on every core. Its memory
+// grows with len(in) (about 0.1 GB per bootstrap at the iris presets).
+func (r *Refresher) RefreshAll(in []Sums) ([]*rlwe.Ciphertext, error) {
+	for _, x := range in {
+		if x.Block < 0 || x.Block >= len(r.evals) || len(x.Sums) == 0 || len(x.Sums) > r.packed || x.Poly < 0 || x.Poly >= len(r.bounds) {
+			return nil, fmt.Errorf("%w: %d sums of polynomial %d of block %d (up to %d per bootstrap, %d blocks, %d polynomials)",
+				errs.ErrInvalid, len(x.Sums), x.Poly, x.Block, r.packed, len(r.evals), len(r.bounds))
+		}
+	}
+	packed := make([]*rlwe.Ciphertext, len(in))
+	errScales := make([]rlwe.Scale, len(in))
+	if err := parallel.For(len(in), func(k int) (err error) {
+		packed[k], err = r.pack(in[k])
+		if err == nil {
+			errScales[k] = r.scaleDownError(packed[k].Scale)
+		}
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	boot, err := dftbatch.Bootstrap(r.evals[0], packed)
+	if err != nil {
+		return nil, fmt.Errorf("bootstrap: %w", err)
+	}
+	out := make([]*rlwe.Ciphertext, len(in))
+	err = parallel.For(len(in), func(k int) (err error) {
+		ct := boot[k]
+		ct.Scale = ct.Scale.Mul(errScales[k])
+		out[k], err = r.unmixOne(ct, in[k].Poly)
+		return err
+	})
+	return out, err
+}
+
+// pack lifts the sums of x to the bootstrapping's q0 and packs them into
+// one ciphertext of the bootstrapping ring (Lattigo's
+// PackAndSwitchN1ToN2), each as S / bound: the bootstrap's range is
+// [-1, 1].
+func (r *Refresher) pack(x Sums) (*rlwe.Ciphertext, error) {
+	bound := r.bounds[x.Poly]
+	in := make([]rlwe.Ciphertext, len(x.Sums))
+	for i, ct := range x.Sums {
 		lifted, err := r.s.LiftCiphertext(ct, r.p.CKKS.RingQ())
 		if err != nil {
 			return nil, err
 		}
-		// The sums travel as S / bound: the bootstrap's range is [-1, 1].
 		lifted.Scale = lifted.Scale.Mul(rlwe.NewScale(bound))
 		in[i] = *lifted
 	}
-	packed, _, _, err := r.evals[t].PackAndSwitchN1ToN2(in)
+	packed, _, _, err := r.evals[x.Block].PackAndSwitchN1ToN2(in)
 	if err != nil {
 		return nil, fmt.Errorf("packing: %w", err)
 	}
 	if len(packed) != 1 {
-		return nil, fmt.Errorf("%w: %d sums packed into %d ciphertexts", errs.ErrInvalid, len(sums), len(packed))
+		return nil, fmt.Errorf("%w: %d sums packed into %d ciphertexts", errs.ErrInvalid, len(x.Sums), len(packed))
 	}
-	errScale := r.scaleDownError(packed[0].Scale)
-	out, err := dftbatch.Bootstrap(r.evals[0], []*rlwe.Ciphertext{&packed[0]})
-	if err != nil {
-		return nil, fmt.Errorf("bootstrap: %w", err)
-	}
-	ct := out[0]
-	ct.Scale = ct.Scale.Mul(errScale)
+	return &packed[0], nil
+}
+
+// unmixOne puts the packed sums of a bootstrapped ciphertext back in their
+// slots (the unmixing of fold polynomial poly, one level).
+func (r *Refresher) unmixOne(ct *rlwe.Ciphertext, poly int) (*rlwe.Ciphertext, error) {
 	eval := r.evals[0].Evaluator
 	if ct.Level() < r.level {
 		return nil, fmt.Errorf("%w: the bootstrap left level %d, the unmixing is encoded at %d", errs.ErrInvalid, ct.Level(), r.level)

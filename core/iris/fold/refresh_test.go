@@ -101,9 +101,10 @@ var toySlots = scoreslots.Literal{LogN2: 12, LogQ0: 55, LogP: []int{61}, ScoreBi
 
 // TestRefreshEqualsModel folds two groups of a slot-encoded database's
 // CCMM result (the fixture of TestGroupEqualsModel), refreshes the two
-// sums of each block and polynomial in one bootstrap and checks every slot of the
-// unmixed output against the plaintext model, and the empty inputs' slots
-// against zero.
+// sums of each block and polynomial in one bootstrap, the four bootstraps
+// together (RefreshAll), and checks every slot of the unmixed output
+// against the plaintext model, and the empty inputs' slots against zero;
+// a Refresh of one of them alone must give the same ciphertext.
 func TestRefreshEqualsModel(t *testing.T) {
 	f := newFixture(t)
 	s, err := scoreslots.NewParams(f.cp, toySlots)
@@ -126,34 +127,45 @@ func TestRefreshEqualsModel(t *testing.T) {
 	dec, enc := rlwe.NewDecryptor(bp, keys.Secret), ckks.NewEncoder(bp)
 	half := f.p.CKKS.N() / 2
 	worst, zero := 0.0, 0.0
+	var in []Sums
 	for b := 0; b < 2; b++ {
 		groups := [][]*rlwe.Ciphertext{f.group(t, b, 0), f.group(t, b, 1)}
 		for poly := range 2 { // f's sums, then h's
-			sums := []*rlwe.Ciphertext{groups[0][poly], groups[1][poly]}
-			out, err := r.Refresh(b, poly, sums)
-			if err != nil {
-				t.Fatal(err)
+			in = append(in, Sums{Block: b, Poly: poly, Sums: []*rlwe.Ciphertext{groups[0][poly], groups[1][poly]}})
+		}
+	}
+	outs, err := r.RefreshAll(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alone, err := r.Refresh(in[3].Block, in[3].Poly, in[3].Sums)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !alone.Equal(outs[3]) {
+		t.Error("a refresh alone and the same refresh in a batch differ")
+	}
+	for k, x := range in {
+		b, poly, sums, out := x.Block, x.Poly, x.Sums, outs[k]
+		slots := make([]complex128, bp.MaxSlots())
+		if err := enc.Decode(dec.DecryptNew(out), slots); err != nil {
+			t.Fatal(err)
+		}
+		for i := range slots {
+			slots[i] *= complex(r.Width(poly), 0)
+		}
+		for j := range 4 {
+			var want []float64
+			if j < len(sums) {
+				want = f.model(b, j)[poly]
 			}
-			slots := make([]complex128, bp.MaxSlots())
-			if err := enc.Decode(dec.DecryptNew(out), slots); err != nil {
-				t.Fatal(err)
-			}
-			for i := range slots {
-				slots[i] *= complex(r.Width(poly), 0)
-			}
-			for j := range 4 {
-				var want []float64
-				if j < len(sums) {
-					want = f.model(b, j)[poly]
+			for m := 0; m < half; m++ {
+				z := slots[j*half+m]
+				if want == nil {
+					zero = math.Max(zero, cmplx.Abs(z))
+					continue
 				}
-				for m := 0; m < half; m++ {
-					z := slots[j*half+m]
-					if want == nil {
-						zero = math.Max(zero, cmplx.Abs(z))
-						continue
-					}
-					worst = math.Max(worst, math.Max(math.Abs(real(z)-want[m]), math.Abs(imag(z)-want[m+half])))
-				}
+				worst = math.Max(worst, math.Max(math.Abs(real(z)-want[m]), math.Abs(imag(z)-want[m+half])))
 			}
 		}
 	}

@@ -363,7 +363,9 @@ type item struct{ eye, group int }
 // set repeats its last eye) and the reduction ORs within chunks of N_db/2
 // slots; with P or more (the pair pass), a job holds P fold groups of one
 // eye (its last job repeats its last group) and the reduction ORs across
-// the whole ciphertext.
+// the whole ciphertext. Jobs run in batches whose refreshes bootstrap
+// together (fold.Refresher.RefreshAll), up to irismatch.Batch bootstraps
+// each, and every classifier's values go through one product tree.
 func (pl *Pipeline) Match(res *ccmm.SharedA, eyes []int, overlap func(row, col int) int) (sure, maybe *rlwe.Ciphertext, st *Stats, err error) {
 	n := pl.Fold.CKKS.N()
 	if res.Cols%pl.Lit.Rotations != 0 || res.Rows%n != 0 || res.Rows/n != len(pl.folders) || res.Cols == 0 {
@@ -409,20 +411,31 @@ func (pl *Pipeline) Match(res *ccmm.SharedA, eyes []int, overlap func(row, col i
 		}
 	}
 	begin := time.Now()
+	var jobs []job
+	for g, set := range sets {
+		for t := range blocks {
+			for lo := 0; lo < len(set); lo += pack {
+				jobs = append(jobs, job{set: g, block: t, items: set[lo : lo+pack]})
+			}
+		}
+	}
 	values := make([][][]*rlwe.Ciphertext, len(classifiers)) // classifier, reduction group
 	for c := range values {
 		values[c] = make([][]*rlwe.Ciphertext, len(sets))
 	}
-	for g, set := range sets {
-		for t := range blocks {
-			for lo := 0; lo < len(set); lo += pack {
-				vs, err := pl.job(res, t, set[lo:lo+pack], overlap, st)
-				if err != nil {
-					return nil, nil, nil, err
-				}
-				for c := range vs {
-					values[c][g] = append(values[c][g], vs[c]...)
-				}
+	// The jobs run in batches as even as they can be, so that the
+	// refreshes of a batch (up to irismatch.Batch) bootstrap together.
+	perBatch := max(1, irismatch.Batch/len(pl.Fold.Lit.Polynomials()))
+	batches := (len(jobs) + perBatch - 1) / perBatch
+	for b := range batches {
+		batch := jobs[b*len(jobs)/batches : (b+1)*len(jobs)/batches]
+		vs, err := pl.run(res, batch, overlap, st)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		for k, j := range batch {
+			for c := range vs[k] {
+				values[c][j.set] = append(values[c][j.set], vs[k][c]...)
 			}
 		}
 	}
@@ -431,13 +444,19 @@ func (pl *Pipeline) Match(res *ccmm.SharedA, eyes []int, overlap func(row, col i
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	// Every classifier's groups go through one product tree, so that their
+	// bootstraps (and bundles) are shared two by two.
+	var all [][]*rlwe.Ciphertext
+	for c := range classifiers {
+		all = append(all, values[c]...)
+	}
+	bits, err := red.AnyMatch(all, width)
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	out := make([]*rlwe.Ciphertext, 2)
 	for c := range classifiers {
-		bits, err := red.AnyMatch(values[c], width)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		if out[c], err = red.Gather(bits, len(eyes), size, width); err != nil {
+		if out[c], err = red.Gather(bits[c*len(sets):(c+1)*len(sets)], len(eyes), size, width); err != nil {
 			return nil, nil, nil, err
 		}
 	}
@@ -456,43 +475,64 @@ func (pl *Pipeline) Match(res *ccmm.SharedA, eyes []int, overlap func(row, col i
 	return out[0], out[1], st, nil
 }
 
-// job folds the P items of block t, refreshes their sums (one bootstrap
-// per fold polynomial) and returns each classifier's match values.
-func (pl *Pipeline) job(res *ccmm.SharedA, t int, items []item, overlap func(row, col int) int, st *Stats) ([][]*rlwe.Ciphertext, error) {
+// job is P items of one reduction group's set and one database block:
+// their folds, one refresh per fold polynomial, their classifications.
+type job struct {
+	set, block int
+	items      []item
+}
+
+// run folds the items of every job, refreshes their sums (one bootstrap
+// per job and fold polynomial, all of them together) and returns, per job,
+// each classifier's match values.
+func (pl *Pipeline) run(res *ccmm.SharedA, jobs []job, overlap func(row, col int) int, st *Stats) ([][][]*rlwe.Ciphertext, error) {
 	start := time.Now()
 	polys := len(pl.Fold.Lit.Polynomials())
-	sums := make([][]*rlwe.Ciphertext, polys) // polynomial, item
-	for _, it := range items {
-		out, err := pl.folders[t].Group(res, t, pl.groups(it.eye)[it.group], overlap)
-		if err != nil {
-			return nil, fmt.Errorf("fold: %w", err)
+	var in []fold.Sums // job-major, then polynomial
+	for _, j := range jobs {
+		sums := make([]fold.Sums, polys)
+		for i := range sums {
+			sums[i] = fold.Sums{Block: j.block, Poly: i}
 		}
-		for i := range out {
-			sums[i] = append(sums[i], out[i])
+		for _, it := range j.items {
+			out, err := pl.folders[j.block].Group(res, j.block, pl.groups(it.eye)[it.group], overlap)
+			if err != nil {
+				return nil, fmt.Errorf("fold: %w", err)
+			}
+			for i := range out {
+				sums[i].Sums = append(sums[i].Sums, out[i])
+			}
+			st.Groups++
 		}
-		st.Groups++
+		in = append(in, sums...)
 	}
 	st.Fold += time.Since(start)
 	start = time.Now()
-	refreshed := make([]*rlwe.Ciphertext, polys)
-	for i := range sums {
-		var err error
-		if refreshed[i], err = pl.refresher.Refresh(t, i, sums[i]); err != nil {
-			return nil, fmt.Errorf("refresh: %w", err)
-		}
-		st.Refreshes++
+	refreshed, err := pl.refresher.RefreshAll(in)
+	if err != nil {
+		return nil, fmt.Errorf("refresh: %w", err)
 	}
+	st.Refreshes += len(in)
 	st.Refresh += time.Since(start)
 	start = time.Now()
-	var out [][]*rlwe.Ciphertext
-	for i, c := range pl.Lit.classifiers() {
-		lo, hi := pl.Lit.domain(c)
-		vs, err := pl.classify(pl.comparator(i), (lo+hi)/(hi-lo), refreshed[pl.poly(i)])
-		if err != nil {
-			return nil, err
+	classifiers := pl.Lit.classifiers()
+	out := make([][][]*rlwe.Ciphertext, len(jobs))
+	for k := range out {
+		out[k] = make([][]*rlwe.Ciphertext, len(classifiers))
+	}
+	err = parallel.For(len(jobs)*len(classifiers), func(n int) (err error) {
+		k, i := n/len(classifiers), n%len(classifiers)
+		lo, hi := pl.Lit.domain(classifiers[i])
+		out[k][i], err = pl.classify(pl.comparator(i), (lo+hi)/(hi-lo), refreshed[k*polys+pl.poly(i)])
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	for k := range out {
+		for i := range out[k] {
+			st.Classified += len(out[k][i])
 		}
-		out = append(out, vs)
-		st.Classified += len(vs)
 	}
 	st.Classify += time.Since(start)
 	return out, nil
