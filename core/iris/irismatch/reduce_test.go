@@ -164,20 +164,7 @@ func TestAnyMatchGroups(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%d bootstraps", f.red.Bootstraps())
-	for g, ct := range out {
-		got := decryptSlots(t, p, f.sk, ct)
-		for u := 0; u < pack; u++ {
-			v := got[u*width]
-			t.Logf("group %d chunk %d: %.6f (want %.3f, band %v)", g, u, v, want[g][u], band[g][u])
-			if band[g][u] {
-				if v < -0.01 || v > 1.01 {
-					t.Errorf("group %d chunk %d: a band value gave %v, outside [0, 1]", g, u, v)
-				}
-			} else if math.Abs(v-want[g][u]) > 1e-4 {
-				t.Errorf("group %d chunk %d: %v, want %v", g, u, v, want[g][u])
-			}
-		}
-	}
+	f.checkChunks(t, out, want, band)
 }
 
 // TestAnyMatchBundles reduces match values that arrive with no level left,
@@ -244,11 +231,21 @@ func TestAnyMatchBundles(t *testing.T) {
 	if f.red.Bootstraps() >= plain.Bootstraps() {
 		t.Errorf("%d bootstraps with bundles, %d without: the bundles saved none", f.red.Bootstraps(), plain.Bootstraps())
 	}
+	f.checkChunks(t, out, want, band)
+}
+
+// checkChunks compares the start of every chunk of AnyMatch's outputs with
+// want (per group and chunk), and asks a chunk that a band value decides
+// for a value in [0, 1].
+func (f reducerFixture) checkChunks(t *testing.T, out []*rlwe.Ciphertext, want [][]float64, band [][]bool) {
+	t.Helper()
+	p := f.tc.slots
+	width := chunkWidth(p)
 	for g, ct := range out {
 		got := decryptSlots(t, p, f.sk, ct)
-		for u := 0; u < pack; u++ {
+		for u := 0; u < packing(p); u++ {
 			v := got[u*width]
-			t.Logf("group %d chunk %d: %.6f (want %.0f, band %v)", g, u, v, want[g][u], band[g][u])
+			t.Logf("group %d chunk %d: %.6f (want %.3f, band %v)", g, u, v, want[g][u], band[g][u])
 			if band[g][u] {
 				if v < -0.01 || v > 1.01 {
 					t.Errorf("group %d chunk %d: a band value gave %v, outside [0, 1]", g, u, v)
