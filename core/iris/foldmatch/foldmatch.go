@@ -462,11 +462,14 @@ func (pl *Pipeline) Match(res *ccmm.SharedA, eyes []int, overlap func(row, col i
 	}
 	st.Reduce = time.Since(start)
 	if pl.Discretiser != nil {
+		// One discretisation per classifier, side by side: each runs its
+		// transforms on one core.
 		start = time.Now()
-		for c := range classifiers {
-			if out[c], err = pl.Discretiser.Apply(out[c]); err != nil {
-				return nil, nil, nil, err
-			}
+		if err := parallel.For(len(classifiers), func(c int) (err error) {
+			out[c], err = pl.Discretiser.Apply(out[c])
+			return err
+		}); err != nil {
+			return nil, nil, nil, err
 		}
 		st.Discretise, st.Discretised = time.Since(start), true
 	}
