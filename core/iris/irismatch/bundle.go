@@ -2,8 +2,10 @@ package irismatch
 
 import (
 	"fmt"
+	"math/big"
 
 	"encmatch/core/base/comparator"
+	"encmatch/core/base/errs"
 	"encmatch/core/base/parallel"
 	"encmatch/core/iris/fold"
 
@@ -141,6 +143,13 @@ func (r *Reducer) bundleLow(ws [][]*rlwe.Ciphertext) ([][]*rlwe.Ciphertext, erro
 // 2 Size (a power of two, so a scale that was one stays one, which a
 // bootstrap from level 0 needs).
 func (r *Reducer) bundleInput(ws []*rlwe.Ciphertext) (*rlwe.Ciphertext, error) {
+	mant := new(big.Float)
+	ws[0].Scale.Value.MantExp(mant)
+	if ws[0].Level() == 0 && mant.Cmp(big.NewFloat(0.5)) != 0 {
+		// Lattigo's bootstrap would scale the message by round(r) / r
+		// without saying so (fold.Refresher's scaleDownError).
+		return nil, fmt.Errorf("%w: a bundle at level 0 with a scale of %v, not a power of two", errs.ErrInvalid, &ws[0].Scale.Value)
+	}
 	x := ws[0].CopyNew()
 	for _, w := range ws[1:] {
 		if err := r.eval.Add(x, w, x); err != nil {

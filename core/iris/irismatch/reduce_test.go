@@ -1,9 +1,12 @@
 package irismatch
 
 import (
+	"errors"
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"encmatch/core/base/errs"
 
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
@@ -174,7 +177,8 @@ func TestAnyMatchGroups(t *testing.T) {
 // of up to 2^-14, a match is one value at 1, and a value inside a
 // comparator's band (0.4) among non-matches, alone or beside a match, must
 // give a chunk value in [0, 1] (and 1 beside the match). The bundles must
-// take fewer bootstraps than the same values two by two.
+// take fewer bootstraps than the same values two by two, and a bundle at
+// level 0 whose scale is not a power of two is refused.
 func TestAnyMatchBundles(t *testing.T) {
 	f := newReducerFixture(t)
 	if f.red.bundle == nil {
@@ -226,6 +230,13 @@ func TestAnyMatchBundles(t *testing.T) {
 	out, err := f.red.AnyMatch(groups, width)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// A bundle at level 0 whose scale is not a power of two is refused (the
+	// bootstrap would scale it without saying so).
+	drifted := groups[0][0].CopyNew()
+	drifted.Scale = drifted.Scale.Mul(rlwe.NewScale(1 + math.Ldexp(1, -20)))
+	if _, err := f.red.bundleInput([]*rlwe.Ciphertext{drifted, drifted}); !errors.Is(err, errs.ErrInvalid) {
+		t.Errorf("a bundle at level 0 with a drifted scale: %v", err)
 	}
 	t.Logf("%d bootstraps with bundles, %d two by two", f.red.Bootstraps(), plain.Bootstraps())
 	if f.red.Bootstraps() >= plain.Bootstraps() {
