@@ -174,31 +174,22 @@ func (r *Refresher) OutputLevel() int { return r.level - 1 }
 // (NewRefresher's widths).
 func (r *Refresher) Width(poly int) float64 { return r.widths[poly] }
 
-// Refresh bootstraps up to P sums of fold polynomial poly (its index in
-// Literal.Polynomials) of database block t (outputs of Group on the
-// columns of one fold group each, all at the same level and scale): slot
-// m + j N_db/2 of the output holds sums[j]'s slot m, (S_lo + i S_hi) /
-// Width(poly), one level below a bootstrap's output; slots of missing
-// inputs hold zero.
-func (r *Refresher) Refresh(t, poly int, sums []*rlwe.Ciphertext) (*rlwe.Ciphertext, error) {
-	out, err := r.RefreshAll([]Sums{{Block: t, Poly: poly, Sums: sums}})
-	if err != nil {
-		return nil, err
-	}
-	return out[0], nil
-}
-
-// Sums are the inputs of one Refresh: up to P sums of fold polynomial Poly
-// of database block Block.
+// Sums are the inputs of one refresh: up to P sums of fold polynomial Poly
+// (its index in Literal.Polynomials) of database block Block, outputs of
+// Group on the columns of one fold group each, all at the same level and
+// scale.
 type Sums struct {
 	Block, Poly int
 	Sums        []*rlwe.Ciphertext
 }
 
-// RefreshAll is Refresh on every element of in, the bootstraps run together
-// a DFT factor at a time (package dftbatch): a single bootstrap's linear
-// transformations run on one core, a batch's on every core. Its memory
-// grows with len(in) (about 0.1 GB per bootstrap at the iris presets).
+// RefreshAll bootstraps the sums of every element of in, one bootstrap
+// each: slot m + j N_db/2 of output k holds in[k].Sums[j]'s slot m, (S_lo +
+// i S_hi) / Width(poly), one level below a bootstrap's output; slots of
+// missing inputs hold zero. The bootstraps run together a DFT factor at a
+// time (package dftbatch): a single bootstrap's linear transformations run
+// on one core, a batch's on every core. Its memory grows with len(in)
+// (about 0.1 GB per bootstrap at the iris presets).
 func (r *Refresher) RefreshAll(in []Sums) ([]*rlwe.Ciphertext, error) {
 	for _, x := range in {
 		if x.Block < 0 || x.Block >= len(r.evals) || len(x.Sums) == 0 || len(x.Sums) > r.packed || x.Poly < 0 || x.Poly >= len(r.bounds) {

@@ -91,7 +91,7 @@ func (r *Reducer) bundleLow(ws [][]*rlwe.Ciphertext) ([][]*rlwe.Ciphertext, erro
 			}
 			class := []int{i}
 			for j := i + 1; j < len(cts); j++ {
-				if !taken[j] && cts[j].Level() == ct.Level() && cts[j].Scale.Equal(ct.Scale) {
+				if !taken[j] && alike(cts[j], ct) {
 					class = append(class, j)
 				}
 			}

@@ -113,7 +113,7 @@ func (r *Reducer) bootstrapAll(cts []*rlwe.Ciphertext, low []int, done finish) e
 	for len(low) > 0 {
 		i, mate := low[0], -1
 		for k, j := range low[1:] {
-			if cts[j].Level() == cts[i].Level() && cts[j].Scale.Equal(cts[i].Scale) {
+			if alike(cts[j], cts[i]) {
 				mate = k + 1
 				break
 			}
@@ -131,6 +131,12 @@ func (r *Reducer) bootstrapAll(cts []*rlwe.Ciphertext, low []int, done finish) e
 		}
 	}
 	return nil
+}
+
+// alike says whether a and b are at the same level and scale: they can be
+// added, and share a bootstrap.
+func alike(a, b *rlwe.Ciphertext) bool {
+	return a.Level() == b.Level() && a.Scale.Equal(b.Scale)
 }
 
 // bootstrapJobs bootstraps the ciphertexts of cts that jobs name, one or
