@@ -77,7 +77,8 @@ func (f fixture) inputs(t *testing.T, n int) ([]*rlwe.Ciphertext, [][]float64) {
 
 // TestBootstrapEqualsLattigo: the batched bootstrap of three ciphertexts is
 // bit for bit Lattigo's Evaluate of each (same operations, same order per
-// ciphertext), decrypts to the inputs, and leaves the inputs unchanged.
+// ciphertext) with its scale's label times ScaleDown's factor, decrypts to
+// the inputs, and leaves the inputs unchanged.
 func TestBootstrapEqualsLattigo(t *testing.T) {
 	f := newFixture(t)
 	cts, vals := f.inputs(t, 3)
@@ -99,8 +100,17 @@ func TestBootstrapEqualsLattigo(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !got[i].Equal(want) || !got[i].Scale.Equal(want.Scale) || got[i].Level() != want.Level() {
-			t.Fatalf("ciphertext %d differs from Lattigo's Evaluate (levels %d, %d)", i, got[i].Level(), want.Level())
+		_, errScale, err := f.eval.ScaleDown(ct.CopyNew())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got[i].Level() != want.Level() || !got[i].Scale.Equal(want.Scale.Mul(*errScale)) {
+			t.Fatalf("ciphertext %d: level %d, scale %v; Lattigo's Evaluate: level %d, scale %v times ScaleDown's factor %v",
+				i, got[i].Level(), &got[i].Scale.Value, want.Level(), &want.Scale.Value, &errScale.Value)
+		}
+		want.Scale = got[i].Scale
+		if !got[i].Equal(want) {
+			t.Fatalf("ciphertext %d differs from Lattigo's Evaluate", i)
 		}
 		out := make([]float64, params.MaxSlots())
 		if err := enc.Decode(dec.DecryptNew(got[i]), out); err != nil {
@@ -151,5 +161,59 @@ func TestSlotsToCoeffsRefusesBadInput(t *testing.T) {
 	}
 	if _, err := SlotsToCoeffs(f.eval, cts, cts); !errors.Is(err, errs.ErrInvalid) {
 		t.Fatalf("parts at level 1, below SlotsToCoeffs' level %d: got %v", f.eval.S2CDFTMatrix.LevelQ, err)
+	}
+}
+
+// TestBootstrapFromLevelZero: ciphertexts at level 0 whose scale is a power
+// of two, or three times one far below the message ratio, come back
+// holding their values (Bootstrap labels the factor Lattigo's ScaleDown
+// leaves on the message, round(r) / r, r = q0 / (scale MessageRatio));
+// three times a power of two closer to the ratio passes at r = 42.7
+// (ScaleDown takes the message 0.78 % past the ratio) and is refused at r
+// = 10.7 (3 %, which gave values off by thousands before the check).
+func TestBootstrapFromLevelZero(t *testing.T) {
+	f := newFixture(t)
+	params := f.eval.BootstrappingParameters
+	enc, dec := ckks.NewEncoder(params), rlwe.NewDecryptor(params, f.sk)
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, c := range []struct {
+		scale   float64
+		refused bool
+	}{{math.Exp2(40), false}, {math.Exp2(44), false}, {3 * math.Exp2(30), false}, {3 * math.Exp2(40), false}, {3 * math.Exp2(42), true}} {
+		v := make([]float64, params.MaxSlots())
+		for k := range v {
+			v[k] = 2*rng.Float64() - 1
+		}
+		pt := ckks.NewPlaintext(params, 0)
+		pt.Scale = rlwe.NewScale(c.scale)
+		if err := enc.Encode(v, pt); err != nil {
+			t.Fatal(err)
+		}
+		ct, err := rlwe.NewEncryptor(params, f.sk).EncryptNew(pt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := Bootstrap(f.eval, []*rlwe.Ciphertext{ct})
+		if c.refused {
+			if !errors.Is(err, errs.ErrInvalid) {
+				t.Errorf("scale 2^%.3f: %v, want ErrInvalid", math.Log2(c.scale), err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := make([]float64, params.MaxSlots())
+		if err := enc.Decode(dec.DecryptNew(got[0]), out); err != nil {
+			t.Fatal(err)
+		}
+		worst := 0.0
+		for k := range out {
+			worst = math.Max(worst, math.Abs(out[k]-v[k]))
+		}
+		t.Logf("scale 2^%.3f: largest error 2^%.1f", math.Log2(c.scale), math.Log2(worst))
+		if worst > 1e-3 {
+			t.Errorf("scale 2^%.3f: bootstrapped values off by %.3g", math.Log2(c.scale), worst)
+		}
 	}
 }

@@ -152,21 +152,6 @@ func slotRoot(n, k int) complex128 {
 	return cmplx.Exp(complex(0, math.Pi*float64(e)/float64(n)))
 }
 
-// scaleDownError is the factor by which Lattigo's bootstrap of a
-// ciphertext at level 0 and scale `scale` scales its message without
-// saying so: it multiplies the ciphertext by the integer nearest to
-// (q0 / scale) / MessageRatio and keeps the label (its Evaluate asks for
-// a power-of-two scale, for which the factor is exact; the lifted sums'
-// scale, 2^LogSumScale q0 / Q_s, is not one). The factor is
-// scale round(ratio) / (q0 / MessageRatio), the errScale of Lattigo's
-// ScaleDown.
-func (r *Refresher) scaleDownError(scale rlwe.Scale) rlwe.Scale {
-	bp := r.s.Bootstrap.BootstrappingParameters
-	target := rlwe.NewScale(bp.Q()[0]).Div(rlwe.NewScale(r.evals[0].Mod1Parameters.MessageRatio()))
-	up := rlwe.NewScale(rlwe.NewScale(bp.Q()[0]).Div(scale).Div(rlwe.NewScale(r.evals[0].Mod1Parameters.MessageRatio())).BigInt())
-	return scale.Mul(up).Div(target)
-}
-
 // OutputLevel is the level of Refresh's outputs: one below a bootstrap's.
 func (r *Refresher) OutputLevel() int { return r.level - 1 }
 
@@ -198,12 +183,8 @@ func (r *Refresher) RefreshAll(in []Sums) ([]*rlwe.Ciphertext, error) {
 		}
 	}
 	packed := make([]*rlwe.Ciphertext, len(in))
-	errScales := make([]rlwe.Scale, len(in))
 	if err := parallel.For(len(in), func(k int) (err error) {
 		packed[k], err = r.pack(in[k])
-		if err == nil {
-			errScales[k] = r.scaleDownError(packed[k].Scale)
-		}
 		return err
 	}); err != nil {
 		return nil, err
@@ -214,9 +195,7 @@ func (r *Refresher) RefreshAll(in []Sums) ([]*rlwe.Ciphertext, error) {
 	}
 	out := make([]*rlwe.Ciphertext, len(in))
 	err = parallel.For(len(in), func(k int) (err error) {
-		ct := boot[k]
-		ct.Scale = ct.Scale.Mul(errScales[k])
-		out[k], err = r.unmixOne(ct, in[k].Poly)
+		out[k], err = r.unmixOne(boot[k], in[k].Poly)
 		return err
 	})
 	return out, err

@@ -2,6 +2,7 @@ package irismatch
 
 import (
 	"fmt"
+	"math"
 	"math/big"
 
 	"encmatch/core/base/comparator"
@@ -141,14 +142,20 @@ func (r *Reducer) bundleLow(ws [][]*rlwe.Ciphertext) ([][]*rlwe.Ciphertext, erro
 // (2 Size) for the complements w_i = 1 - v_i of a bundle of n values (one
 // level and scale): sums, a constant, and the scale's label multiplied by
 // 2 Size (a power of two, so a scale that was one stays one, which a
-// bootstrap from level 0 needs).
+// bootstrap from level 0 needs: Lattigo's ScaleDown multiplies by the
+// integer nearest to q0 / (scale MessageRatio), the bootstrap labels the
+// factor that leaves, dftbatch.Bootstrap, but a scale far from a power of
+// two takes the message away from the ratio EvalMod is built for). At
+// level 0 a scale within 2^-40 of a power of two (the rescales' big-float
+// quotients leave such scales) is taken as that power of two, a change of
+// the values by less than 2^-40 of themselves; another is refused.
 func (r *Reducer) bundleInput(ws []*rlwe.Ciphertext) (*rlwe.Ciphertext, error) {
-	mant := new(big.Float)
-	ws[0].Scale.Value.MantExp(mant)
-	if ws[0].Level() == 0 && mant.Cmp(big.NewFloat(0.5)) != 0 {
-		// Lattigo's bootstrap would scale the message by round(r) / r
-		// without saying so (fold.Refresher's scaleDownError).
-		return nil, fmt.Errorf("%w: a bundle at level 0 with a scale of %v, not a power of two", errs.ErrInvalid, &ws[0].Scale.Value)
+	scale := ws[0].Scale
+	if ws[0].Level() == 0 {
+		var ok bool
+		if scale, ok = nearPowerOfTwo(scale); !ok {
+			return nil, fmt.Errorf("%w: a bundle at level 0 with a scale of %v, not a power of two", errs.ErrInvalid, &ws[0].Scale.Value)
+		}
 	}
 	x := ws[0].CopyNew()
 	for _, w := range ws[1:] {
@@ -162,8 +169,22 @@ func (r *Reducer) bundleInput(ws []*rlwe.Ciphertext) (*rlwe.Ciphertext, error) {
 	if err := r.eval.Add(x, float64(len(ws))-0.5, x); err != nil {
 		return nil, err
 	}
-	x.Scale = x.Scale.Mul(rlwe.NewScale(2 * r.bundle.Size))
+	x.Scale = scale.Mul(rlwe.NewScale(2 * r.bundle.Size))
 	return x, nil
+}
+
+// nearPowerOfTwo returns the power of two within 2^-40 (relative) of s,
+// if there is one.
+func nearPowerOfTwo(s rlwe.Scale) (rlwe.Scale, bool) {
+	mant := new(big.Float)
+	exp := s.Value.MantExp(mant) // s = mant 2^exp, mant in [0.5, 1)
+	for _, m := range []float64{0.5, 1} {
+		dev := new(big.Float).Sub(mant, big.NewFloat(m))
+		if f, _ := dev.Float64(); math.Abs(f) <= m*math.Ldexp(1, -40) {
+			return rlwe.NewScale(math.Ldexp(m, exp)), true
+		}
+	}
+	return s, false
 }
 
 // finishBundle is the bundles' finish: the split doubles x (a bundle

@@ -3,6 +3,7 @@ package irismatch
 import (
 	"errors"
 	"math"
+	"math/big"
 	"math/rand/v2"
 	"testing"
 
@@ -177,8 +178,9 @@ func TestAnyMatchGroups(t *testing.T) {
 // of up to 2^-14, a match is one value at 1, and a value inside a
 // comparator's band (0.4) among non-matches, alone or beside a match, must
 // give a chunk value in [0, 1] (and 1 beside the match). The bundles must
-// take fewer bootstraps than the same values two by two, and a bundle at
-// level 0 whose scale is not a power of two is refused.
+// take fewer bootstraps than the same values two by two, give the same
+// answers at a scale a hair below a power of two, and be refused at level
+// 0 at a scale far from one.
 func TestAnyMatchBundles(t *testing.T) {
 	f := newReducerFixture(t)
 	if f.red.bundle == nil {
@@ -231,16 +233,46 @@ func TestAnyMatchBundles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A bundle at level 0 whose scale is not a power of two is refused (the
-	// bootstrap would scale it without saying so).
-	drifted := groups[0][0].CopyNew()
-	drifted.Scale = drifted.Scale.Mul(rlwe.NewScale(1 + math.Ldexp(1, -20)))
-	if _, err := f.red.bundleInput([]*rlwe.Ciphertext{drifted, drifted}); !errors.Is(err, errs.ErrInvalid) {
-		t.Errorf("a bundle at level 0 with a drifted scale: %v", err)
+	bundled := f.red.Bootstraps()
+	// The same values at a scale a hair below a power of two (as the
+	// rescales' big-float quotients leave them at the iris presets, 2^36 (1
+	// - 1e-38)): the same answers; at three times a power of two (the same
+	// values: each ciphertext times 3, its scale's label times 3) a bundle
+	// at level 0 is refused.
+	for _, drift := range []struct {
+		factor  int
+		label   *big.Float
+		refused bool
+	}{
+		{1, new(big.Float).SetPrec(256).Sub(big.NewFloat(1), new(big.Float).SetMantExp(big.NewFloat(1), -120)), false},
+		{3, big.NewFloat(3), true},
+	} {
+		drifted := make([][]*rlwe.Ciphertext, len(groups))
+		for g, cts := range groups {
+			for _, ct := range cts {
+				d, err := f.red.eval.MulNew(ct, drift.factor)
+				if err != nil {
+					t.Fatal(err)
+				}
+				d.Scale = d.Scale.Mul(rlwe.Scale{Value: *drift.label})
+				drifted[g] = append(drifted[g], d)
+			}
+		}
+		driftedOut, err := f.red.AnyMatch(drifted, width)
+		if drift.refused {
+			if !errors.Is(err, errs.ErrInvalid) {
+				t.Errorf("bundles at level 0 at 3 times a power of two: %v, want ErrInvalid", err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.checkChunks(t, driftedOut, want, band)
 	}
-	t.Logf("%d bootstraps with bundles, %d two by two", f.red.Bootstraps(), plain.Bootstraps())
-	if f.red.Bootstraps() >= plain.Bootstraps() {
-		t.Errorf("%d bootstraps with bundles, %d without: the bundles saved none", f.red.Bootstraps(), plain.Bootstraps())
+	t.Logf("%d bootstraps with bundles, %d two by two", bundled, plain.Bootstraps())
+	if bundled >= plain.Bootstraps() {
+		t.Errorf("%d bootstraps with bundles, %d without: the bundles saved none", bundled, plain.Bootstraps())
 	}
 	f.checkChunks(t, out, want, band)
 }
