@@ -12,14 +12,16 @@ import (
 )
 
 // FuzzKernelsEqualLattigo feeds arbitrary coefficients (any 64-bit value)
-// to every routed loop at N = 64 modulo a 45-, a 50- and a 51-bit prime: a
+// to every routed loop at N = 64 modulo a 20-, a 36-, a 45-, a 50-, a 51-
+// and a 61-bit prime: a
 // canonical result must equal Lattigo's scalar one bit for bit, a lazy one
 // be congruent to it; NTTs must equal Lattigo's on the input reduced mod q.
 func FuzzKernelsEqualLattigo(f *testing.F) {
 	f.Add([]byte{0}, uint8(0))
 	f.Add(slices.Repeat([]byte{0xff}, 2*64*8), uint8(1))
-	rings := make([]*ring.Ring, 3)
-	for i, logQ := range []uint64{45, 50, 51} {
+	logQs := []uint64{20, 36, 45, 50, 51, 61}
+	rings := make([]*ring.Ring, len(logQs))
+	for i, logQ := range logQs {
 		g := ring.NewNTTFriendlyPrimesGenerator(logQ, 128)
 		q, err := g.NextDownstreamPrime()
 		if err != nil {

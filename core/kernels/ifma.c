@@ -1,6 +1,7 @@
 //go:build cgo && amd64
 
-// AVX-512 IFMA kernels for primes q < 2^51 (ifma.h).
+// AVX-512 IFMA kernels for primes q < 2^51, and NTTs with 64-bit
+// butterflies (AVX-512DQ) for primes from 2^51 to 2^62 (ifma.h).
 //
 // Lattigo's arithmetic is Montgomery with R = 2^64 on 64 x 64-bit products;
 // IFMA multiplies the low 52 bits of each lane. Two identities bridge them:
@@ -12,6 +13,11 @@
 //   * x y 2^-64 = (x y 2^-52) 2^-12: a Montgomery reduction with R = 2^52
 //     (four IFMA products), then a Shoup product by c = 2^-12 mod q.
 //
+// Primes of 51 bits or more do not fit IFMA's lanes: their NTTs use Shoup
+// products with 64-bit words (wp = floor(w 2^64 / q)), the high word of
+// y wp from four 32 x 32-bit products and the low words from AVX-512DQ's
+// 64-bit multiply.
+//
 // Every lane whose inputs are outside a kernel's range is computed by the
 // scalar code below, a transcription of Lattigo's MRed and MRedLazy, so a
 // call never returns a wrong value for inputs Lattigo itself accepts.
@@ -19,9 +25,15 @@
 
 #include <immintrin.h>
 
-#define IFMA __attribute__((target("avx512f,avx512ifma")))
+#define IFMA __attribute__((target("avx512f,avx512dq,avx512ifma")))
 #define MASK52 ((1ULL << 52) - 1)
 #define TIGHT (1ULL << 50) /* primes from here to 2^51 keep NTT values below 2q */
+#define WIDE (1ULL << 51)  /* primes from here to 2^62 run the 64-bit butterflies */
+
+// The NTTs' butterfly modes: IFMA on values in [0, 4q) (q < 2^50), IFMA on
+// values in [0, 2q) (q < 2^51), 64-bit words on values in [0, 4q) (q <
+// 2^62).
+enum { MODE_LAZY = 0, MODE_TIGHT = 1, MODE_WIDE = 2 };
 
 typedef unsigned __int128 u128;
 
@@ -67,6 +79,35 @@ static inline IFMA __m512i shoup52(__m512i y, __m512i w, __m512i wp, __m512i q) 
 	return _mm512_and_si512(t, _mm512_set1_epi64((long long)MASK52));
 }
 
+// mulhi64 is the high word of a b, lane by lane, from four 32 x 32-bit
+// products.
+static inline IFMA __m512i mulhi64(__m512i a, __m512i b) {
+	const __m512i low = _mm512_set1_epi64(0xffffffffLL);
+	__m512i ah = _mm512_srli_epi64(a, 32), bh = _mm512_srli_epi64(b, 32);
+	__m512i ll = _mm512_mul_epu32(a, b), lh = _mm512_mul_epu32(a, bh);
+	__m512i hl = _mm512_mul_epu32(ah, b), hh = _mm512_mul_epu32(ah, bh);
+	// The middle column: at most three 32-bit values, below 2^34.
+	__m512i mid = _mm512_add_epi64(_mm512_srli_epi64(ll, 32), _mm512_and_si512(lh, low));
+	mid = _mm512_add_epi64(mid, _mm512_and_si512(hl, low));
+	__m512i hi = _mm512_add_epi64(hh, _mm512_srli_epi64(lh, 32));
+	hi = _mm512_add_epi64(hi, _mm512_srli_epi64(hl, 32));
+	return _mm512_add_epi64(hi, _mm512_srli_epi64(mid, 32));
+}
+
+// shoup64 is y w mod q in [0, 2q) for any 64-bit y, w < q < 2^63 and
+// wp = floor(w 2^64 / q): y wp / 2^64 lies within 1 below y w / q, so the
+// quotient estimate is at most 1 short and the result, below 2q < 2^64,
+// is exact in 64-bit words.
+static inline IFMA __m512i shoup64(__m512i y, __m512i w, __m512i wp, __m512i q) {
+	__m512i qh = mulhi64(y, wp);
+	return _mm512_sub_epi64(_mm512_mullo_epi64(y, w), _mm512_mullo_epi64(qh, q));
+}
+
+// shoup is the Shoup product of a butterfly mode.
+static inline IFMA __m512i shoup(__m512i y, __m512i w, __m512i wp, __m512i q, const int mode) {
+	return mode == MODE_WIDE ? shoup64(y, w, wp, q) : shoup52(y, w, wp, q);
+}
+
 // below reduces x in [0, 2m) to [0, m): the wrapped difference is larger
 // than x exactly when x < m.
 static inline IFMA __m512i below(__m512i x, __m512i m) {
@@ -102,7 +143,7 @@ static inline IFMA __m512i mont64(__m512i x, __m512i y, const encmatch_prime *p,
 IFMA void encmatch_mont_ifma(int op, const uint64_t *x, const uint64_t *y, size_t ystride, uint64_t *z, size_t n, const encmatch_prime *p) {
 	const __m512i q = _mm512_set1_epi64((long long)p->q);
 	const __m512i twoq = _mm512_add_epi64(q, q);
-	const __m512i limit = _mm512_set1_epi64((long long)(1ULL << 52));
+	const __m512i limit = _mm512_set1_epi64((long long)p->limit);
 	size_t i = 0;
 	for (; i + 8 <= n; i += 8) {
 		__m512i xv = _mm512_loadu_si512(x + i);
@@ -156,7 +197,7 @@ IFMA void encmatch_sub_mont_ifma(const uint64_t *x, const uint64_t *y, uint64_t 
 	const __m512i q = _mm512_set1_epi64((long long)p->q);
 	const __m512i twoq = _mm512_add_epi64(q, q);
 	const __m512i sv = _mm512_set1_epi64((long long)s);
-	const __m512i limit = _mm512_set1_epi64((long long)(1ULL << 52));
+	const __m512i limit = _mm512_set1_epi64((long long)p->limit);
 	const uint64_t twoqs = 2 * p->q;
 	size_t i = 0;
 	for (; i + 8 <= n; i += 8) {
@@ -275,30 +316,31 @@ IFMA void encmatch_tensor_ifma(const uint64_t *const *a0, const uint64_t *const 
 static inline uint64_t mulmod(uint64_t a, uint64_t b, uint64_t q) { return (uint64_t)(((u128)a * b) % q); }
 
 // fwd is the Cooley-Tukey butterfly x, y -> x + w y, x - w y (+2q): for
-// q < 2^50 on values in [0, 4q) (Harvey's), and for q < 2^51 ("tight",
-// where 4q passes 2^52) on values kept in [0, 2q).
-static inline IFMA void fwd(__m512i *x, __m512i *y, __m512i w, __m512i wp, __m512i q, __m512i twoq, const int tight) {
+// q < 2^50 and for the 64-bit mode on values in [0, 4q) (Harvey's), and
+// for q < 2^51 ("tight", where 4q passes 2^52) on values kept in [0, 2q).
+static inline IFMA void fwd(__m512i *x, __m512i *y, __m512i w, __m512i wp, __m512i q, __m512i twoq, const int mode) {
 	__m512i a = below(*x, twoq);
-	__m512i t = shoup52(*y, w, wp, q);
+	__m512i t = shoup(*y, w, wp, q, mode);
 	*x = _mm512_add_epi64(a, t);
 	*y = _mm512_sub_epi64(_mm512_add_epi64(a, twoq), t);
-	if (tight) {
+	if (mode == MODE_TIGHT) {
 		*x = below(*x, twoq);
 		*y = below(*y, twoq);
 	}
 }
 
 // inv is the Gentleman-Sande butterfly x, y -> x + y, (x - y + 2q) w on
-// values in [0, 2q); for q of 50 bits or more ("tight") the difference is
-// brought below 2q (so below 2^52) before its product.
-static inline IFMA void inv(__m512i *x, __m512i *y, __m512i w, __m512i wp, __m512i q, __m512i twoq, const int tight) {
+// values in [0, 2q); for q of 50 or 51 bits ("tight") the difference is
+// brought below 2q (so below 2^52) before its product; the 64-bit mode
+// takes it in (0, 4q).
+static inline IFMA void inv(__m512i *x, __m512i *y, __m512i w, __m512i wp, __m512i q, __m512i twoq, const int mode) {
 	__m512i s = below(_mm512_add_epi64(*x, *y), twoq);
 	__m512i d = _mm512_sub_epi64(_mm512_add_epi64(*x, twoq), *y);
-	if (tight) {
+	if (mode == MODE_TIGHT) {
 		d = below(d, twoq);
 	}
 	*x = s;
-	*y = shoup52(d, w, wp, q);
+	*y = shoup(d, w, wp, q, mode);
 }
 
 // The layers whose butterflies span t = 4, 2 or 1 coefficients (log2 t =
@@ -334,10 +376,10 @@ static inline IFMA __m512i narrow_roots(const narrow *L, const uint64_t *table, 
 	return _mm512_permutexvar_epi64(L->spread, _mm512_maskz_loadu_epi64(L->rootmask, table + r));
 }
 
-static inline IFMA void ntt(const uint64_t *in, uint64_t *out, size_t n, const encmatch_prime *p, const uint64_t *w, const uint64_t *wp, int canonical, const int tight) {
+static inline IFMA void ntt(const uint64_t *in, uint64_t *out, size_t n, const encmatch_prime *p, const uint64_t *w, const uint64_t *wp, int canonical, const int mode) {
 	const __m512i q = _mm512_set1_epi64((long long)p->q);
 	const __m512i twoq = _mm512_add_epi64(q, q);
-	const __m512i limit = tight ? twoq : _mm512_add_epi64(twoq, twoq);
+	const __m512i limit = mode == MODE_TIGHT ? twoq : _mm512_add_epi64(twoq, twoq);
 	size_t t = n >> 1;
 
 	// First layer, from in to out; a block with an input outside [0, 4q)
@@ -354,7 +396,7 @@ static inline IFMA void ntt(const uint64_t *in, uint64_t *out, size_t n, const e
 				}
 				continue;
 			}
-			fwd(&x, &y, w1, wp1, q, twoq, tight);
+			fwd(&x, &y, w1, wp1, q, twoq, mode);
 			_mm512_storeu_si512(out + j, x);
 			_mm512_storeu_si512(out + j + t, y);
 		}
@@ -367,7 +409,7 @@ static inline IFMA void ntt(const uint64_t *in, uint64_t *out, size_t n, const e
 			uint64_t *base = out + 2 * i * t;
 			for (size_t j = 0; j < t; j += 8) {
 				__m512i x = _mm512_loadu_si512(base + j), y = _mm512_loadu_si512(base + j + t);
-				fwd(&x, &y, wi, wpi, q, twoq, tight);
+				fwd(&x, &y, wi, wpi, q, twoq, mode);
 				_mm512_storeu_si512(base + j, x);
 				_mm512_storeu_si512(base + j + t, y);
 			}
@@ -381,10 +423,13 @@ static inline IFMA void ntt(const uint64_t *in, uint64_t *out, size_t n, const e
 			__m512i a = _mm512_loadu_si512(out + k), b = _mm512_loadu_si512(out + k + 8);
 			__m512i x = _mm512_permutex2var_epi64(a, L.splitx, b);
 			__m512i y = _mm512_permutex2var_epi64(a, L.splity, b);
-			fwd(&x, &y, narrow_roots(&L, w, r), narrow_roots(&L, wp, r), q, twoq, tight);
+			fwd(&x, &y, narrow_roots(&L, w, r), narrow_roots(&L, wp, r), q, twoq, mode);
 			if (logt == 0 && canonical) {
 				x = below(below(x, twoq), q);
 				y = below(below(y, twoq), q);
+			} else if (logt == 0 && mode == MODE_WIDE) { // Lattigo's lazy range, [0, 2q)
+				x = below(x, twoq);
+				y = below(y, twoq);
 			}
 			_mm512_storeu_si512(out + k, _mm512_permutex2var_epi64(x, L.mergea, y));
 			_mm512_storeu_si512(out + k + 8, _mm512_permutex2var_epi64(x, L.mergeb, y));
@@ -392,7 +437,7 @@ static inline IFMA void ntt(const uint64_t *in, uint64_t *out, size_t n, const e
 	}
 }
 
-static inline IFMA void intt(const uint64_t *in, uint64_t *out, size_t n, const encmatch_prime *p, const uint64_t *w, const uint64_t *wp, uint64_t ninv, uint64_t ninvp, const int tight) {
+static inline IFMA void intt(const uint64_t *in, uint64_t *out, size_t n, const encmatch_prime *p, const uint64_t *w, const uint64_t *wp, uint64_t ninv, uint64_t ninvp, const int mode) {
 	const __m512i q = _mm512_set1_epi64((long long)p->q);
 	const __m512i twoq = _mm512_add_epi64(q, q);
 
@@ -415,7 +460,7 @@ static inline IFMA void intt(const uint64_t *in, uint64_t *out, size_t n, const 
 			}
 			__m512i x = _mm512_permutex2var_epi64(a, L.splitx, b);
 			__m512i y = _mm512_permutex2var_epi64(a, L.splity, b);
-			inv(&x, &y, narrow_roots(&L, w, r), narrow_roots(&L, wp, r), q, twoq, tight);
+			inv(&x, &y, narrow_roots(&L, w, r), narrow_roots(&L, wp, r), q, twoq, mode);
 			_mm512_storeu_si512(out + k, _mm512_permutex2var_epi64(x, L.mergea, y));
 			_mm512_storeu_si512(out + k + 8, _mm512_permutex2var_epi64(x, L.mergeb, y));
 		}
@@ -427,7 +472,7 @@ static inline IFMA void intt(const uint64_t *in, uint64_t *out, size_t n, const 
 			uint64_t *base = out + 2 * i * t;
 			for (size_t j = 0; j < t; j += 8) {
 				__m512i x = _mm512_loadu_si512(base + j), y = _mm512_loadu_si512(base + j + t);
-				inv(&x, &y, wi, wpi, q, twoq, tight);
+				inv(&x, &y, wi, wpi, q, twoq, mode);
 				_mm512_storeu_si512(base + j, x);
 				_mm512_storeu_si512(base + j + t, y);
 			}
@@ -436,24 +481,28 @@ static inline IFMA void intt(const uint64_t *in, uint64_t *out, size_t n, const 
 
 	const __m512i nv = _mm512_set1_epi64((long long)ninv), nvp = _mm512_set1_epi64((long long)ninvp);
 	for (size_t j = 0; j < n; j += 8) {
-		__m512i x = shoup52(_mm512_loadu_si512(out + j), nv, nvp, q);
+		__m512i x = shoup(_mm512_loadu_si512(out + j), nv, nvp, q, mode);
 		_mm512_storeu_si512(out + j, below(x, q));
 	}
 }
 
 // The entry points: one specialisation of each transform per range.
 IFMA void encmatch_ntt_ifma(const uint64_t *in, uint64_t *out, size_t n, const encmatch_prime *p, const uint64_t *w, const uint64_t *wp, int canonical) {
-	if (p->q >= TIGHT) {
-		ntt(in, out, n, p, w, wp, canonical, 1);
+	if (p->q >= WIDE) {
+		ntt(in, out, n, p, w, wp, canonical, MODE_WIDE);
+	} else if (p->q >= TIGHT) {
+		ntt(in, out, n, p, w, wp, canonical, MODE_TIGHT);
 	} else {
-		ntt(in, out, n, p, w, wp, canonical, 0);
+		ntt(in, out, n, p, w, wp, canonical, MODE_LAZY);
 	}
 }
 
 IFMA void encmatch_intt_ifma(const uint64_t *in, uint64_t *out, size_t n, const encmatch_prime *p, const uint64_t *w, const uint64_t *wp, uint64_t ninv, uint64_t ninvp) {
-	if (p->q >= TIGHT) {
-		intt(in, out, n, p, w, wp, ninv, ninvp, 1);
+	if (p->q >= WIDE) {
+		intt(in, out, n, p, w, wp, ninv, ninvp, MODE_WIDE);
+	} else if (p->q >= TIGHT) {
+		intt(in, out, n, p, w, wp, ninv, ninvp, MODE_TIGHT);
 	} else {
-		intt(in, out, n, p, w, wp, ninv, ninvp, 0);
+		intt(in, out, n, p, w, wp, ninv, ninvp, MODE_LAZY);
 	}
 }

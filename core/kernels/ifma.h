@@ -1,5 +1,6 @@
 // The AVX-512 IFMA kernels of package kernels (ifma.c): NTTs and
-// element-wise Montgomery products modulo primes below 2^51.
+// element-wise Montgomery products modulo primes below 2^51, and NTTs with
+// 64-bit butterflies (AVX-512DQ) modulo primes from 2^51 to 2^62.
 #ifndef ENCMATCH_KERNELS_IFMA_H
 #define ENCMATCH_KERNELS_IFMA_H
 
@@ -20,13 +21,15 @@ enum {
 	ENCMATCH_OP_COUNT
 };
 
-// The constants of one prime q < 2^51.
+// The constants of one prime q < 2^62 (the fields after mred are used
+// for q < 2^51 only).
 typedef struct {
 	uint64_t q;      // the prime
 	uint64_t mred;   // q^-1 mod 2^64 (Lattigo's MRedConstant)
 	uint64_t qinv52; // q^-1 mod 2^52
 	uint64_t c;      // 2^-12 mod q
 	uint64_t cp;     // floor(c * 2^52 / q)
+	uint64_t limit;  // the element-wise loops take lanes whose inputs are below it (x y < q 2^64)
 } encmatch_prime;
 
 // encmatch_mont_ifma applies op to n coefficients: r = x*y*2^-64 mod q,
@@ -45,8 +48,9 @@ void encmatch_tensor_ifma(const uint64_t *const *a0, const uint64_t *const *a1, 
 	uint64_t *t0, uint64_t *t1, uint64_t *t2, size_t n, const encmatch_prime *p);
 
 // encmatch_ntt_ifma is the forward negacyclic NTT of n >= 16 coefficients
-// (bit-reversed roots w, Shoup companions wp); out may equal in. Output in
-// [0, 4q) (in [0, 2q) for q >= 2^50), or [0, q) when canonical.
+// (bit-reversed roots w, Shoup companions wp = floor(w 2^52 / q), or
+// floor(w 2^64 / q) for q >= 2^51); out may equal in. Output in [0, 4q)
+// (in [0, 2q) for q >= 2^50), or [0, q) when canonical.
 void encmatch_ntt_ifma(const uint64_t *in, uint64_t *out, size_t n, const encmatch_prime *p, const uint64_t *w, const uint64_t *wp, int canonical);
 
 // encmatch_intt_ifma is the inverse NTT including the factor ninv = n^-1

@@ -15,8 +15,17 @@ import (
 )
 
 // hasIFMA reports whether this CPU (and its operating system) runs the
-// AVX-512 IFMA kernels.
-var hasIFMA = cpu.X86.HasAVX512F && cpu.X86.HasAVX512IFMA
+// AVX-512 IFMA kernels (and their 64-bit NTTs, which take AVX-512DQ: every
+// CPU with IFMA has it).
+var hasIFMA = cpu.X86.HasAVX512F && cpu.X86.HasAVX512DQ && cpu.X86.HasAVX512IFMA
+
+// The C struct is prime's first fields: these fail to compile when the
+// two layouts part.
+var (
+	_ [unsafe.Sizeof(C.encmatch_prime{}) - unsafe.Offsetof(prime{}.c64)]struct{}
+	_ [unsafe.Offsetof(prime{}.c64) - unsafe.Sizeof(C.encmatch_prime{})]struct{}
+	_ [unsafe.Offsetof(prime{}.limit) - unsafe.Offsetof(C.encmatch_prime{}.limit)]struct{}
+)
 
 func cPrime(p *prime) *C.encmatch_prime {
 	return (*C.encmatch_prime)(unsafe.Pointer(p))

@@ -9,10 +9,11 @@
 // this package: NTT, INTT, MulMontgomery, MulScalarMontgomery and
 // SubThenMulScalarMontgomery return true when a kernel did it and false
 // when Lattigo's own code must. A
-// kernel runs only where its instructions exist, for primes between 2^40
-// and 2^51 (2^50 for the AVX2 NTTs and the product accumulator, where
-// 52-bit products or doubles suffice) and rings of at least 64
-// coefficients; everything else is Lattigo's scalar code, unchanged.
+// kernel runs only where its instructions exist, for primes between 2^16
+// and 2^51 (2^62 for the IFMA set's NTTs, whose butterflies use 64-bit
+// words from 2^51; 2^50 for the AVX2 NTTs; the product accumulator from
+// 2^40 to 2^50: 52-bit products or doubles suffice) and rings of at least
+// 64 coefficients; everything else is Lattigo's scalar code, unchanged.
 //
 // Results equal Lattigo's bit for bit wherever Lattigo's result is
 // canonical (in [0, q)); where Lattigo returns a lazy value (documented as
@@ -68,12 +69,16 @@ const (
 	opCount
 )
 
-// The primes the kernels take (maxPrime for IFMA, maxDoublePrime for the
-// AVX2 NTTs, whose values and their sums must stay exact in doubles), and
+// The primes the kernels take (maxPrime for IFMA, maxWidePrime for the IFMA
+// set's NTTs, which switch to 64-bit words at maxPrime and keep values
+// below 4q < 2^64; maxDoublePrime for the AVX2 NTTs, whose values and
+// their sums must stay exact in doubles; from minPrime, below every prime
+// of the project's presets: the iris presets' smallest have 20 bits), and
 // the smallest ring they are worth a cgo call for.
 const (
-	minPrime       = 1 << 40
+	minPrime       = 1 << 16
 	maxPrime       = 1 << 51
+	maxWidePrime   = 1 << 62
 	maxDoublePrime = 1 << 50
 	minRing        = 64
 )
@@ -160,7 +165,7 @@ func takes(set int32, q uint64, n int) bool {
 	case useAVX2:
 		return primeBelow(q, maxDoublePrime)
 	case useIFMA:
-		return primeBelow(q, maxPrime)
+		return primeBelow(q, maxWidePrime)
 	}
 	return false
 }
@@ -170,11 +175,23 @@ func primeBelow(q, max uint64) bool {
 	return q >= minPrime && q < max && q&1 == 1
 }
 
-// prime holds the constants of one prime; its first five fields are
+// prime holds the constants of one prime; its first six fields are
 // ifma.h's encmatch_prime.
 type prime struct {
 	q, mred, qinv52, c, cp uint64
+	limit                  uint64 // the element-wise loops' bound on inputs (loopLimit)
 	c64                    uint64 // 2^-64 mod q, for the AVX2 accumulator
+}
+
+// loopLimit is the bound below which the IFMA element-wise loops take a
+// lane's inputs x and y (the others run the scalar transcription of
+// Lattigo's code): 52-bit IFMA operands whose product is a valid input of
+// Lattigo's Montgomery reduction, x y < q 2^64, so that both compute
+// x y 2^-64 mod q. That is 2^52 for q >= 2^40 and 2^((64 + e) / 2), e =
+// floor(log2 q), below.
+func loopLimit(q uint64) uint64 {
+	e := uint(bits.Len64(q) - 1)
+	return 1 << min(52, (64+e)/2)
 }
 
 var primes sync.Map // uint64 -> *prime
@@ -193,7 +210,7 @@ func primeFor(q uint64) *prime {
 	inv := inverse64(q)
 	c := powMod((q+1)/2, 12, q) // 2^-12 mod q
 	cp, _ := bits.Div64(c>>12, c<<52, q)
-	p := &prime{q: q, mred: inv, qinv52: inv & (1<<52 - 1), c: c, cp: cp, c64: powMod((q+1)/2, 64, q)}
+	p := &prime{q: q, mred: inv, qinv52: inv & (1<<52 - 1), c: c, cp: cp, limit: loopLimit(q), c64: powMod((q+1)/2, 64, q)}
 	primes.Store(q, p)
 	return p
 }

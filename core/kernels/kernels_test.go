@@ -2,6 +2,7 @@ package kernels_test
 
 import (
 	"fmt"
+	"math"
 	"math/bits"
 	"math/rand/v2"
 	"slices"
@@ -9,8 +10,10 @@ import (
 	"testing"
 
 	"github.com/tuneinsight/lattigo/v6/ring"
+	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
 
 	"encmatch/core/base/params"
+	"encmatch/core/iris/irisparams"
 	"encmatch/core/kernels"
 )
 
@@ -21,10 +24,12 @@ type ringCase struct {
 }
 
 // presetRings gives every (ring degree, prime) of the project's face
-// presets (with and without the payload level, kappa 1 and 13), plus NTT
-// primes at the kernels' edges (just above 2^40, just below 2^50 and 2^51,
-// one of 52 bits) and ring degrees at and below the smallest the kernels
-// take.
+// presets (with and without the payload level, kappa 1 and 13) and iris
+// presets (the encrypted matrix product's rings, the bootstrapping's
+// residual and main rings, the fold's ring), plus NTT primes at the
+// kernels' edges (just above 2^16, 2^40 and 2^51, just below 2^50, 2^51
+// and 2^61) and at the iris presets' sizes (20, 30, 36, 39 and 55 bits),
+// and ring degrees at and below the smallest the kernels take.
 func presetRings(t *testing.T) []ringCase {
 	t.Helper()
 	seen := map[ringCase]bool{}
@@ -48,12 +53,18 @@ func presetRings(t *testing.T) []ringCase {
 			}
 		}
 	}
+	for _, c := range irisRings(t) {
+		add(c)
+	}
 	for _, logN := range []int{4, 5, 6, 12, 16} {
-		for _, logQ := range []int{41, 50, 51, 52} {
+		for _, logQ := range []int{18, 20, 30, 36, 39, 41, 50, 51, 52, 55, 61} {
+			if logQ < logN+4 {
+				continue // few or no primes of logQ bits are 1 mod 2^(logN+1)
+			}
 			g := ring.NewNTTFriendlyPrimesGenerator(uint64(logQ), uint64(2<<logN))
 			var q uint64
 			var err error
-			if logQ == 41 {
+			if logQ == 18 || logQ == 41 || logQ == 52 {
 				q, err = g.NextUpstreamPrime()
 			} else {
 				q, err = g.NextDownstreamPrime()
@@ -67,11 +78,49 @@ func presetRings(t *testing.T) []ringCase {
 	return out
 }
 
+// irisRings gives every (ring degree, prime) of the iris presets: the
+// database and query rings over Q and K, the bootstrapping's residual ring
+// and main ring (Q and P), and the fold's ring (Q and P) of folding
+// presets.
+func irisRings(t *testing.T) []ringCase {
+	t.Helper()
+	var out []ringCase
+	addAll := func(logN int, qs ...[]uint64) {
+		for _, q := range qs {
+			for _, v := range q {
+				out = append(out, ringCase{logN, v})
+			}
+		}
+	}
+	for name := range irisparams.Presets {
+		p, err := irisparams.Build(name, 0)
+		if err != nil {
+			t.Fatalf("iris preset %s: %v", name, err)
+		}
+		for _, logN := range []int{p.CCMM.DB.LogN(), p.CCMM.Query.LogN()} {
+			addAll(logN, p.CCMM.Q, p.CCMM.K)
+		}
+		for _, ps := range []ckks.Parameters{p.Slots.Residual, p.Slots.Bootstrap.BootstrappingParameters} {
+			addAll(ps.LogN(), ps.Q(), ps.P())
+		}
+		if p.Folds() {
+			fp, _, err := p.PairFold(1-2*0.34, 31)
+			if err != nil {
+				t.Fatal(err)
+			}
+			addAll(fp.CKKS.LogN(), fp.CKKS.Q(), fp.CKKS.P())
+		}
+	}
+	return out
+}
+
 // kinds are the test vectors' kinds: random canonical values, zero, all
 // q-1, random lazy values in [0, 2q) and [0, 4q), the edges 0, 1, q-1, q,
-// q+1, 2q-1, any 64-bit value, and canonical values with a few 64-bit ones
-// that no kernel lane takes.
-var kinds = []string{"random", "zero", "q-1", "lazy2q", "lazy4q", "edges", "huge", "mostlysmall"}
+// q+1, 2q-1, any 64-bit value, any 52-bit value (IFMA operands whose
+// product, modulo a prime below 2^40, can be past Lattigo's Montgomery
+// reduction), and canonical values with a few 64-bit ones that no kernel
+// lane takes.
+var kinds = []string{"random", "zero", "q-1", "lazy2q", "lazy4q", "edges", "huge", "ifma52", "mostlysmall"}
 
 // input is one test vector of a kind.
 func input(kind string, n int, q uint64, rng *rand.Rand) []uint64 {
@@ -91,6 +140,8 @@ func input(kind string, n int, q uint64, rng *rand.Rand) []uint64 {
 			v[i] = []uint64{0, 1, q - 1, q, q + 1, 2*q - 1}[i%6]
 		case "huge":
 			v[i] = rng.Uint64()
+		case "ifma52":
+			v[i] = rng.Uint64N(1 << 52)
 		case "mostlysmall":
 			if v[i] = rng.Uint64N(q); i%97 == 5 {
 				v[i] = rng.Uint64()
@@ -170,6 +221,20 @@ func reduce(v []uint64, q uint64) []uint64 {
 }
 
 // inRange reports the first index where v >= bound, or -1.
+// lazyNTTBound bounds a lazy NTT's outputs modulo q under a kernel set
+// that takes q or not: the kernels' 64-bit butterflies (q >= 2^51) keep
+// them in [0, 2q), the range Lattigo documents; Lattigo's own butterflies
+// and the others reach 6q - 2 (any word where 6q passes 2^64).
+func lazyNTTBound(q uint64, kernel bool) uint64 {
+	switch {
+	case kernel && q >= 1<<51:
+		return 2 * q
+	case q > math.MaxUint64/6:
+		return math.MaxUint64
+	}
+	return 6*q - 1
+}
+
 func inRange(v []uint64, bound uint64) int {
 	for i, x := range v {
 		if x >= bound {
@@ -210,8 +275,8 @@ func TestNTTEqualsLattigo(t *testing.T) {
 					t.Fatalf("%s: NTT differs from Lattigo's", label)
 				}
 				got := transform(t, r, s, p, false, true)
-				if i := inRange(got, 6*c.q-1); i >= 0 {
-					t.Fatalf("%s: lazy NTT coefficient %d = %d outside Lattigo's [0, 6q-2]", label, i, got[i])
+				if i := inRange(got, lazyNTTBound(c.q, takes(t, c.q, n, s))); i >= 0 {
+					t.Fatalf("%s: lazy NTT coefficient %d = %d outside Lattigo's range", label, i, got[i])
 				}
 				if !slices.Equal(reduce(got, c.q), want) {
 					t.Fatalf("%s: lazy NTT not congruent to Lattigo's", label)

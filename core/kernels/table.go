@@ -7,7 +7,8 @@ import (
 
 // table is one NTT's roots in one kernel set's form, with n^-1 mod q: for
 // IFMA canonical w[i] (Lattigo stores w[i]*2^64 mod q) and Shoup
-// companions wp[i] = floor(w[i]*2^52/q); for AVX2 w[i] as doubles and
+// companions wp[i] = floor(w[i]*2^52/q), floor(w[i]*2^64/q) for primes of
+// 2^51 or more (the 64-bit butterflies); for AVX2 w[i] as doubles and
 // w[i]/q. Only the active set's form is built: each costs two words per
 // root beside Lattigo's own table.
 type table struct {
@@ -81,10 +82,18 @@ func newTable(p *prime, n int, roots []uint64, set int32) *table {
 		return t
 	}
 	t.w, t.wp = w, make([]uint64, n)
-	for i, v := range w {
-		t.wp[i], _ = bits.Div64(v>>12, v<<52, q)
+	shoup := func(v uint64) uint64 {
+		if q >= maxPrime {
+			r, _ := bits.Div64(v, 0, q)
+			return r
+		}
+		r, _ := bits.Div64(v>>12, v<<52, q)
+		return r
 	}
-	t.nInvShoup, _ = bits.Div64(nInv>>12, nInv<<52, q)
+	for i, v := range w {
+		t.wp[i] = shoup(v)
+	}
+	t.nInvShoup = shoup(nInv)
 	return t
 }
 

@@ -2,9 +2,14 @@ package kernels
 
 import "runtime"
 
-// The tensor accumulator takes primes below 2^50: its inputs below 2q
-// must be 52-bit IFMA operands, or exact in doubles with room for sums.
-const maxTensorPrime = 1 << 50
+// The tensor accumulator takes primes from 2^40 to 2^50: its inputs below
+// 2q must be 52-bit IFMA operands, or exact in doubles with room for sums,
+// and its fold intervals are derived for that range (the face presets'
+// primes).
+const (
+	minTensorPrime = 1 << 40
+	maxTensorPrime = 1 << 50
+)
 
 // TakesTensor reports whether MulAddTensor runs a kernel for prime q.
 func TakesTensor(q uint64) bool {
@@ -12,7 +17,7 @@ func TakesTensor(q uint64) bool {
 }
 
 func takesTensor(set int32, q uint64) bool {
-	return set != useScalar && primeBelow(q, maxTensorPrime)
+	return set != useScalar && q >= minTensorPrime && primeBelow(q, maxTensorPrime)
 }
 
 // MulAddTensor adds to the degree-2 accumulator (t0, t1, t2), modulo q,

@@ -1,0 +1,63 @@
+package irismatch
+
+import (
+	"testing"
+
+	"encmatch/core/iris/ccmm"
+	"encmatch/core/iris/scoreslots"
+	"encmatch/core/kernels"
+
+	"github.com/tuneinsight/lattigo/v6/core/rlwe"
+	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
+)
+
+// BenchmarkClassify is one classification of the 128-bit iris presets: the
+// kappa-12 comparator on one ciphertext of the bootstrapping ring (2^16,
+// the 36-bit levels after a bootstrap, 61-bit key-switching primes), on
+// one core, under every kernel set this CPU runs, side by side. The
+// iris pipelines run it 62 times for 4 eyes of 31 rotations (Algorithm 1)
+// and twice per refresh (Algorithm 2).
+func BenchmarkClassify(b *testing.B) {
+	cp, err := ccmm.NewParams(ccmm.IrisBootstrap)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sp, err := scoreslots.NewParams(cp, scoreslots.IrisSecure)
+	if err != nil {
+		b.Fatal(err)
+	}
+	const kappa = 12
+	params := sp.Bootstrap.BootstrappingParameters
+	kg := rlwe.NewKeyGenerator(params)
+	sk := kg.GenSecretKeyNew()
+	cls, err := NewClassifier(params, rlwe.NewMemEvaluationKeySet(kg.GenRelinearizationKeyNew(sk)), kappa)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pt := ckks.NewPlaintext(params, kappa)
+	values := make([]float64, params.MaxSlots())
+	for i := range values {
+		values[i] = float64(i%200)/100 - 1
+	}
+	if err := ckks.NewEncoder(params).Encode(values, pt); err != nil {
+		b.Fatal(err)
+	}
+	ct, err := rlwe.NewEncryptor(params, sk).EncryptNew(pt)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, s := range kernels.Available() {
+		b.Run(string(s), func(b *testing.B) {
+			prev := kernels.Active()
+			if err := kernels.Use(s); err != nil {
+				b.Fatal(err)
+			}
+			defer func() { _ = kernels.Use(prev) }()
+			for b.Loop() {
+				if _, err := cls.Classify(ct); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
