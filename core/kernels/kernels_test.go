@@ -220,7 +220,6 @@ func reduce(v []uint64, q uint64) []uint64 {
 	return out
 }
 
-// inRange reports the first index where v >= bound, or -1.
 // lazyNTTBound bounds a lazy NTT's outputs modulo q under a kernel set
 // that takes q or not: the kernels' 64-bit butterflies (q >= 2^51) keep
 // them in [0, 2q), the range Lattigo documents; Lattigo's own butterflies
@@ -235,6 +234,7 @@ func lazyNTTBound(q uint64, kernel bool) uint64 {
 	return 6*q - 1
 }
 
+// inRange reports the first index where v >= bound, or -1.
 func inRange(v []uint64, bound uint64) int {
 	for i, x := range v {
 		if x >= bound {

@@ -3,8 +3,6 @@ package irismatch
 import (
 	"testing"
 
-	"encmatch/core/iris/ccmm"
-	"encmatch/core/iris/scoreslots"
 	"encmatch/core/kernels"
 
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
@@ -18,16 +16,8 @@ import (
 // iris pipelines run it 62 times for 4 eyes of 31 rotations (Algorithm 1)
 // and twice per refresh (Algorithm 2).
 func BenchmarkClassify(b *testing.B) {
-	cp, err := ccmm.NewParams(ccmm.IrisBootstrap)
-	if err != nil {
-		b.Fatal(err)
-	}
-	sp, err := scoreslots.NewParams(cp, scoreslots.IrisSecure)
-	if err != nil {
-		b.Fatal(err)
-	}
 	const kappa = 12
-	params := sp.Bootstrap.BootstrappingParameters
+	params := irisSecure(b).Bootstrap.BootstrappingParameters
 	kg := rlwe.NewKeyGenerator(params)
 	sk := kg.GenSecretKeyNew()
 	cls, err := NewClassifier(params, rlwe.NewMemEvaluationKeySet(kg.GenRelinearizationKeyNew(sk)), kappa)

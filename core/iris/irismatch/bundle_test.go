@@ -10,6 +10,21 @@ import (
 	"encmatch/core/iris/scoreslots"
 )
 
+// irisSecure is the iris preset's bootstrap: ccmm.IrisBootstrap into
+// scoreslots.IrisSecure.
+func irisSecure(tb testing.TB) *scoreslots.Params {
+	tb.Helper()
+	cp, err := ccmm.NewParams(ccmm.IrisBootstrap)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p, err := scoreslots.NewParams(cp, scoreslots.IrisSecure)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return p
+}
+
 // TestBundleModel checks the bundle's threshold test on its plaintext
 // model (the comparator's Model at the bundle's input 2x = (s - 1/2) /
 // Size) at the levels of the iris preset's bootstrap (built from
@@ -21,14 +36,7 @@ import (
 // or 1 give the exact OR within comparator.ValueTolerance, and the input
 // stays inside the comparator's [-1, 1].
 func TestBundleModel(t *testing.T) {
-	cp, err := ccmm.NewParams(ccmm.IrisBootstrap)
-	if err != nil {
-		t.Fatal(err)
-	}
-	iris, err := scoreslots.NewParams(cp, scoreslots.IrisSecure)
-	if err != nil {
-		t.Fatal(err)
-	}
+	iris := irisSecure(t)
 	tc := newToy(t)
 	levels := map[string]int{
 		"iris": iris.Bootstrap.ResidualParameters.MaxLevel(),
