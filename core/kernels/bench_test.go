@@ -3,6 +3,7 @@ package kernels_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/tuneinsight/lattigo/v6/ring"
@@ -93,4 +94,64 @@ func BenchmarkMulCoeffsMontgomeryThenAdd(b *testing.B) {
 			r.MulCoeffsMontgomeryThenAdd(x, y, z)
 		}
 	})
+}
+
+// BenchmarkBasisExtension is Lattigo's fast basis extension at the
+// presets' sizes, N = 2^15: the face default preset's key-switching
+// decomposition of a top-level ciphertext (every digit of
+// DecomposeAndSplit) and its ModDown's extension from P to Q
+// (ModUpPtoQ), and the iris bootstrapping ring's (2^16, its top 20
+// primes, every digit).
+func BenchmarkBasisExtension(b *testing.B) {
+	var face, iris chain
+	for _, c := range presetChains(b) {
+		switch c.name {
+		case "face default kappa 13 payload false":
+			face = c
+		case "iris fold bootstrap":
+			iris = c
+		}
+	}
+	if face.q == nil || iris.q == nil {
+		b.Fatal("a preset chain is missing")
+	}
+	for _, c := range []struct {
+		name string
+		q, p []uint64
+		logN int
+	}{{"face-decompose", face.q, face.p, 15}, {"iris-decompose", iris.q[:min(len(iris.q), 20)], iris.p, 16}} {
+		rQ, err := ring.NewRing(1<<c.logN, c.q)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rP, err := ring.NewRing(1<<c.logN, c.p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		dec := ring.NewDecomposer(rQ, rP)
+		be := ring.NewBasisExtender(rQ, rP)
+		rng := rand.New(rand.NewPCG(7, 8))
+		in := rQ.NewPoly()
+		fill(in, c.q, "random", rng)
+		pP := rP.NewPoly()
+		fill(pP, c.p, "random", rng)
+		dQ, dP, toQ := rQ.NewPoly(), rP.NewPoly(), rQ.NewPoly()
+		nbPi := len(c.p)
+		b.Run(c.name, func(b *testing.B) {
+			eachSet(b, func(b *testing.B) {
+				for b.Loop() {
+					for digit := 0; digit*nbPi <= rQ.MaxLevel(); digit++ {
+						dec.DecomposeAndSplit(rQ.MaxLevel(), rP.MaxLevel(), nbPi, digit, in, dQ, dP)
+					}
+				}
+			})
+		})
+		b.Run(c.name[:strings.Index(c.name, "-")]+"-moddown", func(b *testing.B) {
+			eachSet(b, func(b *testing.B) {
+				for b.Loop() {
+					be.ModUpPtoQ(rP.MaxLevel(), rQ.MaxLevel(), pP, toQ)
+				}
+			})
+		})
+	}
 }

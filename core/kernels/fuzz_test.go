@@ -82,3 +82,67 @@ func FuzzKernelsEqualLattigo(f *testing.F) {
 		}
 	})
 }
+
+// FuzzBasisExtensionEqualsLattigo feeds arbitrary coefficients (any 64-bit
+// value) to Lattigo's fast basis extension at N = 64, from a 20-, a 36-, a
+// 55- and a 61-bit prime into a 30-, a 51- and a 61-bit prime
+// (ring.ModUpExact, and Decomposer.DecomposeAndSplit with digits of two
+// primes): every vector set's words must equal Lattigo's scalar ones.
+func FuzzBasisExtensionEqualsLattigo(f *testing.F) {
+	f.Add([]byte{0})
+	f.Add(slices.Repeat([]byte{0xff}, 4*64*8))
+	pick := func(logQs ...uint64) []uint64 {
+		var qs []uint64
+		for _, logQ := range logQs {
+			g := ring.NewNTTFriendlyPrimesGenerator(logQ, 128)
+			q, err := g.NextDownstreamPrime()
+			if err != nil {
+				f.Fatal(err)
+			}
+			qs = append(qs, q)
+		}
+		return qs
+	}
+	rQ, err := ring.NewRing(64, pick(20, 36, 55, 61))
+	if err != nil {
+		f.Fatal(err)
+	}
+	rP, err := ring.NewRing(64, pick(30, 51, 62))
+	if err != nil {
+		f.Fatal(err)
+	}
+	muc := ring.GenModUpConstants(rQ.ModuliChain(), rP.ModuliChain())
+	dec := ring.NewDecomposer(rQ, rP)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		sets := vectorSets(t)
+		in := rQ.NewPoly()
+		for i, row := range in.Coeffs {
+			for k := range row {
+				var b [8]byte
+				copy(b[:], data[min(len(data), 8*(i*64+k)):])
+				row[k] = binary.LittleEndian.Uint64(b[:])
+			}
+		}
+		run := func(set kernels.Set) (out []ring.Poly) {
+			withSet(t, set, func() {
+				p := rP.NewPoly()
+				ring.ModUpExact(in.Coeffs, p.Coeffs, rQ, rP, muc)
+				out = append(out, p)
+				for digit := 0; digit < 2; digit++ {
+					dQ, dP := rQ.NewPoly(), rP.AtLevel(1).NewPoly()
+					dec.DecomposeAndSplit(rQ.MaxLevel(), 1, 2, digit, *in.CopyNew(), dQ, dP)
+					out = append(out, dQ, dP)
+				}
+			})
+			return out
+		}
+		want := run(kernels.Scalar)
+		for _, s := range sets {
+			for k, got := range run(s) {
+				if !got.Equal(&want[k]) {
+					t.Fatalf("%s: output %d differs from Lattigo's", s, k)
+				}
+			}
+		}
+	})
+}

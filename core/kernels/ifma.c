@@ -506,3 +506,71 @@ IFMA void encmatch_intt_ifma(const uint64_t *in, uint64_t *out, size_t n, const 
 		intt(in, out, n, p, w, wp, ninv, ninvp, MODE_LAZY);
 	}
 }
+
+// ---- basis extension ----
+
+// encmatch_basis_extend_ifma is Lattigo's fast basis extension, block of 8
+// coefficients by block as ring/basis_extension.go runs it:
+//
+//   * y_i = (in_i + add_i) w_i mod q_i, canonical: Lattigo's MRed by the
+//     Montgomery form of w_i = (Q/q_i)^-1, whose result is canonical for
+//     every 64-bit input (the constant is below q_i), here a 64-bit Shoup
+//     product;
+//   * v = floor(sum_i y_i / q_i), summed in doubles in Lattigo's order
+//     (each quotient and sum rounds as Go's does, so v is Lattigo's);
+//   * per output prime p_j, the 128-bit sum S = sum_i y_i c_ji exactly, from
+//     52-bit halves of y_i and c_ji on IFMA (up to seven products per term,
+//     three when y_i and c_ji are both below 2^52, accumulated in three
+//     52-bit columns), then Lattigo's Montgomery step on S's two words, plus
+//     p_j and vtq_j[v]: the same operations on the same words, so the same
+//     result, in [0, 2 p_j).
+IFMA void encmatch_basis_extend_ifma(const uint64_t *const *in, const uint64_t *add, const uint64_t *qin, const uint64_t *w, const uint64_t *wp, size_t nin,
+	uint64_t *const *out, const uint64_t *qout, const uint64_t *mredout, const uint64_t *c, const uint64_t *vtq, size_t vtqlen, size_t nout, size_t n) {
+	const __m512i zero = _mm512_setzero_si512();
+	const __m512i mask = _mm512_set1_epi64((long long)MASK52);
+	__m512i ya[ENCMATCH_BASIS_MAX], yb[ENCMATCH_BASIS_MAX];
+	for (size_t k = 0; k < n; k += 8) {
+		__m512d vi = _mm512_setzero_pd();
+		for (size_t i = 0; i < nin; i++) {
+			const __m512i q = _mm512_set1_epi64((long long)qin[i]);
+			__m512i x = _mm512_add_epi64(_mm512_loadu_si512(in[i] + k), _mm512_set1_epi64((long long)add[i]));
+			__m512i y = below(shoup64(x, _mm512_set1_epi64((long long)w[i]), _mm512_set1_epi64((long long)wp[i]), q), q);
+			ya[i] = _mm512_and_si512(y, mask);
+			yb[i] = _mm512_srli_epi64(y, 52);
+			vi = _mm512_add_pd(vi, _mm512_div_pd(_mm512_cvtepu64_pd(y), _mm512_cvtepu64_pd(q)));
+		}
+		const __m512i v = _mm512_cvttpd_epu64(vi);
+		for (size_t j = 0; j < nout; j++) {
+			const uint64_t *cj = c + j * nin;
+			__m512i s0 = zero, s1 = zero, s2 = zero; // S = s0 + s1 2^52 + s2 2^104
+			for (size_t i = 0; i < nin; i++) {
+				const __m512i ca = _mm512_set1_epi64((long long)(cj[i] & MASK52));
+				const uint64_t chi = cj[i] >> 52;
+				s0 = _mm512_madd52lo_epu64(s0, ya[i], ca);
+				s1 = _mm512_madd52hi_epu64(s1, ya[i], ca);
+				if (chi) {
+					const __m512i cb = _mm512_set1_epi64((long long)chi);
+					s1 = _mm512_madd52lo_epu64(s1, ya[i], cb);
+					s2 = _mm512_madd52hi_epu64(s2, ya[i], cb);
+				}
+				if (qin[i] > MASK52) {
+					s1 = _mm512_madd52lo_epu64(s1, yb[i], ca);
+					s2 = _mm512_madd52hi_epu64(s2, yb[i], ca);
+					if (chi) {
+						s2 = _mm512_madd52lo_epu64(s2, yb[i], _mm512_set1_epi64((long long)chi));
+					}
+				}
+			}
+			s1 = _mm512_add_epi64(s1, _mm512_srli_epi64(s0, 52));
+			s2 = _mm512_add_epi64(s2, _mm512_srli_epi64(s1, 52));
+			s1 = _mm512_and_si512(s1, mask);
+			const __m512i lo = _mm512_or_si512(_mm512_and_si512(s0, mask), _mm512_slli_epi64(s1, 52));
+			const __m512i hi = _mm512_or_si512(_mm512_srli_epi64(s1, 12), _mm512_slli_epi64(s2, 40));
+			const __m512i q = _mm512_set1_epi64((long long)qout[j]);
+			const __m512i m = _mm512_mullo_epi64(lo, _mm512_set1_epi64((long long)mredout[j]));
+			__m512i r = _mm512_add_epi64(_mm512_sub_epi64(hi, mulhi64(m, q)), q);
+			r = _mm512_add_epi64(r, _mm512_i64gather_epi64(v, (const void *)(vtq + j * vtqlen), 8));
+			_mm512_storeu_si512(out[j] + k, r);
+		}
+	}
+}

@@ -57,4 +57,21 @@ void encmatch_ntt_ifma(const uint64_t *in, uint64_t *out, size_t n, const encmat
 // mod q (Shoup companion ninvp); output in [0, q).
 void encmatch_intt_ifma(const uint64_t *in, uint64_t *out, size_t n, const encmatch_prime *p, const uint64_t *w, const uint64_t *wp, uint64_t ninv, uint64_t ninvp);
 
+// ENCMATCH_BASIS_MAX is the most primes encmatch_basis_extend_ifma takes
+// on its input side (as Lattigo's own loops).
+#define ENCMATCH_BASIS_MAX 32
+
+// encmatch_basis_extend_ifma is Lattigo's fast basis extension (ModUpExact
+// and DecomposeAndSplit's loops) of n coefficients (a multiple of 8): nin
+// <= ENCMATCH_BASIS_MAX input rows in[i] modulo qin[i] < 2^62, each
+// coefficient plus add[i]; w[i] = (Q/q_i)^-1 mod q_i and wp[i] =
+// floor(w[i] 2^64 / q_i); nout output rows out[j] modulo qout[j] < 2^62
+// with Lattigo's Montgomery constant mredout[j], the constants
+// c[j nin + i] = (Q/q_i) 2^64 mod p_j and the correction table
+// vtq[j vtqlen + v] = -v Q mod p_j, vtqlen > nin (Lattigo's
+// ModUpConstants). Results equal
+// Lattigo's multSum, in [0, 2 p_j).
+void encmatch_basis_extend_ifma(const uint64_t *const *in, const uint64_t *add, const uint64_t *qin, const uint64_t *w, const uint64_t *wp, size_t nin,
+	uint64_t *const *out, const uint64_t *qout, const uint64_t *mredout, const uint64_t *c, const uint64_t *vtq, size_t vtqlen, size_t nout, size_t n);
+
 #endif

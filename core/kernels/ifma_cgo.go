@@ -60,3 +60,8 @@ func nttIFMA(in, out []uint64, p *prime, t *table, canonical bool) {
 func inttIFMA(in, out []uint64, p *prime, t *table) {
 	C.encmatch_intt_ifma(ptr(in), ptr(out), C.size_t(len(out)), cPrime(p), ptr(t.w), ptr(t.wp), C.uint64_t(t.nInv), C.uint64_t(t.nInvShoup))
 }
+
+func basisExtendIFMA(n int, in []*uint64, add, qIn, w, wp []uint64, out []*uint64, qOut, mredOut, c, vtq []uint64, vtqLen int) {
+	C.encmatch_basis_extend_ifma((**C.uint64_t)(unsafe.Pointer(&in[0])), ptr(add), ptr(qIn), ptr(w), ptr(wp), C.size_t(len(in)),
+		(**C.uint64_t)(unsafe.Pointer(&out[0])), ptr(qOut), ptr(mredOut), ptr(c), ptr(vtq), C.size_t(vtqLen), C.size_t(len(out)), C.size_t(n))
+}

@@ -1,19 +1,20 @@
-// Package kernels holds the vector arithmetic under Lattigo: its NTTs and
-// element-wise Montgomery loops on AVX-512 IFMA, its NTTs on AVX2, and on
-// both the face engine's ciphertext-product accumulator (MulAddTensor),
-// chosen at run time.
+// Package kernels holds the vector arithmetic under Lattigo: its NTTs,
+// element-wise Montgomery loops and fast basis extension (BasisExtend) on
+// AVX-512 IFMA, its NTTs on AVX2, and on both the face engine's
+// ciphertext-product accumulator (MulAddTensor), chosen at run time.
 //
 // Lattigo v6.2.0 is pure scalar Go. The build applies a small patch to its
 // ring package (lattigo-v6.2.0.patch, applied by patch-lattigo.sh) so that
-// the standard ring's NTTs and Montgomery loops first offer their work to
-// this package: NTT, INTT, MulMontgomery, MulScalarMontgomery and
-// SubThenMulScalarMontgomery return true when a kernel did it and false
-// when Lattigo's own code must. A
+// the standard ring's NTTs, Montgomery loops and basis extension first
+// offer their work to this package: NTT, INTT, MulMontgomery,
+// MulScalarMontgomery, SubThenMulScalarMontgomery and BasisExtend return
+// true when a kernel did it and false when Lattigo's own code must. A
 // kernel runs only where its instructions exist, for primes between 2^16
 // and 2^51 (2^62 for the IFMA set's NTTs, whose butterflies use 64-bit
-// words from 2^51; 2^50 for the AVX2 NTTs; the product accumulator from
-// 2^40 to 2^50: 52-bit products or doubles suffice) and rings of at least
-// 64 coefficients; everything else is Lattigo's scalar code, unchanged.
+// words from 2^51, and for the basis extension; 2^50 for the AVX2 NTTs;
+// the product accumulator from 2^40 to 2^50: 52-bit products or doubles
+// suffice) and rings of at least 64 coefficients; everything else is
+// Lattigo's scalar code, unchanged.
 //
 // Results equal Lattigo's bit for bit wherever Lattigo's result is
 // canonical (in [0, q)); where Lattigo returns a lazy value (documented as

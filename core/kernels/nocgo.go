@@ -23,3 +23,7 @@ func nttAVX2([]uint64, []uint64, uint64, *table) { panic("kernels: no AVX2 build
 func inttAVX2([]uint64, []uint64, uint64, *table) { panic("kernels: no AVX2 build") }
 
 func tensorAVX2(_, _, _, _ []*uint64, _, _, _ []uint64, _ *prime) { panic("kernels: no AVX2 build") }
+
+func basisExtendIFMA(int, []*uint64, []uint64, []uint64, []uint64, []uint64, []*uint64, []uint64, []uint64, []uint64, []uint64, int) {
+	panic("kernels: no IFMA build")
+}
