@@ -70,30 +70,40 @@ func BenchmarkNTTRoundTrip(b *testing.B) {
 
 // BenchmarkMulCoeffsMontgomeryLazyThenAddLazy is the element-wise
 // multiply-add of key switching and of the face engine's products, 2^15
-// coefficients modulo a 45-bit prime.
+// coefficients modulo a 45-bit prime (IFMA lanes) and a 60-bit one (64-bit
+// words: the face presets' base prime, the bootstrap's EvalMod levels).
 func BenchmarkMulCoeffsMontgomeryLazyThenAddLazy(b *testing.B) {
-	r := benchRing(b, 45)
-	x, y, z := randomPoly(r, 1), randomPoly(r, 2), r.NewPoly()
-	eachSet(b, func(b *testing.B) {
-		calls := 0
-		for b.Loop() {
-			if calls++; calls%4096 == 0 {
-				clear(z.Coeffs[0]) // z grows by < 2q per call
-			}
-			r.MulCoeffsMontgomeryLazyThenAddLazy(x, y, z)
-		}
-	})
+	for _, logQ := range []int{45, 60} {
+		b.Run(fmt.Sprintf("logQ=%d", logQ), func(b *testing.B) {
+			r := benchRing(b, logQ)
+			x, y, z := randomPoly(r, 1), randomPoly(r, 2), r.NewPoly()
+			eachSet(b, func(b *testing.B) {
+				calls, every := 0, 1<<(62-logQ) // z grows by < 2q per call
+				for b.Loop() {
+					if calls++; calls%every == 0 {
+						clear(z.Coeffs[0])
+					}
+					r.MulCoeffsMontgomeryLazyThenAddLazy(x, y, z)
+				}
+			})
+		})
+	}
 }
 
-// BenchmarkMulCoeffsMontgomeryThenAdd is the canonical multiply-add.
+// BenchmarkMulCoeffsMontgomeryThenAdd is the canonical multiply-add, at the
+// same primes.
 func BenchmarkMulCoeffsMontgomeryThenAdd(b *testing.B) {
-	r := benchRing(b, 45)
-	x, y, z := randomPoly(r, 1), randomPoly(r, 2), r.NewPoly()
-	eachSet(b, func(b *testing.B) {
-		for b.Loop() {
-			r.MulCoeffsMontgomeryThenAdd(x, y, z)
-		}
-	})
+	for _, logQ := range []int{45, 60} {
+		b.Run(fmt.Sprintf("logQ=%d", logQ), func(b *testing.B) {
+			r := benchRing(b, logQ)
+			x, y, z := randomPoly(r, 1), randomPoly(r, 2), r.NewPoly()
+			eachSet(b, func(b *testing.B) {
+				for b.Loop() {
+					r.MulCoeffsMontgomeryThenAdd(x, y, z)
+				}
+			})
+		})
+	}
 }
 
 // BenchmarkBasisExtension is Lattigo's fast basis extension at the
@@ -150,6 +160,32 @@ func BenchmarkBasisExtension(b *testing.B) {
 			eachSet(b, func(b *testing.B) {
 				for b.Loop() {
 					be.ModUpPtoQ(rP.MaxLevel(), rQ.MaxLevel(), pP, toQ)
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkModLoops is Lattigo's Barrett reduction (Reduce, after key
+// switching's lazy sums) and the subtraction of a scalar (SubScalar, after
+// each basis extension), 2^15 coefficients modulo a 45- and a 60-bit
+// prime.
+func BenchmarkModLoops(b *testing.B) {
+	for _, logQ := range []int{45, 60} {
+		r := benchRing(b, logQ)
+		sub := r.SubRings[0]
+		x, z := randomPoly(r, 1), r.NewPoly()
+		b.Run(fmt.Sprintf("Reduce/logQ=%d", logQ), func(b *testing.B) {
+			eachSet(b, func(b *testing.B) {
+				for b.Loop() {
+					sub.Reduce(x.Coeffs[0], z.Coeffs[0])
+				}
+			})
+		})
+		b.Run(fmt.Sprintf("SubScalar/logQ=%d", logQ), func(b *testing.B) {
+			eachSet(b, func(b *testing.B) {
+				for b.Loop() {
+					sub.SubScalar(x.Coeffs[0], 12345, z.Coeffs[0])
 				}
 			})
 		})

@@ -13,9 +13,10 @@ import (
 
 // FuzzKernelsEqualLattigo feeds arbitrary coefficients (any 64-bit value)
 // to every routed loop at N = 64 modulo a 20-, a 36-, a 45-, a 50-, a 51-
-// and a 61-bit prime: a
-// canonical result must equal Lattigo's scalar one bit for bit, a lazy one
-// be congruent to it; NTTs must equal Lattigo's on the input reduced mod q.
+// and a 61-bit prime: a canonical result must equal Lattigo's scalar one
+// bit for bit, a lazy one be congruent to it, the Barrett and
+// conditional-subtraction loops give Lattigo's words; NTTs must equal
+// Lattigo's on the input reduced mod q.
 func FuzzKernelsEqualLattigo(f *testing.F) {
 	f.Add([]byte{0}, uint8(0))
 	f.Add(slices.Repeat([]byte{0xff}, 2*64*8), uint8(1))
@@ -62,6 +63,19 @@ func FuzzKernelsEqualLattigo(f *testing.F) {
 					if op.canonical || !lattigoReduces(x[i], yi, q) || got[i]%q != want[i]%q {
 						t.Fatalf("%s %s q=%d: coefficient %d = %d, Lattigo %d (x %d, y %d, z %d)", op.name, s, q, i, got[i], want[i], x[i], yi, z0[i])
 					}
+				}
+			}
+		}
+		for _, op := range modLoops {
+			run := func(set kernels.Set) []uint64 {
+				z := slices.Clone(z0)
+				withSet(t, set, func() { op.run(r.SubRings[0], x, y, y[0], z) })
+				return z
+			}
+			want := run(kernels.Scalar)
+			for _, s := range sets {
+				if got := run(s); !slices.Equal(got, want) {
+					t.Fatalf("%s %s q=%d: differs from Lattigo's", op.name, s, q)
 				}
 			}
 		}

@@ -1,7 +1,8 @@
 //go:build cgo && amd64
 
-// AVX-512 IFMA kernels for primes q < 2^51, and NTTs with 64-bit
-// butterflies (AVX-512DQ) for primes from 2^51 to 2^62 (ifma.h).
+// AVX-512 IFMA kernels for primes q < 2^51, NTTs with 64-bit butterflies
+// and element-wise products on 64-bit words (AVX-512DQ) for primes from
+// 2^51 to 2^62, and the basis extension (ifma.h).
 //
 // Lattigo's arithmetic is Montgomery with R = 2^64 on 64 x 64-bit products;
 // IFMA multiplies the low 52 bits of each lane. Two identities bridge them:
@@ -140,24 +141,41 @@ static inline IFMA __m512i mont64(__m512i x, __m512i y, const encmatch_prime *p,
 
 // ---- element-wise Montgomery products ----
 
+// mred_wide is Lattigo's MRedLazy (or MRed when !lazy) on 64-bit words,
+// operation for operation: the low word of x y from AVX-512DQ's multiply,
+// the high words from four 32 x 32-bit products each. It is the same
+// word as Lattigo's for every input, so primes of 51 bits or more (whose
+// products do not fit IFMA's lanes) take no input limit.
+static inline IFMA __m512i mred_wide(__m512i x, __m512i y, __m512i q, __m512i mredc, int lazy) {
+	__m512i m = _mm512_mullo_epi64(_mm512_mullo_epi64(x, y), mredc);
+	__m512i r = _mm512_add_epi64(_mm512_sub_epi64(mulhi64(x, y), mulhi64(m, q)), q);
+	return lazy ? r : _mm512_mask_sub_epi64(r, _mm512_cmpge_epu64_mask(r, q), r, q);
+}
+
 IFMA void encmatch_mont_ifma(int op, const uint64_t *x, const uint64_t *y, size_t ystride, uint64_t *z, size_t n, const encmatch_prime *p) {
 	const __m512i q = _mm512_set1_epi64((long long)p->q);
 	const __m512i twoq = _mm512_add_epi64(q, q);
 	const __m512i limit = _mm512_set1_epi64((long long)p->limit);
+	const __m512i mredc = _mm512_set1_epi64((long long)p->mred);
+	const int wide = p->q >= WIDE;
+	// The MRedLazy loops take the product in [0, 2q), as Lattigo's.
+	const int lazy = op == ENCMATCH_OP_MONT_LAZY || op == ENCMATCH_OP_MONT_LAZY_THEN_ADD_LAZY ||
+		op == ENCMATCH_OP_MONT_LAZY_THEN_SUB_LAZY || op == ENCMATCH_OP_MONT_LAZY_THEN_NEG;
 	size_t i = 0;
 	for (; i + 8 <= n; i += 8) {
 		__m512i xv = _mm512_loadu_si512(x + i);
 		__m512i yv = ystride ? _mm512_loadu_si512(y + i) : _mm512_set1_epi64((long long)y[0]);
-		if (_mm512_cmpge_epu64_mask(_mm512_or_si512(xv, yv), limit)) {
+		__m512i r;
+		if (wide) {
+			r = mred_wide(xv, yv, q, mredc, lazy);
+		} else if (_mm512_cmpge_epu64_mask(_mm512_or_si512(xv, yv), limit)) {
 			for (size_t l = i; l < i + 8; l++) {
 				z[l] = scalar_op(op, x[l], y[ystride * l], z[l], p->q, p->mred);
 			}
 			continue;
+		} else {
+			r = lazy ? mont64_lazy(xv, yv, p, q) : mont64(xv, yv, p, q);
 		}
-		// The MRedLazy loops take the product in [0, 2q), as Lattigo's.
-		const int lazy = op == ENCMATCH_OP_MONT_LAZY || op == ENCMATCH_OP_MONT_LAZY_THEN_ADD_LAZY ||
-			op == ENCMATCH_OP_MONT_LAZY_THEN_SUB_LAZY || op == ENCMATCH_OP_MONT_LAZY_THEN_NEG;
-		__m512i r = lazy ? mont64_lazy(xv, yv, p, q) : mont64(xv, yv, p, q);
 		__m512i zv;
 		switch (op) {
 		case ENCMATCH_OP_MONT:
@@ -200,8 +218,14 @@ IFMA void encmatch_sub_mont_ifma(const uint64_t *x, const uint64_t *y, uint64_t 
 	const __m512i limit = _mm512_set1_epi64((long long)p->limit);
 	const uint64_t twoqs = 2 * p->q;
 	size_t i = 0;
+	const __m512i mredc = _mm512_set1_epi64((long long)p->mred);
+	const int wide = p->q >= WIDE;
 	for (; i + 8 <= n; i += 8) {
 		__m512i v = _mm512_sub_epi64(_mm512_add_epi64(_mm512_loadu_si512(x + i), twoq), _mm512_loadu_si512(y + i));
+		if (wide) {
+			_mm512_storeu_si512(z + i, mred_wide(v, sv, q, mredc, 0));
+			continue;
+		}
 		if (_mm512_cmpge_epu64_mask(_mm512_or_si512(v, sv), limit)) {
 			for (size_t l = i; l < i + 8; l++) {
 				z[l] = mred(twoqs - y[l] + x[l], s, p->q, p->mred);
@@ -572,5 +596,61 @@ IFMA void encmatch_basis_extend_ifma(const uint64_t *const *in, const uint64_t *
 			r = _mm512_add_epi64(r, _mm512_i64gather_epi64(v, (const void *)(vtq + j * vtqlen), 8));
 			_mm512_storeu_si512(out[j] + k, r);
 		}
+	}
+}
+
+// ---- Lattigo's other element-wise loops, on 64-bit lanes ----
+
+// encmatch_modvec_ifma: see ifma.h. Each lane is Lattigo's scalar code
+// (ring/modular_reduction.go, ring/vec_ops.go) operation for operation on
+// 64-bit words, so the same word for every input and every q < 2^63.
+IFMA void encmatch_modvec_ifma(int op, const uint64_t *x, const uint64_t *y, uint64_t s, uint64_t *z, size_t n, uint64_t q, uint64_t b0, uint64_t b1) {
+	const __m512i qv = _mm512_set1_epi64((long long)q);
+	const __m512i sv = _mm512_set1_epi64((long long)s);
+	const __m512i b0v = _mm512_set1_epi64((long long)b0), b1v = _mm512_set1_epi64((long long)b1);
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		const __m512i xv = _mm512_loadu_si512(x + i);
+		__m512i r;
+		switch (op) {
+		case ENCMATCH_MODVEC_REDUCE: // BRedAdd
+			r = _mm512_sub_epi64(xv, _mm512_mullo_epi64(mulhi64(xv, b0v), qv));
+			break;
+		case ENCMATCH_MODVEC_ADD: // CRed(x + y)
+			r = _mm512_add_epi64(xv, _mm512_loadu_si512(y + i));
+			break;
+		case ENCMATCH_MODVEC_ADD_SCALAR: // CRed(x + s)
+			r = _mm512_add_epi64(xv, sv);
+			break;
+		case ENCMATCH_MODVEC_SUB_SCALAR: // CRed(x + q - s)
+			r = _mm512_sub_epi64(_mm512_add_epi64(xv, qv), sv);
+			break;
+		default: // ENCMATCH_MODVEC_MFORM: -(x b0 + hi(x b1)) q
+			r = _mm512_add_epi64(_mm512_mullo_epi64(xv, b0v), mulhi64(xv, b1v));
+			r = _mm512_mullo_epi64(_mm512_sub_epi64(_mm512_setzero_si512(), r), qv);
+			break;
+		}
+		_mm512_storeu_si512(z + i, _mm512_mask_sub_epi64(r, _mm512_cmpge_epu64_mask(r, qv), r, qv));
+	}
+	for (; i < n; i++) {
+		uint64_t r;
+		switch (op) {
+		case ENCMATCH_MODVEC_REDUCE:
+			r = x[i] - (uint64_t)(((u128)x[i] * b0) >> 64) * q;
+			break;
+		case ENCMATCH_MODVEC_ADD:
+			r = x[i] + y[i];
+			break;
+		case ENCMATCH_MODVEC_ADD_SCALAR:
+			r = x[i] + s;
+			break;
+		case ENCMATCH_MODVEC_SUB_SCALAR:
+			r = x[i] + q - s;
+			break;
+		default:
+			r = -(x[i] * b0 + (uint64_t)(((u128)x[i] * b1) >> 64)) * q;
+			break;
+		}
+		z[i] = cred(r, q);
 	}
 }

@@ -1,6 +1,7 @@
 // The AVX-512 IFMA kernels of package kernels (ifma.c): NTTs and
-// element-wise Montgomery products modulo primes below 2^51, and NTTs with
-// 64-bit butterflies (AVX-512DQ) modulo primes from 2^51 to 2^62.
+// element-wise Montgomery products modulo primes below 2^51, NTTs with
+// 64-bit butterflies and element-wise products with 64-bit words
+// (AVX-512DQ) modulo primes from 2^51 to 2^62, and the basis extension.
 #ifndef ENCMATCH_KERNELS_IFMA_H
 #define ENCMATCH_KERNELS_IFMA_H
 
@@ -22,7 +23,8 @@ enum {
 };
 
 // The constants of one prime q < 2^62 (the fields after mred are used
-// for q < 2^51 only).
+// for q < 2^51 only: the element-wise loops transcribe Lattigo's 64-bit
+// Montgomery reduction from 2^51).
 typedef struct {
 	uint64_t q;      // the prime
 	uint64_t mred;   // q^-1 mod 2^64 (Lattigo's MRedConstant)
@@ -56,6 +58,22 @@ void encmatch_ntt_ifma(const uint64_t *in, uint64_t *out, size_t n, const encmat
 // encmatch_intt_ifma is the inverse NTT including the factor ninv = n^-1
 // mod q (Shoup companion ninvp); output in [0, q).
 void encmatch_intt_ifma(const uint64_t *in, uint64_t *out, size_t n, const encmatch_prime *p, const uint64_t *w, const uint64_t *wp, uint64_t ninv, uint64_t ninvp);
+
+// Lattigo's other element-wise loops (ring/vec_ops.go), numbered as
+// kernels.ModOp in Go.
+enum {
+	ENCMATCH_MODVEC_REDUCE = 0, // z = BRedAdd(x) (reducevec)
+	ENCMATCH_MODVEC_ADD,        // z = CRed(x + y) (addvec)
+	ENCMATCH_MODVEC_ADD_SCALAR, // z = CRed(x + s) (addscalarvec)
+	ENCMATCH_MODVEC_SUB_SCALAR, // z = CRed(x + q - s) (subscalarvec)
+	ENCMATCH_MODVEC_MFORM,      // z = MForm(x) (mformvec)
+	ENCMATCH_MODVEC_COUNT
+};
+
+// encmatch_modvec_ifma applies op to n coefficients modulo q with Lattigo's
+// Barrett constants (b0, b1), on 64-bit lanes: the same words as Lattigo's
+// scalar loops for every input.
+void encmatch_modvec_ifma(int op, const uint64_t *x, const uint64_t *y, uint64_t s, uint64_t *z, size_t n, uint64_t q, uint64_t b0, uint64_t b1);
 
 // ENCMATCH_BASIS_MAX is the most primes encmatch_basis_extend_ifma takes
 // on its input side (as Lattigo's own loops).

@@ -65,3 +65,7 @@ func basisExtendIFMA(n int, in []*uint64, add, qIn, w, wp []uint64, out []*uint6
 	C.encmatch_basis_extend_ifma((**C.uint64_t)(unsafe.Pointer(&in[0])), ptr(add), ptr(qIn), ptr(w), ptr(wp), C.size_t(len(in)),
 		(**C.uint64_t)(unsafe.Pointer(&out[0])), ptr(qOut), ptr(mredOut), ptr(c), ptr(vtq), C.size_t(vtqLen), C.size_t(len(out)), C.size_t(n))
 }
+
+func modvecIFMA(op ModOp, x, y []uint64, s uint64, z []uint64, q uint64, bred [2]uint64) {
+	C.encmatch_modvec_ifma(C.int(op), ptr(x), ptr(y), C.uint64_t(s), ptr(z), C.size_t(len(z)), C.uint64_t(q), C.uint64_t(bred[0]), C.uint64_t(bred[1]))
+}

@@ -70,9 +70,10 @@ const (
 	opCount
 )
 
-// The primes the kernels take (maxPrime for IFMA, maxWidePrime for the IFMA
-// set's NTTs, which switch to 64-bit words at maxPrime and keep values
-// below 4q < 2^64; maxDoublePrime for the AVX2 NTTs, whose values and
+// The primes the kernels take (maxPrime for IFMA's 52-bit lanes,
+// maxWidePrime for the IFMA set's NTTs and element-wise loops, which
+// switch to 64-bit words at maxPrime, the NTTs keeping values below
+// 4q < 2^64; maxDoublePrime for the AVX2 NTTs, whose values and
 // their sums must stay exact in doubles; from minPrime, below every prime
 // of the project's presets: the iris presets' smallest have 20 bits), and
 // the smallest ring they are worth a cgo call for.
@@ -198,9 +199,11 @@ func loopLimit(q uint64) uint64 {
 var primes sync.Map // uint64 -> *prime
 
 // takesLoop reports whether an element-wise loop of n coefficients modulo
-// q runs on a kernel (any length: the tail runs in scalar code).
+// q runs on a kernel (any length: the tail runs in scalar code): IFMA's
+// 52-bit lanes below maxPrime, Lattigo's 64-bit reduction transcribed on
+// 64-bit words from there to maxWidePrime.
 func takesLoop(q uint64, n int) bool {
-	return active.Load() == useIFMA && n >= minRing && primeBelow(q, maxPrime)
+	return active.Load() == useIFMA && n >= minRing && primeBelow(q, maxWidePrime)
 }
 
 // primeFor gives the constants of q, a prime the kernels take.

@@ -360,7 +360,9 @@ func TestMontgomeryLoopsEqualLattigo(t *testing.T) {
 					for _, s := range sets {
 						got := run(s)
 						label := fmt.Sprintf("N=2^%d q=%d %s x=%s y=%s %s", c.logN, c.q, op.name, xname, yname, s)
-						if op.canonical {
+						// From 2^51 the kernels transcribe Lattigo's 64-bit
+						// reduction: the same words, lazy or not.
+						if op.canonical || c.q >= 1<<51 {
 							if !slices.Equal(got, want) {
 								t.Fatalf("%s: differs from Lattigo's", label)
 							}

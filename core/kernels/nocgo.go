@@ -27,3 +27,7 @@ func tensorAVX2(_, _, _, _ []*uint64, _, _, _ []uint64, _ *prime) { panic("kerne
 func basisExtendIFMA(int, []*uint64, []uint64, []uint64, []uint64, []uint64, []*uint64, []uint64, []uint64, []uint64, []uint64, int) {
 	panic("kernels: no IFMA build")
 }
+
+func modvecIFMA(ModOp, []uint64, []uint64, uint64, []uint64, uint64, [2]uint64) {
+	panic("kernels: no IFMA build")
+}

@@ -3,8 +3,10 @@ package irismatch
 import (
 	"testing"
 
+	"encmatch/core/iris/dftbatch"
 	"encmatch/core/kernels"
 
+	"github.com/tuneinsight/lattigo/v6/circuits/ckks/bootstrapping"
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
 )
@@ -45,6 +47,58 @@ func BenchmarkClassify(b *testing.B) {
 			defer func() { _ = kernels.Use(prev) }()
 			for b.Loop() {
 				if _, err := cls.Classify(ct); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkBootstrap is one refresh of the iris presets' pipelines:
+// dftbatch.Bootstrap of two level-0 ciphertexts of the bootstrapping ring
+// (2^16; the fold and pair passes refresh their columns two by two), on
+// the workers of parallel.For, under every kernel set this CPU runs, side
+// by side.
+func BenchmarkBootstrap(b *testing.B) {
+	btp := irisSecure(b).Bootstrap
+	evk, sk, err := btp.GenEvaluationKeys(rlwe.NewKeyGenerator(btp.ResidualParameters).GenSecretKeyNew())
+	if err != nil {
+		b.Fatal(err)
+	}
+	eval, err := bootstrapping.NewEvaluator(btp, evk)
+	if err != nil {
+		b.Fatal(err)
+	}
+	params := btp.BootstrappingParameters
+	values := make([]float64, params.MaxSlots())
+	for i := range values {
+		values[i] = float64(i%200)/400 - 0.25
+	}
+	cts := make([]*rlwe.Ciphertext, 2)
+	for i := range cts {
+		pt := ckks.NewPlaintext(params, 0)
+		if err := ckks.NewEncoder(params).Encode(values, pt); err != nil {
+			b.Fatal(err)
+		}
+		if cts[i], err = rlwe.NewEncryptor(params, sk).EncryptNew(pt); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// The first bootstrap of a process also fills Lattigo's buffers and
+	// grows the heap (about as long again as a bootstrap): it runs before
+	// the timed sets.
+	if _, err := dftbatch.Bootstrap(eval, cts); err != nil {
+		b.Fatal(err)
+	}
+	for _, s := range kernels.Available() {
+		b.Run(string(s), func(b *testing.B) {
+			prev := kernels.Active()
+			if err := kernels.Use(s); err != nil {
+				b.Fatal(err)
+			}
+			defer func() { _ = kernels.Use(prev) }()
+			for b.Loop() {
+				if _, err := dftbatch.Bootstrap(eval, cts); err != nil {
 					b.Fatal(err)
 				}
 			}
