@@ -10,11 +10,10 @@
 // MulScalarMontgomery, SubThenMulScalarMontgomery and BasisExtend return
 // true when a kernel did it and false when Lattigo's own code must. A
 // kernel runs only where its instructions exist, for primes between 2^16
-// and 2^51 (2^62 for the IFMA set's NTTs, whose butterflies use 64-bit
-// words from 2^51, and for the basis extension; 2^50 for the AVX2 NTTs;
-// the product accumulator from 2^40 to 2^50: 52-bit products or doubles
-// suffice) and rings of at least 64 coefficients; everything else is
-// Lattigo's scalar code, unchanged.
+// and 2^62 on the IFMA set (52-bit IFMA lanes below 2^51, 64-bit words
+// from there), 2^50 for the AVX2 NTTs, 2^40 to 2^50 for the product
+// accumulator (52-bit products or doubles suffice), and rings of at least
+// 64 coefficients; everything else is Lattigo's scalar code, unchanged.
 //
 // Results equal Lattigo's bit for bit wherever Lattigo's result is
 // canonical (in [0, q)); where Lattigo returns a lazy value (documented as
