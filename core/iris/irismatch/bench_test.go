@@ -38,6 +38,18 @@ func BenchmarkClassify(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	eachSet(b, func(b *testing.B) {
+		for b.Loop() {
+			if _, err := cls.Classify(ct); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// eachSet runs f as a sub-benchmark per kernel set this CPU runs, so that
+// one run compares them side by side.
+func eachSet(b *testing.B, f func(b *testing.B)) {
 	for _, s := range kernels.Available() {
 		b.Run(string(s), func(b *testing.B) {
 			prev := kernels.Active()
@@ -45,11 +57,7 @@ func BenchmarkClassify(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer func() { _ = kernels.Use(prev) }()
-			for b.Loop() {
-				if _, err := cls.Classify(ct); err != nil {
-					b.Fatal(err)
-				}
-			}
+			f(b)
 		})
 	}
 }
@@ -90,18 +98,11 @@ func BenchmarkBootstrap(b *testing.B) {
 	if _, err := dftbatch.Bootstrap(eval, cts); err != nil {
 		b.Fatal(err)
 	}
-	for _, s := range kernels.Available() {
-		b.Run(string(s), func(b *testing.B) {
-			prev := kernels.Active()
-			if err := kernels.Use(s); err != nil {
+	eachSet(b, func(b *testing.B) {
+		for b.Loop() {
+			if _, err := dftbatch.Bootstrap(eval, cts); err != nil {
 				b.Fatal(err)
 			}
-			defer func() { _ = kernels.Use(prev) }()
-			for b.Loop() {
-				if _, err := dftbatch.Bootstrap(eval, cts); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
+		}
+	})
 }
