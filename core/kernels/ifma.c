@@ -109,8 +109,9 @@ static inline IFMA __m512i shoup(__m512i y, __m512i w, __m512i wp, __m512i q, co
 	return mode == MODE_WIDE ? shoup64(y, w, wp, q) : shoup52(y, w, wp, q);
 }
 
-// below reduces x in [0, 2m) to [0, m): the wrapped difference is larger
-// than x exactly when x < m.
+// below is Lattigo's CRed (x - m when x >= m, else x) for any 64-bit x
+// and m > 0: the wrapped difference is larger than x exactly when x < m.
+// It reduces x in [0, 2m) to [0, m).
 static inline IFMA __m512i below(__m512i x, __m512i m) {
 	return _mm512_min_epu64(x, _mm512_sub_epi64(x, m));
 }
@@ -149,7 +150,7 @@ static inline IFMA __m512i mont64(__m512i x, __m512i y, const encmatch_prime *p,
 static inline IFMA __m512i mred_wide(__m512i x, __m512i y, __m512i q, __m512i mredc, int lazy) {
 	__m512i m = _mm512_mullo_epi64(_mm512_mullo_epi64(x, y), mredc);
 	__m512i r = _mm512_add_epi64(_mm512_sub_epi64(mulhi64(x, y), mulhi64(m, q)), q);
-	return lazy ? r : _mm512_mask_sub_epi64(r, _mm512_cmpge_epu64_mask(r, q), r, q);
+	return lazy ? r : below(r, q);
 }
 
 IFMA void encmatch_mont_ifma(int op, const uint64_t *x, const uint64_t *y, size_t ystride, uint64_t *z, size_t n, const encmatch_prime *p) {
@@ -184,7 +185,7 @@ IFMA void encmatch_mont_ifma(int op, const uint64_t *x, const uint64_t *y, size_
 			break;
 		case ENCMATCH_OP_MONT_THEN_ADD:
 			zv = _mm512_add_epi64(_mm512_loadu_si512(z + i), r);
-			zv = _mm512_mask_sub_epi64(zv, _mm512_cmpge_epu64_mask(zv, q), zv, q);
+			zv = below(zv, q);
 			break;
 		case ENCMATCH_OP_MONT_THEN_ADD_LAZY:
 		case ENCMATCH_OP_MONT_LAZY_THEN_ADD_LAZY:
@@ -192,7 +193,7 @@ IFMA void encmatch_mont_ifma(int op, const uint64_t *x, const uint64_t *y, size_
 			break;
 		case ENCMATCH_OP_MONT_THEN_SUB:
 			zv = _mm512_add_epi64(_mm512_loadu_si512(z + i), _mm512_sub_epi64(q, r));
-			zv = _mm512_mask_sub_epi64(zv, _mm512_cmpge_epu64_mask(zv, q), zv, q);
+			zv = below(zv, q);
 			break;
 		case ENCMATCH_OP_MONT_THEN_SUB_LAZY:
 			zv = _mm512_add_epi64(_mm512_loadu_si512(z + i), _mm512_sub_epi64(q, r));
@@ -630,7 +631,7 @@ IFMA void encmatch_modvec_ifma(int op, const uint64_t *x, const uint64_t *y, uin
 			r = _mm512_mullo_epi64(_mm512_sub_epi64(_mm512_setzero_si512(), r), qv);
 			break;
 		}
-		_mm512_storeu_si512(z + i, _mm512_mask_sub_epi64(r, _mm512_cmpge_epu64_mask(r, qv), r, qv));
+		_mm512_storeu_si512(z + i, below(r, qv));
 	}
 	for (; i < n; i++) {
 		uint64_t r;
