@@ -1,14 +1,15 @@
 // Package kernels holds the vector arithmetic under Lattigo: its NTTs,
-// element-wise Montgomery loops and fast basis extension (BasisExtend) on
-// AVX-512 IFMA, its NTTs on AVX2, and on both the face engine's
-// ciphertext-product accumulator (MulAddTensor), chosen at run time.
+// element-wise loops (Montgomery, Barrett and conditional subtraction) and
+// fast basis extension (BasisExtend) on AVX-512 IFMA, its NTTs on AVX2,
+// and on both the face engine's ciphertext-product accumulator
+// (MulAddTensor), chosen at run time.
 //
 // Lattigo v6.2.0 is pure scalar Go. The build applies a small patch to its
 // ring package (lattigo-v6.2.0.patch, applied by patch-lattigo.sh) so that
 // the standard ring's NTTs, Montgomery loops and basis extension first
 // offer their work to this package: NTT, INTT, MulMontgomery,
-// MulScalarMontgomery, SubThenMulScalarMontgomery and BasisExtend return
-// true when a kernel did it and false when Lattigo's own code must. A
+// MulScalarMontgomery, SubThenMulScalarMontgomery, ModLoop and BasisExtend
+// return true when a kernel did it and false when Lattigo's own code must. A
 // kernel runs only where its instructions exist, for primes between 2^16
 // and 2^62 on the IFMA set (52-bit IFMA lanes below 2^51, 64-bit words
 // from there), 2^50 for the AVX2 NTTs, 2^40 to 2^50 for the product

@@ -23,6 +23,16 @@ type ringCase struct {
 	q    uint64
 }
 
+// newRing is the ring of degree 2^logN modulo q alone.
+func (c ringCase) newRing(t *testing.T) *ring.Ring {
+	t.Helper()
+	r, err := ring.NewRing(1<<c.logN, []uint64{c.q})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 // presetRings gives every (ring degree, prime) of the project's face
 // presets (with and without the payload level, kappa 1 and 13) and iris
 // presets (the encrypted matrix product's rings, the bootstrapping's
@@ -248,10 +258,7 @@ func TestNTTEqualsLattigo(t *testing.T) {
 	sets := vectorSets(t)
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, c := range presetRings(t) {
-		r, err := ring.NewRing(1<<c.logN, []uint64{c.q})
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := c.newRing(t)
 		n := r.N()
 		for name, in := range inputs(n, c.q, rng) {
 			p := r.NewPoly()
@@ -340,10 +347,7 @@ func TestMontgomeryLoopsEqualLattigo(t *testing.T) {
 	sets := vectorSets(t)
 	rng := rand.New(rand.NewPCG(3, 4))
 	for _, c := range presetRings(t) {
-		r, err := ring.NewRing(1<<c.logN, []uint64{c.q})
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := c.newRing(t)
 		sub := r.SubRings[0]
 		n := r.N()
 		vecs := inputs(n, c.q, rng)

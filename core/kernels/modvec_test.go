@@ -36,10 +36,7 @@ func TestModLoopsEqualLattigo(t *testing.T) {
 	sets := vectorSets(t)
 	rng := rand.New(rand.NewPCG(9, 10))
 	for _, c := range presetRings(t) {
-		r, err := ring.NewRing(1<<c.logN, []uint64{c.q})
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := c.newRing(t)
 		sub := r.SubRings[0]
 		n := r.N()
 		vecs := inputs(n, c.q, rng)
