@@ -14,15 +14,19 @@ import (
 //
 //	u8 LogN | u64 Rows | u64 Cols | u8 len(Moduli) | u64 Moduli[...] |
 //	u16 len(scale) | scale (big-endian magnitude) |
-//	u8 seed tag (0: no seed, seedTagAES: SeedSize bytes follow) | Seed |
+//	u8 tag (seedTagAES set: SeedSize bytes of seed follow; tagPrimeWidths
+//	set: each prime in its own width) | Seed |
 //	per prime i: A[i] (N x Cols residues, row-major; absent when seeded),
 //	             B[i] (Rows x Cols residues)
 //
-// Residues are the centered values of Mat, little endian in
-// residueWidth(Moduli) bytes: 3 when every prime is below 2^24 (the iris
-// presets' 20- and 21-bit primes), else 4. The decoder checks every header
-// field and the exact payload length before it allocates, and every residue
-// against its prime after; a seeded A is regenerated (seededA).
+// Residues are the centered values of Mat, little endian, in
+// residueWidths(Moduli, tag) bytes: with tagPrimeWidths (every form written
+// since the folding preset's mixed primes) 3 bytes for a prime below 2^24
+// and 4 for a larger one, prime by prime; without it (forms written
+// before) 3 bytes when every prime is below 2^24 (the iris presets' 20- and
+// 21-bit primes), else 4 for all. The decoder checks every header field and
+// the exact payload length before it allocates, and every residue against
+// its prime after; a seeded A is regenerated (seededA).
 
 // seedTagAES marks a seed from which A is derived by AES-256 in counter
 // mode (seededA). The tag SeedSize alone marks the a-parts of databases
@@ -34,31 +38,52 @@ const (
 	seedTagBLAKE2 = SeedSize
 )
 
+// tagPrimeWidths marks a binary form whose residues take each prime's own
+// width (3 bytes below 2^24, else 4); forms without it, written before,
+// take one width for all primes. A database of the folding preset (four
+// primes of 20 and 22 bits among twelve of 29 and 30) is a quarter smaller
+// with it.
+const tagPrimeWidths = 0x40
+
 // headerSize is the size of the header for k moduli, a scale of s bytes
 // and a seed of seed bytes.
 func headerSize(k, s, seed int) int64 {
 	return 1 + 8 + 8 + 1 + 8*int64(k) + 2 + int64(s) + 1 + int64(seed)
 }
 
-// payloadPerPrime is the size of one prime's matrices: A (unless seeded)
-// and B, width bytes per residue.
-func payloadPerPrime(n, rows, cols int64, seeded bool, width int) int64 {
-	if seeded {
-		return rows * cols * int64(width)
+// payload is the size of the matrices of the binary form: A (unless
+// seeded) and B of every prime, widths[i] bytes per residue of prime i.
+func payload(n, rows, cols int64, seeded bool, widths []int) int64 {
+	perRow := int64(0)
+	for _, w := range widths {
+		perRow += int64(w)
 	}
-	return (n + rows) * cols * int64(width)
+	if seeded {
+		return rows * cols * perRow
+	}
+	return (n + rows) * cols * perRow
 }
 
-// residueWidth is the bytes per residue of the binary form: 3 when every
-// centered residue fits a signed 24-bit integer (every prime below 2^24),
-// else 4.
-func residueWidth(moduli []uint64) int {
-	for _, q := range moduli {
+// residueWidths are the bytes per residue of each prime in the binary
+// form: with perPrime (tagPrimeWidths) 3 for a prime whose centered
+// residues fit a signed 24-bit integer (below 2^24), else 4; without, the
+// older forms' one width for all, 3 when every prime is below 2^24, else
+// 4.
+func residueWidths(moduli []uint64, perPrime bool) []int {
+	widths := make([]int, len(moduli))
+	all := 3
+	for i, q := range moduli {
+		widths[i] = 3
 		if q >= 1<<24 {
-			return 4
+			widths[i], all = 4, 4
 		}
 	}
-	return 3
+	if !perPrime {
+		for i := range widths {
+			widths[i] = all
+		}
+	}
+	return widths
 }
 
 // putResidues writes residues to dst (len(src) * width bytes) in the
@@ -87,8 +112,8 @@ func getResidues(dst []int32, src []byte, width int) {
 
 // EncodedSize is the number of bytes WriteTo writes.
 func (c *SharedA) EncodedSize() int64 {
-	per := payloadPerPrime(int64(c.N()), int64(c.Rows), int64(c.Cols), c.Seed != nil, residueWidth(c.Moduli))
-	return headerSize(len(c.Moduli), len(c.Scale.Bytes()), len(c.Seed)) + per*int64(len(c.Moduli))
+	return headerSize(len(c.Moduli), len(c.Scale.Bytes()), len(c.Seed)) +
+		payload(int64(c.N()), int64(c.Rows), int64(c.Cols), c.Seed != nil, residueWidths(c.Moduli, true))
 }
 
 // WriteTo writes the binary form of c.
@@ -97,11 +122,11 @@ func (c *SharedA) WriteTo(w io.Writer) (int64, error) {
 	if err := c.writeHeader(cw); err != nil {
 		return cw.n, err
 	}
-	width := residueWidth(c.Moduli)
+	widths := residueWidths(c.Moduli, true)
 	for i := range c.Moduli {
 		for _, mat := range c.stored(i) {
-			b := make([]byte, width*len(mat.Data))
-			putResidues(b, mat.Data, width)
+			b := make([]byte, widths[i]*len(mat.Data))
+			putResidues(b, mat.Data, widths[i])
 			if _, err := cw.Write(b); err != nil {
 				return cw.n, err
 			}
@@ -144,9 +169,9 @@ func (c *SharedA) writeHeader(w io.Writer) error {
 	if c.Seed != nil && len(c.Seed) != SeedSize {
 		return fmt.Errorf("%w: a seed of %d bytes", errs.ErrInvalid, len(c.Seed))
 	}
-	tag := byte(0)
+	tag := byte(tagPrimeWidths)
 	if c.Seed != nil {
-		tag = seedTagAES
+		tag |= seedTagAES
 	}
 	_, err := w.Write(append([]byte{tag}, c.Seed...))
 	return err
@@ -159,9 +184,10 @@ func (c *SharedA) writeBand(w io.WriterAt, band *SharedA, j0 int) error {
 		return fmt.Errorf("%w: band of %dx%d at column %d of a %dx%d matrix", errs.ErrInvalid, band.Rows, band.Cols, j0, c.Rows, c.Cols)
 	}
 	off := headerSize(len(c.Moduli), len(c.Scale.Bytes()), len(c.Seed))
-	width := int64(residueWidth(c.Moduli))
-	row := make([]byte, width*int64(band.Cols))
+	widths := residueWidths(c.Moduli, true)
 	for i := range c.Moduli {
+		width := int64(widths[i])
+		row := make([]byte, width*int64(band.Cols))
 		for _, m := range band.stored(i) {
 			for r := 0; r < m.Rows; r++ {
 				putResidues(row, m.Data[r*m.Cols:(r+1)*m.Cols], int(width))
@@ -224,7 +250,7 @@ type SharedAReader struct {
 	Head   *SharedA // the header: shape, moduli, scale and seed, no matrices
 	r      io.Reader
 	seeded *seededA // nil unless Head.Seed is set
-	width  int      // bytes per residue (residueWidth)
+	widths []int    // bytes per residue of each prime (residueWidths)
 	buf    []byte   // Next's read buffer (3-byte residues)
 	prime  int      // the prime being read
 	row    int      // rows of that prime read (A's N, then B's)
@@ -277,7 +303,7 @@ func NewSharedAReader(r io.Reader, n int64, want *SharedA) (*SharedAReader, erro
 		return nil, badMatrix("%v", err)
 	}
 	switch tag[0] {
-	case 0, seedTagAES:
+	case 0, seedTagAES, tagPrimeWidths, tagPrimeWidths | seedTagAES:
 	case seedTagBLAKE2:
 		return nil, fmt.Errorf("%w: encrypted matrix: its a-part is derived from its seed by BLAKE2b, as databases enrolled "+
 			"before the AES-CTR derivation (November 2026) were; this version cannot read it: enroll the gallery again", errs.ErrMismatch)
@@ -285,21 +311,23 @@ func NewSharedAReader(r io.Reader, n int64, want *SharedA) (*SharedAReader, erro
 		return nil, badMatrix("seed tag %#x", tag[0])
 	}
 	seedLen := 0
-	if tag[0] != 0 {
+	if tag[0]&^tagPrimeWidths != 0 {
 		seedLen = SeedSize
 	}
-	// Size check before any matrix is allocated (products cannot overflow:
-	// rows and columns are below 2^34, primes at most 64).
-	width := residueWidth(moduli)
-	per := payloadPerPrime(int64(nDeg), int64(head.Rows), int64(head.Cols), seedLen != 0, width)
-	if per > 1<<40 || headerSize(int(head.K), int(sl), seedLen)+per*int64(head.K) != n {
+	// Size check before any matrix is allocated (the payload cannot
+	// overflow: at most 2^40 residues per prime, 64 primes of 4 bytes).
+	if head.Cols > (1<<40)/(nDeg+head.Rows) {
+		return nil, badMatrix("%d x %d matrix in ring 2^%d: over 2^40 residues per prime", head.Rows, head.Cols, head.LogN)
+	}
+	widths := residueWidths(moduli, tag[0]&tagPrimeWidths != 0)
+	if headerSize(int(head.K), int(sl), seedLen)+payload(int64(nDeg), int64(head.Rows), int64(head.Cols), seedLen != 0, widths) != n {
 		return nil, badMatrix("%d bytes for a %d x %d matrix of %d primes", n, head.Rows, head.Cols, head.K)
 	}
 	c := &SharedA{LogN: int(head.LogN), Rows: int(head.Rows), Cols: int(head.Cols), Moduli: moduli, Scale: new(big.Int).SetBytes(sb)}
 	if c.Scale.Sign() == 0 {
 		return nil, badMatrix("scale 0")
 	}
-	sr := &SharedAReader{Head: c, r: r, width: width}
+	sr := &SharedAReader{Head: c, r: r, widths: widths}
 	if seedLen != 0 {
 		c.Seed = make([]byte, SeedSize)
 		if _, err := io.ReadFull(r, c.Seed); err != nil {
@@ -345,19 +373,19 @@ func (s *SharedAReader) Next(dst *Mat) error {
 		s.row += n
 		return nil
 	}
-	if s.width == 4 {
+	if width := s.widths[s.prime]; width == 4 {
 		if _, err := io.ReadFull(s.r, int32Bytes(dst.Data)); err != nil {
 			return badMatrix("%v", err)
 		}
 	} else {
-		if need := s.width * len(dst.Data); len(s.buf) < need {
+		if need := width * len(dst.Data); len(s.buf) < need {
 			s.buf = make([]byte, need)
 		}
-		b := s.buf[:s.width*len(dst.Data)]
+		b := s.buf[:width*len(dst.Data)]
 		if _, err := io.ReadFull(s.r, b); err != nil {
 			return badMatrix("%v", err)
 		}
-		getResidues(dst.Data, b, s.width)
+		getResidues(dst.Data, b, width)
 	}
 	q := c.Moduli[s.prime]
 	half := int32(q / 2)

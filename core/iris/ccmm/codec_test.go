@@ -106,9 +106,74 @@ func TestResidueWidths(t *testing.T) {
 	if !slices.Equal(got, vals) {
 		t.Fatalf("3-byte residues: %v, want %v", got, vals)
 	}
-	if residueWidth([]uint64{97, q}) != 3 || residueWidth([]uint64{97, 1 << 24}) != 4 || residueWidth([]uint64{1<<29 + 11}) != 4 {
+	mixed := []uint64{97, 1 << 24, q, 1<<29 + 11}
+	if !slices.Equal(residueWidths(mixed, true), []int{3, 4, 3, 4}) || !slices.Equal(residueWidths(mixed, false), []int{4, 4, 4, 4}) ||
+		!slices.Equal(residueWidths([]uint64{97, q}, false), []int{3, 3}) {
 		t.Fatal("residue widths")
 	}
+}
+
+// TestSharedAWidths: the binary form stores each prime in its own width
+// (a matrix over a 7-bit and a 26-bit prime takes 3 + 4 bytes per
+// position); a form written before (one width for all primes, no
+// tagPrimeWidths) still reads to the same matrix; a header whose rows times
+// columns would overflow the size computation is corrupt, not a panic.
+func TestSharedAWidths(t *testing.T) {
+	for _, c := range []*SharedA{smallSharedAModulo([]uint64{97, 1<<25 + 35}), smallSeededSharedA()} {
+		positions := int64(c.Rows * c.Cols)
+		if c.Seed == nil {
+			positions += int64(c.N() * c.Cols)
+		}
+		perPosition := int64(0)
+		for _, w := range residueWidths(c.Moduli, true) {
+			perPosition += int64(w)
+		}
+		if got := c.EncodedSize() - headerSize(len(c.Moduli), len(c.Scale.Bytes()), len(c.Seed)); got != positions*perPosition {
+			t.Fatalf("payload of %d bytes, want %d x %d", got, positions, perPosition)
+		}
+		old := legacyForm(t, c)
+		got, err := ReadSharedA(bytes.NewReader(old), int64(len(old)), nil)
+		if err != nil {
+			t.Fatalf("a form of one width: %v", err)
+		}
+		for i := range c.Moduli {
+			if !slices.Equal(got.A[i].Data, c.A[i].Data) || !slices.Equal(got.B[i].Data, c.B[i].Data) {
+				t.Fatalf("prime %d of a form of one width differs", i)
+			}
+		}
+	}
+	var buf bytes.Buffer
+	c := smallSharedA()
+	if _, err := c.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	b := buf.Bytes()
+	binary.LittleEndian.PutUint64(b[1:], 1<<33)
+	binary.LittleEndian.PutUint64(b[9:], 1<<31)
+	if _, err := ReadSharedA(bytes.NewReader(b), int64(len(b)), nil); !errors.Is(err, errs.ErrCorrupt) {
+		t.Fatalf("a 2^33 x 2^31 header: %v", err)
+	}
+}
+
+// legacyForm writes c as forms before tagPrimeWidths did: one residue
+// width for all primes, the tag without the flag.
+func legacyForm(t *testing.T, c *SharedA) []byte {
+	var buf bytes.Buffer
+	if err := c.writeHeader(&buf); err != nil {
+		t.Fatal(err)
+	}
+	b := buf.Bytes()
+	tagAt := headerSize(len(c.Moduli), len(c.Scale.Bytes()), 0) - 1
+	b[tagAt] &^= tagPrimeWidths
+	widths := residueWidths(c.Moduli, false)
+	for i := range c.Moduli {
+		for _, m := range c.stored(i) {
+			r := make([]byte, widths[i]*len(m.Data))
+			putResidues(r, m.Data, widths[i])
+			b = append(b, r...)
+		}
+	}
+	return b
 }
 
 // TestSharedARoundTrip: WriteTo then ReadSharedA gives the same matrix
@@ -172,24 +237,38 @@ func testSharedARoundTrip(t *testing.T, c *SharedA) {
 }
 
 // FuzzReadSharedA: no input makes the decoder panic or allocate past the
-// input's length; whatever it accepts is centered and round-trips.
+// input's length; it refuses as corrupt, or an a-part seeded for BLAKE2b
+// as a mismatch; whatever it accepts is centered and round-trips.
 func FuzzReadSharedA(f *testing.F) {
 	for _, c := range []*SharedA{smallSharedA(), smallSeededSharedA(), smallSharedAModulo([]uint64{97, 1<<25 + 35})} {
 		var buf bytes.Buffer
 		_, _ = c.WriteTo(&buf)
 		f.Add(buf.Bytes())
+		f.Add(legacyForm(&testing.T{}, c))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := ReadSharedA(bytes.NewReader(b), int64(len(b)), nil)
 		if err != nil {
-			if !errors.Is(err, errs.ErrCorrupt) {
+			if !errors.Is(err, errs.ErrCorrupt) && !(errors.Is(err, errs.ErrMismatch) && strings.Contains(err.Error(), "BLAKE2b")) {
 				t.Fatalf("error of another kind: %v", err)
 			}
 			return
 		}
 		var out bytes.Buffer
-		if _, err := c.WriteTo(&out); err != nil || !bytes.Equal(out.Bytes(), b) {
-			t.Fatalf("accepted bytes do not round-trip (%v)", err)
+		if _, err := c.WriteTo(&out); err != nil {
+			t.Fatal(err)
+		}
+		if tagAt := headerSize(len(c.Moduli), len(c.Scale.Bytes()), 0) - 1; b[tagAt]&tagPrimeWidths != 0 && !bytes.Equal(out.Bytes(), b) {
+			t.Fatal("accepted bytes do not round-trip")
+		}
+		again, err := ReadSharedA(bytes.NewReader(out.Bytes()), int64(out.Len()), nil)
+		if err != nil {
+			t.Fatalf("re-encoded form refused: %v", err)
+		}
+		for i := range c.Moduli {
+			if !slices.Equal(again.A[i].Data, c.A[i].Data) || !slices.Equal(again.B[i].Data, c.B[i].Data) {
+				t.Fatalf("prime %d changed through re-encoding", i)
+			}
 		}
 	})
 }
