@@ -109,6 +109,7 @@ type Params struct {
 	// only, its key lives modulo Q*K so that the database can be encrypted
 	// against it).
 	DB, Query rlwe.Parameters
+	queryAtQ  rlwe.Parameters // the query ring over Q alone: where its secrets are used
 	sigma     float64
 	bound     float64
 }
@@ -195,6 +196,9 @@ func NewParams(lit Literal) (*Params, error) {
 		return nil, fmt.Errorf("%w: database ring: %v", ErrModulus, err)
 	}
 	if p.Query, err = rlwe.NewParametersFromLiteral(rlwe.ParametersLiteral{LogN: lit.LogNQ, Q: all, NTTFlag: true}); err != nil {
+		return nil, fmt.Errorf("%w: query ring: %v", ErrModulus, err)
+	}
+	if p.queryAtQ, err = rlwe.NewParametersFromLiteral(rlwe.ParametersLiteral{LogN: lit.LogNQ, Q: p.Q, NTTFlag: true}); err != nil {
 		return nil, fmt.Errorf("%w: query ring: %v", ErrModulus, err)
 	}
 	xe, ok := p.DB.Xe().(ring.DiscreteGaussian)
@@ -314,12 +318,17 @@ type SecurityCheck struct {
 }
 
 // Security lists the checks of every key this package uses: the database
-// secrets (ring N_db, modulus Q*K) and the query secrets (ring N_q; their
-// ciphertexts live modulo Q, but the check uses Q*K, the larger modulus of
-// their Lattigo parameters). The bound is params.MaxLogQPFor128 (HE
-// standard, uniform ternary secret, sigma 3.2).
+// secrets (ring N_db, modulus Q*K) and the query secrets (ring N_q,
+// modulus Q). A query secret's RLWE samples exist modulo Q only: the query
+// public key (GenQueryPublicKey) and the queries (EncryptQuery,
+// EncryptQueryPK) are made modulo Q; modulo Q*K it appears only inside the
+// database, as messages encrypted under the database secrets, which are
+// checked at Q*K. (Its Lattigo parameters span Q*K so that the database
+// can be encrypted against it; nothing is encrypted under it there.) The
+// bound is params.MaxLogQPFor128 (HE standard, uniform ternary secret,
+// sigma 3.2).
 func (p *Params) Security() []SecurityCheck {
-	return []SecurityCheck{CheckRLWE("database secret", p.DB), CheckRLWE("query secret", p.Query)}
+	return []SecurityCheck{CheckRLWE("database secret", p.DB), CheckRLWE("query secret", p.queryAtQ)}
 }
 
 // CheckRLWE checks the keys of Lattigo parameters par against the HE
