@@ -62,7 +62,7 @@ func benchmarkGroup(b *testing.B, lit Literal) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	lit.LogP, lit.LogScale, lit.LogSumScale = []int{61, 61}, 29, 20
+	lit.LogP, lit.LogScale, lit.GroupSize, lit.LogMessageRatio = []int{61, 61}, 29, k, toyMessageRatio
 	p, err := NewParams(cp, enc, lit)
 	if err != nil {
 		b.Fatal(err)

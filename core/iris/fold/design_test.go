@@ -54,7 +54,7 @@ func TestReadDesign(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lit.LogP, lit.LogScale, lit.LogSumScale = []int{61, 61}, 29, 20
+	lit.LogP, lit.LogScale, lit.GroupSize, lit.LogMessageRatio = []int{61, 61}, 29, d.K, toyMessageRatio
 	if _, err := NewParams(cp, enc, lit); err != nil {
 		t.Fatal(err)
 	}

@@ -80,11 +80,14 @@ type Literal struct {
 	Maybe    *Polynomial
 	MaybeTop float64
 	// LogP are the special primes of the keys, LogScale the scale the
-	// normalisation and f run at (about the size of Q's top primes),
-	// LogSumScale the scale of f's output and of the sums (small enough
-	// that k max|f| fits what is left of Q).
-	LogP                  []int
-	LogScale, LogSumScale int
+	// normalisation and f run at (about the size of Q's top primes).
+	LogP     []int
+	LogScale int
+	// GroupSize is the most columns a group adds (k) and LogMessageRatio
+	// the log2 of q0 / |m| that the refresh's bootstrap is built for (its
+	// Mod1 parameters): together they set each polynomial's sum scale
+	// (Params.SumScale).
+	GroupSize, LogMessageRatio int
 }
 
 // Params is a validated fold over CCMM parameters and a slot encoding.
@@ -96,9 +99,10 @@ type Params struct {
 	// SumLevel is the level Group's sums leave at: the fold's last, or the
 	// highest below it whose modulus the refresh can lift
 	// (scoreslots.MaxLiftBits).
-	SumLevel int
-	polys    []polynomial.Polynomial // f (and h) in the Chebyshev basis on [-1, 1], as the evaluator takes them
-	extrema  [][2]float64            // their smallest and largest values (Extrema)
+	SumLevel  int
+	sumScales []rlwe.Scale            // per polynomial (SumScale)
+	polys     []polynomial.Polynomial // f (and h) in the Chebyshev basis on [-1, 1], as the evaluator takes them
+	extrema   [][2]float64            // their smallest and largest values (Extrema)
 }
 
 // Polynomials are the fold polynomials: f, then h when the design has it.
@@ -142,8 +146,8 @@ func NewParams(cp *ccmm.Params, enc *slotdb.Encoder, lit Literal) (*Params, erro
 	if lit.Maybe != nil && (lit.Maybe.Lo != lit.Poly.Lo || lit.Maybe.Hi != lit.Poly.Hi) {
 		return nil, fmt.Errorf("%w: h on [%v, %v], f on [%v, %v]: they share one variable", errs.ErrInvalid, lit.Maybe.Lo, lit.Maybe.Hi, lit.Poly.Lo, lit.Poly.Hi)
 	}
-	if lit.LogSumScale < 1 || lit.LogSumScale > lit.LogScale {
-		return nil, fmt.Errorf("%w: sum scale 2^%d for a working scale 2^%d", errs.ErrInvalid, lit.LogSumScale, lit.LogScale)
+	if lit.GroupSize < 1 || lit.LogMessageRatio < 1 {
+		return nil, fmt.Errorf("%w: groups of %d columns, a bootstrap message ratio of 2^%d", errs.ErrInvalid, lit.GroupSize, lit.LogMessageRatio)
 	}
 	params, err := enc.CKKSParameters(cp, lit.LogP, lit.LogScale)
 	if err != nil {
@@ -166,10 +170,56 @@ func NewParams(cp *ccmm.Params, enc *slotdb.Encoder, lit Literal) (*Params, erro
 	}
 	sumLevel = min(sumLevel, params.MaxLevel()-levels)
 	p := &Params{CCMM: cp, Slots: enc, CKKS: params, Lit: lit, SumLevel: sumLevel, extrema: extrema}
-	for _, poly := range lit.Polynomials() {
+	for i, poly := range lit.Polynomials() {
 		p.polys = append(p.polys, polynomial.NewPolynomial(bignum.NewPolynomial(bignum.Chebyshev, poly.Chebyshev, [2]float64{-1, 1})))
+		scale, err := p.sumScale(tops[i])
+		if err != nil {
+			return nil, err
+		}
+		p.sumScales = append(p.sumScales, scale)
 	}
 	return p, nil
+}
+
+// sumScale is the scale of the sums of a polynomial bounded by top:
+// Q_s / (bound 2^LogMessageRatio R), Q_s the moduli under SumLevel, bound
+// = sumBound(GroupSize, top) (the refresh divides the sums by it), and R
+// the smallest power of two that keeps the scale at most the working
+// scale 2^LogScale. The refresh lifts the sums to the bootstrap's q0
+// (scale times q0 / Q_s) and labels them S / bound, so the bootstrap's
+// ScaleDown finds q0 / scale = 2^LogMessageRatio R: it multiplies by the
+// integer R exactly. (At a power-of-two sum scale it multiplied by the
+// nearest integer to a ratio like 1.23, and every sum of f came back as
+// noise at ring 2^14, although the sums were inside the message ratio:
+// docs/IRIS.md, "The sums' scale".)
+func (p *Params) sumScale(top float64) (rlwe.Scale, error) {
+	qs := new(big.Float).SetPrec(256).SetInt64(1)
+	for _, q := range p.CKKS.Q()[:p.SumLevel+1] {
+		qs.Mul(qs, new(big.Float).SetUint64(q))
+	}
+	den := new(big.Float).SetPrec(256).SetFloat64(math.Ldexp(sumBound(p.Lit.GroupSize, top), p.Lit.LogMessageRatio))
+	scale := new(big.Float).SetPrec(256).Quo(qs, den)
+	working := new(big.Float).SetPrec(256).SetMantExp(big.NewFloat(1), p.Lit.LogScale)
+	for scale.Cmp(working) > 0 {
+		scale.Quo(scale, big.NewFloat(2))
+	}
+	if s, _ := scale.Float64(); s < 1 {
+		return rlwe.Scale{}, fmt.Errorf("%w: sums of %d values up to %v at scale %.3g: Q's first primes (2^%.1f) leave the refresh no room at a message ratio of 2^%d",
+			errs.ErrInvalid, p.Lit.GroupSize, top, s, bitLen(qs), p.Lit.LogMessageRatio)
+	}
+	return rlwe.NewScale(scale), nil
+}
+
+// SumScale is the scale Group's sums of fold polynomial poly leave at
+// (its index in Literal.Polynomials).
+func (p *Params) SumScale(poly int) rlwe.Scale { return p.sumScales[poly] }
+
+// bitLen is log2 of a positive x.
+func bitLen(x *big.Float) float64 {
+	mant := new(big.Float)
+	exp := x.MantExp(mant)
+	m, _ := mant.Float64()
+	return float64(exp) + math.Log2(m)
 }
 
 // measure checks a fold polynomial's domain and returns its smallest and
@@ -269,7 +319,7 @@ func (p *Params) NewEvaluator(keys rlwe.EvaluationKeySet) *Evaluator {
 // slot-encoded database (its rows: database codes; overlap(row, col):
 // the public |m_1 and m_2| of each pair): for each fold polynomial
 // (Literal.Polynomials) it returns a ciphertext whose slot m holds
-// S(code m) + i S(code m + N_db/2) at scale 2^LogSumScale, S(code) = sum
+// S(code m) + i S(code m + N_db/2) at scale SumScale(poly), S(code) = sum
 // over cols of the polynomial at x, all at level SumLevel. The columns run in parallel.
 func (ev *Evaluator) Group(res *ccmm.SharedA, t int, cols []int, overlap func(row, col int) int) ([]*rlwe.Ciphertext, error) {
 	if len(cols) == 0 {
@@ -332,7 +382,7 @@ func Split(eval *ckks.Evaluator, z *rlwe.Ciphertext) (re, im *rlwe.Ciphertext, e
 }
 
 // column returns each fold polynomial at x of one column's two halves
-// (codes m and m + N/2 in slot m), at scale 2^LogSumScale; the
+// (codes m and m + N/2 in slot m), at its SumScale; the
 // polynomials share one power basis of x.
 func (ev *Evaluator) column(res *ccmm.SharedA, t, j int, overlap func(row, col int) int) ([][2]*rlwe.Ciphertext, error) {
 	p := ev.p
@@ -359,7 +409,6 @@ func (ev *Evaluator) column(res *ccmm.SharedA, t, j int, overlap func(row, col i
 	ptScale.Quo(ptScale, &z.Scale.Value)
 	enc := ckks.NewEncoder(p.CKKS)
 	pe := polynomial.NewEvaluator(p.CKKS, eval)
-	sumScale := rlwe.NewScale(math.Ldexp(1, p.Lit.LogSumScale))
 	for u, h := range []*rlwe.Ciphertext{re, im} {
 		w := make([]float64, half)
 		for m := range w {
@@ -386,7 +435,7 @@ func (ev *Evaluator) column(res *ccmm.SharedA, t, j int, overlap func(row, col i
 		}
 		basis := he.NewPowerBasis(h, bignum.Chebyshev)
 		for i, poly := range p.polys {
-			if out[i][u], err = pe.EvaluateFromPowerBasis(basis, poly, sumScale); err != nil {
+			if out[i][u], err = pe.EvaluateFromPowerBasis(basis, poly, p.sumScales[i]); err != nil {
 				return nil, fmt.Errorf("fold polynomial %d: %w", i, err)
 			}
 		}

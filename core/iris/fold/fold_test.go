@@ -81,11 +81,16 @@ type fixture struct {
 
 const groupSize = 4
 
-func newFixture(t *testing.T) *fixture { return newFixtureWith(t, toyCCMM, 30, 22) }
+func newFixture(t *testing.T) *fixture { return newFixtureWith(t, toyCCMM, 30) }
+
+// toyMessageRatio is the log2 message ratio of the toy bootstrapping
+// (Lattigo's default, as toySlots keeps it), for which the fixtures' sums
+// are scaled (fold.Literal.LogMessageRatio).
+const toyMessageRatio = 8
 
 // newFixtureWith is newFixture over the CCMM set cl, f and h at working
-// scale 2^logScale, the sums at 2^logSumScale.
-func newFixtureWith(t *testing.T, cl ccmm.Literal, logScale, logSumScale int) *fixture {
+// scale 2^logScale.
+func newFixtureWith(t *testing.T, cl ccmm.Literal, logScale int) *fixture {
 	t.Helper()
 	enc, err := slotdb.NewEncoder(cl.LogNDB, 14)
 	if err != nil {
@@ -113,7 +118,7 @@ func newFixtureWith(t *testing.T, cl ccmm.Literal, logScale, logSumScale int) *f
 		t.Fatal(err)
 	}
 	lit2 := twoDesign
-	lit2.LogP, lit2.LogScale, lit2.LogSumScale = []int{61, 61}, logScale, logSumScale
+	lit2.LogP, lit2.LogScale, lit2.GroupSize, lit2.LogMessageRatio = []int{61, 61}, logScale, groupSize, toyMessageRatio
 	p, err := NewParams(cp, enc, lit2)
 	if err != nil {
 		t.Fatal(err)
@@ -172,7 +177,7 @@ var budgetCCMM = ccmm.Literal{LogNDB: 10, LogNQ: 9, Inner: 1024, LogScale: 24, A
 // check.
 func TestGroupEqualsModel(t *testing.T) {
 	t.Run("toy", func(t *testing.T) { testGroupEqualsModel(t, newFixture(t)) })
-	t.Run("budget primes", func(t *testing.T) { testGroupEqualsModel(t, newFixtureWith(t, budgetCCMM, 29, 20)) })
+	t.Run("budget primes", func(t *testing.T) { testGroupEqualsModel(t, newFixtureWith(t, budgetCCMM, 29)) })
 }
 
 func testGroupEqualsModel(t *testing.T, f *fixture) {
@@ -227,7 +232,7 @@ func TestIrisBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	lit := twoDesign
-	lit.LogP, lit.LogScale, lit.LogSumScale = []int{61, 61}, 29, 20
+	lit.LogP, lit.LogScale, lit.GroupSize, lit.LogMessageRatio = []int{61, 61}, 29, 16, toyMessageRatio
 	p, err := NewParams(cp, enc, lit)
 	if err != nil {
 		t.Fatal(err)

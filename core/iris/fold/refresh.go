@@ -5,7 +5,6 @@ import (
 	"math"
 	"math/bits"
 	"math/cmplx"
-	"slices"
 
 	"encmatch/core/base/errs"
 	"encmatch/core/base/parallel"
@@ -66,6 +65,18 @@ func UnmixGaloisElements(s *scoreslots.Params) []uint64 {
 	return bp.GaloisElements(rots)
 }
 
+// CheckRefresh checks that the sums were scaled for the bootstrapping of
+// s and for sums of up to k columns (Literal.GroupSize and
+// LogMessageRatio; Params.SumScale): then the bootstrap's ScaleDown
+// multiplies them by an integer exactly.
+func (p *Params) CheckRefresh(s *scoreslots.Params, k int) error {
+	if have := s.Bootstrap.Mod1ParametersLiteral.LogMessageRatio; have != p.Lit.LogMessageRatio || k != p.Lit.GroupSize {
+		return fmt.Errorf("%w: sums scaled for groups of %d at a bootstrap message ratio of 2^%d, refreshed for groups of %d at 2^%d",
+			errs.ErrMismatch, p.Lit.GroupSize, p.Lit.LogMessageRatio, k, have)
+	}
+	return nil
+}
+
 // NewRefresher makes the refresher of sums of up to k columns each, with
 // the bootstrapping evaluators of s's blocks (scoreslots.Params.
 // NewEvaluators, with the keys of UnmixGaloisElements). Its outputs of
@@ -79,12 +90,8 @@ func (p *Params) NewRefresher(s *scoreslots.Params, evals []*bootstrapping.Evalu
 	if len(evals) == 0 || k < 1 {
 		return nil, fmt.Errorf("%w: %d evaluators, sums of %d columns", errs.ErrInvalid, len(evals), k)
 	}
-	// The sums reach the bootstrap at scale 2^LogSumScale q0 / Q_s (Q_s:
-	// the primes left under them) and travel as S / bound: Lattigo's
-	// modular reduction needs q0 / scale >= 2^LogMessageRatio / 2.
-	logQs := 0.0
-	for _, q := range p.CKKS.Q()[:p.SumLevel+1] {
-		logQs += math.Log2(float64(q))
+	if err := p.CheckRefresh(s, k); err != nil {
+		return nil, err
 	}
 	var bounds []float64
 	for _, top := range p.Lit.Tops() {
@@ -97,11 +104,6 @@ func (p *Params) NewRefresher(s *scoreslots.Params, evals []*bootstrapping.Evalu
 		if !(w > 0) || math.IsInf(w, 0) {
 			return nil, fmt.Errorf("%w: sums of polynomial %d divided by %v", errs.ErrInvalid, i, w)
 		}
-	}
-	bound := slices.Max(bounds)
-	if ratio, need := logQs-float64(p.Lit.LogSumScale)-math.Log2(bound), float64(s.Bootstrap.Mod1ParametersLiteral.LogMessageRatio)-1; ratio < need {
-		return nil, fmt.Errorf("%w: sums of %d columns at scale 2^%d under 2^%.1f leave the bootstrap a message ratio of 2^%.1f, it needs 2^%.0f: lower LogSumScale",
-			errs.ErrInvalid, k, p.Lit.LogSumScale, logQs, ratio, need)
 	}
 	bp := s.Bootstrap.BootstrappingParameters
 	n1, n2 := s.Residual.N(), bp.N()

@@ -35,9 +35,10 @@ func logStats(t *testing.T, st *Stats) {
 		st.Groups, st.Refreshes, st.Classified, st.ReductionBootstraps, st.OnePerBootstrap, st.Bands, st.Wall, st.Fold, st.Refresh, st.Classify, st.Reduce)
 }
 
-// withScales sets a fold literal's special primes and scales for toyCCMM.
-func withScales(lit fold.Literal) fold.Literal {
-	lit.LogP, lit.LogScale, lit.LogSumScale = []int{61, 61}, 30, 22
+// withScales sets a fold literal's special primes and scale for toyCCMM,
+// its sums for groups of k and toySlots' message ratio (Lattigo's default).
+func withScales(lit fold.Literal, k int) fold.Literal {
+	lit.LogP, lit.LogScale, lit.GroupSize, lit.LogMessageRatio = []int{61, 61}, 30, k, 8
 	return lit
 }
 
@@ -46,7 +47,7 @@ func withScales(lit fold.Literal) fold.Literal {
 func toyParams(t *testing.T, cp *ccmm.Params, enc *slotdb.Encoder, maybe bool) (*fold.Params, *scoreslots.Params) {
 	t.Helper()
 	d := ccmmtest.TwoPolynomialDesign
-	lit := withScales(fold.Literal{Delta: d.Delta, Top: d.Top, Poly: fold.Polynomial{Lo: d.Lo, Hi: d.Hi, Chebyshev: d.F}})
+	lit := withScales(fold.Literal{Delta: d.Delta, Top: d.Top, Poly: fold.Polynomial{Lo: d.Lo, Hi: d.Hi, Chebyshev: d.F}}, 2)
 	if maybe {
 		lit.Maybe, lit.MaybeTop = &fold.Polynomial{Lo: d.Lo, Hi: d.Hi, Chebyshev: d.H}, d.MaybeTop
 	}
@@ -164,7 +165,7 @@ func TestMatchEqualsModel(t *testing.T) {
 	// The pair pass on eyes 1 (flagged) and 2: groups of one rotation,
 	// f(x) = x, one classifier at x >= 0, with the same keys.
 	delta := ccmmtest.TwoPolynomialDesign.Delta
-	pfp, err := fold.NewParams(cp, enc, withScales(PairFold(delta)))
+	pfp, err := fold.NewParams(cp, enc, withScales(PairFold(delta), 1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,8 +251,8 @@ func TestCheckDesigns(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		flit := withScales(d.Literal())
-		flit.LogScale, flit.LogSumScale = 29, 20
+		flit := withScales(d.Literal(), d.K)
+		flit.LogScale = 29
 		fp, err := fold.NewParams(cp, enc, flit)
 		if err != nil {
 			t.Fatal(err)

@@ -48,9 +48,10 @@ type FoldLiteral struct {
 	// (package slotdb).
 	LogSlotScale int
 	// LogP are the fold keys' special primes; LogScale the scale the
-	// normalisation and the polynomials run at; LogSumScale the sums'.
-	LogP                  []int
-	LogScale, LogSumScale int
+	// normalisation and the polynomials run at (the sums' scales follow
+	// from Q's first primes and the bootstrapping: fold.Params.SumScale).
+	LogP     []int
+	LogScale int
 	// EvalError bounds what the fold, the refresh and the unmixing add to
 	// a sum (the design's tolerance must hold it with the comparator's
 	// band); PairEvalError bounds it for the pair pass's x = score -
@@ -90,7 +91,7 @@ var ToyFold = Preset{
 	CCMM: ccmm.Literal{LogNDB: 10, LogNQ: 9, Inner: 1 << 14, LogScale: 28, Approximate: true, MaxAbsDB: 1 << 13,
 		LogQ: []int{20, 20, 30, 30, 30, 30, 30, 30, 30}, LogK: []int{20, 20, 30, 30, 30, 30, 30, 30, 30}},
 	Slots: Toy.Slots,
-	Fold: &FoldLiteral{LogSlotScale: 14, LogP: []int{61, 61}, LogScale: 30, LogSumScale: 22,
+	Fold: &FoldLiteral{LogSlotScale: 14, LogP: []int{61, 61}, LogScale: 30,
 		EvalError: 0.05, PairEvalError: 0.01, PairTolerance: 0.05},
 }
 
@@ -100,15 +101,19 @@ var ToyFold = Preset{
 // bits <= 438, Delta = 2^24, the slot encoding at c = 2^17 with entries up
 // to 2^14 (the noise bound's, 0.366 score units; a generated gallery of
 // 2^14 codes reached 8,229; enrollment refuses one whose encoding reaches
-// past it), fold keys at Q P = 351.5 bits; the bootstrapping of the
-// default preset (ring 2^16, 4 sums per bootstrap, kappa 12 after the
-// unmixing).
+// past it), fold keys at Q P = 351.5 bits; the normalisation and the fold
+// polynomials at scale 2^29, each polynomial's sums at the largest scale
+// the refresh takes exactly (fold.Params.SumScale: 2^22.3 for f, 2^26.3
+// for h, 2^29.3 for the pair pass's x, where a common 2^20 left the sums
+// of h off by up to 0.2 and x by 0.024 at ring 2^14:
+// TestFoldPresetPrecision); the bootstrapping of the default preset (ring
+// 2^16, 4 sums per bootstrap, kappa 12 after the unmixing).
 var Fold = Preset{
 	Name: "fold", Kappa: 12,
 	CCMM: ccmm.Literal{LogNDB: 14, LogNQ: 14, Inner: 1 << 14, LogScale: 24, Approximate: true, MaxAbsDB: 1 << 14,
 		LogQ: []int{20, 20, 29, 29, 29, 29, 29, 22, 22}, LogK: []int{30, 30, 30, 30, 30, 29, 29}},
 	Slots: scoreslots.IrisSecure,
-	Fold: &FoldLiteral{LogSlotScale: 17, LogP: []int{61, 61}, LogScale: 29, LogSumScale: 20,
+	Fold: &FoldLiteral{LogSlotScale: 17, LogP: []int{61, 61}, LogScale: 29,
 		EvalError: 0.05, PairEvalError: 0.01, PairTolerance: 0.05},
 }
 
@@ -168,14 +173,16 @@ func Build(name string, kappa int) (*Params, error) {
 // Folds says whether the preset runs the second algorithm.
 func (p *Params) Folds() bool { return p.Encoder != nil }
 
-// foldParams completes a fold literal with the preset's scales and builds
-// it.
-func (p *Params) foldParams(lit fold.Literal) (*fold.Params, error) {
+// foldParams completes a fold literal for groups of up to k columns with
+// the preset's primes and scale and the bootstrapping's message ratio, and
+// builds it.
+func (p *Params) foldParams(lit fold.Literal, k int) (*fold.Params, error) {
 	if !p.Folds() {
 		return nil, fmt.Errorf("%w: preset %s does not fold", errs.ErrInvalid, p.Preset.Name)
 	}
 	f := p.Preset.Fold
-	lit.LogP, lit.LogScale, lit.LogSumScale = f.LogP, f.LogScale, f.LogSumScale
+	lit.LogP, lit.LogScale = f.LogP, f.LogScale
+	lit.GroupSize, lit.LogMessageRatio = k, p.Slots.Bootstrap.Mod1ParametersLiteral.LogMessageRatio
 	return fold.NewParams(p.CCMM, p.Encoder, lit)
 }
 
@@ -183,7 +190,7 @@ func (p *Params) foldParams(lit fold.Literal) (*fold.Params, error) {
 // rotations per eye, and checks that the comparator at this depth, with
 // the preset's EvalError, fits the design's tolerances.
 func (p *Params) DesignFold(d *fold.Design, rotations int) (*fold.Params, foldmatch.Literal, error) {
-	fp, err := p.foldParams(d.Literal())
+	fp, err := p.foldParams(d.Literal(), d.K)
 	if err != nil {
 		return nil, foldmatch.Literal{}, err
 	}
@@ -198,7 +205,7 @@ func (p *Params) DesignFold(d *fold.Design, rotations int) (*fold.Params, foldma
 // classified alone, foldmatch.PairFold) for queries of the given
 // rotations per eye.
 func (p *Params) PairFold(delta float64, rotations int) (*fold.Params, foldmatch.Literal, error) {
-	fp, err := p.foldParams(foldmatch.PairFold(delta))
+	fp, err := p.foldParams(foldmatch.PairFold(delta), 1)
 	if err != nil {
 		return nil, foldmatch.Literal{}, err
 	}
