@@ -20,6 +20,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"hash"
 	"io"
 	"os"
 	"path/filepath"
@@ -378,6 +379,57 @@ func OpenPayload(path string, want Header) (*PayloadStream, error) {
 	}
 	return &PayloadStream{Reader: bufio.NewReaderSize(io.LimitReader(f, n), 4<<20), Len: n, file: f, off: off}, nil
 }
+
+// VerifyingPayload is the payload of a framed file read in one pass that
+// also hashes what it reads: Verify, once the reader is done, checks the
+// frame's checksum. For payloads too large to read twice (a server's
+// encrypted database): the reader must validate what it decodes as it
+// goes (untrusted bytes) and must not act on the result, nor write it
+// anywhere, before Verify returns nil.
+type VerifyingPayload struct {
+	io.Reader
+	Len    int64 // payload bytes
+	file   *os.File
+	off    int64     // the payload's offset in the file
+	hasher hash.Hash // the frame's bytes read so far
+	rest   io.Reader // the payload's unread bytes, through the hasher
+}
+
+// OpenVerifyingPayload checks a framed file's header and size and returns
+// a hashing reader of its payload.
+func OpenVerifyingPayload(path string, want Header) (*VerifyingPayload, error) {
+	f, off, n, err := openFramed(path, want)
+	if err != nil {
+		return nil, err
+	}
+	hasher := sha256.New()
+	if _, err := io.Copy(hasher, io.NewSectionReader(f, 0, off)); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w: %v", path, ErrCorrupt, err)
+	}
+	rest := io.TeeReader(io.NewSectionReader(f, off, n), hasher)
+	return &VerifyingPayload{Reader: bufio.NewReaderSize(rest, 4<<20), Len: n, file: f, off: off, hasher: hasher, rest: rest}, nil
+}
+
+// Verify hashes what the reader left of the payload and compares the
+// frame's checksum: ErrCorrupt if the file is not what was written. It
+// does not close the file.
+func (v *VerifyingPayload) Verify() error {
+	if _, err := io.Copy(io.Discard, v.rest); err != nil {
+		return fmt.Errorf("%s: %w: %v", v.file.Name(), ErrCorrupt, err)
+	}
+	var sum [sha256.Size]byte
+	if _, err := v.file.ReadAt(sum[:], v.off+v.Len); err != nil {
+		return fmt.Errorf("%s: %w: reading the checksum: %v", v.file.Name(), ErrCorrupt, err)
+	}
+	if !bytes.Equal(sum[:], v.hasher.Sum(nil)) {
+		return fmt.Errorf("%s: %w: checksum mismatch", v.file.Name(), ErrCorrupt)
+	}
+	return nil
+}
+
+// Close closes the file.
+func (v *VerifyingPayload) Close() error { return v.file.Close() }
 
 // CheckFileSized checks a framed file's header and size as ReadFileSized
 // does, without reading its payload (the checksum is checked when it is

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encmatch/core/base/errs"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -263,5 +264,65 @@ func TestStoredChecksum(t *testing.T) {
 	}
 	if len(sums) != 2 {
 		t.Fatal("two payloads gave one checksum")
+	}
+}
+
+// TestVerifyingPayload: a payload read whole, in part or not at all
+// verifies; one whose payload or checksum changed after writing is
+// ErrCorrupt at Verify (its bytes still read); a foreign kind and a
+// truncated file are refused when the file opens.
+func TestVerifyingPayload(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "m")
+	h := Header{Kind: "matrix", Fingerprint: "f", KeyID: "k"}
+	payload := make([]byte, 5<<20+3) // past the reader's 4 MiB buffer
+	for i := range payload {
+		payload[i] = byte(i * 13)
+	}
+	if err := WriteFile(path, h, payload, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	frame := mustRead(t, path)
+	check := func(what string, data []byte, readBytes int, want error) {
+		t.Helper()
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		v, err := OpenVerifyingPayload(path, h)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		defer v.Close()
+		got := make([]byte, readBytes)
+		if _, err := io.ReadFull(v, got); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if want == nil && !bytes.Equal(got, payload[:readBytes]) {
+			t.Fatalf("%s: the payload read differs", what)
+		}
+		if err := v.Verify(); !errors.Is(err, want) || (want == nil) != (err == nil) {
+			t.Fatalf("%s: Verify %v, want %v", what, err, want)
+		}
+	}
+	for _, n := range []int{len(payload), 1 << 20, 0} {
+		check(fmt.Sprintf("intact, %d bytes read", n), frame, n, nil)
+	}
+	off := len(frame) - 32 - len(payload)
+	for what, at := range map[string]int{"payload": off + len(payload)/2, "checksum": len(frame) - 1} {
+		bad := bytes.Clone(frame)
+		bad[at] ^= 1
+		check("a changed "+what, bad, len(payload), ErrCorrupt)
+	}
+	if err := os.WriteFile(path, frame, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenVerifyingPayload(path, Header{Kind: "other"}); !errors.Is(err, ErrMismatch) {
+		t.Fatalf("another kind: %v", err)
+	}
+	if err := os.WriteFile(path, frame[:len(frame)-1], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenVerifyingPayload(path, h); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("a truncated file: %v", err)
 	}
 }

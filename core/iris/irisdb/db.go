@@ -313,39 +313,40 @@ type DB struct {
 }
 
 // OpenMatrices opens the database's two matrix files for a streamed
-// product by the server s: their checksums are verified in a first
-// streaming pass (which reads every byte; a product then reads them again,
-// a block at a time, checking every residue as it arrives), and the
-// frames' headers and sizes and the matrices' headers are checked.
-// closeAll closes them.
-func OpenMatrices(s *iriskeys.Server, db *DB) (src ccmm.DBBlocks, closeAll func(), err error) {
-	for _, part := range matrixFiles(s.Params, db.Meta.Blocks) {
-		err := envelope.ReadFileStream(filepath.Join(db.Dir, part.name), s.Header(part.kind), func(r io.Reader, n int64) error {
-			_, err := ccmm.NewSharedAReader(r, n, part.head)
-			return err
-		})
-		if err != nil {
-			return nil, nil, err
-		}
-	}
+// product by the server s, in one pass: the frames' headers and sizes and
+// the matrices' headers are checked now, every residue as a product reads
+// it, and the frames' checksums by verify, which hashes what the product
+// left unread and must return nil before the product is used (a 2^14-code
+// folding database is 32 GB, more than a server's page cache: a first
+// pass for the checksums read it from disk twice). closeAll closes the
+// files.
+func OpenMatrices(s *iriskeys.Server, db *DB) (src ccmm.DBBlocks, verify func() error, closeAll func(), err error) {
 	var rs []*ccmm.SharedAReader
-	var files []*envelope.PayloadStream
+	var files []*envelope.VerifyingPayload
 	closeAll = func() {
 		for _, f := range files {
 			f.Close()
 		}
 	}
+	verify = func() error {
+		for _, f := range files {
+			if err := f.Verify(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	for _, part := range matrixFiles(s.Params, db.Meta.Blocks) {
-		f, err := envelope.OpenPayload(filepath.Join(db.Dir, part.name), s.Header(part.kind))
+		f, err := envelope.OpenVerifyingPayload(filepath.Join(db.Dir, part.name), s.Header(part.kind))
 		if err != nil {
 			closeAll()
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		files = append(files, f)
 		r, err := ccmm.NewSharedAReader(f, f.Len, part.head)
 		if err != nil {
 			closeAll()
-			return nil, nil, fmt.Errorf("%s: %w", part.name, err)
+			return nil, nil, nil, fmt.Errorf("%s: %w", part.name, err)
 		}
 		rs = append(rs, r)
 	}
@@ -355,9 +356,9 @@ func OpenMatrices(s *iriskeys.Server, db *DB) (src ccmm.DBBlocks, closeAll func(
 	}
 	if err != nil {
 		closeAll()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return src, closeAll, nil
+	return src, verify, closeAll, nil
 }
 
 // Load loads the encrypted database in dir for the server s.
@@ -381,7 +382,7 @@ func Load(s *iriskeys.Server, dir string) (*DB, error) {
 	db := &DB{Meta: meta, Dir: dir}
 	// The encrypted matrices: frames' and matrices' headers checked now,
 	// their contents named by their frames' checksums; OpenMatrices
-	// verifies the checksums before a product reads them.
+	// verifies the checksums as a product reads them.
 	digest := sha256.New()
 	for _, part := range matrixFiles(p, meta.Blocks) {
 		f, err := envelope.OpenPayload(filepath.Join(dir, part.name), s.Header(part.kind))

@@ -209,9 +209,10 @@ func TestFilesEndToEnd(t *testing.T) {
 			t.Fatalf("%s encapsulation keys: %v", c.name, err)
 		}
 	}
-	// A flipped byte in the database is refused by the checksum, before
-	// the product reads it (Load checks only the headers; a truncated
-	// file is refused there).
+	// A flipped byte in the database is refused by the checksum, checked
+	// as the product reads the file and before the product is used: no
+	// result is written (Load checks only the headers; a truncated file
+	// is refused there).
 	b, err := os.ReadFile(filepath.Join(dbDir, "encs.bin"))
 	if err != nil {
 		t.Fatal(err)
@@ -226,6 +227,9 @@ func TestFilesEndToEnd(t *testing.T) {
 	}
 	if _, err := Match(server, flipped, query, filepath.Join(dir, "flipped.bin"), Pass{}); !errors.Is(err, errs.ErrCorrupt) {
 		t.Fatalf("a product of a corrupted database: %v, want ErrCorrupt", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "flipped.bin")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a result of a corrupted database was written: %v", err)
 	}
 	if err := os.WriteFile(filepath.Join(dbDir, "encs.bin"), b[:len(b)-1], 0o644); err != nil {
 		t.Fatal(err)
