@@ -127,17 +127,13 @@ type presetColumns struct {
 	decryptors map[*fold.Params]*rlwe.Decryptor
 }
 
+// newPresetColumns builds the fold preset's design and pair folds, a
+// database secret and one block's encrypted columns of groupScores.
 func newPresetColumns(t *testing.T) *presetColumns {
 	t.Helper()
-	data, err := os.ReadFile("../fold/testdata/design-kappa12.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := fold.ReadDesign(data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := kappa12Design(t)
 	c := &presetColumns{p: build(t, "fold", 0), decryptors: map[*fold.Params]*rlwe.Decryptor{}}
+	var err error
 	if c.fp, c.lit, err = c.p.DesignFold(d, 31); err != nil {
 		t.Fatal(err)
 	}

@@ -59,14 +59,7 @@ func TestPresetSecurity(t *testing.T) {
 // kappa-12 design fits it and the kappa-11 comparator refuses that
 // design; toy-fold takes the same design and fails the checks.
 func TestFoldPresets(t *testing.T) {
-	data, err := os.ReadFile("../fold/testdata/design-kappa12.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := fold.ReadDesign(data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := kappa12Design(t)
 	p := build(t, "fold", 0)
 	fp, lit, err := p.DesignFold(d, 31)
 	if err != nil {
@@ -102,6 +95,21 @@ func TestFoldPresets(t *testing.T) {
 	if _, _, err := def.DesignFold(d, 31); def.Folds() || err == nil {
 		t.Fatalf("the default preset folds (%v) or built a fold: %v", def.Folds(), err)
 	}
+}
+
+// kappa12Design is the kappa-12 two-polynomial design of docs/IRIS.md
+// (package fold's test data).
+func kappa12Design(t *testing.T) *fold.Design {
+	t.Helper()
+	data, err := os.ReadFile("../fold/testdata/design-kappa12.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := fold.ReadDesign(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
 
 // build is Build for a test: a preset that must build.
