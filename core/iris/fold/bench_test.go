@@ -15,8 +15,8 @@ import (
 
 // irisBudget is the candidate modulus budget of docs/IRIS.md ("The
 // modulus budget") at the iris size for a fold whose polynomials take
-// depth levels: database and query rings 2^14 (the query secret is
-// checked at Q K too, over ring 2^13's 218 bits), 16,384 positions; Q two
+// depth levels: database and query rings 2^14 (Q is over the 218 bits
+// ring 2^13 allows the query secret), 16,384 positions; Q two
 // 20-bit primes for the sums, depth levels of 29 bits for f (and h), two
 // of 22 bits at the top for the normalisation; K five primes of 30 bits
 // and two of 29; Delta = 2^24; read as CKKS values (Approximate), database
