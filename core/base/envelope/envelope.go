@@ -387,10 +387,7 @@ func OpenPayload(path string, want Header) (*PayloadStream, error) {
 // goes (untrusted bytes) and must not act on the result, nor write it
 // anywhere, before Verify returns nil.
 type VerifyingPayload struct {
-	io.Reader
-	Len    int64 // payload bytes
-	file   *os.File
-	off    int64     // the payload's offset in the file
+	PayloadStream
 	hasher hash.Hash // the frame's bytes read so far
 	rest   io.Reader // the payload's unread bytes, through the hasher
 }
@@ -408,7 +405,8 @@ func OpenVerifyingPayload(path string, want Header) (*VerifyingPayload, error) {
 		return nil, fmt.Errorf("%s: %w: %v", path, ErrCorrupt, err)
 	}
 	rest := io.TeeReader(io.NewSectionReader(f, off, n), hasher)
-	return &VerifyingPayload{Reader: bufio.NewReaderSize(rest, 4<<20), Len: n, file: f, off: off, hasher: hasher, rest: rest}, nil
+	return &VerifyingPayload{PayloadStream: PayloadStream{Reader: bufio.NewReaderSize(rest, 4<<20), Len: n, file: f, off: off},
+		hasher: hasher, rest: rest}, nil
 }
 
 // Verify hashes what the reader left of the payload and compares the
@@ -418,18 +416,15 @@ func (v *VerifyingPayload) Verify() error {
 	if _, err := io.Copy(io.Discard, v.rest); err != nil {
 		return fmt.Errorf("%s: %w: %v", v.file.Name(), ErrCorrupt, err)
 	}
-	var sum [sha256.Size]byte
-	if _, err := v.file.ReadAt(sum[:], v.off+v.Len); err != nil {
-		return fmt.Errorf("%s: %w: reading the checksum: %v", v.file.Name(), ErrCorrupt, err)
+	sum, err := v.StoredChecksum()
+	if err != nil {
+		return fmt.Errorf("%s: %w", v.file.Name(), err)
 	}
 	if !bytes.Equal(sum[:], v.hasher.Sum(nil)) {
 		return fmt.Errorf("%s: %w: checksum mismatch", v.file.Name(), ErrCorrupt)
 	}
 	return nil
 }
-
-// Close closes the file.
-func (v *VerifyingPayload) Close() error { return v.file.Close() }
 
 // CheckFileSized checks a framed file's header and size as ReadFileSized
 // does, without reading its payload (the checksum is checked when it is
