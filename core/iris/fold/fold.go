@@ -205,7 +205,7 @@ func (p *Params) sumScale(top float64) (rlwe.Scale, error) {
 	}
 	if s, _ := scale.Float64(); s < 1 {
 		return rlwe.Scale{}, fmt.Errorf("%w: sums of %d values up to %v at scale %.3g: Q's first primes (2^%.1f) leave the refresh no room at a message ratio of 2^%d",
-			errs.ErrInvalid, p.Lit.GroupSize, top, s, bitLen(qs), p.Lit.LogMessageRatio)
+			errs.ErrInvalid, p.Lit.GroupSize, top, s, rlwe.NewScale(qs).Log2(), p.Lit.LogMessageRatio)
 	}
 	return rlwe.NewScale(scale), nil
 }
@@ -213,14 +213,6 @@ func (p *Params) sumScale(top float64) (rlwe.Scale, error) {
 // SumScale is the scale Group's sums of fold polynomial poly leave at
 // (its index in Literal.Polynomials).
 func (p *Params) SumScale(poly int) rlwe.Scale { return p.sumScales[poly] }
-
-// bitLen is log2 of a positive x.
-func bitLen(x *big.Float) float64 {
-	mant := new(big.Float)
-	exp := x.MantExp(mant)
-	m, _ := mant.Float64()
-	return float64(exp) + math.Log2(m)
-}
 
 // measure checks a fold polynomial's domain and returns its smallest and
 // largest value on a grid of 2^16 + 1 points, checked against the

@@ -104,7 +104,7 @@ var ToyFold = Preset{
 // past it), fold keys at Q P = 351.5 bits; the normalisation and the fold
 // polynomials at scale 2^29, each polynomial's sums at the largest scale
 // the refresh takes exactly (fold.Params.SumScale: 2^22.3 for f, 2^26.3
-// for h, 2^29.3 for the pair pass's x, where a common 2^20 left the sums
+// for h, 2^28.3 for the pair pass's x, where a common 2^20 left the sums
 // of h off by up to 0.2 and x by 0.024 at ring 2^14:
 // TestFoldPresetPrecision); the bootstrapping of the default preset (ring
 // 2^16, 4 sums per bootstrap, kappa 12 after the unmixing).
