@@ -385,12 +385,22 @@ func OpenPayload(path string, want Header) (*PayloadStream, error) {
 // frame's checksum. For payloads too large to read twice (a server's
 // encrypted database): the reader must validate what it decodes as it
 // goes (untrusted bytes) and must not act on the result, nor write it
-// anywhere, before Verify returns nil.
+// anywhere, before Verify returns nil. The file is read and hashed on a
+// goroutine of its own, up to 64 MiB ahead of the reader, so
+// that a reader that computes between its reads does not wait for the
+// disk or the hash; Close stops it.
 type VerifyingPayload struct {
 	PayloadStream
 	hasher hash.Hash // the frame's bytes read so far
-	rest   io.Reader // the payload's unread bytes, through the hasher
+	ahead  *readAhead
 }
+
+// How far a VerifyingPayload reads ahead of its reader: 16 chunks of 4
+// MiB.
+const (
+	readAheadChunk = 4 << 20
+	readAheadDepth = 16
+)
 
 // OpenVerifyingPayload checks a framed file's header and size and returns
 // a hashing reader of its payload.
@@ -404,16 +414,16 @@ func OpenVerifyingPayload(path string, want Header) (*VerifyingPayload, error) {
 		f.Close()
 		return nil, fmt.Errorf("%s: %w: %v", path, ErrCorrupt, err)
 	}
-	rest := io.TeeReader(io.NewSectionReader(f, off, n), hasher)
-	return &VerifyingPayload{PayloadStream: PayloadStream{Reader: bufio.NewReaderSize(rest, 4<<20), Len: n, file: f, off: off},
-		hasher: hasher, rest: rest}, nil
+	ahead := newReadAhead(io.NewSectionReader(f, off, n), readAheadChunk, readAheadDepth, func(b []byte) { hasher.Write(b) })
+	return &VerifyingPayload{PayloadStream: PayloadStream{Reader: ahead, Len: n, file: f, off: off},
+		hasher: hasher, ahead: ahead}, nil
 }
 
 // Verify hashes what the reader left of the payload and compares the
 // frame's checksum: ErrCorrupt if the file is not what was written. It
 // does not close the file.
 func (v *VerifyingPayload) Verify() error {
-	if _, err := io.Copy(io.Discard, v.rest); err != nil {
+	if _, err := io.Copy(io.Discard, v.ahead); err != nil {
 		return fmt.Errorf("%s: %w: %v", v.file.Name(), ErrCorrupt, err)
 	}
 	sum, err := v.StoredChecksum()
@@ -424,6 +434,12 @@ func (v *VerifyingPayload) Verify() error {
 		return fmt.Errorf("%s: %w: checksum mismatch", v.file.Name(), ErrCorrupt)
 	}
 	return nil
+}
+
+// Close stops the reading goroutine and closes the file.
+func (v *VerifyingPayload) Close() error {
+	v.ahead.Close()
+	return v.file.Close()
 }
 
 // CheckFileSized checks a framed file's header and size as ReadFileSized
