@@ -72,28 +72,47 @@ func BenchmarkGEMMInt64(b *testing.B) {
 
 // BenchmarkGEMMVNNI is the same product on the AVX-512 VNNI engine (nine
 // u8 x s8 digit products; GMAC counts the modular product once).
-func BenchmarkGEMMVNNI(b *testing.B) { benchEngine(b, "AVX-512 VNNI", hasVNNI, gemmVNNI, 1048193) }
+func BenchmarkGEMMVNNI(b *testing.B) { benchEngine(b, "AVX-512 VNNI", hasVNNI, onceVNNI, 1048193) }
 
 // BenchmarkGEMMVNNIWide is the VNNI engine modulo 2^31 - 1 (four digits,
 // sixteen products): BenchmarkGEMMAVX2Wide's product on a CPU with AVX-512
 // VNNI.
 func BenchmarkGEMMVNNIWide(b *testing.B) {
-	benchEngine(b, "AVX-512 VNNI", hasVNNI, gemmVNNI, 2147483647)
+	benchEngine(b, "AVX-512 VNNI", hasVNNI, onceVNNI, 2147483647)
 }
 
 // BenchmarkGEMMAVX2 is the same product on the AVX2 engine (four s16 x s16
 // digit products; GMAC counts the modular product once).
-func BenchmarkGEMMAVX2(b *testing.B) { benchEngine(b, "AVX2", hasAVX2, gemmAVX2, 1048193) }
+func BenchmarkGEMMAVX2(b *testing.B) { benchEngine(b, "AVX2", hasAVX2, onceAVX2, 1048193) }
 
 // BenchmarkGEMMAVX2Wide is the AVX2 engine modulo 2^31 - 1 (three digits,
 // nine products): the size of the CCMM primes that hold a fold
 // polynomial's levels (docs/IRIS.md, "Levels for f").
-func BenchmarkGEMMAVX2Wide(b *testing.B) { benchEngine(b, "AVX2", hasAVX2, gemmAVX2, 2147483647) }
+func BenchmarkGEMMAVX2Wide(b *testing.B) { benchEngine(b, "AVX2", hasAVX2, onceAVX2, 2147483647) }
 
 // BenchmarkGEMMInt64Wide is the Go kernel modulo 2^31 - 1 (two digits,
 // four int64 products).
 func BenchmarkGEMMInt64Wide(b *testing.B) {
 	benchEngine(b, "Go", true, func(x, yt Mat, q uint64) (Mat, error) { return gemmGo(x, yt, q), nil }, 2147483647)
+}
+
+// onceVNNI is one product on the VNNI engine, its right operand packed
+// for it (GEMM's work on that engine).
+func onceVNNI(x, yt Mat, q uint64) (Mat, error) {
+	r, err := newVNNIRight(yt, q)
+	if err != nil {
+		return Mat{}, err
+	}
+	return r.mul(x), nil
+}
+
+// onceAVX2 is onceVNNI on the AVX2 engine.
+func onceAVX2(x, yt Mat, q uint64) (Mat, error) {
+	r, err := newAVX2Right(yt, q)
+	if err != nil {
+		return Mat{}, err
+	}
+	return r.mul(x), nil
 }
 
 // benchEngine measures one engine at benchDims modulo q, skipping where

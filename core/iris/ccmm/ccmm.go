@@ -336,37 +336,44 @@ func (p *Params) MultiplyRaw(db *DB, qry *SharedA) (*SharedA, error) {
 	if db.Enc.Scale.Cmp(p.ModulusK()) != 0 || db.EncS.Scale.Cmp(p.ModulusK()) != 0 {
 		return nil, fmt.Errorf("%w: database scales %v and %v, want K = %v", ErrModulus, db.Enc.Scale, db.EncS.Scale, p.ModulusK())
 	}
-	return p.MultiplyRawFrom(&memBlocks{db: db, n: p.NDB}, db.Enc.Rows/p.NDB, qry)
+	return p.multiplyBands(&memBlocks{db: db, n: p.NDB}, db.Enc.Rows/p.NDB, qry, p.NDB)
 }
 
 // DBBlocks yields a database (Enc and EncS, both d1 = blocks * N_db rows)
-// N_db rows at a time in the order of SharedA's binary form: for each prime
-// of Q||K, the a-parts (Enc.A, EncS.A), then the b-parts of block 0, 1, ...
-// (rows t*N_db .. of Enc.B and EncS.B). Next fills enc (N_db x Inner) and
-// encs (N_db x N_q) or points them at its own memory; they are read before
-// the next call.
+// in the order of SharedA's binary form: for each prime of Q||K, the
+// a-parts (Enc.A, EncS.A, N_db rows each), then the rows 0, 1, ..., d1 - 1
+// of the b-parts (Enc.B and EncS.B) in bands. Next(rows, ...) fills enc
+// (rows x Inner) and encs (rows x N_q) with the next rows rows, or points
+// them at its own memory; they are read before the next call. rows is
+// N_db for the a-parts; a band of the b-parts lies within one block.
 type DBBlocks interface {
-	Next(enc, encs *Mat) error
+	Next(rows int, enc, encs *Mat) error
 }
 
 // memBlocks yields an in-memory DB.
 type memBlocks struct {
-	db         *DB
-	n          int
-	prime, pos int // pos 0: the a-parts, t+1: block t
+	db    *DB
+	n     int
+	prime int
+	inB   bool // prime's a-parts were yielded
+	row   int  // the next row of prime's b-parts
 }
 
-func (m *memBlocks) Next(enc, encs *Mat) error {
-	rows := func(x Mat, r0 int) Mat {
-		return Mat{Rows: m.n, Cols: x.Cols, Data: x.Data[r0*x.Cols : (r0+m.n)*x.Cols]}
+func (m *memBlocks) Next(rows int, enc, encs *Mat) error {
+	if m.prime >= len(m.db.Enc.A) || rows <= 0 || !m.inB && rows != m.n || m.row+rows > m.db.Enc.Rows {
+		return fmt.Errorf("%w: %d rows at row %d of prime %d of a database of %d rows", errs.ErrInvalid, rows, m.row, m.prime, m.db.Enc.Rows)
 	}
-	if m.pos == 0 {
-		*enc, *encs = rows(m.db.Enc.A[m.prime], 0), rows(m.db.EncS.A[m.prime], 0)
-	} else {
-		*enc, *encs = rows(m.db.Enc.B[m.prime], (m.pos-1)*m.n), rows(m.db.EncS.B[m.prime], (m.pos-1)*m.n)
+	view := func(x Mat, r0 int) Mat {
+		return Mat{Rows: rows, Cols: x.Cols, Data: x.Data[r0*x.Cols : (r0+rows)*x.Cols]}
 	}
-	if m.pos++; m.pos == 1+m.db.Enc.Rows/m.n {
-		m.prime, m.pos = m.prime+1, 0
+	if !m.inB {
+		*enc, *encs = view(m.db.Enc.A[m.prime], 0), view(m.db.EncS.A[m.prime], 0)
+		m.inB = true
+		return nil
+	}
+	*enc, *encs = view(m.db.Enc.B[m.prime], m.row), view(m.db.EncS.B[m.prime], m.row)
+	if m.row += rows; m.row == m.db.Enc.Rows {
+		m.prime, m.inB, m.row = m.prime+1, false, 0
 	}
 	return nil
 }
@@ -393,24 +400,39 @@ func (p *Params) ReadDB(enc, encs *SharedAReader) (DBBlocks, int, error) {
 // streamBlocks yields a database from its two readers.
 type streamBlocks struct {
 	enc, encs       *SharedAReader
-	bufEnc, bufEncS Mat
+	bufEnc, bufEncS Mat // N_db rows each: an a-part or a band
 }
 
-func (s *streamBlocks) Next(enc, encs *Mat) error {
-	if err := s.enc.Next(&s.bufEnc); err != nil {
+func (s *streamBlocks) Next(rows int, enc, encs *Mat) error {
+	if rows <= 0 || rows > s.bufEnc.Rows {
+		return fmt.Errorf("%w: a band of %d rows, blocks of %d", errs.ErrInvalid, rows, s.bufEnc.Rows)
+	}
+	*enc = Mat{Rows: rows, Cols: s.bufEnc.Cols, Data: s.bufEnc.Data[:rows*s.bufEnc.Cols]}
+	*encs = Mat{Rows: rows, Cols: s.bufEncS.Cols, Data: s.bufEncS.Data[:rows*s.bufEncS.Cols]}
+	if err := s.enc.Next(enc); err != nil {
 		return err
 	}
-	if err := s.encs.Next(&s.bufEncS); err != nil {
-		return err
-	}
-	*enc, *encs = s.bufEnc, s.bufEncS
-	return nil
+	return s.encs.Next(encs)
 }
+
+// productBand is the number of database rows MultiplyRawFrom reads and
+// multiplies at a time (at most N_db): a band of 1,024 rows is 48-64 MB
+// of a 2^14-position database, so that the file's next band is read (by
+// envelope.VerifyingPayload, ahead of its reader) while this one is
+// multiplied.
+const productBand = 1024
 
 // MultiplyRawFrom is MultiplyRaw on a database of the given number of
-// blocks read from src a block at a time (ReadDB streams one from its
-// files: memory holds one block of residues, not the database).
+// blocks read from src an a-part or a band of rows at a time (ReadDB
+// streams one from its files: memory holds one block of residues, not the
+// database).
 func (p *Params) MultiplyRawFrom(src DBBlocks, blocks int, qry *SharedA) (*SharedA, error) {
+	return p.multiplyBands(src, blocks, qry, min(productBand, p.NDB))
+}
+
+// multiplyBands is MultiplyRawFrom reading the b-parts band rows at a time
+// (band divides N_db).
+func (p *Params) multiplyBands(src DBBlocks, blocks int, qry *SharedA, band int) (*SharedA, error) {
 	all := p.allPrimes()
 	if err := checkOperand(qry, p.Lit.LogNQ, p.Q, "query"); err != nil {
 		return nil, err
@@ -425,32 +447,35 @@ func (p *Params) MultiplyRawFrom(src DBBlocks, blocks int, qry *SharedA) (*Share
 	n := p.NDB
 	out := &SharedA{LogN: p.Lit.LogNDB, Rows: blocks * n, Cols: qry.Cols, Moduli: all,
 		Scale: new(big.Int).Mul(p.ModulusK(), new(big.Int).SetUint64(p.Delta))}
+	if band < 1 || n%band != 0 {
+		return nil, fmt.Errorf("%w: bands of %d rows in blocks of %d", errs.ErrInvalid, band, n)
+	}
 	var enc, encs Mat
 	for i, q := range all {
-		bt, at := bq[i].Transpose(), aq[i].Transpose()
-		// enc: N x Inner times Inner x d3; encs: N x N_q times N_q x d3.
-		product := func() (Mat, error) {
-			if err := src.Next(&enc, &encs); err != nil {
+		// enc: rows x Inner times Inner x d3; encs: rows x N_q times N_q x d3.
+		bt, at := newRight(bq[i].Transpose(), q), newRight(aq[i].Transpose(), q)
+		product := func(rows int) (Mat, error) {
+			if err := src.Next(rows, &enc, &encs); err != nil {
 				return Mat{}, err
 			}
-			if enc.Rows != n || enc.Cols != p.Lit.Inner || encs.Rows != n || encs.Cols != p.NQ {
-				return Mat{}, fmt.Errorf("%w: database blocks of %dx%d and %dx%d, want %dx%d and %dx%d", errs.ErrInvalid, enc.Rows, enc.Cols, encs.Rows, encs.Cols, n, p.Lit.Inner, n, p.NQ)
+			if enc.Rows != rows || enc.Cols != p.Lit.Inner || encs.Rows != rows || encs.Cols != p.NQ {
+				return Mat{}, fmt.Errorf("%w: database rows of %dx%d and %dx%d, want %dx%d and %dx%d", errs.ErrInvalid, enc.Rows, enc.Cols, encs.Rows, encs.Cols, rows, p.Lit.Inner, rows, p.NQ)
 			}
-			r := GEMM(enc, bt, q)
-			addMod(r, GEMM(encs, at, q), q)
+			r := bt.mul(enc)
+			addMod(r, at.mul(encs), q)
 			return r, nil
 		}
-		ar, err := product()
+		ar, err := product(n)
 		if err != nil {
 			return nil, err
 		}
 		br := NewMat(blocks*n, qry.Cols)
-		for t := 0; t < blocks; t++ {
-			bt, err := product()
+		for r0 := 0; r0 < blocks*n; r0 += band {
+			bt, err := product(band)
 			if err != nil {
 				return nil, err
 			}
-			copy(br.Data[t*n*qry.Cols:], bt.Data)
+			copy(br.Data[r0*qry.Cols:], bt.Data)
 		}
 		out.A, out.B = append(out.A, ar), append(out.B, br)
 	}

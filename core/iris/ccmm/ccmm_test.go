@@ -352,6 +352,22 @@ func TestPCMM(t *testing.T) {
 	}
 }
 
+// TestCenter: center maps [0, q) onto (-q/2, q/2] and Uncenter inverts
+// it, at the boundaries of small and wide primes.
+func TestCenter(t *testing.T) {
+	for _, q := range []uint64{3, 1146881, 2147483629} {
+		for _, v := range []uint64{0, 1, q / 2, q/2 + 1, q - 1} {
+			want := int64(v)
+			if v > q/2 {
+				want -= int64(q)
+			}
+			if got := center(v, q); int64(got) != want || Uncenter(got, q) != v {
+				t.Fatalf("center(%d, %d) = %d, want %d", v, q, got, want)
+			}
+		}
+	}
+}
+
 func TestGEMMExact(t *testing.T) {
 	rng := rand.New(rand.NewPCG(6, 1))
 	for _, c := range []struct {

@@ -9,6 +9,7 @@ package ccmm
 import "C"
 
 import (
+	"fmt"
 	"unsafe"
 
 	"golang.org/x/sys/cpu"
@@ -38,35 +39,53 @@ const twoDigitModulus = 1 << 23
 // operands (the int64 accumulators would allow 2^40).
 const maxAVX2Inner = 1 << 26
 
-// gemmAVX2 is GEMM on the AVX2 engine (callers check hasAVX2).
-func gemmAVX2(x, yt Mat, q uint64) (Mat, error) {
-	if err := checkEngineArgs("AVX2", x, yt, q, maxAVX2Modulus, maxAVX2Inner); err != nil {
-		return Mat{}, err
+// avx2Right is a right operand packed for the AVX2 engine.
+type avx2Right struct {
+	right            []int16
+	n, k, npad, kpad int
+	nd               int
+	q                uint64
+}
+
+// newAVX2Right packs yt (the right operand transposed) for products
+// modulo q on the AVX2 engine (callers check hasAVX2).
+func newAVX2Right(yt Mat, q uint64) (*avx2Right, error) {
+	if err := checkEngineArgs("AVX2", yt.Cols, q, maxAVX2Modulus, maxAVX2Inner); err != nil {
+		return nil, err
 	}
-	k, n := x.Cols, yt.Rows
-	kpad := (k + 1) &^ 1
-	npad := (n + C.ENCMATCH_AVX2_NC - 1) / C.ENCMATCH_AVX2_NC * C.ENCMATCH_AVX2_NC
-	c := NewMat(x.Rows, n)
-	if x.Rows == 0 || n == 0 || k == 0 {
-		return c, nil
-	}
-	nd := 3
+	k, n := yt.Cols, yt.Rows
+	r := &avx2Right{n: n, k: k, kpad: (k + 1) &^ 1, npad: (n + C.ENCMATCH_AVX2_NC - 1) / C.ENCMATCH_AVX2_NC * C.ENCMATCH_AVX2_NC, nd: 3, q: q}
 	if q < twoDigitModulus {
-		nd = 2
+		r.nd = 2
 	}
-	right := make([]int16, nd*npad*kpad)
-	C.encmatch_avx2_pack_right((*C.int32_t)(unsafe.Pointer(&yt.Data[0])), C.int(n), C.int(k), C.int(npad), C.int(kpad),
-		C.int(nd), (*C.int16_t)(unsafe.Pointer(&right[0])))
+	if n == 0 || k == 0 {
+		return r, nil
+	}
+	r.right = make([]int16, r.nd*r.npad*r.kpad)
+	C.encmatch_avx2_pack_right((*C.int32_t)(unsafe.Pointer(&yt.Data[0])), C.int(n), C.int(k), C.int(r.npad), C.int(r.kpad),
+		C.int(r.nd), (*C.int16_t)(unsafe.Pointer(&r.right[0])))
+	return r, nil
+}
+
+// mul returns x * yt^T modulo q, centered (x.Cols is yt.Cols).
+func (r *avx2Right) mul(x Mat) Mat {
+	if x.Cols != r.k {
+		panic(fmt.Sprintf("ccmm: AVX2 GEMM of inner dimensions %d and %d", x.Cols, r.k))
+	}
+	c := NewMat(x.Rows, r.n)
+	if x.Rows == 0 || r.n == 0 || r.k == 0 {
+		return c
+	}
 	parallelRows(x.Rows, func(i0, i1 int) {
 		if i1 <= i0 {
 			return
 		}
-		xbuf := make([]int16, nd*C.ENCMATCH_AVX2_MC*kpad)
-		acc := make([]int64, (2*nd-1)*C.ENCMATCH_AVX2_MC*npad)
-		C.encmatch_avx2_gemm((*C.int32_t)(unsafe.Pointer(&x.Data[i0*k])), C.int(i1-i0), C.int(k),
-			(*C.int16_t)(unsafe.Pointer(&right[0])), C.int(n), C.int(npad), C.int(kpad), C.int64_t(q), C.int(nd),
-			(*C.int32_t)(unsafe.Pointer(&c.Data[i0*n])), (*C.int16_t)(unsafe.Pointer(&xbuf[0])),
+		xbuf := make([]int16, r.nd*C.ENCMATCH_AVX2_MC*r.kpad)
+		acc := make([]int64, (2*r.nd-1)*C.ENCMATCH_AVX2_MC*r.npad)
+		C.encmatch_avx2_gemm((*C.int32_t)(unsafe.Pointer(&x.Data[i0*r.k])), C.int(i1-i0), C.int(r.k),
+			(*C.int16_t)(unsafe.Pointer(&r.right[0])), C.int(r.n), C.int(r.npad), C.int(r.kpad), C.int64_t(r.q), C.int(r.nd),
+			(*C.int32_t)(unsafe.Pointer(&c.Data[i0*r.n])), (*C.int16_t)(unsafe.Pointer(&xbuf[0])),
 			(*C.int64_t)(unsafe.Pointer(&acc[0])))
 	})
-	return c, nil
+	return c
 }

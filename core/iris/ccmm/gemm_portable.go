@@ -17,12 +17,14 @@ const (
 	maxAVX2Modulus = 1 << 31
 )
 
-// gemmVNNI is not built here; GEMM never calls it (hasVNNI is false).
-func gemmVNNI(x, yt Mat, q uint64) (Mat, error) {
-	return gemmGo(x, yt, q), nil
-}
+// The engines' packed operands are not built here; newRight never makes
+// one (hasVNNI and hasAVX2 are false).
+type (
+	vnniRight struct{}
+	avx2Right struct{}
+)
 
-// gemmAVX2 is not built here; GEMM never calls it (hasAVX2 is false).
-func gemmAVX2(x, yt Mat, q uint64) (Mat, error) {
-	return gemmGo(x, yt, q), nil
-}
+func newVNNIRight(Mat, uint64) (*vnniRight, error) { panic("ccmm: no VNNI engine in this build") }
+func newAVX2Right(Mat, uint64) (*avx2Right, error) { panic("ccmm: no AVX2 engine in this build") }
+func (*vnniRight) mul(Mat) Mat                     { panic("ccmm: no VNNI engine in this build") }
+func (*avx2Right) mul(Mat) Mat                     { panic("ccmm: no AVX2 engine in this build") }

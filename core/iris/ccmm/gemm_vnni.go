@@ -9,6 +9,7 @@ package ccmm
 import "C"
 
 import (
+	"fmt"
 	"unsafe"
 
 	"golang.org/x/sys/cpu"
@@ -40,36 +41,55 @@ const threeDigitVNNIModulus = 1 << 23
 // are reduced in int64), so the bound is only that of the int32 sizes.
 const maxVNNIInner = 1 << 26
 
-// gemmVNNI is GEMM on the VNNI engine (callers check hasVNNI).
-func gemmVNNI(x, yt Mat, q uint64) (Mat, error) {
-	if err := checkEngineArgs("VNNI", x, yt, q, maxVNNIModulus, maxVNNIInner); err != nil {
-		return Mat{}, err
+// vnniRight is a right operand packed for the VNNI engine.
+type vnniRight struct {
+	right            []int8
+	colsum           []int64
+	n, k, npad, kpad int
+	nd               int
+	q                uint64
+}
+
+// newVNNIRight packs yt (the right operand transposed) for products
+// modulo q on the VNNI engine (callers check hasVNNI).
+func newVNNIRight(yt Mat, q uint64) (*vnniRight, error) {
+	if err := checkEngineArgs("VNNI", yt.Cols, q, maxVNNIModulus, maxVNNIInner); err != nil {
+		return nil, err
 	}
-	k, n := x.Cols, yt.Rows
-	kpad := (k + 3) &^ 3
-	npad := (n + C.ENCMATCH_VNNI_NC - 1) / C.ENCMATCH_VNNI_NC * C.ENCMATCH_VNNI_NC
-	c := NewMat(x.Rows, n)
-	if x.Rows == 0 || n == 0 || k == 0 {
-		return c, nil
-	}
-	nd := 4
+	k, n := yt.Cols, yt.Rows
+	r := &vnniRight{n: n, k: k, kpad: (k + 3) &^ 3, npad: (n + C.ENCMATCH_VNNI_NC - 1) / C.ENCMATCH_VNNI_NC * C.ENCMATCH_VNNI_NC, nd: 4, q: q}
 	if q < threeDigitVNNIModulus {
-		nd = 3
+		r.nd = 3
 	}
-	right := make([]int8, nd*npad*kpad)
-	colsum := make([]int64, npad)
-	C.encmatch_vnni_pack_right((*C.int32_t)(unsafe.Pointer(&yt.Data[0])), C.int(n), C.int(k), C.int(npad), C.int(kpad),
-		C.int(nd), (*C.int8_t)(unsafe.Pointer(&right[0])), (*C.int64_t)(unsafe.Pointer(&colsum[0])))
+	if n == 0 || k == 0 {
+		return r, nil
+	}
+	r.right = make([]int8, r.nd*r.npad*r.kpad)
+	r.colsum = make([]int64, r.npad)
+	C.encmatch_vnni_pack_right((*C.int32_t)(unsafe.Pointer(&yt.Data[0])), C.int(n), C.int(k), C.int(r.npad), C.int(r.kpad),
+		C.int(r.nd), (*C.int8_t)(unsafe.Pointer(&r.right[0])), (*C.int64_t)(unsafe.Pointer(&r.colsum[0])))
+	return r, nil
+}
+
+// mul returns x * yt^T modulo q, centered (x.Cols is yt.Cols).
+func (r *vnniRight) mul(x Mat) Mat {
+	if x.Cols != r.k {
+		panic(fmt.Sprintf("ccmm: VNNI GEMM of inner dimensions %d and %d", x.Cols, r.k))
+	}
+	c := NewMat(x.Rows, r.n)
+	if x.Rows == 0 || r.n == 0 || r.k == 0 {
+		return c
+	}
 	parallelRows(x.Rows, func(i0, i1 int) {
 		if i1 <= i0 {
 			return
 		}
-		xbuf := make([]uint8, nd*C.ENCMATCH_VNNI_MC*kpad)
-		acc := make([]int64, C.ENCMATCH_VNNI_MC*npad)
-		C.encmatch_vnni_gemm((*C.int32_t)(unsafe.Pointer(&x.Data[i0*k])), C.int(i1-i0), C.int(k),
-			(*C.int8_t)(unsafe.Pointer(&right[0])), (*C.int64_t)(unsafe.Pointer(&colsum[0])), C.int(n), C.int(npad),
-			C.int(kpad), C.int64_t(q), C.int(nd), (*C.int32_t)(unsafe.Pointer(&c.Data[i0*n])),
+		xbuf := make([]uint8, r.nd*C.ENCMATCH_VNNI_MC*r.kpad)
+		acc := make([]int64, C.ENCMATCH_VNNI_MC*r.npad)
+		C.encmatch_vnni_gemm((*C.int32_t)(unsafe.Pointer(&x.Data[i0*r.k])), C.int(i1-i0), C.int(r.k),
+			(*C.int8_t)(unsafe.Pointer(&r.right[0])), (*C.int64_t)(unsafe.Pointer(&r.colsum[0])), C.int(r.n), C.int(r.npad),
+			C.int(r.kpad), C.int64_t(r.q), C.int(r.nd), (*C.int32_t)(unsafe.Pointer(&c.Data[i0*r.n])),
 			(*C.uint8_t)(unsafe.Pointer(&xbuf[0])), (*C.int64_t)(unsafe.Pointer(&acc[0])))
 	})
-	return c, nil
+	return c
 }

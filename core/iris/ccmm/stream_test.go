@@ -21,10 +21,10 @@ func (f *memFile) WriteAt(p []byte, off int64) (int, error) {
 
 // TestEncryptDBToAndStream: a database of two blocks and two and a half
 // bands of columns, written band by band by EncryptDBTo and multiplied
-// from its binary form a block at a time (ReadDB, MultiplyRawFrom), gives
-// the same raw product as the decoded database in memory, and its scores
-// equal the plaintext model after the rescale. Every noise is within its
-// predicted bound.
+// from its binary form a quarter of a block at a time (ReadDB,
+// MultiplyRawFrom's bands), gives the same raw product as the decoded
+// database in memory (whole blocks), and its scores equal the plaintext
+// model after the rescale. Every noise is within its predicted bound.
 func TestEncryptDBToAndStream(t *testing.T) {
 	p := mustParams(t, Literal{LogNDB: 10, LogNQ: 9, LogQ: []int{20, 20, 20}, LogK: []int{20, 20, 20}, LogScale: 18, Inner: 2*BandCols + BandCols/2})
 	rng := rand.New(rand.NewPCG(7, 3))
@@ -95,7 +95,7 @@ func TestEncryptDBToAndStream(t *testing.T) {
 	if err != nil || blocks != 2 {
 		t.Fatalf("ReadDB: %d blocks, %v", blocks, err)
 	}
-	streamed, err := p.MultiplyRawFrom(src, blocks, qct)
+	streamed, err := p.multiplyBands(src, blocks, qct, p.NDB/4) // the in-memory product reads whole blocks
 	if err != nil {
 		t.Fatal(err)
 	}

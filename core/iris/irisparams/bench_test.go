@@ -59,10 +59,12 @@ func BenchmarkProduct(b *testing.B) {
 	}
 }
 
-// sameBlock yields one block of database residues again and again.
+// sameBlock yields the first rows of one block of database residues again
+// and again.
 type sameBlock struct{ enc, encs ccmm.Mat }
 
-func (s *sameBlock) Next(enc, encs *ccmm.Mat) error {
-	*enc, *encs = s.enc, s.encs
+func (s *sameBlock) Next(rows int, enc, encs *ccmm.Mat) error {
+	*enc = ccmm.Mat{Rows: rows, Cols: s.enc.Cols, Data: s.enc.Data[:rows*s.enc.Cols]}
+	*encs = ccmm.Mat{Rows: rows, Cols: s.encs.Cols, Data: s.encs.Data[:rows*s.encs.Cols]}
 	return nil
 }
