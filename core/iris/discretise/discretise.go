@@ -68,20 +68,56 @@ func Supported(btp *bootstrapping.Evaluator) bool {
 
 // NewIfSupported is New for a bootstrapping that can discretise, and nil
 // (no error) for one that cannot (Supported): the pipelines' constructor.
-func NewIfSupported(btp *bootstrapping.Evaluator) (*Discretiser, error) {
+func NewIfSupported(btp *bootstrapping.Evaluator, dec *Decoding) (*Discretiser, error) {
 	if !Supported(btp) {
 		return nil, nil
 	}
-	return New(btp)
+	return New(btp, dec)
+}
+
+// Decoding is a discretiser's decoding transformation: the
+// bootstrapping's SlotsToCoeffs, unscaled, at its own levels. It depends
+// on the bootstrapping's parameters only, and making it is the slow part
+// of New (about 21 s of one core at the iris presets), as slow as making
+// the bootstrapping evaluator (Lattigo's matrices, 17 s): both run on one
+// goroutine each.
+type Decoding struct {
+	params bootstrapping.Parameters
+	done   chan struct{} // closed when m and err are set
+	m      dft.Matrix
+	err    error
+}
+
+// StartDecoding starts making the decoding transformation of p on a
+// goroutine of its own, so that a pipeline makes it while it makes its
+// bootstrapping evaluators; New waits for it.
+func StartDecoding(p bootstrapping.Parameters) *Decoding {
+	d := &Decoding{params: p, done: make(chan struct{})}
+	go func() {
+		defer close(d.done)
+		lit := p.SlotsToCoeffsParameters
+		lit.Scaling = nil
+		lit.LevelQ = lit.Depth(true)
+		d.m, d.err = dft.NewMatrixFromLiteral(p.BootstrappingParameters, lit, ckks.NewEncoder(p.BootstrappingParameters))
+	}()
+	return d
 }
 
 // New makes the discretiser of btp, whose bootstrapping must use a sparse
 // ephemeral secret (Supported), with the smallest comparator depth whose
-// band fits in the gap between the integers' multiples.
-func New(btp *bootstrapping.Evaluator) (*Discretiser, error) {
+// band fits in the gap between the integers' multiples. dec is the
+// decoding StartDecoding began for btp's parameters, or nil (New makes
+// it).
+func New(btp *bootstrapping.Evaluator, dec *Decoding) (*Discretiser, error) {
 	h := btp.EphemeralSecretWeight
 	if !Supported(btp) {
 		return nil, fmt.Errorf("%w: discretisation needs the bootstrapping's sparse-secret encapsulation (its rounding error grows with the secret's weight)", errs.ErrInvalid)
+	}
+	if dec == nil {
+		dec = StartDecoding(btp.Parameters)
+	}
+	if !dec.params.BootstrappingParameters.Equal(&btp.BootstrappingParameters) || dec.params.SlotsToCoeffsParameters.LevelQ != btp.SlotsToCoeffsParameters.LevelQ {
+		return nil, fmt.Errorf("%w: a decoding made for other bootstrapping parameters", errs.ErrMismatch)
 	}
 	d := &Discretiser{btp: btp, Bound: float64(1+h)/2 + 0.5, logV: Bits + btp.Mod1Parameters.LogMessageRatio}
 	if d.Bound >= math.Ldexp(1, Bits-1)-1 {
@@ -112,13 +148,11 @@ func New(btp *bootstrapping.Evaluator) (*Discretiser, error) {
 	if d.Comparator == nil {
 		return nil, fmt.Errorf("%w: no comparator depth up to %d has a band within %.2e", errs.ErrInvalid, min(hi, levels), halfGap)
 	}
-	lit := btp.SlotsToCoeffsParameters
-	lit.Scaling = nil
-	lit.LevelQ = lit.Depth(true)
-	var err error
-	if d.decode, err = dft.NewMatrixFromLiteral(btp.BootstrappingParameters, lit, ckks.NewEncoder(btp.BootstrappingParameters)); err != nil {
-		return nil, err
+	<-dec.done
+	if dec.err != nil {
+		return nil, dec.err
 	}
+	d.decode = dec.m
 	return d, nil
 }
 

@@ -92,9 +92,14 @@ func newFixture(t *testing.T) fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := New(evals[0])
+	d, err := New(evals[0], StartDecoding(p.Bootstrap))
 	if err != nil {
 		t.Fatal(err)
+	}
+	other := &Decoding{done: make(chan struct{})} // made for other (zero) parameters
+	close(other.done)
+	if _, err := New(evals[0], other); !errors.Is(err, errs.ErrMismatch) {
+		t.Fatalf("a decoding of other parameters: %v, want ErrMismatch", err)
 	}
 	return fixture{d: d, params: p.Bootstrap.BootstrappingParameters, sk: keys.Secret}
 }
@@ -199,7 +204,7 @@ func TestDiscretise(t *testing.T) {
 // TestNewRefusesDenseBootstrapping: without the sparse encapsulation the
 // rounding error is not bounded by Bits.
 func TestNewRefusesDenseBootstrapping(t *testing.T) {
-	if _, err := New(&bootstrapping.Evaluator{}); !errors.Is(err, errs.ErrInvalid) {
+	if _, err := New(&bootstrapping.Evaluator{}, nil); !errors.Is(err, errs.ErrInvalid) {
 		t.Fatalf("a bootstrapping without an ephemeral secret: %v, want ErrInvalid", err)
 	}
 }

@@ -104,6 +104,10 @@ func NewPipeline(fp *fold.Params, s *scoreslots.Params, foldKeys []rlwe.Evaluati
 		return nil, fmt.Errorf("%w: %d rotations per eye, fold groups of %d, %d blocks' keys, evaluation error %v",
 			errs.ErrInvalid, lit.Rotations, lit.GroupSize, len(foldKeys), lit.EvalError)
 	}
+	var dec *discretise.Decoding // made beside the evaluators (the set-up's two slow parts)
+	if s.Bootstrap.EphemeralSecretWeight != 0 {
+		dec = discretise.StartDecoding(s.Bootstrap)
+	}
 	evals, err := s.NewEvaluators(keys)
 	if err != nil {
 		return nil, err
@@ -139,7 +143,7 @@ func NewPipeline(fp *fold.Params, s *scoreslots.Params, foldKeys []rlwe.Evaluati
 	for _, k := range foldKeys {
 		pl.folders = append(pl.folders, fp.NewEvaluator(k))
 	}
-	if pl.Discretiser, err = discretise.NewIfSupported(evals[0]); err != nil {
+	if pl.Discretiser, err = discretise.NewIfSupported(evals[0], dec); err != nil {
 		return nil, err
 	}
 	return pl, nil

@@ -42,6 +42,10 @@ func NewPipeline(p *scoreslots.Params, keys *scoreslots.Keys, kappa int, delta f
 		return nil, fmt.Errorf("%w: margins up to %.0f need a score bound of 2^%d or more, the parameters have 2^%d",
 			errs.ErrInvalid, s, int(math.Ceil(math.Log2(s))), p.Lit.ScoreBits)
 	}
+	var dec *discretise.Decoding // made beside the evaluators (the set-up's two slow parts)
+	if p.Bootstrap.EphemeralSecretWeight != 0 {
+		dec = discretise.StartDecoding(p.Bootstrap)
+	}
 	evals, err := p.NewEvaluators(keys)
 	if err != nil {
 		return nil, err
@@ -51,7 +55,7 @@ func NewPipeline(p *scoreslots.Params, keys *scoreslots.Keys, kappa int, delta f
 		return nil, err
 	}
 	pl := &Pipeline{Slots: p, Classifier: cl, Delta: delta, Rotations: rotations, evals: evals}
-	if pl.Discretiser, err = discretise.NewIfSupported(evals[0]); err != nil {
+	if pl.Discretiser, err = discretise.NewIfSupported(evals[0], dec); err != nil {
 		return nil, err
 	}
 	return pl, nil
