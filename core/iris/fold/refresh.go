@@ -118,6 +118,7 @@ func (p *Params) NewRefresher(s *scoreslots.Params, evals []*bootstrapping.Evalu
 		return int(bits.Reverse64(uint64(u)) >> (64 - bits.Len(uint(packed-1))))
 	}
 	enc := ckks.NewEncoder(bp)
+	roots := slotRoots(bp.N(), slots)
 	var unmix []lintrans.LinearTransformation
 	for i := range bounds {
 		// The bootstrap leaves S / bound; the unmixing's P terms and the
@@ -128,7 +129,7 @@ func (p *Params) NewRefresher(s *scoreslots.Params, evals []*bootstrapping.Evalu
 			diag := make([]complex128, slots)
 			for k := range diag {
 				j := k / half
-				diag[k] = cmplx.Pow(slotRoot(bp.N(), (k+d*half)%slots), complex(-float64(rev(j)), 0)) * complex(factor, 0)
+				diag[k] = cmplx.Pow(roots[(k+d*half)%slots], complex(-float64(rev(j)), 0)) * complex(factor, 0)
 			}
 			diags[d*half] = diag
 		}
@@ -144,14 +145,16 @@ func (p *Params) NewRefresher(s *scoreslots.Params, evals []*bootstrapping.Evalu
 	return &Refresher{p: p, s: s, evals: evals, unmix: unmix, level: level, bounds: bounds, widths: widths, packed: packed}, nil
 }
 
-// slotRoot is the root of unity of slot k in ring degree n: zeta^(5^k),
-// zeta = exp(2 pi i / 2n) (Lattigo's slot order).
-func slotRoot(n, k int) complex128 {
+// slotRoots are the roots of unity of slots 0 .. slots-1 in ring degree
+// n: zeta^(5^k), zeta = exp(2 pi i / 2n) (Lattigo's slot order).
+func slotRoots(n, slots int) []complex128 {
+	out := make([]complex128, slots)
 	e := 1
-	for range k {
+	for k := range out {
+		out[k] = cmplx.Exp(complex(0, math.Pi*float64(e)/float64(n)))
 		e = e * 5 % (2 * n)
 	}
-	return cmplx.Exp(complex(0, math.Pi*float64(e)/float64(n)))
+	return out
 }
 
 // OutputLevel is the level of Refresh's outputs: one below a bootstrap's.
