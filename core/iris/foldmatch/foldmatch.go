@@ -75,7 +75,7 @@ type Pipeline struct {
 	Lit   Literal
 	// Comparators of Sure and Maybe (nil without it), on the sums mapped
 	// onto [-1, 1]: t = (2 S - lo - hi) / (hi - lo), [lo, hi] the
-	// classifier's range widened by EvalError.
+	// classifier's Domain.
 	Sure, Maybe *comparator.Comparator
 	// Discretiser turns every eye's bits into 0 or 1 (nil for
 	// bootstrappings without sparse-secret encapsulation).
@@ -128,7 +128,7 @@ func NewPipeline(fp *fold.Params, s *scoreslots.Params, foldKeys []rlwe.Evaluati
 	// the range its classifiers read.
 	widths := make([]float64, len(fp.Lit.Polynomials()))
 	for i, c := range lit.classifiers() {
-		lo, hi := lit.domain(c)
+		lo, hi := lit.Domain(c)
 		if w := widths[polyOf(fp, i)]; w != 0 && w != hi-lo {
 			return nil, fmt.Errorf("%w: the two classifiers read f's sums on different ranges", errs.ErrInvalid)
 		}
@@ -149,10 +149,21 @@ func NewPipeline(fp *fold.Params, s *scoreslots.Params, foldKeys []rlwe.Evaluati
 	return pl, nil
 }
 
-// domain is the range classifier c's comparator reads: c's range widened
-// by EvalError on both sides.
-func (lit Literal) domain(c Classifier) (lo, hi float64) {
-	return c.Range[0] - lit.EvalError, c.Range[1] + lit.EvalError
+// DomainMargin is how far beyond a classifier's range, as a fraction of
+// the range's width and on each side, its comparator's domain reaches
+// (beside EvalError). EvalError bounds a sum's error near the thresholds;
+// far from them the error grows with the scores (TestFoldPresetPrecision,
+// fold preset: up to 0.64 at a sum of 575.5 in f's range [-0.25, 960],
+// and once in about 30 runs 0.075 at -0.24), and a sum outside the domain
+// would leave the comparator's [-1, 1], where its polynomials are not
+// bounded. The margin widens the comparator's band on the sums by 2 %.
+const DomainMargin = 0.01
+
+// Domain is the range classifier c's comparator reads: c's range widened
+// on both sides by EvalError and DomainMargin of its width.
+func (lit Literal) Domain(c Classifier) (lo, hi float64) {
+	m := lit.EvalError + DomainMargin*(c.Range[1]-c.Range[0])
+	return c.Range[0] - m, c.Range[1] + m
 }
 
 // classifiers are Sure, then Maybe if the literal has it.
@@ -215,7 +226,7 @@ func classifierComparator(fp *fold.Params, lit Literal, c Classifier, poly int) 
 	if err := checkRange(fp, poly, lit.GroupSize, c.Range); err != nil {
 		return nil, err
 	}
-	lo, hi := lit.domain(c)
+	lo, hi := lit.Domain(c)
 	cmp, err := comparator.New(lit.Kappa, (2*c.At-lo-hi)/(hi-lo), 1)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errs.ErrInvalid, err)
@@ -244,7 +255,7 @@ func (pl *Pipeline) band(i int) float64 {
 // band is classifier c's unsettled band with its comparator cmp: cmp's
 // band on t, read on the sums, and EvalError.
 func (lit Literal) band(cmp *comparator.Comparator, c Classifier) float64 {
-	lo, hi := lit.domain(c)
+	lo, hi := lit.Domain(c)
 	return cmp.ValueBand*(hi-lo)/2 + lit.EvalError
 }
 
@@ -529,7 +540,7 @@ func (pl *Pipeline) run(res *ccmm.SharedA, jobs []job, overlap func(row, col int
 	}
 	err = parallel.For(len(jobs)*len(classifiers), func(n int) (err error) {
 		k, i := n/len(classifiers), n%len(classifiers)
-		lo, hi := pl.Lit.domain(classifiers[i])
+		lo, hi := pl.Lit.Domain(classifiers[i])
 		out[k][i], err = pl.classify(pl.comparator(i), (lo+hi)/(hi-lo), refreshed[k*polys+pl.poly(i)])
 		return err
 	})

@@ -73,7 +73,8 @@ func TestFoldPresetRefreshPrecision(t *testing.T) {
 		widths := make([]float64, len(classifiers))
 		var in []fold.Sums
 		for i, cl := range classifiers {
-			widths[i] = cl.Range[1] - cl.Range[0] + 2*lit.EvalError
+			lo, hi := lit.Domain(cl)
+			widths[i] = hi - lo // as the pipeline divides them
 			in = append(in, fold.Sums{Poly: i, Sums: []*rlwe.Ciphertext{results[i].ct}})
 		}
 		r, err := fp.NewRefresher(s, evals, lit.GroupSize, widths)
@@ -206,14 +207,15 @@ func (c *presetColumns) sums(t *testing.T, r []foldResult, i int) [2][]float64 {
 }
 
 // checkSums checks decrypted sums against the model for a classifier: each
-// inside the range the comparator reads (the classifier's, widened by the
-// evaluation error) and off by at most evalError, or by less than its
+// inside the domain the comparator reads (foldmatch.Literal.Domain) and
+// off by at most evalError, or by less than its
 // distance to the threshold minus the comparator's band (tolerance -
 // evalError), so that no bit the model settles can change.
 func checkSums(t *testing.T, name string, s [2][]float64, c foldmatch.Classifier, evalError float64) {
 	t.Helper()
 	got, want := s[0], s[1]
 	band := c.Tolerance - evalError
+	lo, hi := foldmatch.Literal{EvalError: evalError}.Domain(c)
 	worst, worstNear, at := 0.0, 0.0, 0
 	for m := range got {
 		e := math.Abs(got[m] - want[m])
@@ -223,8 +225,8 @@ func checkSums(t *testing.T, name string, s [2][]float64, c foldmatch.Classifier
 		if math.Abs(want[m]-c.At) <= 2*c.Tolerance {
 			worstNear = math.Max(worstNear, e)
 		}
-		if got[m] < c.Range[0]-evalError || got[m] > c.Range[1]+evalError {
-			t.Fatalf("%s: a sum of %.4g decrypts to %.4g, outside the comparator's range [%v, %v] widened by %v", name, want[m], got[m], c.Range[0], c.Range[1], evalError)
+		if got[m] < lo || got[m] > hi {
+			t.Fatalf("%s: a sum of %.4g decrypts to %.4g, outside the comparator's domain [%v, %v]", name, want[m], got[m], lo, hi)
 		}
 		if e > evalError && e >= math.Abs(want[m]-c.At)-band {
 			t.Fatalf("%s: a sum of %.4g decrypts to %.4g: off by %.3g, over the evaluation error %v, %.3g from the threshold %v",
