@@ -90,8 +90,13 @@ type Decoding struct {
 
 // StartDecoding starts making the decoding transformation of p on a
 // goroutine of its own, so that a pipeline makes it while it makes its
-// bootstrapping evaluators; New waits for it.
+// bootstrapping evaluators; New waits for it. It returns nil for
+// parameters without the sparse-secret encapsulation, which cannot
+// discretise.
 func StartDecoding(p bootstrapping.Parameters) *Decoding {
+	if p.EphemeralSecretWeight == 0 {
+		return nil
+	}
 	d := &Decoding{params: p, done: make(chan struct{})}
 	go func() {
 		defer close(d.done)

@@ -104,10 +104,7 @@ func NewPipeline(fp *fold.Params, s *scoreslots.Params, foldKeys []rlwe.Evaluati
 		return nil, fmt.Errorf("%w: %d rotations per eye, fold groups of %d, %d blocks' keys, evaluation error %v",
 			errs.ErrInvalid, lit.Rotations, lit.GroupSize, len(foldKeys), lit.EvalError)
 	}
-	var dec *discretise.Decoding // made beside the evaluators (the set-up's two slow parts)
-	if s.Bootstrap.EphemeralSecretWeight != 0 {
-		dec = discretise.StartDecoding(s.Bootstrap)
-	}
+	dec := discretise.StartDecoding(s.Bootstrap) // made beside the evaluators (the set-up's two slow parts)
 	evals, err := s.NewEvaluators(keys)
 	if err != nil {
 		return nil, err

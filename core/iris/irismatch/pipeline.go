@@ -42,10 +42,7 @@ func NewPipeline(p *scoreslots.Params, keys *scoreslots.Keys, kappa int, delta f
 		return nil, fmt.Errorf("%w: margins up to %.0f need a score bound of 2^%d or more, the parameters have 2^%d",
 			errs.ErrInvalid, s, int(math.Ceil(math.Log2(s))), p.Lit.ScoreBits)
 	}
-	var dec *discretise.Decoding // made beside the evaluators (the set-up's two slow parts)
-	if p.Bootstrap.EphemeralSecretWeight != 0 {
-		dec = discretise.StartDecoding(p.Bootstrap)
-	}
+	dec := discretise.StartDecoding(p.Bootstrap) // made beside the evaluators (the set-up's two slow parts)
 	evals, err := p.NewEvaluators(keys)
 	if err != nil {
 		return nil, err
