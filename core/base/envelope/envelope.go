@@ -308,36 +308,26 @@ func (w *payloadWriter) WriteAt(p []byte, off int64) (int, error) {
 	return n, err
 }
 
-// ReadFileStream verifies a framed file in a first streaming pass (checksum,
-// lengths, header), then hands its payload to decode in a second pass. The
-// payload is never decoded before it is known to be intact.
+// ReadFileStream hands a framed file's payload (after its header and size
+// are checked) to decode in one pass, hashing it on the way on a goroutine
+// of its own (OpenVerifyingPayload), and checks the checksum over the
+// whole payload once decode returns, whatever decode read of it. It
+// returns nil only if the file is intact and decode succeeded; a corrupt
+// file is ErrCorrupt even where decode failed on it first. decode sees
+// the bytes before they are verified, so a caller keeps what decode built
+// only when ReadFileStream returns nil.
 func ReadFileStream(path string, want Header, decode func(r io.Reader, n int64) error) error {
-	f, payloadOff, n, err := openFramed(path, want)
+	v, err := OpenVerifyingPayload(path, want)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	fail := func(err error) error { return fmt.Errorf("%s: %w", path, err) }
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
+	defer v.Close()
+	derr := decode(v, v.Len)
+	if err := v.Verify(); err != nil {
 		return err
 	}
-	hasher := sha256.New()
-	br := bufio.NewReaderSize(f, 1<<20)
-	if _, err := io.CopyN(hasher, br, payloadOff+n); err != nil {
-		return fail(fmt.Errorf("%w: %v", ErrCorrupt, err))
-	}
-	var sum [sha256.Size]byte
-	if _, err := io.ReadFull(br, sum[:]); err != nil {
-		return fail(fmt.Errorf("%w: %v", ErrCorrupt, err))
-	}
-	if !bytes.Equal(sum[:], hasher.Sum(nil)) {
-		return fail(fmt.Errorf("%w: checksum mismatch", ErrCorrupt))
-	}
-	if _, err := f.Seek(payloadOff, io.SeekStart); err != nil {
-		return err
-	}
-	if err := decode(bufio.NewReaderSize(io.LimitReader(f, n), 1<<20), n); err != nil {
-		return fail(err)
+	if derr != nil {
+		return fmt.Errorf("%s: %w", path, derr)
 	}
 	return nil
 }

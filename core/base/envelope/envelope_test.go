@@ -145,6 +145,45 @@ func TestStreamRoundTripAndCorruption(t *testing.T) {
 	}
 }
 
+// TestReadFileStreamVerifiesWhatDecodeSkips: ReadFileStream decodes while
+// it hashes, so the checksum must cover the bytes decode never read, a
+// corrupt file must read as ErrCorrupt even when decode failed on it
+// first, and decode's own error must come back on an intact file.
+func TestReadFileStreamVerifiesWhatDecodeSkips(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "g")
+	payload := make([]byte, 9<<20+3) // more than one read-ahead chunk
+	for i := range payload {
+		payload[i] = byte(i * 11)
+	}
+	h := Header{Kind: "group", Fingerprint: "f", KeyID: "k"}
+	if err := WriteFileStream(path, h, int64(len(payload)), 0o644, func(w io.Writer) error {
+		_, err := w.Write(payload)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	errDecode := errors.New("decode refused")
+	head := func(r io.Reader, n int64) error { // reads the first MiB only
+		_, err := io.ReadFull(r, make([]byte, 1<<20))
+		return err
+	}
+	failing := func(r io.Reader, n int64) error { return errDecode }
+	if err := ReadFileStream(path, h, head); err != nil {
+		t.Fatalf("an intact file read in part: %v", err)
+	}
+	if err := ReadFileStream(path, h, failing); !errors.Is(err, errDecode) || errors.Is(err, ErrCorrupt) {
+		t.Fatalf("decode's error on an intact file: %v", err)
+	}
+	data := mustRead(t, path)
+	data[len(data)-1000] ^= 0x40 // past what head reads
+	os.WriteFile(path, data, 0o644)
+	for name, decode := range map[string]func(io.Reader, int64) error{"partial": head, "failing": failing} {
+		if err := ReadFileStream(path, h, decode); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("%s decode of a corrupt file: %v", name, err)
+		}
+	}
+}
+
 // TestWriteFileAt: a payload written out of order in pieces is the same
 // frame as one written in a stream; a fill that misses a byte, writes
 // outside the payload or fails leaves no file.
