@@ -22,6 +22,12 @@ import (
 // within 2^-PrecisionBits of the message with probability 1 - 2^-80 per
 // slot when that standard deviation times TailFactor stays below
 // 2^-PrecisionBits, which caps Bits at MaxBits.
+//
+// Every figure here assumes an ideal discrete Gaussian. Lattigo's
+// ring.DiscreteGaussian draws on a grid of spacing about sigma 2^-31
+// (bench-results/flooding-sampler), so HidingBits is not a guarantee:
+// docs/THRESHOLD.md, "Secure flooding", states what the sampler gives and
+// what a flooding at a statistical distance of 2^-40 needs.
 const (
 	// Lambda is the security parameter of the secure flooding size.
 	Lambda = 128
@@ -53,7 +59,7 @@ type Flooding struct {
 	PrecisionBits float64 `json:"precision_bits"`       // decoded values within 2^-PrecisionBits
 	MaxBits       float64 `json:"max_flooding_bits"`    // largest Bits that keeps that precision
 	SecureBits    float64 `json:"secure_flooding_bits"` // Lambda/2 + log2 N + NoiseBits (papers/004 §5)
-	HidingBits    float64 `json:"hiding_bits"`          // lambda given by Bits: 2 (Bits - log2 N - NoiseBits), at least 0
+	HidingBits    float64 `json:"hiding_bits"`          // lambda given by Bits under an ideal Gaussian: 2 (Bits - log2 N - NoiseBits), at least 0
 }
 
 // PlanFlooding sizes the flooding of a decryption share for ring degree

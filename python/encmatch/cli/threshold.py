@@ -254,7 +254,8 @@ def cmd_decrypt_share(args: argparse.Namespace) -> int:
         print(f"party {info['party']} of {info['parties']}: {args.out} ({len(share)} bytes, {info['seconds']:.3f} s) "
               f"for the {info['mode']} search {info['transcript'][:16]} of index {info['index']}, recorded in {info['journal']}; "
               f"flooding 2^{f['flooding_bits']:.1f} (secure size 2^{f['secure_flooding_bits']:.1f}), "
-              f"statistical hiding {f['hiding_bits']:.1f} bits for noise <= 2^{f['noise_bits']:g}")
+              f"{f['hiding_bits']:.1f} bits of hiding for noise <= 2^{f['noise_bits']:g} if the flood were an ideal Gaussian "
+              f"(Lattigo's sampler is not: docs/THRESHOLD.md, \"Secure flooding\")")
     return 0
 
 
