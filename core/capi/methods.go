@@ -14,6 +14,7 @@ import (
 	"encmatch/core/base/parallel"
 	"encmatch/core/base/params"
 	"encmatch/core/face/engine"
+	"encmatch/core/face/keys"
 	"encmatch/core/face/offload"
 	"encmatch/core/face/strategy"
 	"encmatch/core/kernels"
@@ -115,6 +116,11 @@ type paramArgs struct {
 	// Fold: fold the vectors' halves into complex slots (params.Set.Fold);
 	// absent: fold where the set can (params.Set.Foldable).
 	Fold *bool `json:"fold"`
+	// Fingerprint: an existing key set's or index's; the set is then the
+	// choice of moduli whose fingerprint it is (keys.ParamSetMatching), so
+	// that artefacts made before the default primes changed describe as
+	// they are. Absent, or matched by none: the default moduli.
+	Fingerprint string `json:"fingerprint"`
 }
 
 // set returns the parameter set (defaults for an empty preset, kappa 0 and
@@ -131,6 +137,11 @@ func (a *paramArgs) set() (*params.Set, error) {
 		fold := s.Foldable()
 		if a.Fold != nil {
 			fold = *a.Fold
+		}
+		if a.Fingerprint != "" {
+			if m, merr := keys.ParamSetMatching(a.Preset, a.Kappa, a.Dim, a.Payload, fold, a.Fingerprint); merr == nil {
+				return m, nil
+			}
 		}
 		s, err = s.WithFold(fold)
 	}

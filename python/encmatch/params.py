@@ -47,20 +47,25 @@ def presets() -> list[dict]:
 
 
 def describe(preset: str = "default", kappa: int = DEFAULT_KAPPA, dim: int = 512, *, payload: bool = False,
-             fold: bool | None = None) -> dict:
+             fold: bool | None = None, fingerprint: str | None = None) -> dict:
     """Parameter description of ``preset`` for depth budget ``kappa`` and dimension ``dim``.
 
     Keys: ``preset, insecure, log_n, ring, slots, log_q, log_p, log_qp,
-    security_bits, kappa, levels, dim, padded_dim, group_size`` (and
-    ``payload``, ``fold``). ``payload``: the chain of a payload key set, one
-    level longer; ``fold``: the folded layout, ``None`` as a new key set
-    takes it (folded where the preset can) (:meth:`Client.generate`).
+    security_bits, kappa, moduli, levels, dim, padded_dim, group_size,
+    fingerprint`` (and ``payload``, ``fold``). ``payload``: the chain of a
+    payload key set, one level longer; ``fold``: the folded layout, ``None``
+    as a new key set takes it (folded where the preset can)
+    (:meth:`Client.generate`); ``fingerprint``: an existing key set's, whose
+    primes may be the ones chosen before 2026-11-29 (``moduli``
+    "alternating"): the description is then of those, if they give it.
     """
     args: dict = {"preset": preset, "kappa": int(kappa), "dim": int(dim)}
     if payload:
         args["payload"] = True
     if fold is not None:
         args["fold"] = bool(fold)
+    if fingerprint:
+        args["fingerprint"] = str(fingerprint)
     return _core.call("describe", args)[0]
 
 

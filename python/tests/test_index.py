@@ -28,6 +28,18 @@ def test_core_answers_version_presets_describe():
     assert encmatch.describe("toy-real", KAPPA, 32)["insecure"] is True
 
 
+def test_describe_recognises_key_sets_made_with_the_old_primes():
+    """Key sets made before 2026-11-29 name Lattigo's alternating primes in their fingerprint (pinned in
+    core/base/params): describe with that fingerprint gives those primes, the service's key check accepts it."""
+    new = encmatch.describe("toy", 7, 8, fold=False)
+    legacy_fp = "a247bf2e9ab6b4a07849c68a006b348f"
+    assert new["moduli"] == "below" and new["fingerprint"] != legacy_fp
+    old = encmatch.describe("toy", 7, 8, fold=False, fingerprint=legacy_fp)
+    assert old["moduli"] == "alternating" and old["fingerprint"] == legacy_fp
+    unknown = encmatch.describe("toy", 7, 8, fold=False, fingerprint="0" * 32)
+    assert unknown["fingerprint"] == new["fingerprint"]
+
+
 def test_real_ring_index_near_threshold(tmp_path, planted, check):
     """The conjugate-invariant toy (4,096 real slots per group): two groups, scores planted around delta,
     every decision outside the band equal to brute force through the SDK."""

@@ -90,6 +90,56 @@ func payloadSpecialPrimes(logQ []int) []int {
 	return out
 }
 
+// Moduli names how the primes of a set's ciphertext modulus Q are chosen.
+type Moduli int
+
+const (
+	// ModuliBelow takes every prime of Q just below its power of two (2^60
+	// for the base prime, 2^45 for the rescaling primes): the default since
+	// 2026-11-29. Lattigo's uniform sampler masks a draw to the prime's bit
+	// length and rejects it when it is >= q, so with these primes it keeps
+	// almost every draw: a seeded store regenerates its masks with 1.0 draws
+	// per coefficient instead of 1.53, and every residue packs in 45 bits.
+	ModuliBelow Moduli = iota
+	// ModuliAlternating is Lattigo's own choice from the bit sizes (primes
+	// alternately above and below 2^45, eight of the default preset's
+	// fifteen above): the key sets and indexes made before 2026-11-29,
+	// whose fingerprints name these primes.
+	ModuliAlternating
+)
+
+// AllModuli lists every choice, the default first.
+var AllModuli = []Moduli{ModuliBelow, ModuliAlternating}
+
+// String names the choice as descriptions print it.
+func (m Moduli) String() string {
+	if m == ModuliAlternating {
+		return "alternating"
+	}
+	return "below"
+}
+
+// belowPowersOfTwo returns, for each bit size of logQ in order, the next
+// NTT-friendly prime (for the 2N-th or 4N-th root of unity nthRoot) below
+// 2^bits: the primes of a ModuliBelow chain.
+func belowPowersOfTwo(logQ []int, nthRoot uint64) ([]uint64, error) {
+	gens := map[int]*ring.NTTFriendlyPrimesGenerator{}
+	q := make([]uint64, len(logQ))
+	for i, bits := range logQ {
+		g, ok := gens[bits]
+		if !ok {
+			ng := ring.NewNTTFriendlyPrimesGenerator(uint64(bits), nthRoot)
+			g = &ng
+			gens[bits] = g
+		}
+		var err error
+		if q[i], err = g.NextDownstreamPrime(); err != nil {
+			return nil, fmt.Errorf("no %d-bit prime below 2^%d for the %d-th roots of unity: %w", bits, bits, nthRoot, err)
+		}
+	}
+	return q, nil
+}
+
 // MinSpecialPrimeBits is the smallest special prime a chain may use: key
 // switching divides by P, so P must stay at least as large as a rescaling
 // prime for its noise to vanish against the scale.
@@ -106,7 +156,9 @@ type Set struct {
 	// Fold packs the padded vector's two halves into one complex vector,
 	// lo + i hi, so that a group has half as many diagonals (packing.Fold;
 	// the standard ring only). Set by WithFold.
-	Fold     bool
+	Fold bool
+	// Moduli is how Q's primes were chosen (ModuliBelow for new sets).
+	Moduli   Moduli
 	CKKS     ckks.Parameters
 	Insecure bool
 }
@@ -125,6 +177,7 @@ type Description struct {
 	Kappa        int     `json:"kappa"`
 	Payload      bool    `json:"payload,omitempty"`
 	Fold         bool    `json:"fold,omitempty"`
+	Moduli       string  `json:"moduli"` // "below" (new sets) or "alternating" (sets made before 2026-11-29)
 	Levels       int     `json:"levels"`
 	Dim          int     `json:"dim"`
 	PaddedDim    int     `json:"padded_dim"`
@@ -142,6 +195,15 @@ func New(preset string, kappa, dim int) (*Set, error) {
 // 45-bit prime at the bottom of the chain, the special primes shrunk to
 // keep log2(QP) within the 128-bit bound (payloadSpecialPrimes).
 func NewWith(preset string, kappa, dim int, payload bool) (*Set, error) {
+	return NewWithModuli(preset, kappa, dim, payload, ModuliBelow)
+}
+
+// NewWithModuli is NewWith with Q's primes chosen by moduli: ModuliBelow
+// for new sets, ModuliAlternating to rebuild a set made before.
+func NewWithModuli(preset string, kappa, dim int, payload bool, moduli Moduli) (*Set, error) {
+	if moduli != ModuliBelow && moduli != ModuliAlternating {
+		return nil, fmt.Errorf("unknown choice of moduli %d", moduli)
+	}
 	var logN int
 	ringType := ring.Standard
 	switch preset {
@@ -190,17 +252,24 @@ func NewWith(preset string, kappa, dim int, payload bool) (*Set, error) {
 			logP[i] = logPi
 		}
 	}
-	p, err := ckks.NewParametersFromLiteral(ckks.ParametersLiteral{
-		LogN:            logN,
-		LogQ:            logQ,
-		LogP:            logP,
-		LogDefaultScale: logScale,
-		RingType:        ringType,
-	})
+	lit := ckks.ParametersLiteral{LogN: logN, LogP: logP, LogDefaultScale: logScale, RingType: ringType}
+	if moduli == ModuliAlternating {
+		lit.LogQ = logQ
+	} else {
+		nthRoot := uint64(2) << logN // 2N; 4N for the conjugate-invariant ring
+		if ringType == ring.ConjugateInvariant {
+			nthRoot <<= 1
+		}
+		var err error
+		if lit.Q, err = belowPowersOfTwo(logQ, nthRoot); err != nil {
+			return nil, err
+		}
+	}
+	p, err := ckks.NewParametersFromLiteral(lit)
 	if err != nil {
 		return nil, fmt.Errorf("building CKKS parameters: %w", err)
 	}
-	s := &Set{Preset: preset, Kappa: kappa, Dim: dim, Payload: payload, CKKS: p, Insecure: preset != Default && preset != Real}
+	s := &Set{Preset: preset, Kappa: kappa, Dim: dim, Payload: payload, Moduli: moduli, CKKS: p, Insecure: preset != Default && preset != Real}
 	if !s.Insecure && s.SecurityBits() < 128 {
 		return nil, fmt.Errorf("preset %q at kappa=%d has log2(QP)=%.1f > %d: below 128-bit security", preset, kappa, p.LogQP(), MaxLogQPFor128[logN])
 	}
@@ -300,6 +369,7 @@ func (s *Set) Describe() Description {
 		Kappa:        s.Kappa,
 		Payload:      s.Payload,
 		Fold:         s.Fold,
+		Moduli:       s.Moduli.String(),
 		Levels:       s.CKKS.MaxLevel(),
 		Dim:          s.Dim,
 		PaddedDim:    s.Padded(),

@@ -2,7 +2,11 @@ package params
 
 import (
 	"math"
+	"math/big"
+	stdbits "math/bits"
 	"testing"
+
+	"github.com/tuneinsight/lattigo/v6/ring"
 )
 
 func TestDefaultIsSecureForEverySupportedKappa(t *testing.T) {
@@ -103,5 +107,84 @@ func TestPayloadLevelStaysSecure(t *testing.T) {
 	d, _ := New(Default, 13, 512)
 	if d.CKKS.LogQP() > 841 || d.CKKS.PCount() != 3 {
 		t.Fatalf("default chain changed: logQP %.1f, %d special primes", d.CKKS.LogQP(), d.CKKS.PCount())
+	}
+}
+
+// TestModuliBelowKeepUniformDraws: every prime of a new set's Q lies just
+// below its power of two (so Lattigo's uniform sampler, which masks a draw
+// to the prime's bit length and rejects it when >= q, keeps at least
+// 1 - 2^-16 of its draws), the primes are distinct and NTT-friendly, and the
+// secure presets stay within the 128-bit bound.
+func TestModuliBelowKeepUniformDraws(t *testing.T) {
+	for _, preset := range Presets {
+		for _, payload := range []bool{false, true} {
+			s, err := NewWith(preset, DefaultKappa, 512, payload)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Moduli != ModuliBelow || s.Describe().Moduli != "below" {
+				t.Fatalf("%s: moduli %v, want below by default", s.Label(), s.Moduli)
+			}
+			nthRoot := uint64(2) << s.CKKS.LogN()
+			if s.CKKS.RingType() == ring.ConjugateInvariant {
+				nthRoot <<= 1
+			}
+			seen := map[uint64]bool{}
+			for i, q := range s.CKKS.Q() {
+				bits := uint(64 - stdbits.LeadingZeros64(q))
+				if accept := float64(q) / math.Exp2(float64(bits)); accept < 1-math.Exp2(-16) {
+					t.Errorf("%s: q%d = %#x keeps only %.6f of the sampler's draws", s.Label(), i, q, accept)
+				}
+				if seen[q] || (q-1)%nthRoot != 0 || !big.NewInt(0).SetUint64(q).ProbablyPrime(20) {
+					t.Errorf("%s: q%d = %#x is repeated, not prime or not 1 mod %d", s.Label(), i, q, nthRoot)
+				}
+				seen[q] = true
+			}
+			if !s.Insecure && s.SecurityBits() < 128 {
+				t.Errorf("%s: log2(QP) %.1f above the 128-bit bound", s.Label(), s.CKKS.LogQP())
+			}
+		}
+	}
+}
+
+// TestLegacyModuliKeepTheirFingerprints pins the fingerprints of sets built
+// with the primes chosen before 2026-11-29 (ModuliAlternating), measured on
+// the code before the change: key sets and indexes made then name them.
+func TestLegacyModuliKeepTheirFingerprints(t *testing.T) {
+	for _, c := range []struct {
+		preset        string
+		kappa, dim    int
+		payload, fold bool
+		want          string
+	}{
+		{Default, 13, 512, false, true, "6cd3615192187bcac6275bde548d783d"},
+		{Default, 13, 512, false, false, "73bb308227fd0a71e2906b5e1c22056d"},
+		{Default, 13, 512, true, true, "9b19400b7c84d622ad7747fb13199208"},
+		{Toy, 7, 8, false, false, "a247bf2e9ab6b4a07849c68a006b348f"},
+		{Real, 13, 512, false, false, "aa3d65f8157f228d7a7ef170a2227d67"},
+	} {
+		s, err := NewWithModuli(c.preset, c.kappa, c.dim, c.payload, ModuliAlternating)
+		if err == nil {
+			s, err = s.WithFold(c.fold)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.Fingerprint(); got != c.want || s.Describe().Moduli != "alternating" {
+			t.Errorf("%s: legacy fingerprint %s (moduli %s), want %s", s.Label(), got, s.Describe().Moduli, c.want)
+		}
+		now, err := NewWith(c.preset, c.kappa, c.dim, c.payload)
+		if err == nil {
+			now, err = now.WithFold(c.fold)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if now.Fingerprint() == c.want {
+			t.Errorf("%s: the default moduli give the legacy fingerprint", now.Label())
+		}
+	}
+	if _, err := NewWithModuli(Default, 13, 512, false, Moduli(7)); err == nil {
+		t.Error("an unknown choice of moduli was accepted")
 	}
 }

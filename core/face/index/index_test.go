@@ -292,3 +292,46 @@ func TestPayloadBandWarning(t *testing.T) {
 		}
 	}
 }
+
+// TestLegacyModuliIndexOpens: an index of a key set made with the primes
+// chosen before 2026-11-29 (params.ModuliAlternating) loads with them, and
+// its groups read back.
+func TestLegacyModuliIndexOpens(t *testing.T) {
+	set, err := params.NewWithModuli(params.Toy, params.MinKappa, 4, false, params.ModuliAlternating)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	kd := filepath.Join(dir, "keys")
+	strat, _ := strategy.New(strategy.BSGSTBE, 2, set.L())
+	if _, err := keys.Generate(kd, set, strat); err != nil {
+		t.Fatal(err)
+	}
+	srv := filepath.Join(kd, keys.ServerDir)
+	idx := filepath.Join(dir, "index")
+	if _, err := Create(idx, srv, 0.5, CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pub, err := keys.LoadPublic(srv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Enroll(idx, pub, vectors(3), 3, 4, EnrollOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Load(idx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := m.ParamSet()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Moduli != params.ModuliAlternating || got.Fingerprint() != set.Fingerprint() {
+		t.Fatalf("legacy index opened with moduli %v, fingerprint %s (made %s)", got.Moduli, got.Fingerprint(), set.Fingerprint())
+	}
+	cts, err := LoadGroup(idx, m, got, m.Groups[0])
+	if err != nil || len(cts) != got.L() {
+		t.Fatalf("legacy group: %d ciphertexts, %v", len(cts), err)
+	}
+}

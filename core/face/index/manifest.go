@@ -158,12 +158,12 @@ func (m *Manifest) SimilarityStrategy() (strategy.Strategy, error) {
 
 // ParamSet rebuilds the parameter set of the manifest.
 func (m *Manifest) ParamSet() (*params.Set, error) {
-	set, err := keys.ParamSetWith(m.Params.Preset, m.Params.Kappa, m.Params.Dim, m.Params.Payload, m.Params.Fold)
+	set, err := keys.ParamSetMatching(m.Params.Preset, m.Params.Kappa, m.Params.Dim, m.Params.Payload, m.Params.Fold, m.Fingerprint)
+	if keys.IsFingerprintMismatch(err) {
+		return nil, fmt.Errorf("%w: manifest fingerprint does not match its parameters", errs.ErrCorrupt)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: manifest parameters: %v", errs.ErrCorrupt, err)
-	}
-	if set.Fingerprint() != m.Fingerprint {
-		return nil, fmt.Errorf("%w: manifest fingerprint does not match its parameters", errs.ErrCorrupt)
 	}
 	return set, nil
 }

@@ -20,6 +20,7 @@ package keys
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -80,15 +81,46 @@ func (m *Meta) Params() (*params.Set, error) {
 	if err := CheckDim(m.Dim); err != nil {
 		return nil, fmt.Errorf("%w: key metadata: %v", errs.ErrCorrupt, err)
 	}
-	set, err := ParamSetWith(m.Preset, m.Kappa, m.Dim, m.Payload, m.Fold)
+	set, err := ParamSetMatching(m.Preset, m.Kappa, m.Dim, m.Payload, m.Fold, m.Fingerprint)
+	if errors.Is(err, errFingerprint) {
+		return nil, fmt.Errorf("%w: key metadata fingerprint %s does not match its parameters (%s)", errs.ErrMismatch, m.Fingerprint, set.Fingerprint())
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: key metadata: %v", errs.ErrCorrupt, err)
 	}
-	if set.Fingerprint() != m.Fingerprint {
-		return nil, fmt.Errorf("%w: key metadata fingerprint %s does not match its parameters (%s)", errs.ErrMismatch, m.Fingerprint, set.Fingerprint())
-	}
 	return set, nil
 }
+
+// errFingerprint is ParamSetMatching's error when no choice of moduli
+// gives the fingerprint.
+var errFingerprint = errors.New("no choice of moduli gives the fingerprint")
+
+// ParamSetMatching is ParamSetWith for an artefact that states its
+// parameters' fingerprint: the set of the first choice of moduli
+// (params.AllModuli) whose fingerprint it is, so that key sets and indexes
+// made before the default primes changed (params.ModuliAlternating) still
+// open. With none, it returns the default choice's set and an error
+// wrapping errFingerprint (test with IsFingerprintMismatch).
+func ParamSetMatching(preset string, kappa, dim int, payload, fold bool, fingerprint string) (*params.Set, error) {
+	var first *params.Set
+	for _, moduli := range params.AllModuli {
+		set, err := paramSetOf(preset, kappa, dim, payload, fold, moduli)
+		if err != nil {
+			return nil, err
+		}
+		if set.Fingerprint() == fingerprint {
+			return set, nil
+		}
+		if first == nil {
+			first = set
+		}
+	}
+	return first, errFingerprint
+}
+
+// IsFingerprintMismatch reports whether err is ParamSetMatching's
+// mismatch.
+func IsFingerprintMismatch(err error) bool { return errors.Is(err, errFingerprint) }
 
 // MaxDim bounds an embedding dimension read from metadata before it reaches
 // params.New (whose padding to a power of two would overflow on a huge one):
@@ -105,6 +137,7 @@ type paramKey struct {
 	preset     string
 	kappa, dim int
 	payload    bool
+	moduli     params.Moduli
 }
 
 // paramCacheSize bounds paramCache (a set at the default preset holds
@@ -124,16 +157,21 @@ func ParamSet(preset string, kappa, dim int) (*params.Set, error) {
 // ParamSetWith is ParamSet for a set with or without the payload level,
 // folded or not.
 func ParamSetWith(preset string, kappa, dim int, payload, fold bool) (*params.Set, error) {
+	return paramSetOf(preset, kappa, dim, payload, fold, params.ModuliBelow)
+}
+
+// paramSetOf is ParamSetWith for a given choice of moduli.
+func paramSetOf(preset string, kappa, dim int, payload, fold bool, moduli params.Moduli) (*params.Set, error) {
 	if err := CheckDim(dim); err != nil {
 		return nil, err
 	}
-	key := paramKey{preset, kappa, dim, payload}
+	key := paramKey{preset, kappa, dim, payload, moduli}
 	paramCache.Lock()
 	set, ok := paramCache.m[key]
 	paramCache.Unlock()
 	if !ok {
 		var err error
-		if set, err = params.NewWith(preset, kappa, dim, payload); err != nil {
+		if set, err = params.NewWithModuli(preset, kappa, dim, payload, moduli); err != nil {
 			return nil, err
 		}
 		paramCache.Lock()

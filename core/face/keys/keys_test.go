@@ -16,6 +16,9 @@ import (
 	"encmatch/core/base/errs"
 	"encmatch/core/base/params"
 	"encmatch/core/face/strategy"
+
+	"github.com/tuneinsight/lattigo/v6/core/rlwe"
+	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
 )
 
 func generate(t *testing.T) (string, *params.Set) {
@@ -223,5 +226,55 @@ func TestHugeDimIsRefused(t *testing.T) {
 	m := &Meta{Format: formatV1, Preset: params.Toy, Kappa: params.MinKappa, Dim: math.MaxInt}
 	if _, err := m.Params(); !errors.Is(err, errs.ErrCorrupt) {
 		t.Fatalf("dimension 2^63-1: %v", err)
+	}
+}
+
+// TestLegacyModuliKeySetOpens: a key set made with the primes chosen before
+// 2026-11-29 (params.ModuliAlternating) loads as it was made, with its own
+// primes (its keys decrypt what its public key encrypts), and a fingerprint
+// that no choice of moduli gives is still refused.
+func TestLegacyModuliKeySetOpens(t *testing.T) {
+	set, err := params.NewWithModuli(params.Toy, params.MinKappa, 8, false, params.ModuliAlternating)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "keys")
+	strat, _ := strategy.New(strategy.DG, 0, set.L())
+	if _, err := Generate(dir, set, strat); err != nil {
+		t.Fatal(err)
+	}
+	c, err := LoadClient(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := LoadPublic(filepath.Join(dir, ServerDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Params.Moduli != params.ModuliAlternating || c.Params.Fingerprint() != set.Fingerprint() || pub.Params.Fingerprint() != set.Fingerprint() {
+		t.Fatalf("legacy key set loaded with moduli %v, fingerprint %s (made %s)", c.Params.Moduli, c.Params.Fingerprint(), set.Fingerprint())
+	}
+	p := c.Params.CKKS
+	want := []float64{0.25, -0.5, 1}
+	pt := ckks.NewPlaintext(p, p.MaxLevel())
+	if err := ckks.NewEncoder(p).Encode(want, pt); err != nil {
+		t.Fatal(err)
+	}
+	ct, err := rlwe.NewEncryptor(p, pub.Key).EncryptNew(pt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]float64, len(want))
+	if err := ckks.NewEncoder(p).Decode(rlwe.NewDecryptor(p, c.Secret).DecryptNew(ct), got); err != nil {
+		t.Fatal(err)
+	}
+	for i := range want {
+		if math.Abs(got[i]-want[i]) > 1e-3 {
+			t.Fatalf("slot %d decrypts to %g, want %g", i, got[i], want[i])
+		}
+	}
+	c.Meta.Fingerprint = strings.Repeat("0", 32)
+	if _, err := c.Meta.Params(); !errors.Is(err, errs.ErrMismatch) {
+		t.Fatalf("unknown fingerprint: %v, want a mismatch", err)
 	}
 }

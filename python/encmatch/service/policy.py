@@ -112,7 +112,8 @@ def check_key_meta(meta: Any, allow_insecure: bool) -> dict:
     if not isinstance(meta.get("fold", False), bool):
         raise InvalidArgument("keys: field 'fold' must be true or false")
     payload = bool(meta.get("payload", False))  # a payload key set: one more level (issue 18)
-    params = describe(meta["preset"], meta["kappa"], meta["dim"], payload=payload, fold=bool(meta.get("fold", False)))
+    params = describe(meta["preset"], meta["kappa"], meta["dim"], payload=payload, fold=bool(meta.get("fold", False)),
+                      fingerprint=meta["fingerprint"])
     # Galois elements live modulo the ring's 2N-th (conjugate-invariant ring: 4N-th) root of unity.
     two_n = (4 if params.get("ring") == "ConjugateInvariant" else 2) << int(params["log_n"])
     if len(set(gal)) != len(gal) or not all(g % 2 == 1 and 1 < g < two_n for g in gal):
