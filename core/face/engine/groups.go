@@ -15,10 +15,13 @@ import (
 	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
 )
 
-// chunk is a run of consecutive diagonals of one group.
+// chunk is a run of consecutive diagonals of one group. A streamed
+// seeded group's diagonals come with their stored half only and masks,
+// which the worker that takes the chunk completes (index.Masks).
 type chunk struct {
 	first int
 	cts   []*rlwe.Ciphertext
+	masks *index.Masks
 }
 
 // chunkSize is the unit of work and of streaming: one giant step (n1
@@ -66,8 +69,9 @@ func (s *Server) runnerBytes() int64 {
 }
 
 // feed sends every group's diagonals, chunk by chunk, one channel per group,
-// from memory or streamed from disk. Reading runs ahead of the computation
-// by at most two chunks and one group. It stops early when done closes.
+// from memory or streamed from disk (a seeded group's stored halves, the
+// workers drawing the uniform halves: groupScores). Reading runs ahead of
+// the computation by at most two chunks and one group. It stops early when done closes.
 // When columns is not nil, columns[g] receives group g's payload columns
 // before its channel closes.
 func (s *Server) feed(done <-chan struct{}, columns [][]*rlwe.Ciphertext) (<-chan chan chunk, <-chan error) {
@@ -83,7 +87,7 @@ func (s *Server) feed(done <-chan struct{}, columns [][]*rlwe.Ciphertext) (<-cha
 			case <-done:
 				return
 			}
-			send := func(first int, cts []*rlwe.Ciphertext) error {
+			send := func(first int, cts []*rlwe.Ciphertext, masks *index.Masks) error {
 				if first >= s.strat.L { // the payload columns, read after the diagonals
 					if columns != nil {
 						columns[g] = cts
@@ -91,7 +95,7 @@ func (s *Server) feed(done <-chan struct{}, columns [][]*rlwe.Ciphertext) (<-cha
 					return nil
 				}
 				select {
-				case ch <- chunk{first, cts}:
+				case ch <- chunk{first, cts, masks}:
 					return nil
 				case <-done:
 					return errStopped
@@ -99,10 +103,10 @@ func (s *Server) feed(done <-chan struct{}, columns [][]*rlwe.Ciphertext) (<-cha
 			}
 			var err error
 			if s.Streamed {
-				err = index.StreamGroup(s.dir, s.Manifest, s.Params, entry, size, send)
+				err = index.StreamGroupStoredHalves(s.dir, s.Manifest, s.Params, entry, size, send)
 			} else {
 				for first := 0; first < len(s.groups[g]) && err == nil; first += size {
-					err = send(first, s.groups[g][first:min(first+size, len(s.groups[g]))])
+					err = send(first, s.groups[g][first:min(first+size, len(s.groups[g]))], nil)
 				}
 				if columns != nil {
 					columns[g] = s.columns[g]
@@ -211,6 +215,11 @@ func (s *Server) groupScores(tables []montTable, ch <-chan chunk) ([]*rlwe.Ciphe
 		sums[k] = make([]*giantSum, nq)
 		for c := range ch {
 			for i, d := range c.cts {
+				if c.masks != nil {
+					if err := c.masks.Complete(c.first+i, d); err != nil {
+						return err
+					}
+				}
 				if d.Level() != level || d.Degree() != 1 {
 					return fmt.Errorf("internal error: diagonal %d has level %d and degree %d", c.first+i, d.Level(), d.Degree())
 				}

@@ -123,7 +123,7 @@ func decodeGroup(b []byte, seededGroup bool) error {
 	set := tinySet()
 	g := Group{File: groupFile(0, 0), Count: 1, Seeded: seededGroup}
 	n := 0
-	err := readRecords(bytes.NewReader(b), int64(len(b)), set, g, 0, 1, func(_ int, cts []*rlwe.Ciphertext) error {
+	err := readRecords(bytes.NewReader(b), int64(len(b)), set, g, 0, 1, false, func(_ int, cts []*rlwe.Ciphertext, _ *Masks) error {
 		n += len(cts)
 		return nil
 	})

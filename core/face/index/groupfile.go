@@ -142,7 +142,7 @@ func LoadGroup(dir string, m *Manifest, set *params.Set, g Group) ([]*rlwe.Ciphe
 	path := filepath.Join(dir, g.File)
 	var cts []*rlwe.Ciphertext
 	err := envelope.ReadFileStream(path, m.groupHeader(g), func(r io.Reader, n int64) error {
-		return readRecords(r, n, set, g, 2*m.PayloadWidth, set.L(), func(first int, chunk []*rlwe.Ciphertext) error {
+		return readRecords(r, n, set, g, 2*m.PayloadWidth, set.L(), false, func(first int, chunk []*rlwe.Ciphertext, _ *Masks) error {
 			cts = append(cts, chunk...)
 			return nil
 		})
@@ -158,15 +158,52 @@ func LoadGroup(dir string, m *Manifest, set *params.Set, g Group) ([]*rlwe.Ciphe
 // ciphertexts (first is the index of the chunk's first diagonal). Used when
 // the index does not fit in memory.
 func StreamGroup(dir string, m *Manifest, set *params.Set, g Group, chunk int, emit func(first int, cts []*rlwe.Ciphertext) error) error {
+	return streamGroup(dir, m, set, g, chunk, false, func(first int, cts []*rlwe.Ciphertext, _ *Masks) error { return emit(first, cts) })
+}
+
+// StreamGroupStoredHalves is StreamGroup for a reader that regenerates a
+// seeded group's uniform halves itself: the diagonals of a seeded group
+// come with their stored half only (degree 0) and masks, whose Complete
+// adds each one's uniform half where the reader is about to use it, so
+// that the chunks waiting between the reader and the disk hold half the
+// bytes and the masks are drawn by the reader's workers. masks is nil for
+// a group stored whole; the payload columns always come complete.
+func StreamGroupStoredHalves(dir string, m *Manifest, set *params.Set, g Group, chunk int, emit func(first int, cts []*rlwe.Ciphertext, masks *Masks) error) error {
+	return streamGroup(dir, m, set, g, chunk, true, emit)
+}
+
+func streamGroup(dir string, m *Manifest, set *params.Set, g Group, chunk int, deferMasks bool, emit func(int, []*rlwe.Ciphertext, *Masks) error) error {
 	path := filepath.Join(dir, g.File)
 	ps, err := envelope.OpenPayload(path, m.groupHeader(g))
 	if err != nil {
 		return groupError(path, err)
 	}
 	defer ps.Close()
-	if err := readRecords(ps, ps.Len, set, g, 2*m.PayloadWidth, chunk, emit); err != nil {
+	if err := readRecords(ps, ps.Len, set, g, 2*m.PayloadWidth, chunk, deferMasks, emit); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
+	return nil
+}
+
+// Masks regenerates the uniform halves of a seeded group's diagonals that
+// StreamGroupStoredHalves left out. It is safe for concurrent use.
+type Masks struct {
+	p     ckks.Parameters
+	level int
+	seed  seeded.Seed
+}
+
+// Complete appends to ct, diagonal i of the group as
+// StreamGroupStoredHalves gave it (its stored half alone), its uniform
+// half; a ciphertext that already has both halves is refused.
+func (k *Masks) Complete(i int, ct *rlwe.Ciphertext) error {
+	if ct.Degree() != 0 || ct.Level() != k.level {
+		return fmt.Errorf("internal error: diagonal %d has degree %d and level %d, not a stored half at level %d", i, ct.Degree(), ct.Level(), k.level)
+	}
+	rq := k.p.RingQ().AtLevel(k.level)
+	c1 := rq.NewPoly()
+	seeded.Mask(rq, k.seed, uint64(i), c1)
+	ct.Value = append(ct.Value, c1)
 	return nil
 }
 
@@ -204,10 +241,12 @@ func readRecord(r io.Reader, buf []byte, size int, what string) ([]byte, error) 
 
 // readRecords decodes the l diagonal records of a group payload, in chunks
 // of chunk diagonals, then its cols payload columns, in one chunk of their
-// own (first = l), regenerating the uniform halves of a seeded group. The
-// records are read in order and decoded (unpacked, masks regenerated) in
-// parallel, a window of decodeWindow records per worker at a time.
-func readRecords(r io.Reader, n int64, set *params.Set, g Group, cols, chunk int, emit func(int, []*rlwe.Ciphertext) error) error {
+// own (first = l), regenerating the uniform halves of a seeded group (of
+// its payload columns only when deferMasks: emit then gets the Masks that
+// complete the diagonals). The records are read in order and decoded
+// (unpacked, masks regenerated) in parallel, a window of decodeWindow
+// records per worker at a time.
+func readRecords(r io.Reader, n int64, set *params.Set, g Group, cols, chunk int, deferMasks bool, emit func(int, []*rlwe.Ciphertext, *Masks) error) error {
 	p, l := set.CKKS, set.L()
 	if want := groupPayload(p, l, cols, g.Seeded); n != want {
 		return fmt.Errorf("%w: %d payload bytes, expected %d for %d diagonals and %d payload columns", errs.ErrCorrupt, n, want, l, cols)
@@ -219,6 +258,10 @@ func readRecords(r io.Reader, n int64, set *params.Set, g Group, cols, chunk int
 			return err
 		}
 		copy(seed[:], b)
+	}
+	var masks *Masks
+	if g.Seeded && deferMasks {
+		masks = &Masks{p: p, level: p.MaxLevel(), seed: seed}
 	}
 	// Records [lo, hi) of one emitted chunk: diagonals by chunk, the
 	// diagonals' last chunk ending at l, the columns in one chunk.
@@ -246,14 +289,18 @@ func readRecords(r io.Reader, n int64, set *params.Set, g Group, cols, chunk int
 			cts := make([]*rlwe.Ciphertext, len(raw))
 			if err := parallel.For(len(raw), func(k int) error {
 				var err error
-				cts[k], err = decodeRecord(raw[k], p, g, seed, l, w+k, names[k])
+				cts[k], err = decodeRecord(raw[k], p, g, seed, l, w+k, masks != nil, names[k])
 				return err
 			}); err != nil {
 				return err
 			}
 			batch = append(batch, cts...)
 		}
-		if err := emit(lo, batch); err != nil {
+		chunkMasks := masks
+		if lo >= l {
+			chunkMasks = nil // the payload columns come complete
+		}
+		if err := emit(lo, batch, chunkMasks); err != nil {
 			return err
 		}
 		lo = hi
@@ -288,15 +335,15 @@ func recordName(g Group, l, i int) string {
 }
 
 // decodeRecord unpacks record i (named what in errors), regenerating its
-// uniform half from seed when the group is seeded, and checks a payload
-// column's scale.
-func decodeRecord(b []byte, p ckks.Parameters, g Group, seed seeded.Seed, l, i int, what string) (*rlwe.Ciphertext, error) {
+// uniform half from seed when the group is seeded (a diagonal's only when
+// not deferMasks), and checks a payload column's scale.
+func decodeRecord(b []byte, p ckks.Parameters, g Group, seed seeded.Seed, l, i int, deferMasks bool, what string) (*rlwe.Ciphertext, error) {
 	level := recordLevel(p, l, i)
 	ct, err := codec.UnpackCiphertext(b, p, storedDegree(g.Seeded), level, what)
 	if err != nil {
 		return nil, err
 	}
-	if g.Seeded {
+	if g.Seeded && !(deferMasks && i < l) {
 		rq := p.RingQ().AtLevel(level)
 		c1 := rq.NewPoly()
 		seeded.Mask(rq, seed, uint64(i), c1)

@@ -226,6 +226,43 @@ func TestSeededGroups(t *testing.T) {
 		}
 	}
 
+	// Streamed with its stored halves only, each diagonal completed by the
+	// reader equals LoadGroup's, bit for bit; a whole group has no masks,
+	// and a completed diagonal is not completed twice.
+	for _, g := range m.Groups {
+		want, err := LoadGroup(idx, m, pub.Params, g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := 0
+		err = StreamGroupStoredHalves(idx, m, pub.Params, g, 3, func(first int, cts []*rlwe.Ciphertext, masks *Masks) error {
+			if (masks != nil) != g.Seeded {
+				t.Fatalf("group %s (seeded %v): masks %v", g.File, g.Seeded, masks)
+			}
+			for k, ct := range cts {
+				if masks != nil {
+					if ct.Degree() != 0 {
+						t.Fatalf("diagonal %d streamed with degree %d", first+k, ct.Degree())
+					}
+					if err := masks.Complete(first+k, ct); err != nil {
+						t.Fatal(err)
+					}
+					if masks.Complete(first+k, ct) == nil {
+						t.Fatal("a complete diagonal was completed again")
+					}
+				}
+				if !ct.Equal(want[first+k]) {
+					t.Fatalf("group %s diagonal %d differs from LoadGroup's", g.File, first+k)
+				}
+			}
+			seen += len(cts)
+			return nil
+		})
+		if err != nil || seen != len(want) {
+			t.Fatalf("group %s: streamed %d of %d, %v", g.File, seen, len(want), err)
+		}
+	}
+
 	misnamed := *m
 	misnamed.Groups = []Group{m.Groups[0], m.Groups[1]}
 	misnamed.Groups[1].Seeded = false
