@@ -24,6 +24,14 @@ func setup(t *testing.T) (string, *keys.Public) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return setupWith(t, set)
+}
+
+// setupWith makes a bsgs-tbe key set of set and an empty index; it returns
+// the index and the key set's public part (the keys are beside the index,
+// in "keys").
+func setupWith(t *testing.T, set *params.Set) (string, *keys.Public) {
+	t.Helper()
 	dir := t.TempDir()
 	kd := filepath.Join(dir, "keys")
 	strat, _ := strategy.New(strategy.BSGSTBE, 2, set.L())
@@ -338,21 +346,7 @@ func TestLegacyModuliIndexOpens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	kd := filepath.Join(dir, "keys")
-	strat, _ := strategy.New(strategy.BSGSTBE, 2, set.L())
-	if _, err := keys.Generate(kd, set, strat); err != nil {
-		t.Fatal(err)
-	}
-	srv := filepath.Join(kd, keys.ServerDir)
-	idx := filepath.Join(dir, "index")
-	if _, err := Create(idx, srv, 0.5, CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	pub, err := keys.LoadPublic(srv)
-	if err != nil {
-		t.Fatal(err)
-	}
+	idx, pub := setupWith(t, set)
 	if _, err := Enroll(idx, pub, vectors(3), 3, 4, EnrollOptions{}); err != nil {
 		t.Fatal(err)
 	}
