@@ -22,7 +22,7 @@ func layerOf(rel string) (name string, rank int) {
 		return "face", 2
 	case strings.HasPrefix(rel, "iris/"):
 		return "iris", 2
-	case rel == "threshold":
+	case rel == "threshold" || strings.HasPrefix(rel, "threshold/"):
 		return "threshold", 3
 	case rel == "capi":
 		return "capi", 4
