@@ -71,7 +71,8 @@ func (s *Server) runnerBytes() int64 {
 // feed sends every group's diagonals, chunk by chunk, one channel per group,
 // from memory or streamed from disk (a seeded group's stored halves, the
 // workers drawing the uniform halves: groupScores). Reading runs ahead of
-// the computation by at most two chunks and one group. It stops early when done closes.
+// the computation by at most two chunks and one group. It stops early when
+// done closes.
 // When columns is not nil, columns[g] receives group g's payload columns
 // before its channel closes.
 func (s *Server) feed(done <-chan struct{}, columns [][]*rlwe.Ciphertext) (<-chan chan chunk, <-chan error) {

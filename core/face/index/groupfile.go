@@ -185,26 +185,32 @@ func streamGroup(dir string, m *Manifest, set *params.Set, g Group, chunk int, d
 	return nil
 }
 
-// Masks regenerates the uniform halves of a seeded group's diagonals that
-// StreamGroupStoredHalves left out. It is safe for concurrent use.
+// Masks regenerates the uniform halves of a seeded group's records: the
+// diagonals' that StreamGroupStoredHalves left out, and every record's
+// when the group is decoded whole. It is safe for concurrent use.
 type Masks struct {
-	p     ckks.Parameters
-	level int
-	seed  seeded.Seed
+	p    ckks.Parameters
+	seed seeded.Seed
 }
 
 // Complete appends to ct, diagonal i of the group as
 // StreamGroupStoredHalves gave it (its stored half alone), its uniform
 // half; a ciphertext that already has both halves is refused.
 func (k *Masks) Complete(i int, ct *rlwe.Ciphertext) error {
-	if ct.Degree() != 0 || ct.Level() != k.level {
-		return fmt.Errorf("internal error: diagonal %d has degree %d and level %d, not a stored half at level %d", i, ct.Degree(), ct.Level(), k.level)
+	if level := k.p.MaxLevel(); ct.Degree() != 0 || ct.Level() != level {
+		return fmt.Errorf("internal error: diagonal %d has degree %d and level %d, not a stored half at level %d", i, ct.Degree(), ct.Level(), level)
 	}
-	rq := k.p.RingQ().AtLevel(k.level)
+	k.add(i, ct)
+	return nil
+}
+
+// add appends to ct, record i with its stored half alone, its uniform half
+// at ct's level: seeded.Mask under the group's seed.
+func (k *Masks) add(i int, ct *rlwe.Ciphertext) {
+	rq := k.p.RingQ().AtLevel(ct.Level())
 	c1 := rq.NewPoly()
 	seeded.Mask(rq, k.seed, uint64(i), c1)
 	ct.Value = append(ct.Value, c1)
-	return nil
 }
 
 func groupError(path string, err error) error {
@@ -259,9 +265,17 @@ func readRecords(r io.Reader, n int64, set *params.Set, g Group, cols, chunk int
 		}
 		copy(seed[:], b)
 	}
+	// The masks of a seeded group are drawn at decoding, except the
+	// diagonals' when deferMasks: emit then gets masks to complete them.
 	var masks *Masks
-	if g.Seeded && deferMasks {
-		masks = &Masks{p: p, level: p.MaxLevel(), seed: seed}
+	if g.Seeded {
+		masks = &Masks{p: p, seed: seed}
+	}
+	drawnAt := func(i int) *Masks {
+		if deferMasks && i < l {
+			return nil
+		}
+		return masks
 	}
 	// Records [lo, hi) of one emitted chunk: diagonals by chunk, the
 	// diagonals' last chunk ending at l, the columns in one chunk.
@@ -289,18 +303,18 @@ func readRecords(r io.Reader, n int64, set *params.Set, g Group, cols, chunk int
 			cts := make([]*rlwe.Ciphertext, len(raw))
 			if err := parallel.For(len(raw), func(k int) error {
 				var err error
-				cts[k], err = decodeRecord(raw[k], p, g, seed, l, w+k, masks != nil, names[k])
+				cts[k], err = decodeRecord(raw[k], p, g, l, w+k, drawnAt(w+k), names[k])
 				return err
 			}); err != nil {
 				return err
 			}
 			batch = append(batch, cts...)
 		}
-		chunkMasks := masks
-		if lo >= l {
-			chunkMasks = nil // the payload columns come complete
+		var left *Masks // what this chunk's records still need
+		if drawnAt(lo) == nil {
+			left = masks
 		}
-		if err := emit(lo, batch, chunkMasks); err != nil {
+		if err := emit(lo, batch, left); err != nil {
 			return err
 		}
 		lo = hi
@@ -335,19 +349,15 @@ func recordName(g Group, l, i int) string {
 }
 
 // decodeRecord unpacks record i (named what in errors), regenerating its
-// uniform half from seed when the group is seeded (a diagonal's only when
-// not deferMasks), and checks a payload column's scale.
-func decodeRecord(b []byte, p ckks.Parameters, g Group, seed seeded.Seed, l, i int, deferMasks bool, what string) (*rlwe.Ciphertext, error) {
-	level := recordLevel(p, l, i)
-	ct, err := codec.UnpackCiphertext(b, p, storedDegree(g.Seeded), level, what)
+// uniform half with masks when not nil, and checks a payload column's
+// scale.
+func decodeRecord(b []byte, p ckks.Parameters, g Group, l, i int, masks *Masks, what string) (*rlwe.Ciphertext, error) {
+	ct, err := codec.UnpackCiphertext(b, p, storedDegree(g.Seeded), recordLevel(p, l, i), what)
 	if err != nil {
 		return nil, err
 	}
-	if g.Seeded && !(deferMasks && i < l) {
-		rq := p.RingQ().AtLevel(level)
-		c1 := rq.NewPoly()
-		seeded.Mask(rq, seed, uint64(i), c1)
-		ct.Value = append(ct.Value, c1)
+	if masks != nil {
+		masks.add(i, ct)
 	}
 	if i >= l && !ct.Scale.Equal(rlwe.NewScale(payload.PayloadScale)) {
 		return nil, fmt.Errorf("%w: %s is not at the payload columns' scale", errs.ErrCorrupt, what)
