@@ -15,6 +15,7 @@ import (
 	"encmatch/core/face/keys"
 	"encmatch/core/face/result"
 	"encmatch/core/face/strategy"
+	"encmatch/core/kernels"
 	"encmatch/core/threshold"
 )
 
@@ -22,12 +23,14 @@ import (
 // enrollment, queries, searches and their results.
 
 // chooseStrategyReply is choose_strategy's reply: the strategy and n1 (null
-// with the error when none fits) and the estimates behind the choice.
+// with the error when none fits), the estimates behind the choice and the
+// vector kernel set whose measured costs they use.
 type chooseStrategyReply struct {
 	Candidates []strategy.Estimate `json:"candidates"`
 	Error      string              `json:"error,omitempty"`
 	N1         *int                `json:"n1"`
 	Strategy   *string             `json:"strategy"`
+	Kernels    string              `json:"kernels"`
 }
 
 // chooseStrategy answers which strategy keygen would take for these args.
@@ -48,9 +51,9 @@ func chooseStrategy(args, _ []byte) (*chooseStrategyReply, []byte, error) {
 		return nil, nil, err
 	}
 	if err != nil { // nothing fits: show why
-		return &chooseStrategyReply{Candidates: all, Error: err.Error()}, nil, nil
+		return &chooseStrategyReply{Candidates: all, Error: err.Error(), Kernels: string(kernels.Active())}, nil, nil
 	}
-	return &chooseStrategyReply{Candidates: all, N1: &s.N1, Strategy: &s.Name}, nil, nil
+	return &chooseStrategyReply{Candidates: all, N1: &s.N1, Strategy: &s.Name, Kernels: string(kernels.Active())}, nil, nil
 }
 
 // keygenReply is keygen's reply: what was generated, for which parameters

@@ -14,6 +14,7 @@ import (
 	"encmatch/core/base/parallel"
 	"encmatch/core/base/params"
 	"encmatch/core/face/engine"
+	"encmatch/core/face/index"
 	"encmatch/core/face/keys"
 	"encmatch/core/face/offload"
 	"encmatch/core/face/strategy"
@@ -152,13 +153,16 @@ func (a *paramArgs) set() (*params.Set, error) {
 }
 
 // strategyArgs choose a similarity strategy: a name and n1, or "auto" with
-// the expected gallery size, a memory budget (bytes, 0 = none) and workers.
+// the expected gallery size, a memory budget (bytes, 0 = none), workers
+// and whether the key owner will enroll (a seeded store, which the model
+// streams at half the bytes).
 type strategyArgs struct {
 	Strategy     string `json:"strategy"`
 	N1           int    `json:"n1"`
 	ExpectedSize int    `json:"expected_size"`
 	MemoryBudget int64  `json:"memory_budget"`
 	Workers      int    `json:"workers"`
+	Seeded       bool   `json:"seeded"`
 }
 
 // choose returns the strategy and the model's estimates: that strategy's
@@ -178,11 +182,15 @@ func (a *strategyArgs) choose(set *params.Set) (strategy.Strategy, []strategy.Es
 		workers = parallel.Workers()
 	}
 	p := set.CKKS
-	costs := strategy.DefaultCosts.For(int64(ckks.NewCiphertext(p, 1, p.MaxLevel()).BinarySize()),
+	costs := strategy.DefaultCosts().For(int64(ckks.NewCiphertext(p, 1, p.MaxLevel()).BinarySize()),
 		int64(rlwe.NewGaloisKey(p).BinarySize()), set.Slots())
 	if set.Fold {
 		costs = costs.Folded()
 	}
+	if a.Seeded {
+		costs = costs.Seeded()
+	}
+	costs.StoredBytes = index.BytesPerGroup(set, 0, a.Seeded) / int64(set.L())
 	if a.Strategy != strategy.Auto {
 		s, err := strategy.New(a.Strategy, a.N1, set.L())
 		if err != nil {

@@ -136,23 +136,35 @@ def choose_strategy(
     expected_size: int | None = None,
     memory_budget: int | None = None,
     workers: int | None = None,
+    seeded: bool = False,
+    fold: bool | None = None,
 ) -> dict:
     """The strategy :meth:`Client.generate` would use with the same arguments, and the model's ranking.
 
     ``expected_size`` is the expected gallery size in vectors (default one
     group), ``memory_budget`` the server's memory in bytes (``None``:
-    unlimited), ``workers`` its cores (``None``: this machine's). Returns
-    ``{"strategy", "n1", "candidates"}``; with ``strategy="auto"``,
-    ``candidates`` ranks every strategy and n1, best first, each
-    ``{"strategy", "n1", "keys", "key_bytes", "query_seconds",
-    "load_seconds", "memory_bytes", "streamed"}`` (predictions of a cost
-    model calibrated at the default preset and scaled by ciphertext size);
-    for a named strategy it holds that strategy's estimate alone. When no
-    strategy fits the budget, ``strategy`` and ``n1`` are ``None`` and
-    ``error`` says why, next to the candidates.
+    unlimited), ``workers`` its cores (``None``: this machine's),
+    ``seeded`` whether the key owner enrolls (a seeded store: half the
+    bytes streamed, the uniform halves regenerated), ``fold`` the layout
+    (``None``: folded where the preset can, as a new key set). Returns
+    ``{"strategy", "n1", "candidates", "kernels"}``; with
+    ``strategy="auto"``, ``candidates`` ranks every strategy and n1, best
+    first, each ``{"strategy", "n1", "keys", "key_bytes",
+    "query_seconds", "load_seconds", "memory_bytes", "streamed"}``
+    (predictions of a cost model measured at the default preset with the
+    vector kernel set ``kernels``, this machine's, and scaled by
+    ciphertext size; docs/STRATEGIES.md); for a named strategy it holds
+    that strategy's estimate alone. When no strategy fits the budget,
+    ``strategy`` and ``n1`` are ``None`` and ``error`` says why, next to
+    the candidates.
     """
     args = {"preset": preset, "kappa": int(kappa), "dim": check_dim(dim)}
+    if fold is not None:
+        args["fold"] = bool(fold)
     args.update(strategy_args(strategy, n1, expected_size, memory_budget, workers))
+    if not isinstance(seeded, bool):
+        raise InvalidArgument(f"seeded must be True or False, got {seeded!r}")
+    args["seeded"] = seeded
     res = _core.call("choose_strategy", args)[0]
     res["candidates"] = res.get("candidates") or []
     return res

@@ -144,3 +144,20 @@ def test_choose_strategy_ranks_candidates(tmp_path):
             encmatch.choose_strategy(64, TOY, KAPPA, **bad)
     with pytest.raises(InvalidArgument, match="n1"):
         encmatch.choose_strategy(64, TOY, KAPPA, strategy="bsgs-tbe", n1=65)  # the core checks the range
+
+
+def test_choose_strategy_models_the_store_and_the_kernels():
+    """The estimates name the kernel set whose costs they use; a streamed seeded store costs its masks, a
+    public-key one reads twice the bytes; the plain layout has twice the diagonals of the folded one."""
+    res = encmatch.choose_strategy(512, strategy="bsgs-tbe", n1=32, expected_size=1 << 17, workers=2,
+                                   memory_budget=4 * 10**9)
+    assert res["kernels"] == encmatch.version()["kernels"]
+    public = res["candidates"][0]
+    seeded = encmatch.choose_strategy(512, strategy="bsgs-tbe", n1=32, expected_size=1 << 17, workers=2,
+                                      memory_budget=4 * 10**9, seeded=True)["candidates"][0]
+    assert public["streamed"] and seeded["streamed"] and seeded["query_seconds"] > public["query_seconds"]
+    folded = encmatch.choose_strategy(512, strategy="bsgs-tbe", n1=32, expected_size=1 << 14, fold=True)
+    plain = encmatch.choose_strategy(512, strategy="bsgs-tbe", n1=32, expected_size=1 << 14, fold=False)
+    assert plain["candidates"][0]["query_seconds"] > folded["candidates"][0]["query_seconds"]
+    with pytest.raises(InvalidArgument, match="seeded"):
+        encmatch.choose_strategy(512, seeded="yes")

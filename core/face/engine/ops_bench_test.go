@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"runtime"
 	"testing"
 
 	"encmatch/core/base/comparator"
@@ -12,11 +13,20 @@ import (
 	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
 )
 
-// BenchmarkOperations measures, on one core, the per-operation costs that
-// the strategy model (strategy.DefaultCosts) is built from, at the default
-// parameters:
+// BenchmarkOperations measures the per-operation costs that the strategy
+// model (strategy.MeasuredCosts) is built from, at the default parameters,
+// with every core busy: each of GOMAXPROCS goroutines repeats the
+// operation on its own evaluator and buffers (b.RunParallel), as a
+// search's workers do, so that the cores share the memory bandwidth as
+// they do in a search. core-s/op is the wall time per operation times
+// the goroutines: the seconds one operation occupies a core under that
+// load, which the model divides among its workers.
 //
-//	go test -run '^$' -bench Operations -cpu 1 ./engine/
+//	go test -run '^$' -bench Operations -cpu 2 -benchtime 10x -count 3 ./face/engine/
+//
+// chunk-products is one giant step's 32 ciphertext products
+// (accumulateProducts), giant-step one lazy giant step (giantSum.add), and
+// comparator Lattigo's sequential evaluator, one per core.
 func BenchmarkOperations(b *testing.B) {
 	set, err := params.New(params.Default, params.DefaultKappa, 512)
 	if err != nil {
@@ -25,75 +35,117 @@ func BenchmarkOperations(b *testing.B) {
 	p := set.CKKS
 	kgen := rlwe.NewKeyGenerator(p)
 	sk := kgen.GenSecretKeyNew()
-	rots := []int{1, 2, 3, 4}
+	const giantRotation = 32
+	rots := []int{1, 2, 3, 4, giantRotation}
 	gks := kgen.GenGaloisKeysNew(append(p.GaloisElements(rots), rlwe.GaloisElementsForInnerSum(p, 1, p.MaxSlots())...), sk)
-	eval := ckks.NewEvaluator(p, rlwe.NewMemEvaluationKeySet(kgen.GenRelinearizationKeyNew(sk), gks...))
+	evk := rlwe.NewMemEvaluationKeySet(kgen.GenRelinearizationKeyNew(sk), gks...)
 	enc := rlwe.NewEncryptor(p, sk)
-	ct, _ := enc.EncryptNew(ckks.NewPlaintext(p, p.MaxLevel()))
-	ct2, _ := enc.EncryptNew(ckks.NewPlaintext(p, p.MaxLevel()))
-	out := ckks.NewCiphertext(p, 1, p.MaxLevel())
 	level, levelP := p.MaxLevel(), p.MaxLevelP()
-	decomp := make([]ringqp.Poly, p.BaseRNSDecompositionVectorSize(level, levelP))
-	for i := range decomp {
-		decomp[i] = ringqp.NewPoly(p.N(), level, levelP)
+	rq := p.RingQ().AtLevel(level)
+	encrypt := func(level int) *rlwe.Ciphertext {
+		ct, err := enc.EncryptNew(ckks.NewPlaintext(p, level))
+		if err != nil {
+			b.Fatal(err)
+		}
+		return ct
 	}
-	b.Run("decompose", func(b *testing.B) {
-		for i := 0; i < b.N; i++ {
-			eval.DecomposeNTT(level, levelP, levelP+1, ct.Value[1], ct.IsNTT, decomp)
-		}
-	})
-	b.Run("hoisted-rotate", func(b *testing.B) {
-		for i := 0; i < b.N; i++ {
-			if err := eval.AutomorphismHoisted(level, ct, decomp, p.GaloisElement(1+i%4), out); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	b.Run("rotate", func(b *testing.B) {
-		for i := 0; i < b.N; i++ {
-			if err := eval.Rotate(ct, 1+i%4, out); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	acc := ckks.NewCiphertext(p, 2, level)
-	b.Run("mul-add", func(b *testing.B) {
-		for i := 0; i < b.N; i++ {
-			acc.Scale = ct.Scale.Mul(ct2.Scale)
-			if err := eval.MulThenAdd(ct, ct2, acc); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	b.Run("relinearize", func(b *testing.B) {
-		for i := 0; i < b.N; i++ {
-			if err := eval.Relinearize(acc, out); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
 	cmp, err := comparator.New(set.Kappa, 0.5, comparator.DefaultScoreScale)
 	if err != nil {
 		b.Fatal(err)
 	}
-	low := ckks.NewCiphertext(p, 1, set.Kappa)
-	b.Run("comparator", func(b *testing.B) {
-		for i := 0; i < b.N; i++ {
-			if _, err := cmp.Evaluate(polynomial.NewEvaluator(p, eval), low, p.DefaultScale()); err != nil {
+	// Each operation: a constructor of one goroutine's state, returning
+	// the operation to repeat.
+	ops := []struct {
+		name string
+		make func(eval *ckks.Evaluator) func() error
+	}{
+		{"decompose", func(eval *ckks.Evaluator) func() error {
+			ct, decomp := encrypt(level), newDecomposition(p, level, levelP)
+			return func() error { eval.DecomposeNTT(level, levelP, levelP+1, ct.Value[1], ct.IsNTT, decomp); return nil }
+		}},
+		{"hoisted-rotate", func(eval *ckks.Evaluator) func() error {
+			ct, decomp, out := encrypt(level), newDecomposition(p, level, levelP), ckks.NewCiphertext(p, 1, level)
+			eval.DecomposeNTT(level, levelP, levelP+1, ct.Value[1], ct.IsNTT, decomp)
+			i := 0
+			return func() error { i++; return eval.AutomorphismHoisted(level, ct, decomp, p.GaloisElement(1+i%4), out) }
+		}},
+		{"rotate", func(eval *ckks.Evaluator) func() error {
+			ct, out := encrypt(level), ckks.NewCiphertext(p, 1, level)
+			i := 0
+			return func() error { i++; return eval.Rotate(ct, 1+i%4, out) }
+		}},
+		{"relinearize", func(eval *ckks.Evaluator) func() error {
+			ct := encrypt(level)
+			acc, err := eval.MulNew(ct, ct)
+			if err != nil {
 				b.Fatal(err)
 			}
-		}
-	})
-	last := ckks.NewCiphertext(p, 1, 0)
-	b.Run("inner-sum", func(b *testing.B) {
-		for i := 0; i < b.N; i++ {
-			if err := eval.InnerSum(last, 1, p.MaxSlots(), last); err != nil {
+			out := ckks.NewCiphertext(p, 1, level)
+			return func() error { return eval.Relinearize(acc, out) }
+		}},
+		{"chunk-products", func(*ckks.Evaluator) func() error {
+			qs, ds := make([]*rlwe.Ciphertext, 32), make([]*rlwe.Ciphertext, 32)
+			for i := range qs {
+				qs[i], ds[i] = encrypt(level), encrypt(level)
+				for _, poly := range qs[i].Value {
+					rq.MForm(poly, poly)
+				}
+			}
+			acc := ckks.NewCiphertext(p, 2, level)
+			return func() error { accumulateProducts(rq, qs, ds, acc); return nil }
+		}},
+		{"giant-step", func(eval *ckks.Evaluator) func() error {
+			ct := encrypt(level)
+			acc, err := eval.MulNew(ct, ct)
+			if err != nil {
 				b.Fatal(err)
 			}
-		}
-	})
-	b.ReportMetric(float64(ct.BinarySize()), "ct-bytes")
-	b.ReportMetric(float64(gks[0].BinarySize()), "key-bytes")
+			g, err := newGiantSum(p, eval, level)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return func() error { return g.add(acc, giantRotation) }
+		}},
+		{"comparator", func(eval *ckks.Evaluator) func() error {
+			low, pe := ckks.NewCiphertext(p, 1, set.Kappa), polynomial.NewEvaluator(p, eval)
+			return func() error { _, err := cmp.Evaluate(pe, low, p.DefaultScale()); return err }
+		}},
+		{"inner-sum", func(eval *ckks.Evaluator) func() error {
+			last := ckks.NewCiphertext(p, 1, 0)
+			return func() error { return eval.InnerSum(last, 1, p.MaxSlots(), last) }
+		}},
+	}
+	procs := runtime.GOMAXPROCS(0)
+	for _, op := range ops {
+		b.Run(op.name, func(b *testing.B) {
+			// Every goroutine's state is made before the clock starts.
+			states := make(chan func() error, procs)
+			for range procs {
+				states <- op.make(ckks.NewEvaluator(p, evk))
+			}
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				run := <-states
+				for pb.Next() {
+					if err := run(); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(b.Elapsed().Seconds()*float64(procs)/float64(b.N), "core-s/op")
+		})
+	}
+}
+
+// newDecomposition allocates a hoisting decomposition of one ciphertext at
+// level, levelP.
+func newDecomposition(p ckks.Parameters, level, levelP int) []ringqp.Poly {
+	decomp := make([]ringqp.Poly, p.BaseRNSDecompositionVectorSize(level, levelP))
+	for i := range decomp {
+		decomp[i] = ringqp.NewPoly(p.N(), level, levelP)
+	}
+	return decomp
 }
 
 // BenchmarkChunkProducts compares, on one core at the default parameters,

@@ -6,12 +6,14 @@ import (
 	"sort"
 
 	"encmatch/core/base/errs"
+	"encmatch/core/kernels"
 )
 
-// Costs are measured per-operation costs in seconds on one core, at the top
-// level of the default parameters (N = 2^15, kappa = 13), and sizes in
-// bytes. DefaultCosts were measured on the project's 2-core machine with
-// BenchmarkOperations in package engine; refresh them there.
+// Costs are measured per-operation costs in seconds of one core while
+// every core of the machine is busy (as a search's workers keep them), at
+// the top level of the default parameters (N = 2^15, kappa = 13), and
+// sizes in bytes. MeasuredCosts holds them for each vector kernel set;
+// refresh them with the benchmarks named there.
 type Costs struct {
 	Decompose     float64 // hoisting decomposition of one ciphertext
 	HoistedRotate float64 // one rotation given the decomposition
@@ -19,30 +21,104 @@ type Costs struct {
 	Relinearize   float64
 	GiantStep     float64 // a tbs/tbe giant step: relinearise and rotate modulo QP, one ModDown (engine.giantSum)
 	MulAdd        float64 // ciphertext x ciphertext product into a degree-2 accumulator, within a chunk of 32
-	Comparator    float64 // comparator on one group (kappa = 13)
-	InnerSum      float64 // membership aggregation
+	Comparator    float64 // comparator on one group (kappa = 13), Lattigo's sequential evaluator on one core
+	// ComparatorSerial is the fraction of Comparator that does not spread
+	// over cores when a group's comparator runs its recorded program on
+	// all of them (circuit.Runner): on w cores it takes Comparator x
+	// (ComparatorSerial + (1 - ComparatorSerial) / w).
+	ComparatorSerial float64
+	// Overlap is the fraction of a group's products, giant steps and
+	// comparator (their core time spread over the workers) that each group
+	// after the first adds to a search on two or more workers, where a
+	// group's comparator overlaps the next group's products and the cores
+	// share less than when they run the same operation.
+	Overlap  float64
+	InnerSum float64 // membership aggregation
 	// RealPart is a folded layout's z + conj(z) per group (one rotation
 	// and one more key; Folded sets it), 0 for the plain layout.
 	RealPart float64
 
 	DiskBytesPerSecond float64 // sequential read bandwidth for streamed groups
+	// StreamDecode is the core time to read from the page cache, check
+	// and decode one streamed diagonal stored whole; StreamDecodeHalf the
+	// same for a seeded store's stored half, and StreamMask the time to
+	// regenerate its uniform half.
+	StreamDecode, StreamDecodeHalf, StreamMask float64
+	// SeededStore: the index is the key owner's seeded store (Seeded sets
+	// it): half the bytes on disk, the uniform halves regenerated.
+	SeededStore bool
+	// StoredBytes is one diagonal's record on disk (its stored half in a
+	// seeded store); 0 counts CiphertextBytes (half of it when seeded).
+	StoredBytes int64
 
 	CiphertextBytes int64 // a degree-1 ciphertext at the top level
 	KeyBytes        int64 // one rotation key
 	Slots           int   // slots per ciphertext (the inner sum rotates by its powers of two)
 }
 
-// DefaultCosts: medians of three runs of `go test -run '^$' -bench
-// 'Operations|ChunkProducts|GiantStep' -cpu 1 -benchtime 5x -count 3
-// ./engine/` on the 2-core AMD EPYC development machine (no AVX-512),
-// N = 2^15, kappa = 13 (log QP 840), Lattigo v6.2.0. MulAdd is
-// ChunkProducts/tiled-lazy divided by its 32 products; GiantStep is
-// GiantStep/lazy.
-var DefaultCosts = Costs{
-	Decompose: 0.0670, HoistedRotate: 0.0476, Rotate: 0.1189, Relinearize: 0.1067,
-	GiantStep: 0.2459, MulAdd: 0.1151 / 32, Comparator: 2.168, InnerSum: 0.1269,
-	DiskBytesPerSecond: 1.5e9, // dd with O_DIRECT on the same machine
-	CiphertextBytes:    7_864_862, KeyBytes: 47_187_632, Slots: 1 << 14,
+// MeasuredCosts are the costs with each vector kernel set (docs/KERNELS.md),
+// measured on one 2-vCPU AMD EPYC (Zen 4: AVX2, AVX-512 VNNI and IFMA) on
+// 2026-11-29 with ENCMATCH_KERNELS set to the kernel set, N = 2^15, kappa
+// = 13 (log QP 840), Lattigo v6.2.0 with the kernels patch
+// (bench-results/cost-model-2core, which also sets them beside measured
+// searches):
+//
+//   - the operations: medians of three runs of `go test -run '^$' -bench
+//     Operations -cpu 2 -benchtime 10x -count 3 ./face/engine/`
+//     (core-s/op; MulAdd is chunk-products over its 32 products);
+//   - ComparatorSerial, fitted to `go test -run '^$' -bench
+//     'Comparator/run-2' -benchtime 3x -count 2 ./base/circuit/` (one
+//     comparator on both cores) against Comparator;
+//   - Overlap, fitted to BenchmarkSearch in memory at K = 2^16 (four
+//     groups, bsgs-tbe n1 32, folded) against the rest of the model.
+//
+// The avx2 and scalar sets were forced on that host, whose scalar
+// multiplications are faster than an AVX2-only host's.
+var MeasuredCosts = map[kernels.Set]Costs{
+	kernels.AVX512IFMA: withSizes(Costs{
+		Decompose: 0.0213, HoistedRotate: 0.0261, Rotate: 0.0438, Relinearize: 0.0462,
+		GiantStep: 0.0846, MulAdd: 0.0629 / 32, Comparator: 0.9372, ComparatorSerial: 0.028, Overlap: 0.69, InnerSum: 0.0492,
+	}),
+	kernels.AVX2: withSizes(Costs{
+		Decompose: 0.0449, HoistedRotate: 0.0406, Rotate: 0.0823, Relinearize: 0.0880,
+		GiantStep: 0.1233, MulAdd: 0.0587 / 32, Comparator: 1.456, ComparatorSerial: 0.038, Overlap: 0.85, InnerSum: 0.1146,
+	}),
+	kernels.Scalar: withSizes(Costs{
+		Decompose: 0.0631, HoistedRotate: 0.0444, Rotate: 0.1143, Relinearize: 0.1042,
+		GiantStep: 0.1574, MulAdd: 0.1121 / 32, Comparator: 1.794, ComparatorSerial: 0.136, Overlap: 0.81, InnerSum: 0.1197,
+	}),
+}
+
+// withSizes sets the sizes the measurements were taken at, the disk
+// bandwidth assumed for streaming and the streaming costs, which do not
+// depend on the kernel set: StreamDecode and StreamDecodeHalf are the
+// medians over the three sets of `go test -run '^$' -bench StreamGroups
+// -benchtime 2x ./face/index/` on a public-key and a seeded index of 2^17
+// entries; StreamMask is what the seeded store added per diagonal in
+// streamed searches (seeded against public-key, K = 2^16 and 2^17, two
+// kernel sets, core time; mean 0.81 ms over the whole diagonal's 3.31),
+// less the stored half's decoding. (The same benchmark's regeneration
+// alone, 3.19 ms, overstates it in a search.)
+func withSizes(c Costs) Costs {
+	c.DiskBytesPerSecond = 1.5e9 // dd with O_DIRECT on the development machine
+	c.StreamDecode, c.StreamDecodeHalf, c.StreamMask = 0.00331, 0.00204, 0.00208
+	c.CiphertextBytes, c.KeyBytes, c.Slots = 7_864_862, 47_187_632, 1<<14
+	return c
+}
+
+// DefaultCosts are the measured costs of the kernel set in use
+// (kernels.Active()).
+func DefaultCosts() Costs {
+	return CostsFor(kernels.Active())
+}
+
+// CostsFor are the measured costs of kernel set k, the scalar set's for a
+// set without measurements.
+func CostsFor(k kernels.Set) Costs {
+	if c, ok := MeasuredCosts[k]; ok {
+		return c
+	}
+	return MeasuredCosts[kernels.Scalar]
 }
 
 // For adapts costs measured at the default parameters to another parameter
@@ -51,7 +127,8 @@ var DefaultCosts = Costs{
 func (c Costs) For(ciphertextBytes, keyBytes int64, slots int) Costs {
 	r := float64(ciphertextBytes) / float64(c.CiphertextBytes)
 	out := c
-	for _, t := range []*float64{&out.Decompose, &out.HoistedRotate, &out.Rotate, &out.Relinearize, &out.GiantStep, &out.MulAdd, &out.Comparator, &out.InnerSum} {
+	for _, t := range []*float64{&out.Decompose, &out.HoistedRotate, &out.Rotate, &out.Relinearize, &out.GiantStep, &out.MulAdd,
+		&out.Comparator, &out.InnerSum, &out.StreamDecode, &out.StreamDecodeHalf, &out.StreamMask} {
 		*t *= r
 	}
 	out.CiphertextBytes, out.KeyBytes, out.Slots = ciphertextBytes, keyBytes, slots
@@ -64,6 +141,26 @@ func (c Costs) For(ciphertextBytes, keyBytes int64, slots int) Costs {
 func (c Costs) Folded() Costs {
 	c.RealPart = c.Rotate
 	return c
+}
+
+// Seeded adapts costs to the key owner's seeded store: a streamed diagonal
+// is half the bytes, and its uniform half is regenerated.
+func (c Costs) Seeded() Costs {
+	c.SeededStore = true
+	return c
+}
+
+// streamed returns the bytes a streamed diagonal reads and the core time
+// to check, decode and complete it.
+func (c Costs) streamed() (bytes, seconds float64) {
+	bytes, seconds = float64(c.CiphertextBytes), c.StreamDecode
+	if c.SeededStore {
+		bytes, seconds = bytes/2, c.StreamDecodeHalf+c.StreamMask
+	}
+	if c.StoredBytes > 0 {
+		bytes = float64(c.StoredBytes)
+	}
+	return bytes, seconds
 }
 
 // KeyCount is the number of distinct rotation keys: the strategy's and
@@ -144,14 +241,29 @@ func (s Strategy) Estimate(groups, workers int, budget int64, c Costs) Estimate 
 		resident = int64(2+2*workers) * chunk * c.CiphertextBytes
 	}
 	e.MemoryBytes = overhead(fixed + resident)
-	// Rotations of the query parallelise over workers; per group, the
-	// products and giant steps do, the comparator runs on one core per
-	// group with groups spread over workers.
-	cmp := float64(groups) * c.Comparator / math.Min(w, float64(groups))
-	e.QuerySeconds = perQuery/w + float64(groups)*perGroup/w + cmp + c.InnerSum
+	// Rotations of the query parallelise over workers, and so do a
+	// group's products and giant steps; each group's comparator overlaps
+	// the next group's products, so every group after the first adds
+	// Overlap of its products and comparator spread over the workers. The
+	// last comparator runs alone: on every core (its recorded program) in
+	// memory, on one (Lattigo's sequential evaluator) when streamed.
+	more := float64(groups-1) * (perGroup + c.Comparator) / w
+	if workers > 1 {
+		more *= c.Overlap
+	}
+	last := c.Comparator * (c.ComparatorSerial + (1-c.ComparatorSerial)/w)
 	if e.Streamed {
-		// Reading overlaps the computation: the slower of the two bounds it.
-		e.QuerySeconds = math.Max(e.QuerySeconds, float64(int64(groups)*groupBytes)/c.DiskBytesPerSecond)
+		last = c.Comparator
+	}
+	e.QuerySeconds = perQuery/w + perGroup/w + more + last + c.InnerSum
+	if e.Streamed {
+		// The same cores check, decode and complete every diagonal;
+		// reading from the disk overlaps the computation: the slower of
+		// the two bounds it.
+		bytes, seconds := c.streamed()
+		diagonals := float64(groups * l)
+		e.QuerySeconds += diagonals * seconds / w
+		e.QuerySeconds = math.Max(e.QuerySeconds, diagonals*bytes/c.DiskBytesPerSecond)
 	}
 	return e
 }

@@ -4,6 +4,8 @@ import (
 	"math"
 	"sort"
 	"testing"
+
+	"encmatch/core/kernels"
 )
 
 // TestRotationSetsCoverEveryDiagonal checks, for every strategy and n1,
@@ -58,7 +60,7 @@ func TestKeyCounts(t *testing.T) {
 }
 
 func TestChooseRespectsBudgetAndGallerySize(t *testing.T) {
-	c := DefaultCosts
+	c := CostsFor(kernels.Scalar)
 	small, all, err := Choose(512, 1, 2, 0, c)
 	if err != nil || len(all) < 10 {
 		t.Fatal(err)
@@ -93,17 +95,85 @@ func TestChooseRespectsBudgetAndGallerySize(t *testing.T) {
 func TestFoldedEstimate(t *testing.T) {
 	plain, _ := New(BSGSTBE, 32, 512)
 	folded, _ := New(BSGSTBE, 32, 256)
-	c := DefaultCosts
+	c := CostsFor(kernels.Scalar)
 	p := plain.Estimate(4, 2, 0, c)
 	f := folded.Estimate(4, 2, 0, c.Folded())
 	noConj := folded.Estimate(4, 2, 0, c)
 	if f.Keys != noConj.Keys+1 {
 		t.Fatalf("folded keys %d, want %d + the conjugation", f.Keys, noConj.Keys)
 	}
-	if d := f.QuerySeconds - noConj.QuerySeconds; math.Abs(d-4*c.Rotate/2) > 1e-12 {
-		t.Fatalf("the real part adds %v s for 4 groups on 2 workers, want %v", d, 4*c.Rotate/2)
+	// The first group's whole, the three others' overlapped.
+	if d, want := f.QuerySeconds-noConj.QuerySeconds, (1+3*c.Overlap)*c.Rotate/2; math.Abs(d-want) > 1e-12 {
+		t.Fatalf("the real part adds %v s for 4 groups on 2 workers, want %v", d, want)
 	}
 	if !(f.QuerySeconds < p.QuerySeconds && f.MemoryBytes < p.MemoryBytes) {
 		t.Fatalf("folded %+v is not cheaper than plain %+v", f, p)
+	}
+}
+
+// TestGroupsOverlap: the first group's products and the last comparator
+// are counted whole (the comparator on every core in memory, on one when
+// streamed), every other group adds Overlap of its products and
+// comparator over the workers, and one worker overlaps nothing; every
+// kernel set has measured costs, and an unknown one gets the scalar set's.
+func TestGroupsOverlap(t *testing.T) {
+	s, _ := New(BSGSTBE, 32, 256)
+	c := CostsFor(kernels.AVX512IFMA).Folded()
+	one := s.Estimate(1, 2, 0, c)
+	four := s.Estimate(4, 2, 0, c)
+	group := 256*c.MulAdd + c.Relinearize + 7*c.GiantStep + c.RealPart
+	baby := c.Decompose + 31*c.HoistedRotate
+	if want := baby/2 + group/2 + c.Comparator*(c.ComparatorSerial+(1-c.ComparatorSerial)/2) + c.InnerSum; math.Abs(one.QuerySeconds-want) > 1e-9 {
+		t.Errorf("one group: %v s, want %v", one.QuerySeconds, want)
+	}
+	if want := one.QuerySeconds + 3*c.Overlap*(group+c.Comparator)/2; math.Abs(four.QuerySeconds-want) > 1e-9 {
+		t.Errorf("four groups: %v s, want %v", four.QuerySeconds, want)
+	}
+	if got, want := s.Estimate(4, 1, 0, c).QuerySeconds, baby+4*(group+c.Comparator)+c.InnerSum; math.Abs(got-want) > 1e-9 {
+		t.Errorf("four groups on one worker: %v s, want %v", got, want)
+	}
+	for _, k := range []kernels.Set{kernels.Scalar, kernels.AVX2, kernels.AVX512IFMA} {
+		m, ok := MeasuredCosts[k]
+		if !ok || m.Comparator <= 0 || m.ComparatorSerial < 0 || m.ComparatorSerial > 1 || m.Overlap <= 0 || m.Overlap > 1 ||
+			m.MulAdd <= 0 || m.StreamDecode <= 0 || m.CiphertextBytes <= 0 {
+			t.Errorf("kernel set %s: costs missing or out of range: %+v", k, m)
+		}
+	}
+	if CostsFor("no-such-set") != MeasuredCosts[kernels.Scalar] {
+		t.Error("an unknown kernel set should get the scalar costs")
+	}
+}
+
+// TestStreamedEstimate: a streamed gallery adds the cores' time to check,
+// decode (and, seeded, complete) every diagonal to the computation, and is
+// bounded below by the disk; a seeded store reads half the bytes.
+func TestStreamedEstimate(t *testing.T) {
+	s, _ := New(BSGSTBE, 32, 256)
+	c := CostsFor(kernels.AVX512IFMA).Folded()
+	c.DiskBytesPerSecond = 1e12 // the cores bound it, not the disk
+	const groups, workers, budget = 8, 2, 4e9
+	mem := s.Estimate(groups, workers, 0, c)
+	pub := s.Estimate(groups, workers, budget, c)
+	seed := s.Estimate(groups, workers, budget, c.Seeded())
+	if mem.Streamed || !pub.Streamed || !seed.Streamed {
+		t.Fatalf("streamed: in memory %v, public %v, seeded %v", mem.Streamed, pub.Streamed, seed.Streamed)
+	}
+	diagonals := float64(groups * 256)
+	// Streamed, the last comparator runs on one core.
+	base := mem.QuerySeconds - c.Comparator*(c.ComparatorSerial+(1-c.ComparatorSerial)/workers) + c.Comparator
+	if want := base + diagonals*c.StreamDecode/workers; math.Abs(pub.QuerySeconds-want) > 1e-9 {
+		t.Errorf("public-key store streamed: %v s, want %v", pub.QuerySeconds, want)
+	}
+	if want := base + diagonals*(c.StreamDecodeHalf+c.StreamMask)/workers; math.Abs(seed.QuerySeconds-want) > 1e-9 {
+		t.Errorf("seeded store streamed: %v s, want %v", seed.QuerySeconds, want)
+	}
+	slow := c
+	slow.DiskBytesPerSecond = 1e8
+	if got, want := s.Estimate(groups, workers, budget, slow).QuerySeconds, diagonals*float64(c.CiphertextBytes)/1e8; math.Abs(got-want) > 1e-9 {
+		t.Errorf("a slow disk: %v s, want the read time %v", got, want)
+	}
+	slow.StoredBytes = c.CiphertextBytes / 4
+	if got, want := s.Estimate(groups, workers, budget, slow.Seeded()).QuerySeconds, diagonals*float64(c.CiphertextBytes/4)/1e8; math.Abs(got-want) > 1e-9 {
+		t.Errorf("a slow disk, stored bytes given: %v s, want %v", got, want)
 	}
 }

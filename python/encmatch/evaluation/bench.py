@@ -50,7 +50,7 @@ from .._util.progress import progress as progress_bar
 from ..keyholder import Client
 from ..enroller import Enroller
 from ..server import Server
-from ..params import comparator, describe, version
+from ..params import choose_strategy, comparator, describe, version
 from ..errors import InvalidArgument
 from .bruteforce import cosine_scores
 
@@ -456,6 +456,9 @@ def bench_config(
                     "trial": first,
                 }
                 rec.update(n1=client.n1, streamed=server.streamed, params=client.params)
+                rec["predicted_membership_s"] = predicted_membership(
+                    workload.dim, preset, kappa, strategy, client.n1, size, memory_budget,
+                    seeded=encryption == "secret-key", fold=layout == "folded")
                 bar = progress_bar(range(2, trials + 1), desc=f"K={size:,} {strategy}", unit="trial",
                                    show=progress is None or bool(progress))
                 for i in bar:
@@ -482,6 +485,15 @@ def bench_config(
     for k in ("query_bytes", "membership_result_bytes", "identification_result_bytes"):
         rec[k] = last[k]
     return rec
+
+
+def predicted_membership(dim: int, preset: str, kappa: int, strategy: str, n1: int, size: int,
+                         memory_budget: int | None, *, seeded: bool, fold: bool) -> float | None:
+    """The cost model's membership time for this configuration on this machine's cores and kernel set
+    (:func:`encmatch.choose_strategy`, docs/STRATEGIES.md), or ``None`` where it has none."""
+    res = choose_strategy(dim, preset, kappa, strategy=strategy, n1=n1, expected_size=size,
+                          memory_budget=memory_budget, seeded=seeded, fold=fold)
+    return res["candidates"][0]["query_seconds"] if res["candidates"] else None
 
 
 # ---------------------------------------------------------------------------
@@ -611,8 +623,10 @@ def series(rec: dict) -> str:
 def _summary_line(rec: dict) -> str:
     """One line per configuration for the log."""
     n = rec.get("passed")
+    model = rec.get("predicted_membership_s")
+    predicted = f" (model: {model:.2f} s)" if model is not None else ""
     return (f"K = {rec['K']:,}, {series(rec)}: membership {fmt_pm(rec['membership_s'], rec['membership_std_s'], n=n)}"
-            f" s, identification {fmt_pm(rec['identification_s'], rec['identification_std_s'], n=n)} s, "
+            f" s{predicted}, identification {fmt_pm(rec['identification_s'], rec['identification_std_s'], n=n)} s, "
             f"peak RSS {fmt_pm(rec['peak_rss_bytes'], rec['peak_rss_bytes_std'], GB, 1, n=n)} GB, "
             f"{rec['passed']} passed, {rec['failed']} failed")
 

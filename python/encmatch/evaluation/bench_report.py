@@ -34,8 +34,8 @@ def load_reference() -> dict:
 #: Columns of results.csv, in order.
 CSV_FIELDS = (
     "K", "Km", "strategy", "encryption", "n1", "workload", "delta", "preset", "log_n", "log_qp", "kappa", "dim",
-    "trials", "passed", "failed", "membership_s", "membership_std_s", "identification_s", "identification_std_s",
-    "rtt_s", "rtt_std_s", "peak_rss_bytes", "peak_rss_bytes_std", "keygen_s", "enroll_s", "setup_s",
+    "trials", "passed", "failed", "membership_s", "membership_std_s", "predicted_membership_s", "identification_s",
+    "identification_std_s", "rtt_s", "rtt_std_s", "peak_rss_bytes", "peak_rss_bytes_std", "keygen_s", "enroll_s", "setup_s",
     "setup_peak_rss_bytes", "key_disk_bytes", "index_disk_bytes", "index_bytes_per_entry", "key_bytes_sent", "query_bytes",
     "membership_result_bytes", "identification_result_bytes", "rotation_keys", "streamed",
     "cpu", "cores", "ram_bytes", "kernels",
