@@ -349,6 +349,7 @@ type serverOpenReply struct {
 	Manifest *index.Manifest `json:"manifest"`
 	Seconds  float64         `json:"seconds"`
 	Streamed bool            `json:"streamed"`
+	Warnings []string        `json:"warnings,omitempty"`
 }
 
 // serverOpen loads an index (or a shard of it) and its evaluation keys for
@@ -376,7 +377,7 @@ func serverOpen(args, _ []byte) (*serverOpenReply, []byte, error) {
 		return nil, nil, err
 	}
 	return &serverOpenReply{Groups: s.Served(), Handle: putHandle(s), Manifest: s.Manifest,
-		Seconds: time.Since(start).Seconds(), Streamed: s.Streamed}, nil, nil
+		Seconds: time.Since(start).Seconds(), Streamed: s.Streamed, Warnings: s.Warnings}, nil, nil
 }
 
 // checkKeysReply is check_keys's reply: the id of the keys found to be the

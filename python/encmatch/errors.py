@@ -31,6 +31,7 @@ __all__ = [
     "Unavailable",
     "InsecureParameters",
     "PayloadBandWarning",
+    "MemoryBudgetWarning",
     "PayloadIncomplete",
     "error_for",
     "USER_ERRORS",
@@ -167,6 +168,11 @@ class PayloadIncomplete(EncmatchError):
 class InsecureParameters(UserWarning):
     """Warning: keys are made at a preset that gives no security (``toy``, ``toy-real``: tests only).
     The command line prints its own banner instead."""
+
+
+class MemoryBudgetWarning(UserWarning):
+    """Warning at the opening of a server whose memory budget is below what streaming its index needs (the keys
+    and the streaming window): the process will use more than the budget."""
 
 
 class PayloadBandWarning(UserWarning):

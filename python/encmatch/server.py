@@ -4,11 +4,11 @@ with encrypted results; it never sees a vector or a score. :func:`merge_results`
 
 from __future__ import annotations
 
+import warnings
 from typing import Protocol, Sequence, runtime_checkable
 
-
 from . import _core
-from .errors import Internal, InvalidArgument
+from .errors import Internal, InvalidArgument, MemoryBudgetWarning
 from .results import check_search
 from ._util.paths import PathLike, require_dir
 from .manifest import Manifest
@@ -64,6 +64,11 @@ class Server:
         self.open_seconds = float(res.get("seconds", 0.0))
         #: True when the groups are streamed from disk for each query (they did not fit the budget).
         self.streamed = bool(res.get("streamed", False))
+        #: What the operator should know (each also issued as a :class:`MemoryBudgetWarning`): a budget
+        #: below what even streaming needs.
+        self.warnings: list[str] = list(res.get("warnings") or [])
+        for text in self.warnings:
+            warnings.warn(text, MemoryBudgetWarning, stacklevel=2)
         #: Core summary of the last :meth:`search` (``mode, seconds, groups, streamed``...).
         self.last_search: dict = {}
 

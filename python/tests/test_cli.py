@@ -106,6 +106,8 @@ def test_query_streamed_under_a_memory_budget(ws, tmp_path):
     p = ok(run_cli("query", "--keys", root / "keys", "--index", root / "index", "--memory-budget", "1e-9",
                    "--out", tmp_path / "r.bin", root / "query.npy"))
     assert "streamed from disk" in p.stdout
+    # A budget that cannot hold even the keys: said once, as the command line's own warnings are.
+    assert p.stderr.count("warning: the memory budget of 0.00 GB is below what streaming this index needs") == 1
     answer = json.loads(ok(run_cli("decrypt", "--keys", root / "keys", "--json", tmp_path / "r.bin")).stdout)
     assert 7 in answer["positions"]
     # Several probes: handed to the streamed server as one batch, each answered as alone.

@@ -15,6 +15,7 @@ import pytest
 
 import encmatch
 from encmatch import Enroller, EncryptedIndex, InvalidArgument, Mismatch, Server
+from encmatch.errors import MemoryBudgetWarning
 
 from conftest import KAPPA, TOY, planted_gallery
 
@@ -82,8 +83,11 @@ def test_streamed_server_gives_identical_answers(indexes, data, strategy):
     q = ix.client.encrypt_query(queries[0])
     keys = ix.client.server_key_dir
     answers = {}
-    with Server(ix.index_dir, keys) as resident, Server(ix.index_dir, keys, memory_budget=1) as streamed:
+    with pytest.warns(MemoryBudgetWarning, match="below what streaming this index needs"):
+        streamed = Server(ix.index_dir, keys, memory_budget=1)  # one byte cannot hold even the keys: said so
+    with Server(ix.index_dir, keys) as resident, streamed:
         assert not resident.streamed and streamed.streamed
+        assert not resident.warnings and streamed.warnings
         for mode in ("identification", "membership"):
             a = ix.client.decrypt(resident.search(q, mode))
             b = ix.client.decrypt(streamed.search(q, mode))

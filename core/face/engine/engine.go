@@ -69,6 +69,9 @@ type Server struct {
 	Params   *params.Set
 	// Streamed reports whether groups are read from disk for each query.
 	Streamed bool
+	// Warnings say what the operator should know about this server: a
+	// memory budget that even streaming overruns.
+	Warnings []string
 	dir      string
 
 	// keys are the evaluation keys, shared read-only with every other
@@ -150,6 +153,12 @@ func Open(indexDir, serverKeyDir string, opt Options) (*Server, error) {
 	if s.Streamed = opt.MemoryBudget > 0 && s.residentBytes(ek) > opt.MemoryBudget; s.Streamed {
 		if strat.PreRotatedByServer() {
 			return nil, fmt.Errorf("%w: the index does not fit a memory budget of %.2f GB and %s cannot stream it (its diagonals are rotated at load); use %s", errs.ErrInvalid, float64(opt.MemoryBudget)/1e9, strat.Name, strategy.BSGSTBE)
+		}
+		if need := strat.StreamingMemory(int64(ek.Keys.BinarySize()), s.ciphertextBytes(set.CKKS.MaxLevel()), parallel.Workers()); need > opt.MemoryBudget {
+			s.Warnings = append(s.Warnings, fmt.Sprintf("the memory budget of %.2f GB is below what streaming this index needs, about %.2f GB "+
+				"(the keys, %.2f GB, and a window of %s n1 = %d chunks): the server will use more; a larger budget, or keys with a "+
+				"smaller n1 (choose_strategy with this budget), keep it within", float64(opt.MemoryBudget)/1e9, float64(need)/1e9,
+				float64(ek.Keys.BinarySize())/1e9, strat.Name, strat.N1))
 		}
 		return s, nil
 	}

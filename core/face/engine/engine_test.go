@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"encmatch/core/base/errs"
+	"encmatch/core/base/parallel"
 	"encmatch/core/base/params"
 	"encmatch/core/face/client"
 	"encmatch/core/face/index"
@@ -375,6 +376,36 @@ func TestStrategiesAgree(t *testing.T) {
 			if _, err := Open(f.indexDir, f.serverKeys(), Options{MemoryBudget: 1}); !errors.Is(err, errs.ErrInvalid) {
 				t.Errorf("bsgs-tbs accepted to stream: %v", err)
 			}
+		}
+	}
+}
+
+// TestBudgetBelowTheStreamingWindowWarns: a budget that holds the keys and
+// the streaming window but not the groups streams quietly; one below the
+// keys and the window streams and says the server will use more.
+func TestBudgetBelowTheStreamingWindowWarns(t *testing.T) {
+	rng := rand.New(rand.NewSource(44))
+	const dim = 32
+	f := newFixtureWith(t, params.Toy, params.MinKappa, dim, 0.5, strategy.BSGSTBE, 2)
+	f.enroll(t, gallery(rng, randomUnit(rng, dim), 300, nil))
+	probe := f.open(t, false)
+	need := probe.strat.StreamingMemory(int64(probe.keys.Keys.BinarySize()), probe.ciphertextBytes(probe.Params.CKKS.MaxLevel()), parallel.Workers())
+	if resident := probe.residentBytes(probe.keys); resident <= need {
+		t.Fatalf("the fixture's groups (%d B with the keys) fit in its streaming window (%d B): no budget streams quietly", resident, need)
+	}
+	for _, c := range []struct {
+		budget int64
+		warns  bool
+	}{{need, false}, {need - 1, true}, {1, true}} {
+		srv, err := Open(f.indexDir, f.serverKeys(), Options{MemoryBudget: c.budget})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !srv.Streamed {
+			t.Fatalf("budget %d B: not streamed", c.budget)
+		}
+		if got := len(srv.Warnings) > 0; got != c.warns {
+			t.Errorf("budget %d B (streaming needs %d B): warnings %q", c.budget, need, srv.Warnings)
 		}
 	}
 }

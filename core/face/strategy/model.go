@@ -230,17 +230,11 @@ func (s Strategy) Estimate(groups, workers int, budget int64, c Costs) Estimate 
 	}
 	perGroup += c.RealPart
 	groupBytes := int64(l) * c.CiphertextBytes
-	fixed := e.KeyBytes + int64(table+2*workers)*c.CiphertextBytes
-	resident := int64(groups) * groupBytes
-	if budget > 0 && overhead(fixed+resident) > budget && !s.PreRotatedByServer() {
+	e.MemoryBytes = overhead(e.KeyBytes + int64(table+2*workers)*c.CiphertextBytes + int64(groups)*groupBytes)
+	if budget > 0 && e.MemoryBytes > budget && !s.PreRotatedByServer() {
 		e.Streamed = true
-		chunk := int64(n1)
-		if s.FullTable() {
-			chunk = int64(min(32, l))
-		}
-		resident = int64(2+2*workers) * chunk * c.CiphertextBytes
+		e.MemoryBytes = s.StreamingMemory(e.KeyBytes, c.CiphertextBytes, workers)
 	}
-	e.MemoryBytes = overhead(fixed + resident)
 	// Rotations of the query parallelise over workers, and so do a
 	// group's products and giant steps; each group's comparator overlaps
 	// the next group's products, so every group after the first adds
@@ -266,6 +260,20 @@ func (s Strategy) Estimate(groups, workers int, budget int64, c Costs) Estimate 
 		e.QuerySeconds = math.Max(e.QuerySeconds, diagonals*bytes/c.DiskBytesPerSecond)
 	}
 	return e
+}
+
+// StreamingMemory estimates the resident memory of a server that streams
+// its groups with strategy s on workers cores: the keys (keyBytes), the
+// query's table and two ciphertexts per worker, and the streaming window of
+// 2 + 2 workers chunks (a giant step of n1 diagonals, or 32 for the
+// full-table strategies), with the Go runtime's headroom. A budget below
+// it is overrun whatever the gallery's size.
+func (s Strategy) StreamingMemory(keyBytes, ciphertextBytes int64, workers int) int64 {
+	table, chunk := int64(s.N1), int64(s.N1)
+	if s.FullTable() {
+		table, chunk = int64(s.L), int64(min(32, s.L))
+	}
+	return overhead(keyBytes + (table+int64(2*workers))*ciphertextBytes + int64(2+2*workers)*chunk*ciphertextBytes)
 }
 
 // Choose picks the fastest strategy and n1 (powers of two) whose predicted

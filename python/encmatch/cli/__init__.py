@@ -45,7 +45,7 @@ import warnings
 from typing import Sequence
 
 from .. import __version__
-from ..errors import USER_ERRORS, EncmatchError, InsecureParameters, Unavailable
+from ..errors import USER_ERRORS, EncmatchError, InsecureParameters, MemoryBudgetWarning, Unavailable
 from . import cluster as cluster_commands, faces as face_commands, service as service_commands
 
 from .exits import EXIT_BROKEN_PIPE, EXIT_CODES, EXIT_FAILURE, EXIT_UNAVAILABLE, EXIT_USAGE
@@ -97,9 +97,19 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None, _default=warnings.showwarning) -> None:
+    """Prints encmatch's operator warnings (:class:`MemoryBudgetWarning`) as ``warning: ...`` lines on stderr, like
+    the command line's own; other warnings as Python shows them."""
+    if issubclass(category, MemoryBudgetWarning):
+        print(f"warning: {message}", file=sys.stderr)
+        return
+    _default(message, category, filename, lineno, file, line)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``encmatch`` console script; returns the exit code."""
     warnings.simplefilter("ignore", InsecureParameters)  # the command line prints its own INSECURE banner
+    warnings.showwarning = _show_warning
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
