@@ -5,14 +5,14 @@ import (
 	"path/filepath"
 	"testing"
 
+	"encmatch/core/base/params"
+
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 )
 
-// BenchmarkLoadGroups loads every group of the index named by
-// ENCMATCH_BENCH_INDEX (skipped when unset) into memory, as a server that
-// holds its groups does when it opens: the bytes per second are the group
-// files' size over the time.
-func BenchmarkLoadGroups(b *testing.B) {
+// benchIndex opens the index named by ENCMATCH_BENCH_INDEX, skipping the
+// benchmark when it is unset.
+func benchIndex(b *testing.B) (string, *Manifest, *params.Set) {
 	dir := os.Getenv("ENCMATCH_BENCH_INDEX")
 	if dir == "" {
 		b.Skip("set ENCMATCH_BENCH_INDEX to an index directory")
@@ -25,6 +25,15 @@ func BenchmarkLoadGroups(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	return dir, m, set
+}
+
+// BenchmarkLoadGroups loads every group of the index named by
+// ENCMATCH_BENCH_INDEX (skipped when unset) into memory, as a server that
+// holds its groups does when it opens: the bytes per second are the group
+// files' size over the time.
+func BenchmarkLoadGroups(b *testing.B) {
+	dir, m, set := benchIndex(b)
 	var size int64
 	for _, g := range m.Groups {
 		st, err := os.Stat(filepath.Join(dir, g.File))
@@ -52,18 +61,7 @@ func BenchmarkLoadGroups(b *testing.B) {
 // Costs.StreamDecode (whole or stored halves) and Costs.StreamMask (the
 // regeneration alone, "masks").
 func BenchmarkStreamGroups(b *testing.B) {
-	dir := os.Getenv("ENCMATCH_BENCH_INDEX")
-	if dir == "" {
-		b.Skip("set ENCMATCH_BENCH_INDEX to an index directory")
-	}
-	m, err := Load(dir)
-	if err != nil {
-		b.Fatal(err)
-	}
-	set, err := m.ParamSet()
-	if err != nil {
-		b.Fatal(err)
-	}
+	dir, m, set := benchIndex(b)
 	stream := func(b *testing.B, complete bool) {
 		var cts int
 		for range b.N {
