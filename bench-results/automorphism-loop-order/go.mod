@@ -1,0 +1,3 @@
+module autbench
+
+go 1.26
