@@ -59,7 +59,7 @@ test-go: lattigo
 	cd core && go vet ./... && go test -count=1 -timeout 20m ./...
 
 test-py: all
-	$(PY) -m pytest -q python/tests
+	$(PY) -m pytest -q --durations=15 python/tests
 
 clean:
 	rm -rf $(dir $(LIB)) $(dir $(MFN_MODEL)) $(VENV)
