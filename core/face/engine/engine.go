@@ -154,11 +154,12 @@ func Open(indexDir, serverKeyDir string, opt Options) (*Server, error) {
 		if strat.PreRotatedByServer() {
 			return nil, fmt.Errorf("%w: the index does not fit a memory budget of %.2f GB and %s cannot stream it (its diagonals are rotated at load); use %s", errs.ErrInvalid, float64(opt.MemoryBudget)/1e9, strat.Name, strategy.BSGSTBE)
 		}
-		if need := strat.StreamingMemory(int64(ek.Keys.BinarySize()), s.ciphertextBytes(set.CKKS.MaxLevel()), parallel.Workers()); need > opt.MemoryBudget {
+		keyBytes := int64(ek.Keys.BinarySize())
+		if need := strat.StreamingMemory(keyBytes, s.ciphertextBytes(set.CKKS.MaxLevel()), parallel.Workers()); need > opt.MemoryBudget {
 			s.Warnings = append(s.Warnings, fmt.Sprintf("the memory budget of %.2f GB is below what streaming this index needs, about %.2f GB "+
 				"(the keys, %.2f GB, and a window of %s n1 = %d chunks): the server will use more; a larger budget, or keys with a "+
 				"smaller n1 (choose_strategy with this budget), keep it within", float64(opt.MemoryBudget)/1e9, float64(need)/1e9,
-				float64(ek.Keys.BinarySize())/1e9, strat.Name, strat.N1))
+				float64(keyBytes)/1e9, strat.Name, strat.N1))
 		}
 		return s, nil
 	}
@@ -334,16 +335,13 @@ func (s *Server) BatchLimit() int {
 		return 1
 	}
 	ct := s.ciphertextBytes(s.Params.CKKS.MaxLevel())
-	table := int64(s.strat.N1)
-	if s.strat.FullTable() {
-		table = int64(s.strat.L)
-	}
+	table := int64(s.strat.TableSize())
 	// A query's table, and per worker a degree-2 accumulator and a giant
 	// sum modulo QP (about two ciphertexts each), twice over: Go's collector
 	// lets the heap grow to twice what is live (measured: 0.52 GB per
 	// further query at the default preset, folded, bsgs-tbe n1 16).
 	perQuery := 2 * int64(float64((table+int64(4*parallel.Workers()))*ct)*strategy.RuntimeOverhead)
-	room := s.budget - int64(float64(int64(s.keys.Keys.BinarySize())+int64(4*s.chunkSize())*ct)*strategy.RuntimeOverhead)
+	room := s.budget - int64(float64(int64(s.keys.Keys.BinarySize())+int64(4*s.strat.ChunkSize())*ct)*strategy.RuntimeOverhead)
 	return max(1, min(MaxBatch, int(room/perQuery)))
 }
 
@@ -477,11 +475,7 @@ func (s *Server) hoisted(ct *rlwe.Ciphertext, rots []int) (map[int]*rlwe.Ciphert
 // baby steps i = 0..n1-1 (tbs, tbe).
 func (s *Server) queryTable(q *rlwe.Ciphertext) ([]*rlwe.Ciphertext, error) {
 	l, n1 := s.strat.L, s.strat.N1
-	size := n1
-	if s.strat.FullTable() {
-		size = l
-	}
-	table := make([]*rlwe.Ciphertext, size)
+	table := make([]*rlwe.Ciphertext, s.strat.TableSize())
 	babies, err := s.hoisted(q, s.strat.Babies())
 	if err != nil {
 		return nil, err

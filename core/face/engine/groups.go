@@ -24,28 +24,15 @@ type chunk struct {
 	masks *index.Masks
 }
 
-// chunkSize is the unit of work and of streaming: one giant step (n1
-// diagonals) for tbs/tbe, 32 diagonals for the full-table strategies.
-func (s *Server) chunkSize() int {
-	if s.strat.FullTable() {
-		return min(32, s.strat.L)
-	}
-	return s.strat.N1
-}
-
 // residentBytes estimates the resident memory of the keys, the query table
 // and all groups held in memory, with the Go runtime's headroom.
 func (s *Server) residentBytes(ek *keys.Evaluation) int64 {
 	ct := s.ciphertextBytes(s.Params.CKKS.MaxLevel())
-	table := int64(s.strat.N1)
-	if s.strat.FullTable() {
-		table = int64(s.strat.L)
-	}
 	// Decoded diagonals take full 64-bit words, whatever their packed size
 	// on disk; payload columns are two primes deep.
 	cols := int64(2*s.Manifest.PayloadWidth) * s.ciphertextBytes(index.PayloadLevel)
 	groups := int64(len(s.served)) * (int64(s.strat.L)*ct + cols)
-	live := int64(ek.Keys.BinarySize()) + table*ct + groups
+	live := int64(ek.Keys.BinarySize()) + int64(s.strat.TableSize())*ct + groups
 	return int64(float64(live) * strategy.RuntimeOverhead)
 }
 
@@ -78,7 +65,7 @@ func (s *Server) runnerBytes() int64 {
 func (s *Server) feed(done <-chan struct{}, columns [][]*rlwe.Ciphertext) (<-chan chan chunk, <-chan error) {
 	groups := make(chan chan chunk, 1)
 	errc := make(chan error, 1)
-	size := s.chunkSize()
+	size := s.strat.ChunkSize()
 	go func() {
 		defer close(groups)
 		for g, entry := range s.served {

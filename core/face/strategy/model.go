@@ -207,20 +207,16 @@ func (s Strategy) Estimate(groups, workers int, budget int64, c Costs) Estimate 
 		keys++ // the conjugation
 	}
 	e := Estimate{Strategy: s, Keys: keys, KeyBytes: int64(keys) * c.KeyBytes}
-	var table int
 	var perQuery, perGroup float64
 	products := float64(l) * c.MulAdd
 	switch {
 	case s.Name == DG:
-		table = l
 		perQuery = c.Decompose + float64(l-1)*c.HoistedRotate
 		perGroup = products + c.Relinearize
 	case s.Name == BSGSDiagonal:
-		table = l
 		perQuery = float64(n1)*c.Decompose + float64(l-1)*c.HoistedRotate
 		perGroup = products + c.Relinearize
 	default: // tbs, tbe
-		table = n1
 		perQuery = c.Decompose + float64(n1-1)*c.HoistedRotate
 		// Giant step 0 is not rotated: a relinearisation.
 		perGroup = products + c.Relinearize + float64(n2-1)*c.GiantStep
@@ -230,7 +226,7 @@ func (s Strategy) Estimate(groups, workers int, budget int64, c Costs) Estimate 
 	}
 	perGroup += c.RealPart
 	groupBytes := int64(l) * c.CiphertextBytes
-	e.MemoryBytes = overhead(e.KeyBytes + int64(table+2*workers)*c.CiphertextBytes + int64(groups)*groupBytes)
+	e.MemoryBytes = overhead(e.KeyBytes + int64(s.TableSize()+2*workers)*c.CiphertextBytes + int64(groups)*groupBytes)
 	if budget > 0 && e.MemoryBytes > budget && !s.PreRotatedByServer() {
 		e.Streamed = true
 		e.MemoryBytes = s.StreamingMemory(e.KeyBytes, c.CiphertextBytes, workers)
@@ -265,15 +261,10 @@ func (s Strategy) Estimate(groups, workers int, budget int64, c Costs) Estimate 
 // StreamingMemory estimates the resident memory of a server that streams
 // its groups with strategy s on workers cores: the keys (keyBytes), the
 // query's table and two ciphertexts per worker, and the streaming window of
-// 2 + 2 workers chunks (a giant step of n1 diagonals, or 32 for the
-// full-table strategies), with the Go runtime's headroom. A budget below
+// 2 + 2 workers chunks (ChunkSize), with the Go runtime's headroom. A budget below
 // it is overrun whatever the gallery's size.
 func (s Strategy) StreamingMemory(keyBytes, ciphertextBytes int64, workers int) int64 {
-	table, chunk := int64(s.N1), int64(s.N1)
-	if s.FullTable() {
-		table, chunk = int64(s.L), int64(min(32, s.L))
-	}
-	return overhead(keyBytes + (table+int64(2*workers))*ciphertextBytes + int64(2+2*workers)*chunk*ciphertextBytes)
+	return overhead(keyBytes + int64(s.TableSize()+2*workers)*ciphertextBytes + int64((2+2*workers)*s.ChunkSize())*ciphertextBytes)
 }
 
 // Choose picks the fastest strategy and n1 (powers of two) whose predicted

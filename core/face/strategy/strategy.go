@@ -90,6 +90,24 @@ func (s Strategy) PreRotatedByServer() bool { return s.Name == BSGSTBS }
 // bsgs-diagonal) rather than only the n1 baby steps (tbs, tbe).
 func (s Strategy) FullTable() bool { return s.Name == DG || s.Name == BSGSDiagonal }
 
+// TableSize is the number of rotations of the query the server keeps: l
+// for the full-table strategies, n1 for tbs and tbe.
+func (s Strategy) TableSize() int {
+	if s.FullTable() {
+		return s.L
+	}
+	return s.N1
+}
+
+// ChunkSize is the unit of work and of streaming: one giant step (n1
+// diagonals) for tbs and tbe, 32 diagonals for the full-table strategies.
+func (s Strategy) ChunkSize() int {
+	if s.FullTable() {
+		return min(32, s.L)
+	}
+	return s.N1
+}
+
 // Babies are the baby-step rotations 1..n1-1.
 func (s Strategy) Babies() []int {
 	out := make([]int, 0, s.N1-1)

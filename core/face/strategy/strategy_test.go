@@ -177,3 +177,25 @@ func TestStreamedEstimate(t *testing.T) {
 		t.Errorf("a slow disk, stored bytes given: %v s, want %v", got, want)
 	}
 }
+
+// TestTableAndChunkSizes: the full-table strategies keep all l rotations
+// and stream 32 diagonals at a time (fewer when l is smaller); tbs and tbe
+// keep and stream n1.
+func TestTableAndChunkSizes(t *testing.T) {
+	for _, c := range []struct {
+		name         string
+		n1, l        int
+		table, chunk int
+	}{
+		{DG, 0, 256, 256, 32}, {BSGSDiagonal, 16, 256, 256, 32}, {DG, 0, 16, 16, 16},
+		{BSGSTBE, 32, 256, 32, 32}, {BSGSTBS, 8, 256, 8, 8},
+	} {
+		s, err := New(c.name, c.n1, c.l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.TableSize() != c.table || s.ChunkSize() != c.chunk {
+			t.Errorf("%s n1 %d l %d: table %d chunk %d, want %d and %d", c.name, c.n1, c.l, s.TableSize(), s.ChunkSize(), c.table, c.chunk)
+		}
+	}
+}
