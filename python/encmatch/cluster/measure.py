@@ -44,7 +44,8 @@ import ray  # noqa: E402
 from ..keyholder import Client
 from ..enroller import Enroller
 from ..server import Server
-from ..params import describe, version
+from ..params import describe
+from ..evaluation.bench import hardware
 from ..evaluation.bruteforce import expected_results, same_answer
 from ..data import separated_gallery
 from .ray_backend import RayBackend, RayServer
@@ -138,24 +139,14 @@ def _time_configs(configs: list[tuple[str, str, RayBackend | None]], setup: dict
     return rows
 
 
-def _cpu_model() -> str:
-    """This machine's CPU model name (/proc/cpuinfo), or "unknown CPU"."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown CPU"
-
-
 def _profile(rows: dict[str, dict], dim: int, kappa: int, groups: int, out: Path) -> dict:
     """The planning profile of a 2-CPU worker from the measured rows."""
     one, full = rows["ray-1x2-one-group"], rows["ray-1x2"]
     shard_bytes = (max(full["actor_peak_rss"]) - max(one["actor_peak_rss"])) / (groups - 1)
+    hw = hardware()
     return {
         "name": "cpu-2core", "shard_size": 16384, "kappa": kappa,
-        "description": f"a Ray actor with 2 CPUs ({_cpu_model()}, vector kernels {version()['kernels']}), N = 2^15, "
+        "description": f"a Ray actor with 2 CPUs ({hw['cpu'] or 'unknown CPU'}, vector kernels {hw['kernels']}), N = 2^15, "
                        f"{dim}-d, kappa {kappa}, bsgs-tbe, groups in memory",
         "shard_seconds": one["median_seconds"], "shard_bytes": shard_bytes,
         "worker_overhead_bytes": max(one["actor_peak_rss"]) - shard_bytes,
