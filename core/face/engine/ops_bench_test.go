@@ -84,13 +84,7 @@ func BenchmarkOperations(b *testing.B) {
 			return func() error { return eval.Relinearize(acc, out) }
 		}},
 		{"chunk-products", func(*ckks.Evaluator) func() error {
-			qs, ds := make([]*rlwe.Ciphertext, 32), make([]*rlwe.Ciphertext, 32)
-			for i := range qs {
-				qs[i], ds[i] = encrypt(level), encrypt(level)
-				for _, poly := range qs[i].Value {
-					rq.MForm(poly, poly)
-				}
-			}
+			qs, ds := chunkOperands(b, p, enc, level, 32)
 			acc := ckks.NewCiphertext(p, 2, level)
 			return func() error { accumulateProducts(rq, qs, ds, acc); return nil }
 		}},
@@ -164,21 +158,8 @@ func BenchmarkChunkProducts(b *testing.B) {
 	p := set.CKKS
 	level := p.MaxLevel()
 	rq := p.RingQ().AtLevel(level)
-	enc := rlwe.NewEncryptor(p, rlwe.NewKeyGenerator(p).GenSecretKeyNew())
 	const n = 32
-	qs, ds := make([]*rlwe.Ciphertext, n), make([]*rlwe.Ciphertext, n)
-	for i := range n {
-		var err error
-		if qs[i], err = enc.EncryptNew(ckks.NewPlaintext(p, level)); err != nil {
-			b.Fatal(err)
-		}
-		for _, poly := range qs[i].Value {
-			rq.MForm(poly, poly)
-		}
-		if ds[i], err = enc.EncryptNew(ckks.NewPlaintext(p, level)); err != nil {
-			b.Fatal(err)
-		}
-	}
+	qs, ds := chunkOperands(b, p, rlwe.NewEncryptor(p, rlwe.NewKeyGenerator(p).GenSecretKeyNew()), level, n)
 	acc := ckks.NewCiphertext(p, 2, level)
 	b.Run("per-product", func(b *testing.B) {
 		for range b.N {
@@ -195,6 +176,26 @@ func BenchmarkChunkProducts(b *testing.B) {
 			accumulateProducts(rq, qs, ds, acc)
 		}
 	})
+}
+
+// chunkOperands encrypts a chunk of n query rotations, in Montgomery form
+// as the engine keeps its query table, and n diagonals, at level.
+func chunkOperands(b *testing.B, p ckks.Parameters, enc *rlwe.Encryptor, level, n int) (qs, ds []*rlwe.Ciphertext) {
+	rq := p.RingQ().AtLevel(level)
+	qs, ds = make([]*rlwe.Ciphertext, n), make([]*rlwe.Ciphertext, n)
+	for i := range n {
+		var err error
+		if qs[i], err = enc.EncryptNew(ckks.NewPlaintext(p, level)); err != nil {
+			b.Fatal(err)
+		}
+		for _, poly := range qs[i].Value {
+			rq.MForm(poly, poly)
+		}
+		if ds[i], err = enc.EncryptNew(ckks.NewPlaintext(p, level)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return qs, ds
 }
 
 // BenchmarkGiantStep compares, on one core at the default parameters, one
