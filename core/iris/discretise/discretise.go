@@ -31,11 +31,10 @@ import (
 	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
 )
 
-// Bits is log2 of the integers' unit: a value v becomes the integer
-// 2^Bits v + r. Bound (at most 16.5 for the weight-32 ephemeral secrets
-// the presets use) must stay below 2^(Bits-1) for 0 and 1 to keep their
-// bits.
-const Bits = 6
+// MinBits is the smallest Discretiser.Bits: 6 for one holder's
+// weight-32 ephemeral secret (Bound 17), 7 for the sum of three parties'
+// shares (l1 up to 96, Bound 49; scoreslots.IrisThreshold).
+const MinBits = 6
 
 // BootstrapError is the error, in units (multiples of 2^-Bits), that the
 // comparator's band leaves room for around each integer: the
@@ -47,10 +46,16 @@ const BootstrapError = 1.0 / 16
 type Discretiser struct {
 	btp *bootstrapping.Evaluator
 	// Bound bounds |r|, what the rounding adds to 2^Bits v: (1 + h) / 2 for
-	// the ephemeral secret's Hamming weight h, plus 1/2 for the
-	// evaluation's error before the rounding and the key switches' noise
-	// (both measured far below it: TestDiscretise).
+	// the ephemeral secret's l1 norm h (its Hamming weight, or the sum of
+	// the parties' shares' weights: Lattigo's EphemeralSecretWeight either
+	// way), plus 1/2 for the evaluation's error before the rounding and
+	// the key switches' noise (both measured far below it:
+	// TestDiscretise).
 	Bound float64
+	// Bits is log2 of the integers' unit: a value v becomes the integer
+	// 2^Bits v + r. The smallest from MinBits with Bound below
+	// 2^(Bits-1) - 1, so that 0 and 1 keep their bits.
+	Bits int
 	// Comparator splits i / 2^Bits at 1/2, on i / 2^Bits mapped onto
 	// [-1, 1] by t = (x - center) / width.
 	Comparator    *comparator.Comparator
@@ -124,18 +129,19 @@ func New(btp *bootstrapping.Evaluator, dec *Decoding) (*Discretiser, error) {
 	if !dec.params.BootstrappingParameters.Equal(&btp.BootstrappingParameters) || dec.params.SlotsToCoeffsParameters.LevelQ != btp.SlotsToCoeffsParameters.LevelQ {
 		return nil, fmt.Errorf("%w: a decoding made for other bootstrapping parameters", errs.ErrMismatch)
 	}
-	d := &Discretiser{btp: btp, Bound: float64(1+h)/2 + 0.5, logV: Bits + btp.Mod1Parameters.LogMessageRatio}
-	if d.Bound >= math.Ldexp(1, Bits-1)-1 {
-		return nil, fmt.Errorf("%w: an ephemeral secret of weight %d rounds by up to %.1f units, more than the %d that 2^%d units leave", errs.ErrInvalid, h, d.Bound, 1<<(Bits-1)-1, Bits)
+	d := &Discretiser{btp: btp, Bound: float64(1+h)/2 + 0.5, Bits: MinBits}
+	for d.Bound >= math.Ldexp(1, d.Bits-1)-1 {
+		d.Bits++
 	}
+	d.logV = d.Bits + btp.Mod1Parameters.LogMessageRatio
 	if q0 := btp.BootstrappingParameters.Q()[0]; bits.Len64(q0) <= d.logV+8 {
 		return nil, fmt.Errorf("%w: q0 of %d bits leaves no room for a modulus of 2^%d", errs.ErrInvalid, bits.Len64(q0), d.logV)
 	}
 	// x = i / 2^Bits lies in [-(Bound + 1) / 2^Bits, 1 + (Bound + 1) / 2^Bits].
-	margin := (d.Bound + 1) / math.Ldexp(1, Bits)
+	margin := (d.Bound + 1) / math.Ldexp(1, d.Bits)
 	d.center, d.width = 0.5, 0.5+margin
-	thr := (math.Ldexp(1, Bits-1) - 0.5) / math.Ldexp(1, Bits) // between 2^(Bits-1) - 1 and 2^(Bits-1)
-	halfGap := 0.5 / math.Ldexp(1, Bits) / d.width
+	thr := (math.Ldexp(1, d.Bits-1) - 0.5) / math.Ldexp(1, d.Bits) // between 2^(Bits-1) - 1 and 2^(Bits-1)
+	halfGap := 0.5 / math.Ldexp(1, d.Bits) / d.width
 	lo, hi := comparator.KappaRange()
 	levels := btp.SlotsToCoeffsParameters.LevelQ // EvalMod's output level
 	for kappa := lo; kappa <= min(hi, levels); kappa++ {
@@ -145,7 +151,7 @@ func New(btp *bootstrapping.Evaluator, dec *Decoding) (*Discretiser, error) {
 		}
 		// The bootstrap's error and the comparator's band must fit in half
 		// the gap.
-		if cmp.ValueBand+BootstrapError/math.Ldexp(1, Bits)/d.width < halfGap {
+		if cmp.ValueBand+BootstrapError/math.Ldexp(1, d.Bits)/d.width < halfGap {
 			d.Comparator = cmp
 			break
 		}
@@ -164,8 +170,8 @@ func New(btp *bootstrapping.Evaluator, dec *Decoding) (*Discretiser, error) {
 // Possible says which bits a value v may be discretised to: the integers
 // within Bound of 2^Bits v, split at 2^(Bits-1) (the plaintext model).
 func (d *Discretiser) Possible(v float64) (zero, one bool) {
-	u := math.Ldexp(v, Bits)
-	half := math.Ldexp(1, Bits-1)
+	u := math.Ldexp(v, d.Bits)
+	half := math.Ldexp(1, d.Bits-1)
 	return math.Ceil(u-d.Bound) < half, math.Floor(u+d.Bound) >= half
 }
 

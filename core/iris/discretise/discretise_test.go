@@ -69,14 +69,14 @@ type fixture struct {
 	sk     *rlwe.SecretKey
 }
 
-func newFixture(t *testing.T) fixture {
+func newFixture(t *testing.T, btLit bootstrapping.ParametersLiteral, shares int) fixture {
 	t.Helper()
 	cp, err := ccmm.NewParams(ccmm.Literal{LogNDB: 10, LogNQ: 9, LogQ: []int{20, 20, 20}, LogK: []int{20, 20, 20}, LogScale: 18, Inner: 1024})
 	if err != nil {
 		t.Fatal(err)
 	}
 	p, err := scoreslots.NewParams(cp, scoreslots.Literal{LogN2: 12, LogQ0: 55, LogP: []int{61}, ScoreBits: 11, Levels: 14, LogLevel: 36,
-		Bootstrapping: scoreslots.SparseBootstrapping([]int{61, 61})})
+		EphemeralShares: shares, Bootstrapping: btLit})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,10 +133,25 @@ func (f fixture) decrypt(t *testing.T, ct *rlwe.Ciphertext) []float64 {
 // 2^-Bits, 0 and 1 at integers within Bound of 0 and 2^Bits, every value
 // at an integer Possible allows; Apply turns each slot into 0 or 1 (within
 // 2^-10), the bit of its integer.
+//
+// Run with one holder's weight-32 ephemeral secret (2^-6 units) and with
+// the sum of three parties' shares (scoreslots.IrisThreshold's, drawn by
+// one holder here as scoreslots.GenEncapsulation does: 2^-7 units).
 func TestDiscretise(t *testing.T) {
-	f := newFixture(t)
+	t.Run("one holder", func(t *testing.T) {
+		testDiscretise(t, newFixture(t, scoreslots.SparseBootstrapping([]int{61, 61}), 0), 6)
+	})
+	t.Run("three shares", func(t *testing.T) {
+		testDiscretise(t, newFixture(t, scoreslots.CollectiveSparseBootstrapping([]int{61, 61}, 3, 32), 3), 7)
+	})
+}
+
+func testDiscretise(t *testing.T, f fixture, bits int) {
 	d := f.d
-	t.Logf("bound %.1f units of 2^-%d, comparator kappa %d (value band %.2e), modulus 2^%d", d.Bound, Bits, d.Comparator.Kappa, d.Comparator.ValueBand, d.logV)
+	t.Logf("bound %.1f units of 2^-%d, comparator kappa %d (value band %.2e), modulus 2^%d", d.Bound, d.Bits, d.Comparator.Kappa, d.Comparator.ValueBand, d.logV)
+	if d.Bits != bits {
+		t.Fatalf("units of 2^-%d for a rounding bound of %.1f, want 2^-%d", d.Bits, d.Bound, bits)
+	}
 	slots := f.params.MaxSlots()
 	rng := rand.New(rand.NewPCG(3, 4))
 	for _, level := range []int{1, 5} {
@@ -161,7 +176,7 @@ func TestDiscretise(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := f.decrypt(t, ints)
-		unit := math.Ldexp(1, Bits)
+		unit := math.Ldexp(1, d.Bits)
 		var worst, widest float64
 		want := make([]bool, slots)
 		for j, v := range vals {

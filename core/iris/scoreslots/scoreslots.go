@@ -55,6 +55,13 @@ type Literal struct {
 	// ScoreBits bounds the scores: |score| <= 2^ScoreBits. The slots hold
 	// score / 2^ScoreBits.
 	ScoreBits int
+	// EphemeralShares is the number of parties whose sparse shares, each
+	// of Hamming weight EphemeralWeight, add up to the encapsulation's
+	// ephemeral secret (package collective: no party holds it); 0 or 1
+	// for one key holder. With shares, the bootstrapping literal's
+	// EphemeralSecretWeight is the sum's l1 bound, EphemeralShares x
+	// EphemeralWeight (CollectiveSparseBootstrapping).
+	EphemeralShares int
 	// Bootstrapping is Lattigo's bootstrapping literal (LogN is set from
 	// LogN2); the zero value takes Lattigo's defaults.
 	Bootstrapping bootstrapping.ParametersLiteral
@@ -85,8 +92,25 @@ func SparseBootstrapping(logP []int) bootstrapping.ParametersLiteral {
 	}
 }
 
+// CollectiveSparseBootstrapping is SparseBootstrapping for an ephemeral
+// secret that is the sum of shares sparse shares of weight
+// EphemeralWeight (Literal.EphemeralShares): its l1 norm, up to shares x
+// EphemeralWeight, is what Lattigo's EphemeralSecretWeight then holds (the
+// bound the discretiser's rounding takes), and the modular reduction
+// covers |I| < k with Lattigo's default cosine, interpolated at the
+// integers (degree at least 2k - 1) before its 3 double angles: k = 32
+// for three shares, degree 63, one level more than Lattigo's default
+// (EncapsulationFailure).
+func CollectiveSparseBootstrapping(logP []int, shares, k int) bootstrapping.ParametersLiteral {
+	b := SparseBootstrapping(logP)
+	b.EphemeralSecretWeight = utils.Pointy(shares * EphemeralWeight)
+	b.K, b.Mod1Degree = utils.Pointy(k), utils.Pointy(2*k-1)
+	return b
+}
+
 // EphemeralWeight is the Hamming weight of the encapsulation's ephemeral
-// secret: Lattigo's default, papers/004 Table 1's h'.
+// secret (of each party's share of it, with EphemeralShares): Lattigo's
+// default, papers/004 Table 1's h'.
 const EphemeralWeight = 32
 
 // EphemeralMaxLogQP is the largest modulus at which the source of the
@@ -122,6 +146,24 @@ var IrisSecureDense = Literal{LogN2: 16, LogQ0: 55, LogP: []int{61}, ScoreBits: 
 	Bootstrapping: func() bootstrapping.ParametersLiteral {
 		b := DenseBootstrapping(640, 6, 127)
 		b.LogP = []int{61, 61, 61}
+		b.CoeffsToSlotsFactorizationDepthAndLogScales = [][]int{{52}, {52}, {52}}
+		b.EvalModLogScale = utils.Pointy(60)
+		b.LogMessageRatio = utils.Pointy(8)
+		return b
+	}()}
+
+// IrisThreshold is IrisSecure for three parties, none of whom holds the
+// encapsulation's ephemeral secret (issue 34; docs/IRIS.md, "Threshold
+// iris"): the secret is the sum of three sparse shares of weight 32, so
+// its l1 norm is up to 96 and the multiple I of q0 that ModUp adds has
+// about sqrt(3) times the spread; the modular reduction covers |I| < 32
+// (a cosine of degree 63: EvalMod 9 levels of 60 bits), and one special
+// prime fewer keeps log QP inside the table (7 of 61 bits, 5
+// key-switching digits; log QP 1,754 <= 1,772). EncapsulationFailure and
+// EphemeralKeyRisk give its failure bounds.
+var IrisThreshold = Literal{LogN2: 16, LogQ0: 55, LogP: []int{61}, ScoreBits: 15, Levels: 13, LogLevel: 36, EphemeralShares: 3,
+	Bootstrapping: func() bootstrapping.ParametersLiteral {
+		b := CollectiveSparseBootstrapping([]int{61, 61, 61, 61, 61, 61, 61}, 3, 32)
 		b.CoeffsToSlotsFactorizationDepthAndLogScales = [][]int{{52}, {52}, {52}}
 		b.EvalModLogScale = utils.Pointy(60)
 		b.LogMessageRatio = utils.Pointy(8)
@@ -190,6 +232,10 @@ func NewParams(cp *ccmm.Params, lit Literal) (*Params, error) {
 	if w := bt.EphemeralSecretWeight; w != 0 && (w < 1 || w > bt.BootstrappingParameters.N()) {
 		return nil, fmt.Errorf("%w: ephemeral secret of Hamming weight %d", errs.ErrInvalid, w)
 	}
+	if n := lit.EphemeralShares; n < 0 || n > 1 && bt.EphemeralSecretWeight != n*EphemeralWeight {
+		return nil, fmt.Errorf("%w: an ephemeral secret of %d shares of weight %d needs Lattigo's EphemeralSecretWeight at %d, not %d",
+			errs.ErrInvalid, n, EphemeralWeight, n*EphemeralWeight, bt.EphemeralSecretWeight)
+	}
 	var sw *switcher // Algorithm 1's sets only: Q below 2^MaxLiftBits
 	if cp.LogQ() <= MaxLiftBits {
 		if sw, err = newSwitcher(cp.Q, res.Q()[0]); err != nil {
@@ -222,9 +268,18 @@ func (p *Params) Security() []ccmm.SecurityCheck {
 	if w := p.Bootstrap.EphemeralSecretWeight; w != 0 {
 		bp := p.Bootstrap.BootstrappingParameters
 		logQP := math.Log2(float64(bp.Q()[0])) + math.Log2(float64(bp.P()[0]))
+		secret := fmt.Sprintf("ternary, Hamming weight %d", w)
+		if n := p.Lit.EphemeralShares; n > 1 {
+			// Any n - 1 parties know their shares: what they do not know
+			// is the honest party's share, a weight-32 secret of its own
+			// (the known shares subtract from every key's b-part), so
+			// the source's figure for weight 32 is the one that applies.
+			w /= n
+			secret = fmt.Sprintf("sum of %d ternary shares of Hamming weight %d each", n, w)
+		}
 		out = append(out, ccmm.SecurityCheck{
 			What: "encapsulation (ephemeral sparse) secret", LogN: bp.LogN(), LogQ: logQP, MaxLogQ: EphemeralMaxLogQP,
-			Secret: fmt.Sprintf("ternary, Hamming weight %d", w),
+			Secret: secret,
 			Source: "Lattigo v6.2 bootstrapping (EphemeralSecretWeight), after Bossuat, Troncoso-Pastoriza, Hubaux, eprint 2022/024",
 			OK:     bp.LogN() == 16 && w == EphemeralWeight && logQP <= EphemeralMaxLogQP,
 		})
@@ -235,26 +290,89 @@ func (p *Params) Security() []ccmm.SecurityCheck {
 // EncapsulationFailure is log2 of a bound on the probability that one
 // bootstrap's modular reduction fails with encapsulation. Each of the N2
 // coefficients of I, the multiple of q0 that ModUp adds, is the rounded
-// sum of h + 1 terms uniform in [-1/2, 1/2) (the ciphertext's a times the
-// h nonzero ephemeral coefficients, and b) and of (message + noise) / q0,
-// below 2^-LogMessageRatio; the reduction covers |I| <= K - 1. So |I| >= K
-// needs the n = h + 1 terms to sum beyond K - 1/2 - 2^-LogMessageRatio
-// in magnitude: shifted to [0, 1)^n, within x = n/2 - K + 1/2 +
-// 2^-LogMessageRatio of a corner, of probability at most x^n / n! (the
-// corner simplex's volume) per side; a union bound over the coefficients.
-// +Inf without encapsulation.
+// sum of the terms c_j u_j, u_j uniform in [-1/2, 1/2) (the ciphertext's
+// a times the ephemeral secret's nonzero coefficients c_j), of one more
+// such term (b) and of (message + noise) / q0, below 2^-LogMessageRatio;
+// the reduction covers |I| <= K - 1. So |I| >= K needs sum c_j u_j + u_0
+// beyond tau = K - 1/2 - 2^-LogMessageRatio in magnitude. With v_j = 1/2
+// - u_j in [0, 1) that is sum |c_j| v_j <= x = (l1 + 1)/2 - tau, l1 the
+// secret's l1 norm, of volume at most x^n / (n! prod |c_j|) <= x^n / n!
+// (a simplex; n the nonzero terms), per side; a union bound over the
+// coefficients.
+//
+// One key holder's secret has n = h + 1 and l1 = h. A sum of s shares of
+// weight h (EphemeralShares) has l1 <= s h, and n = s h + 1 - H, H the
+// positions where a share lands on another's (a merge keeps l1 and takes
+// one term away, the bound's worst case; a cancellation takes two terms
+// and 1 from x, which lowers it). The bound is taken at H =
+// ephemeralHits - 1, which key generation exceeds with probability at
+// most EphemeralKeyRisk. +Inf without encapsulation.
 func (p *Params) EncapsulationFailure() float64 {
-	h := p.Bootstrap.EphemeralSecretWeight
-	if h == 0 {
+	w := p.Bootstrap.EphemeralSecretWeight
+	if w == 0 {
 		return math.Inf(1)
 	}
-	n := float64(h + 1)
-	x := n/2 - float64(p.Bootstrap.Mod1ParametersLiteral.K) + 0.5 + math.Ldexp(1, -p.Bootstrap.Mod1ParametersLiteral.LogMessageRatio)
+	n := float64(w + 1)
+	if p.Lit.EphemeralShares > 1 {
+		n -= float64(p.ephemeralHits() - 1)
+	}
+	tau := float64(p.Bootstrap.Mod1ParametersLiteral.K) - 0.5 - math.Ldexp(1, -p.Bootstrap.Mod1ParametersLiteral.LogMessageRatio)
+	x := float64(w+1)/2 - tau
 	if x <= 0 {
-		return math.Inf(-1) // the sum cannot reach K - 1/2
+		return math.Inf(-1) // the sum cannot reach tau
+	}
+	if x >= n {
+		return 0 // the simplex bound says nothing here
 	}
 	lg, _ := math.Lgamma(n + 1)
 	return 1 + n*math.Log2(x) - lg/math.Ln2 + float64(p.Bootstrap.BootstrappingParameters.LogN())
+}
+
+// ephemeralKeyRiskTarget is the largest EphemeralKeyRisk accepted when
+// choosing the hits the failure bound is taken at.
+const ephemeralKeyRiskTarget = -64
+
+// ephemeralHits is the smallest H whose hitsProbability is at most
+// 2^ephemeralKeyRiskTarget.
+func (p *Params) ephemeralHits() int {
+	h := 0
+	for p.hitsProbability(h) > ephemeralKeyRiskTarget {
+		h++
+	}
+	return h
+}
+
+// hitsProbability is log2 of a bound on the probability that the shares
+// of a collective ephemeral secret land on one another's positions at
+// least hits times. Share k's positions are h distinct ones drawn
+// uniformly from N (Lattigo's sampler); each lands on the at most (s -
+// 1) h positions of the shares before it with probability at most (s - 1)
+// h / (N - h), whatever came before, so a given set of hits draws all
+// hit with at most that to the power hits, and a union bound over the
+// sets of M = (s - 1) h later draws: C(M, hits) ((s - 1) h / (N - h))^hits.
+func (p *Params) hitsProbability(hits int) float64 {
+	s, h := p.Lit.EphemeralShares, EphemeralWeight
+	m := (s - 1) * h
+	if hits > m {
+		return math.Inf(-1)
+	}
+	lm, _ := math.Lgamma(float64(m + 1))
+	lk, _ := math.Lgamma(float64(hits + 1))
+	lmk, _ := math.Lgamma(float64(m - hits + 1))
+	perDraw := float64(m) / float64(p.Bootstrap.BootstrappingParameters.N()-h)
+	return (lm-lk-lmk)/math.Ln2 + float64(hits)*math.Log2(perDraw)
+}
+
+// EphemeralKeyRisk is log2 of a bound on the probability, once per key
+// generation, that a collective ephemeral secret's shares overlap more
+// than EncapsulationFailure assumes (-Inf for one key holder's secret).
+// Over a deployment's B bootstraps, the reduction fails with probability
+// at most 2^EphemeralKeyRisk + B 2^EncapsulationFailure.
+func (p *Params) EphemeralKeyRisk() float64 {
+	if p.Lit.EphemeralShares <= 1 || p.Bootstrap.EphemeralSecretWeight == 0 {
+		return math.Inf(-1)
+	}
+	return p.hitsProbability(p.ephemeralHits())
 }
 
 // Secure returns nil when every check of Security passes, else an
@@ -306,6 +424,11 @@ func (p *Params) EphemeralParameters() (rlwe.Parameters, error) {
 // secret sk with a fresh ephemeral secret of the parameters' Hamming
 // weight (Lattigo's construction, with its key generator); nil without
 // encapsulation. The ephemeral secret is not kept.
+//
+// With EphemeralShares, the ephemeral secret is drawn as the parties'
+// protocol (package collective) would make it, the sum of that many
+// shares of weight EphemeralWeight, here by one holder: for tests and
+// measurements of the threshold parameters.
 func (p *Params) GenEncapsulation(sk *rlwe.SecretKey) (*Encapsulation, error) {
 	w := p.Bootstrap.EphemeralSecretWeight
 	if w == 0 {
@@ -317,7 +440,16 @@ func (p *Params) GenEncapsulation(sk *rlwe.SecretKey) (*Encapsulation, error) {
 	}
 	bp := p.Bootstrap.BootstrappingParameters
 	kgSparse := rlwe.NewKeyGenerator(sparse)
-	eph := kgSparse.GenSecretKeyWithHammingWeightNew(w)
+	var eph *rlwe.SecretKey
+	if n := p.Lit.EphemeralShares; n > 1 {
+		eph = kgSparse.GenSecretKeyWithHammingWeightNew(EphemeralWeight)
+		for range n - 1 {
+			share := kgSparse.GenSecretKeyWithHammingWeightNew(EphemeralWeight)
+			sparse.RingQP().Add(eph.Value, share.Value, eph.Value)
+		}
+	} else {
+		eph = kgSparse.GenSecretKeyWithHammingWeightNew(w)
+	}
 	return &Encapsulation{
 		DenseToSparse: kgSparse.GenEvaluationKeyNew(sk, eph),
 		SparseToDense: rlwe.NewKeyGenerator(bp).GenEvaluationKeyNew(eph, sk),

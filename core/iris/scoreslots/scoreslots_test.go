@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"encmatch/core/base/errs"
 	"encmatch/core/iris/ccmm"
 	"encmatch/core/iris/internal/ccmmtest"
 
@@ -168,7 +169,7 @@ func TestSecurity(t *testing.T) {
 		name   string
 		lit    Literal
 		checks int
-	}{{"IrisSecure", IrisSecure, 3}, {"IrisSecureDense", IrisSecureDense, 2}} {
+	}{{"IrisSecure", IrisSecure, 3}, {"IrisSecureDense", IrisSecureDense, 2}, {"IrisThreshold", IrisThreshold, 3}} {
 		p, err := NewParams(cp, c.lit)
 		if err != nil {
 			t.Fatal(err)
@@ -180,8 +181,8 @@ func TestSecurity(t *testing.T) {
 			t.Fatalf("%s: %d checks, Secure: %v", c.name, n, p.Secure())
 		}
 		bp := p.Bootstrap.BootstrappingParameters
-		t.Logf("%s: log QP %.1f, %d Q primes, %d P primes, EvalMod K %d, failure bound 2^%.1f per bootstrap", c.name, bp.LogQP(),
-			bp.QCount(), bp.PCount(), p.Bootstrap.Mod1ParametersLiteral.K, p.EncapsulationFailure())
+		t.Logf("%s: log QP %.1f, %d Q primes, %d P primes, EvalMod K %d (%d levels), failure bound 2^%.1f per bootstrap, 2^%.1f per key generation", c.name, bp.LogQP(),
+			bp.QCount(), bp.PCount(), p.Bootstrap.Mod1ParametersLiteral.K, p.Bootstrap.Mod1ParametersLiteral.Depth(), p.EncapsulationFailure(), p.EphemeralKeyRisk())
 	}
 	p, err = NewParams(cp, IrisSecure)
 	if err != nil {
@@ -189,6 +190,28 @@ func TestSecurity(t *testing.T) {
 	}
 	if f := p.EncapsulationFailure(); !(f < -100) {
 		t.Fatalf("encapsulation failure bound 2^%.1f per bootstrap", f)
+	}
+	// Three parties' shares: the failure bounds hold at K = 32, and
+	// Lattigo's K = 16 does not cover their sum (the bound says nothing).
+	p, err = NewParams(cp, IrisThreshold)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, r := p.EncapsulationFailure(), p.EphemeralKeyRisk(); !(f < -60) || !(r <= ephemeralKeyRiskTarget) {
+		t.Fatalf("three shares: failure bound 2^%.1f per bootstrap, 2^%.1f per key generation", f, r)
+	}
+	narrow := IrisThreshold
+	narrow.Bootstrapping.K = utils.Pointy(16)
+	if p, err = NewParams(cp, narrow); err != nil {
+		t.Fatal(err)
+	}
+	if f := p.EncapsulationFailure(); f < -1 {
+		t.Fatalf("three shares under K = 16: failure bound 2^%.1f per bootstrap", f)
+	}
+	mismatched := IrisThreshold
+	mismatched.Bootstrapping.EphemeralSecretWeight = utils.Pointy(EphemeralWeight)
+	if _, err := NewParams(cp, mismatched); !errors.Is(err, errs.ErrInvalid) {
+		t.Fatalf("three shares with Lattigo's weight at one share's: %v", err)
 	}
 	other := IrisSecure
 	other.Bootstrapping.EphemeralSecretWeight = utils.Pointy(64) // the source states no figure for it

@@ -24,17 +24,26 @@ import (
 // development machine, 2026-11-26; `encmatch iris bench --preset default`
 // measures the same step with the keys on disk). Only with
 // ENCMATCH_CCMM_SLOW=1.
+//
+// Run for IrisSecure and for IrisThreshold (the ephemeral secret of three
+// parties' shares, drawn here by one holder as GenEncapsulation does for
+// such parameters), one after the other.
 func TestHalfBootstrapSecureRings(t *testing.T) {
 	if testing.Short() || os.Getenv("ENCMATCH_CCMM_SLOW") != "1" {
 		t.Skip("slow test at the iris rings: set ENCMATCH_CCMM_SLOW=1 to run it")
 	}
+	t.Run("IrisSecure", func(t *testing.T) { testHalfBootstrapSecureRings(t, IrisSecure) })
+	t.Run("IrisThreshold", func(t *testing.T) { testHalfBootstrapSecureRings(t, IrisThreshold) })
+}
+
+func testHalfBootstrapSecureRings(t *testing.T, half Literal) {
 	lit := ccmm.IrisBootstrap
 	cp, err := ccmm.NewParams(lit)
 	if err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	p, err := NewParams(cp, IrisSecure)
+	p, err := NewParams(cp, half)
 	if err != nil {
 		t.Fatal(err)
 	}

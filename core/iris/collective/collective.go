@@ -1,0 +1,156 @@
+// Package collective makes the sparse-secret encapsulation keys of the
+// iris bootstrapping (package scoreslots) with no party holding the
+// ephemeral secret (issue 34; docs/IRIS.md, "Threshold iris").
+//
+// Each of the n parties of a threshold setup keeps two secrets it never
+// sends: its additive share of the bootstrapping ring's secret (uniform
+// ternary; the collective secret is their sum) and its share of the
+// encapsulation's ephemeral secret, a ternary secret of Hamming weight
+// scoreslots.EphemeralWeight drawn by Lattigo's key generator. The
+// ephemeral secret is the sum of the n sparse shares: any n - 1 parties
+// together still miss one whole weight-32 share, the secret the source's
+// security figure is for, and its l1 norm, at most n times 32, is what the
+// bootstrap's modular reduction must cover (scoreslots.IrisThreshold,
+// EncapsulationFailure). The two keys, dense to sparse at q0 p0 and sparse
+// to dense at the whole bootstrapping modulus, come out of Lattigo's
+// multiparty EvaluationKeyGenProtocol: each party sends one share per key,
+// and the sum of the shares is a key of the sums, with n times the error
+// variance of one holder's.
+package collective
+
+import (
+	"crypto/sha256"
+	"fmt"
+
+	"encmatch/core/base/errs"
+	"encmatch/core/iris/scoreslots"
+
+	"github.com/tuneinsight/lattigo/v6/core/rlwe"
+	"github.com/tuneinsight/lattigo/v6/multiparty"
+	"github.com/tuneinsight/lattigo/v6/utils"
+	"github.com/tuneinsight/lattigo/v6/utils/sampling"
+)
+
+// Party is one party's secrets for the bootstrapping ring. Neither ever
+// leaves the party.
+type Party struct {
+	// Dense is the party's additive share of the bootstrapping ring's
+	// secret (uniform ternary).
+	Dense *rlwe.SecretKey
+	// Sparse is the party's share of the ephemeral secret: ternary, of
+	// Hamming weight scoreslots.EphemeralWeight, at the whole
+	// bootstrapping modulus.
+	Sparse *rlwe.SecretKey
+}
+
+// NewParty draws a party's two secrets with Lattigo's key generator for
+// parameters whose ephemeral secret is made by several parties
+// (scoreslots.Literal.EphemeralShares).
+func NewParty(p *scoreslots.Params) (*Party, error) {
+	if err := checkShared(p); err != nil {
+		return nil, err
+	}
+	kg := rlwe.NewKeyGenerator(p.Bootstrap.BootstrappingParameters)
+	return &Party{Dense: kg.GenSecretKeyNew(), Sparse: kg.GenSecretKeyWithHammingWeightNew(scoreslots.EphemeralWeight)}, nil
+}
+
+// checkShared refuses parameters whose ephemeral secret one holder draws.
+func checkShared(p *scoreslots.Params) error {
+	if p.Lit.EphemeralShares < 2 || p.Bootstrap.EphemeralSecretWeight == 0 {
+		return fmt.Errorf("%w: these bootstrapping parameters take one key holder's ephemeral secret (EphemeralShares %d): nothing to make collectively",
+			errs.ErrInvalid, p.Lit.EphemeralShares)
+	}
+	return nil
+}
+
+// Shares is what one party sends for the two encapsulation keys.
+type Shares struct {
+	DenseToSparse, SparseToDense multiparty.EvaluationKeyGenShare
+}
+
+// Encapsulation runs Lattigo's evaluation-key protocol for the two
+// encapsulation keys, on common random polynomials every party derives
+// from the same seed.
+type Encapsulation struct {
+	p                *scoreslots.Params
+	proto            multiparty.EvaluationKeyGenProtocol
+	sparseLevel      rlwe.EvaluationKeyParameters // q0 p0: the layout of Lattigo's dense-to-sparse key
+	crpDense, crpTop multiparty.EvaluationKeyGenCRP
+}
+
+// NewEncapsulation prepares the protocol for parameters p and the setup's
+// common reference seed (the same bytes at every party).
+func NewEncapsulation(p *scoreslots.Params, seed []byte) (*Encapsulation, error) {
+	if err := checkShared(p); err != nil {
+		return nil, err
+	}
+	if len(seed) < 16 {
+		return nil, fmt.Errorf("%w: a common reference seed of %d bytes (at least 16)", errs.ErrInvalid, len(seed))
+	}
+	bp := p.Bootstrap.BootstrappingParameters
+	e := &Encapsulation{p: p, proto: multiparty.NewEvaluationKeyGenProtocol(bp),
+		sparseLevel: rlwe.EvaluationKeyParameters{LevelQ: utils.Pointy(0), LevelP: utils.Pointy(0)}}
+	for _, c := range []struct {
+		label string
+		crp   *multiparty.EvaluationKeyGenCRP
+		lvl   []rlwe.EvaluationKeyParameters
+	}{{"dense-to-sparse", &e.crpDense, []rlwe.EvaluationKeyParameters{e.sparseLevel}}, {"sparse-to-dense", &e.crpTop, nil}} {
+		key := sha256.Sum256(append(append([]byte(nil), seed...), "encmatch/iris/collective/"+c.label...))
+		crs, err := sampling.NewKeyedPRNG(key[:])
+		if err != nil {
+			return nil, err
+		}
+		*c.crp = e.proto.SampleCRP(crs, c.lvl...)
+	}
+	return e, nil
+}
+
+// Share computes party's shares of both keys.
+func (e *Encapsulation) Share(party *Party) (*Shares, error) {
+	s := &Shares{DenseToSparse: e.proto.AllocateShare(e.sparseLevel), SparseToDense: e.proto.AllocateShare()}
+	if err := e.proto.GenShare(party.Dense, party.Sparse, e.crpDense, &s.DenseToSparse); err != nil {
+		return nil, fmt.Errorf("dense-to-sparse share: %w", err)
+	}
+	if err := e.proto.GenShare(party.Sparse, party.Dense, e.crpTop, &s.SparseToDense); err != nil {
+		return nil, fmt.Errorf("sparse-to-dense share: %w", err)
+	}
+	return s, nil
+}
+
+// Combine adds the shares of every party (exactly EphemeralShares of
+// them: a missing party's sparse share would leave the ephemeral secret's
+// weight short of what the parameters were checked for) into the two
+// keys.
+func (e *Encapsulation) Combine(shares []*Shares) (*scoreslots.Encapsulation, error) {
+	if n := e.p.Lit.EphemeralShares; len(shares) != n {
+		return nil, fmt.Errorf("%w: %d parties' shares, the parameters take %d", errs.ErrInvalid, len(shares), n)
+	}
+	bp := e.p.Bootstrap.BootstrappingParameters
+	out := &scoreslots.Encapsulation{
+		DenseToSparse: rlwe.NewEvaluationKey(bp, e.sparseLevel),
+		SparseToDense: rlwe.NewEvaluationKey(bp),
+	}
+	for _, k := range []struct {
+		crp multiparty.EvaluationKeyGenCRP
+		lvl []rlwe.EvaluationKeyParameters
+		of  func(*Shares) multiparty.EvaluationKeyGenShare
+		key *rlwe.EvaluationKey
+	}{
+		{e.crpDense, []rlwe.EvaluationKeyParameters{e.sparseLevel}, func(s *Shares) multiparty.EvaluationKeyGenShare { return s.DenseToSparse }, out.DenseToSparse},
+		{e.crpTop, nil, func(s *Shares) multiparty.EvaluationKeyGenShare { return s.SparseToDense }, out.SparseToDense},
+	} {
+		sum := e.proto.AllocateShare(k.lvl...)
+		for i, s := range shares {
+			if s == nil {
+				return nil, fmt.Errorf("%w: party %d sent no shares", errs.ErrInvalid, i)
+			}
+			if err := e.proto.AggregateShares(sum, k.of(s), &sum); err != nil {
+				return nil, fmt.Errorf("%w: party %d's share: %v", errs.ErrInvalid, i, err)
+			}
+		}
+		if err := e.proto.GenEvaluationKey(sum, k.crp, k.key); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
