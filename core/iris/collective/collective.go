@@ -1,21 +1,23 @@
-// Package collective makes the sparse-secret encapsulation keys of the
-// iris bootstrapping (package scoreslots) with no party holding the
-// ephemeral secret (issue 34; docs/IRIS.md, "Threshold iris").
+// Package collective makes iris keys with no party holding their secrets
+// (issue 34; docs/IRIS.md, "Threshold iris"): the CCMM's query public key
+// (QueryKeyGen) and the sparse-secret encapsulation keys of the iris
+// bootstrapping (EncapsulationKeyGen), each from shares that n parties
+// compute with Lattigo's multiparty protocols.
 //
-// Each of the n parties of a threshold setup keeps two secrets it never
-// sends: its additive share of the bootstrapping ring's secret (uniform
-// ternary; the collective secret is their sum) and its share of the
-// encapsulation's ephemeral secret, a ternary secret of Hamming weight
-// scoreslots.EphemeralWeight drawn by Lattigo's key generator. The
-// ephemeral secret is the sum of the n sparse shares: any n - 1 parties
-// together still miss one whole weight-32 share, the secret the source's
-// security figure is for, and its l1 norm, at most n times 32, is what the
-// bootstrap's modular reduction must cover (scoreslots.IrisThreshold,
-// EncapsulationFailure). The two keys, dense to sparse at q0 p0 and sparse
-// to dense at the whole bootstrapping modulus, come out of Lattigo's
-// multiparty EvaluationKeyGenProtocol: each party sends one share per key,
-// and the sum of the shares is a key of the sums, with n times the error
-// variance of one holder's.
+// Each party keeps secrets it never sends: its additive shares of the
+// query secrets (NewQueryShares), its additive share of the bootstrapping
+// ring's secret (uniform ternary; the collective secret is their sum) and
+// its share of the encapsulation's ephemeral secret, a ternary secret of
+// Hamming weight scoreslots.EphemeralWeight drawn by Lattigo's key
+// generator. The ephemeral secret is the sum of the n sparse shares: any
+// n - 1 parties together still miss one whole weight-32 share, the secret
+// the source's security figure is for, and its l1 norm, at most n times
+// 32, is what the bootstrap's modular reduction must cover
+// (scoreslots.IrisThreshold, EncapsulationFailure). The two encapsulation
+// keys, dense to sparse at q0 p0 and sparse to dense at the whole
+// bootstrapping modulus, come out of Lattigo's EvaluationKeyGenProtocol:
+// each party sends one share per key, and the sum of the shares is a key
+// of the sums, with n times the error variance of one holder's.
 package collective
 
 import (
@@ -68,19 +70,19 @@ type Shares struct {
 	DenseToSparse, SparseToDense multiparty.EvaluationKeyGenShare
 }
 
-// Encapsulation runs Lattigo's evaluation-key protocol for the two
+// EncapsulationKeyGen runs Lattigo's evaluation-key protocol for the two
 // encapsulation keys, on common random polynomials every party derives
 // from the same seed.
-type Encapsulation struct {
+type EncapsulationKeyGen struct {
 	p                *scoreslots.Params
 	proto            multiparty.EvaluationKeyGenProtocol
 	sparseLevel      rlwe.EvaluationKeyParameters // q0 p0: the layout of Lattigo's dense-to-sparse key
 	crpDense, crpTop multiparty.EvaluationKeyGenCRP
 }
 
-// NewEncapsulation prepares the protocol for parameters p and the setup's
-// common reference seed (the same bytes at every party).
-func NewEncapsulation(p *scoreslots.Params, seed []byte) (*Encapsulation, error) {
+// NewEncapsulationKeyGen prepares the protocol for parameters p and the
+// setup's common reference seed (the same bytes at every party).
+func NewEncapsulationKeyGen(p *scoreslots.Params, seed []byte) (*EncapsulationKeyGen, error) {
 	if err := checkShared(p); err != nil {
 		return nil, err
 	}
@@ -88,7 +90,7 @@ func NewEncapsulation(p *scoreslots.Params, seed []byte) (*Encapsulation, error)
 		return nil, fmt.Errorf("%w: a common reference seed of %d bytes (at least 16)", errs.ErrInvalid, len(seed))
 	}
 	bp := p.Bootstrap.BootstrappingParameters
-	e := &Encapsulation{p: p, proto: multiparty.NewEvaluationKeyGenProtocol(bp),
+	e := &EncapsulationKeyGen{p: p, proto: multiparty.NewEvaluationKeyGenProtocol(bp),
 		sparseLevel: rlwe.EvaluationKeyParameters{LevelQ: utils.Pointy(0), LevelP: utils.Pointy(0)}}
 	for _, c := range []struct {
 		label string
@@ -106,7 +108,7 @@ func NewEncapsulation(p *scoreslots.Params, seed []byte) (*Encapsulation, error)
 }
 
 // Share computes party's shares of both keys.
-func (e *Encapsulation) Share(party *Party) (*Shares, error) {
+func (e *EncapsulationKeyGen) Share(party *Party) (*Shares, error) {
 	s := &Shares{DenseToSparse: e.proto.AllocateShare(e.sparseLevel), SparseToDense: e.proto.AllocateShare()}
 	if err := e.proto.GenShare(party.Dense, party.Sparse, e.crpDense, &s.DenseToSparse); err != nil {
 		return nil, fmt.Errorf("dense-to-sparse share: %w", err)
@@ -121,7 +123,7 @@ func (e *Encapsulation) Share(party *Party) (*Shares, error) {
 // them: a missing party's sparse share would leave the ephemeral secret's
 // weight short of what the parameters were checked for) into the two
 // keys.
-func (e *Encapsulation) Combine(shares []*Shares) (*scoreslots.Encapsulation, error) {
+func (e *EncapsulationKeyGen) Combine(shares []*Shares) (*scoreslots.Encapsulation, error) {
 	if n := e.p.Lit.EphemeralShares; len(shares) != n {
 		return nil, fmt.Errorf("%w: %d parties' shares, the parameters take %d", errs.ErrInvalid, len(shares), n)
 	}

@@ -63,7 +63,7 @@ func TestCollectiveHalfBootstrap(t *testing.T) {
 		}
 		ps = append(ps, party)
 	}
-	enc, err := NewEncapsulation(p, seed)
+	enc, err := NewEncapsulationKeyGen(p, seed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +216,7 @@ func TestRefusals(t *testing.T) {
 	if p, err = scoreslots.NewParams(cp, toyThreshold); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := NewEncapsulation(p, seed[:8]); !errors.Is(err, errs.ErrInvalid) {
+	if _, err := NewEncapsulationKeyGen(p, seed[:8]); !errors.Is(err, errs.ErrInvalid) {
 		t.Fatalf("an 8-byte seed: %v", err)
 	}
 }
