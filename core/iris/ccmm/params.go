@@ -71,6 +71,12 @@ type Literal struct {
 	// MaxAbsDB and MaxAbsQuery bound the entries of the database and query
 	// matrices (1 for iris codes in {-1,0,1}); 0 means 1.
 	MaxAbsDB, MaxAbsQuery int64
+	// QueryShares is the number of parties whose additive shares make
+	// each query secret (package collective: no one holds it whole); 0
+	// means 1, one key holder. A sum of n ternary shares has coefficients
+	// up to n and n times the variance, and its public key n times the
+	// error variance: the noise bounds and M*S_q's range take them.
+	QueryShares int
 	// Approximate says that the product's results are read as CKKS values
 	// (a slot-encoded database, package slotdb), not decrypted to exact
 	// integers: NewParams then does not ask ResultBound to stay below
@@ -123,6 +129,12 @@ func NewParams(lit Literal) (*Params, error) {
 	}
 	if lit.MaxAbsQuery == 0 {
 		lit.MaxAbsQuery = 1
+	}
+	if lit.QueryShares == 0 {
+		lit.QueryShares = 1
+	}
+	if lit.QueryShares < 1 || lit.QueryShares > 256 {
+		return nil, fmt.Errorf("%w: query secrets of %d parties' shares", errs.ErrInvalid, lit.QueryShares)
 	}
 	if lit.LogNQ < 1 || lit.LogNQ > lit.LogNDB || lit.LogNDB > 17 {
 		return nil, fmt.Errorf("%w: ring degrees 2^%d (query) and 2^%d (database): need 1 <= logNq <= logNdb <= 17", errs.ErrInvalid, lit.LogNQ, lit.LogNDB)
@@ -189,7 +201,7 @@ func NewParams(lit Literal) (*Params, error) {
 	// MulSecret computes M*S_q modulo the first two primes and recombines
 	// the integers (int32) from their residues.
 	all := p.allPrimes()
-	if b := float64(lit.Inner) * float64(lit.MaxAbsDB); b >= math.Ldexp(1, 31) || b >= float64(all[0])*float64(all[1])/2 {
+	if b := float64(lit.Inner) * float64(lit.MaxAbsDB) * float64(lit.QueryShares); b >= math.Ldexp(1, 31) || b >= float64(all[0])*float64(all[1])/2 {
 		return nil, fmt.Errorf("%w: M*S_q (entries up to %.0f) does not fit 2^31 and the first two primes %d, %d", ErrModulus, b, all[0], all[1])
 	}
 	if p.DB, err = rlwe.NewParametersFromLiteral(rlwe.ParametersLiteral{LogN: lit.LogNDB, Q: all, NTTFlag: true}); err != nil {

@@ -118,12 +118,13 @@ func (p *Params) EncryptQueryPK(pk *QueryPublicKey, m IntMat) (*SharedA, error) 
 }
 
 // queryNoiseVar is the variance of one coefficient of a fresh query's
-// noise: sigma^2 (secret key), or (1 + 4 N_q / 3) sigma^2 (public key: e*u
-// and e0*s over N_q terms with ternary u, s non-zero with probability
-// 2/3, plus e').
+// noise: sigma^2 (secret key), or (1 + 4 n N_q / 3) sigma^2 (public key:
+// e*u and e0*s over N_q terms with ternary u, s non-zero with probability
+// 2/3, plus e'; with n = QueryShares, the key's e has n sigma^2 and s a
+// variance of 2 n / 3).
 func (p *Params) queryNoiseVar(publicKey bool) float64 {
 	if publicKey {
-		return (1 + 4*float64(p.NQ)/3) * p.sigma * p.sigma
+		return (1 + 4*float64(p.Lit.QueryShares)*float64(p.NQ)/3) * p.sigma * p.sigma
 	}
 	return p.sigma * p.sigma
 }
@@ -135,6 +136,6 @@ func (p *Params) QueryFreshBound(publicKey bool) float64 {
 	if !publicKey {
 		return p.bound
 	}
-	worst := (2*float64(p.NQ) + 1) * p.bound
+	worst := (2*float64(p.Lit.QueryShares*p.NQ) + 1) * p.bound
 	return math.Min(worst, Tail*math.Sqrt(p.queryNoiseVar(true)))
 }

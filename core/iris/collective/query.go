@@ -33,9 +33,14 @@ type QueryKeyGen struct {
 	crp   multiparty.PublicKeyGenCRP
 }
 
-// NewQueryKeyGen prepares the protocol for the CCMM parameters cp and the
-// setup's common reference seed (the same bytes at every party).
+// NewQueryKeyGen prepares the protocol for the CCMM parameters cp, made
+// for the number of parties (ccmm.Literal.QueryShares, which the noise
+// bounds take), and the setup's common reference seed (the same bytes at
+// every party).
 func NewQueryKeyGen(cp *ccmm.Params, seed []byte) (*QueryKeyGen, error) {
+	if cp.Lit.QueryShares < 2 {
+		return nil, fmt.Errorf("%w: CCMM parameters for one key holder's query secrets (QueryShares %d): nothing to make collectively", errs.ErrInvalid, cp.Lit.QueryShares)
+	}
 	if len(seed) < 16 {
 		return nil, fmt.Errorf("%w: a common reference seed of %d bytes (at least 16)", errs.ErrInvalid, len(seed))
 	}
@@ -67,11 +72,12 @@ func (g *QueryKeyGen) Share(secrets ccmm.Keys) ([]multiparty.PublicKeyGenShare, 
 }
 
 // Combine adds every party's shares (shares[i] is party i's, one per
-// query secret) into the query public key, in ccmm's form (the NTT
+// query secret; exactly QueryShares parties, the count the parameters'
+// noise bounds assume) into the query public key, in ccmm's form (the NTT
 // domain, not Montgomery's, where Lattigo keeps its keys).
 func (g *QueryKeyGen) Combine(shares [][]multiparty.PublicKeyGenShare) (*ccmm.QueryPublicKey, error) {
-	if len(shares) == 0 {
-		return nil, fmt.Errorf("%w: no party's shares", errs.ErrInvalid)
+	if n := g.cp.Lit.QueryShares; len(shares) != n {
+		return nil, fmt.Errorf("%w: %d parties' shares, the parameters take %d", errs.ErrInvalid, len(shares), n)
 	}
 	blocks := g.cp.Lit.Inner / g.cp.NQ
 	rq := g.atQ.RingQ()

@@ -19,12 +19,21 @@ import (
 // product decrypt exactly to the plaintext scores. The fresh query's and
 // the product's noise are measured beside one holder's key on the same
 // data: the summed secret's coefficients reach 3 and the key's error has
-// three times the variance, which the bounds (made for one holder's
-// ternary secret) must still cover here.
+// three times the variance, which the bounds of parameters made for
+// three parties' shares (ccmm.Literal.QueryShares) must cover.
 func TestCollectiveQueryKey(t *testing.T) {
 	cp, err := ccmm.NewParams(toyCCMM)
 	if err != nil {
 		t.Fatal(err)
+	}
+	lit := toyCCMM
+	lit.QueryShares = parties
+	cp3, err := ccmm.NewParams(lit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewQueryKeyGen(cp, seed); !errors.Is(err, errs.ErrInvalid) {
+		t.Fatalf("a collective query key for one holder's parameters: %v", err)
 	}
 	rng := rand.New(rand.NewPCG(5, 6))
 	cols := 8
@@ -36,14 +45,14 @@ func TestCollectiveQueryKey(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	g, err := NewQueryKeyGen(cp, seed)
+	g, err := NewQueryKeyGen(cp3, seed)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var shares [][]multiparty.PublicKeyGenShare
 	var secrets []ccmm.Keys
 	for range parties {
-		s := NewQueryShares(cp)
+		s := NewQueryShares(cp3)
 		sh, err := g.Share(s)
 		if err != nil {
 			t.Fatal(err)
@@ -53,6 +62,9 @@ func TestCollectiveQueryKey(t *testing.T) {
 	if _, err := g.Share(secrets[0][:1]); !errors.Is(err, errs.ErrInvalid) {
 		t.Fatalf("one share for two query secrets: %v", err)
 	}
+	if _, err := g.Combine(shares[:parties-1]); !errors.Is(err, errs.ErrInvalid) {
+		t.Fatalf("two parties' shares of three combined: %v", err)
+	}
 	pk, err := g.Combine(shares)
 	if err != nil {
 		t.Fatal(err)
@@ -61,11 +73,11 @@ func TestCollectiveQueryKey(t *testing.T) {
 	for t2 := range summed {
 		summed[t2] = secrets[0][t2].CopyNew()
 		for _, s := range secrets[1:] {
-			cp.Query.RingQP().Add(summed[t2].Value, s[t2].Value, summed[t2].Value)
+			cp3.Query.RingQP().Add(summed[t2].Value, s[t2].Value, summed[t2].Value)
 		}
 	}
 
-	collective := &ccmm.Secrets{DB: ccmm.GenKeys(cp.DB, 1), Query: summed}
+	collective := &ccmm.Secrets{DB: ccmm.GenKeys(cp3.DB, 1), Query: summed}
 	single, err := cp.GenSecrets(cp.NDB)
 	if err != nil {
 		t.Fatal(err)
@@ -76,9 +88,11 @@ func TestCollectiveQueryKey(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name string
+		cp   *ccmm.Params
 		sk   *ccmm.Secrets
 		pk   *ccmm.QueryPublicKey
-	}{{"one holder", single, singlePK}, {"three parties", collective, pk}} {
+	}{{"one holder", cp, single, singlePK}, {"three parties", cp3, collective, pk}} {
+		cp := c.cp
 		qct, err := cp.EncryptQueryPK(c.pk, mq)
 		if err != nil {
 			t.Fatal(err)
@@ -110,8 +124,8 @@ func TestCollectiveQueryKey(t *testing.T) {
 		}
 		t.Logf("%s: fresh query noise %.0f (bound %.0f), product noise %.0f (bound %.0f, Delta/2 %d)", c.name,
 			fresh, cp.QueryFreshBound(true), noise, cp.ResultBoundFor(true), cp.Delta/2)
-		if noise >= float64(cp.Delta)/2 {
-			t.Fatalf("%s: product noise %.0f reaches Delta/2", c.name, noise)
+		if fresh > cp.QueryFreshBound(true) || noise > cp.ResultBoundFor(true) {
+			t.Fatalf("%s: noise over its bound", c.name)
 		}
 	}
 }

@@ -1,0 +1,48 @@
+package ccmm
+
+import (
+	"errors"
+	"math"
+	"testing"
+
+	"encmatch/core/base/errs"
+)
+
+// TestQueryShares: query secrets made of n parties' shares widen the
+// public-key query's noise variance n-fold (its bound by sqrt(n) once the
+// key's terms dominate), the product's bound with it; `IrisBootstrap`
+// holds three parties' shares (2^19.2 below Delta/2 = 2^21) and refuses
+// 64 (its bound reaches Delta/2); a count outside [1, 256] is refused.
+func TestQueryShares(t *testing.T) {
+	one, err := NewParams(IrisBootstrap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lit := IrisBootstrap
+	lit.QueryShares = 3
+	three, err := NewParams(lit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if one.Lit.QueryShares != 1 {
+		t.Fatalf("QueryShares defaults to %d, want 1", one.Lit.QueryShares)
+	}
+	ratio := three.QueryFreshBound(true) / one.QueryFreshBound(true)
+	if math.Abs(ratio-math.Sqrt((1+4*3*float64(one.NQ)/3)/(1+4*float64(one.NQ)/3))) > 1e-9 {
+		t.Fatalf("fresh query bound grew %.4f times for three shares", ratio)
+	}
+	if b := three.ResultBoundFor(true); !(b > one.ResultBoundFor(true) && b < float64(three.Delta)/2) {
+		t.Fatalf("three shares: result bound 2^%.2f (one holder 2^%.2f, Delta/2 2^%.1f)", math.Log2(b), math.Log2(one.ResultBoundFor(true)), math.Log2(float64(three.Delta)/2))
+	}
+	t.Logf("result bound: one holder 2^%.2f, three shares 2^%.2f, Delta/2 2^%.1f", math.Log2(one.ResultBoundFor(true)), math.Log2(three.ResultBoundFor(true)), math.Log2(float64(three.Delta)/2))
+	lit.QueryShares = 64
+	if _, err := NewParams(lit); !errors.Is(err, ErrModulus) {
+		t.Fatalf("64 parties' shares at IrisBootstrap: %v, want ErrModulus", err)
+	}
+	for _, n := range []int{-1, 257} {
+		lit.QueryShares = n
+		if _, err := NewParams(lit); !errors.Is(err, errs.ErrInvalid) {
+			t.Fatalf("QueryShares %d: %v, want ErrInvalid", n, err)
+		}
+	}
+}
