@@ -35,16 +35,20 @@ var seed = []byte("encmatch test common reference seed")
 
 // TestCollectiveHalfBootstrap runs the iris half-bootstrap (package
 // scoreslots: lift, packing, ModUp under the ephemeral secret,
-// CoeffsToSlots, EvalMod) on a CCMM result with every key of the
-// bootstrapping ring made by three parties through Lattigo's multiparty
-// protocols: the relinearisation and Galois keys of the parties' dense
-// shares, and the encapsulation keys of this package, whose ephemeral
-// secret no party holds. Every slot must hold its score / 2^ScoreBits at
-// the documented position. The test adds the dense shares itself, only
-// to make the database block's key (a single holder's here: the CCMM's
-// collective keys are later work of issue 34) and to decrypt.
+// CoeffsToSlots, EvalMod) on a CCMM result with every key made by three
+// parties through Lattigo's multiparty protocols: the query public key
+// (QueryKeyGen), the database block's key into the bootstrapping ring
+// (BlockKeyGen), the relinearisation and Galois keys of the parties'
+// dense shares, and the encapsulation keys, whose ephemeral secret no
+// party holds. Every slot must hold its score / 2^ScoreBits at the
+// documented position. The test adds the shares itself only to play the
+// enroller (the database is encrypted under the summed database and query
+// secrets: an enrollment without them is later work of issue 34) and to
+// decrypt.
 func TestCollectiveHalfBootstrap(t *testing.T) {
-	cp, err := ccmm.NewParams(toyCCMM)
+	lit := toyCCMM
+	lit.QueryShares = parties
+	cp, err := ccmm.NewParams(lit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,29 +60,61 @@ func TestCollectiveHalfBootstrap(t *testing.T) {
 	bp := p.Bootstrap.BootstrappingParameters
 
 	var ps []*Party
+	var queryShares, dbShares []ccmm.Keys
 	for range parties {
 		party, err := NewParty(p)
 		if err != nil {
 			t.Fatal(err)
 		}
 		ps = append(ps, party)
+		queryShares = append(queryShares, NewQueryShares(cp))
+		dbShares = append(dbShares, NewDBShares(cp, 1))
 	}
 	enc, err := NewEncapsulationKeyGen(p, seed)
 	if err != nil {
 		t.Fatal(err)
 	}
+	qkg, err := NewQueryKeyGen(cp, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bkg, err := NewBlockKeyGen(p, seed, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var shares []*Shares
-	for _, party := range ps {
+	var qShares [][]multiparty.PublicKeyGenShare
+	var bShares []multiparty.EvaluationKeyGenShare
+	for i, party := range ps {
 		s, err := enc.Share(party)
 		if err != nil {
 			t.Fatal(err)
 		}
-		shares = append(shares, s)
+		q, err := qkg.Share(queryShares[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := bkg.Share(dbShares[i][0], party.Dense)
+		if err != nil {
+			t.Fatal(err)
+		}
+		shares, qShares, bShares = append(shares, s), append(qShares, q), append(bShares, b)
 	}
 	if _, err := enc.Combine(shares[:parties-1]); !errors.Is(err, errs.ErrInvalid) {
 		t.Fatalf("two parties' shares of three combined: %v", err)
 	}
+	if _, err := bkg.Combine(bShares[:parties-1]); !errors.Is(err, errs.ErrInvalid) {
+		t.Fatalf("two parties' block key shares of three combined: %v", err)
+	}
 	encapsulation, err := enc.Combine(shares)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pk, err := qkg.Combine(qShares)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blockKey, err := bkg.Combine(bShares)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,21 +123,29 @@ func TestCollectiveHalfBootstrap(t *testing.T) {
 	for _, party := range ps {
 		bp.RingQP().Add(secret.Value, party.Dense.Value, secret.Value)
 	}
-	keys := &scoreslots.Keys{Shared: collectiveKeys(t, bp, ps, p.GaloisElements(nil)), Encapsulation: encapsulation, Secret: secret}
+	keys := &scoreslots.Keys{Shared: collectiveKeys(t, bp, ps, p.GaloisElements(nil)), Encapsulation: encapsulation,
+		Blocks: []*rlwe.EvaluationKey{blockKey}, Secret: secret}
 
 	rng := rand.New(rand.NewPCG(3, 4))
 	cols := 8
 	mdb := ccmmtest.Codes(rng, cp.NDB, cp.Lit.Inner)
 	mq := ccmmtest.Codes(rng, cp.Lit.Inner, cols)
-	for l := 0; l < cp.Lit.Inner; l++ { // column 0 matches database row 5
-		mq.Data[l*cols] = mdb.At(5, l)
-	}
+	ccmmtest.Plant(mdb, mq, 5, 0, 0)
 	want, err := ccmm.MulInt(mdb, mq)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sk, res := ccmmtest.Product(t, cp, mdb, mq)
-	if err := p.AddBlock(keys, sk.DB[0]); err != nil {
+	enroller := &ccmm.Secrets{DB: sum(cp.DB, dbShares), Query: sum(cp.Query, queryShares)}
+	edb, err := cp.EncryptDB(enroller, mdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qct, err := cp.EncryptQueryPK(pk, mq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := cp.Multiply(edb, qct)
+	if err != nil {
 		t.Fatal(err)
 	}
 	lifted, err := p.Lift(res, 0)
@@ -138,6 +182,18 @@ func TestCollectiveHalfBootstrap(t *testing.T) {
 	if worst > 0.5*unit {
 		t.Fatalf("slots are off by %.3g score units", worst/unit)
 	}
+}
+
+// sum adds the parties' shares of each secret (the test's enroller).
+func sum(params rlwe.Parameters, shares []ccmm.Keys) ccmm.Keys {
+	out := make(ccmm.Keys, len(shares[0]))
+	for t := range out {
+		out[t] = shares[0][t].CopyNew()
+		for _, s := range shares[1:] {
+			params.RingQP().Add(out[t].Value, s[t].Value, out[t].Value)
+		}
+	}
+	return out
 }
 
 // collectiveKeys makes the relinearisation key and the Galois keys of

@@ -69,15 +69,7 @@ func TestCollectiveQueryKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	summed := make(ccmm.Keys, len(secrets[0]))
-	for t2 := range summed {
-		summed[t2] = secrets[0][t2].CopyNew()
-		for _, s := range secrets[1:] {
-			cp3.Query.RingQP().Add(summed[t2].Value, s[t2].Value, summed[t2].Value)
-		}
-	}
-
-	collective := &ccmm.Secrets{DB: ccmm.GenKeys(cp3.DB, 1), Query: summed}
+	collective := &ccmm.Secrets{DB: ccmm.GenKeys(cp3.DB, 1), Query: sum(cp3.Query, secrets)}
 	single, err := cp.GenSecrets(cp.NDB)
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,98 @@
+package collective
+
+import (
+	"crypto/sha256"
+	"fmt"
+
+	"encmatch/core/base/errs"
+	"encmatch/core/iris/ccmm"
+	"encmatch/core/iris/scoreslots"
+
+	"github.com/tuneinsight/lattigo/v6/core/rlwe"
+	"github.com/tuneinsight/lattigo/v6/multiparty"
+	"github.com/tuneinsight/lattigo/v6/ring"
+	"github.com/tuneinsight/lattigo/v6/utils/sampling"
+)
+
+// NewDBShares draws a party's additive shares of the database secrets of
+// blocks database blocks (ring N_db, Lattigo's key generator, as
+// ccmm.GenKeys draws one holder's).
+func NewDBShares(cp *ccmm.Params, blocks int) ccmm.Keys {
+	return ccmm.GenKeys(cp.DB, blocks)
+}
+
+// BlockKeyGen runs Lattigo's EvaluationKeyGenProtocol for one database
+// block's key into the bootstrapping ring (the key scoreslots.AddBlock
+// makes for one holder): from the block's database secret, the sum of
+// the parties' shares, to the bootstrapping ring's secret, the sum of
+// their dense shares.
+type BlockKeyGen struct {
+	p     *scoreslots.Params
+	proto multiparty.EvaluationKeyGenProtocol
+	crp   multiparty.EvaluationKeyGenCRP
+}
+
+// NewBlockKeyGen prepares the protocol for block `block` of a database
+// under parameters p, on the setup's common reference seed (every block
+// gets its own common random polynomials).
+func NewBlockKeyGen(p *scoreslots.Params, seed []byte, block int) (*BlockKeyGen, error) {
+	if err := checkShared(p); err != nil {
+		return nil, err
+	}
+	if len(seed) < 16 || block < 0 {
+		return nil, fmt.Errorf("%w: block %d, a common reference seed of %d bytes (at least 16)", errs.ErrInvalid, block, len(seed))
+	}
+	bp := p.Bootstrap.BootstrappingParameters
+	key := sha256.Sum256(append(append([]byte(nil), seed...), fmt.Sprintf("encmatch/iris/collective/block-%d", block)...))
+	crs, err := sampling.NewKeyedPRNG(key[:])
+	if err != nil {
+		return nil, err
+	}
+	g := &BlockKeyGen{p: p, proto: multiparty.NewEvaluationKeyGenProtocol(bp)}
+	g.crp = g.proto.SampleCRP(crs)
+	return g, nil
+}
+
+// Share computes a party's share of the block key from its share of the
+// block's database secret and its dense share of the bootstrapping
+// secret. The database share is embedded in the bootstrapping ring as
+// Lattigo's key generator embeds one holder's secret (Y = X^(N2 / N_db),
+// then the small-norm basis extension from q0 to every prime), which is
+// linear: the shares' embeddings add up to the sum's.
+func (g *BlockKeyGen) Share(dbShare, dense *rlwe.SecretKey) (multiparty.EvaluationKeyGenShare, error) {
+	res, err := g.p.CCMM.SecretAs(dbShare, g.p.Residual)
+	if err != nil {
+		return multiparty.EvaluationKeyGenShare{}, err
+	}
+	bp := g.p.Bootstrap.BootstrappingParameters
+	rq, rp := bp.RingQ(), bp.RingP()
+	mapped, buff := rq.NewPoly(), rq.AtLevel(0).NewPoly()
+	ring.MapSmallDimensionToLargerDimensionNTT(res.Value.Q, mapped)
+	in := rlwe.NewSecretKey(bp)
+	rlwe.ExtendBasisSmallNormAndCenterNTTMontgomery(rq, rq, mapped, buff, in.Value.Q)
+	rlwe.ExtendBasisSmallNormAndCenterNTTMontgomery(rq, rp, mapped, buff, in.Value.P)
+	share := g.proto.AllocateShare()
+	if err := g.proto.GenShare(in, dense, g.crp, &share); err != nil {
+		return multiparty.EvaluationKeyGenShare{}, err
+	}
+	return share, nil
+}
+
+// Combine adds every party's share (exactly EphemeralShares, the setup's
+// parties) into the block key.
+func (g *BlockKeyGen) Combine(shares []multiparty.EvaluationKeyGenShare) (*rlwe.EvaluationKey, error) {
+	if n := g.p.Lit.EphemeralShares; len(shares) != n {
+		return nil, fmt.Errorf("%w: %d parties' shares, the setup has %d", errs.ErrInvalid, len(shares), n)
+	}
+	sum := g.proto.AllocateShare()
+	for i, s := range shares {
+		if err := g.proto.AggregateShares(sum, s, &sum); err != nil {
+			return nil, fmt.Errorf("%w: party %d's share: %v", errs.ErrInvalid, i, err)
+		}
+	}
+	key := rlwe.NewEvaluationKey(g.p.Bootstrap.BootstrappingParameters)
+	if err := g.proto.GenEvaluationKey(sum, g.crp, key); err != nil {
+		return nil, err
+	}
+	return key, nil
+}
