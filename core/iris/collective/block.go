@@ -1,7 +1,6 @@
 package collective
 
 import (
-	"crypto/sha256"
 	"fmt"
 
 	"encmatch/core/base/errs"
@@ -11,7 +10,6 @@ import (
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 	"github.com/tuneinsight/lattigo/v6/multiparty"
 	"github.com/tuneinsight/lattigo/v6/ring"
-	"github.com/tuneinsight/lattigo/v6/utils/sampling"
 )
 
 // NewDBShares draws a party's additive shares of the database secrets of
@@ -39,12 +37,11 @@ func NewBlockKeyGen(p *scoreslots.Params, seed []byte, block int) (*BlockKeyGen,
 	if err := checkShared(p); err != nil {
 		return nil, err
 	}
-	if len(seed) < 16 || block < 0 {
-		return nil, fmt.Errorf("%w: block %d, a common reference seed of %d bytes (at least 16)", errs.ErrInvalid, block, len(seed))
+	if block < 0 {
+		return nil, fmt.Errorf("%w: block %d", errs.ErrInvalid, block)
 	}
 	bp := p.Bootstrap.BootstrappingParameters
-	key := sha256.Sum256(append(append([]byte(nil), seed...), fmt.Sprintf("encmatch/iris/collective/block-%d", block)...))
-	crs, err := sampling.NewKeyedPRNG(key[:])
+	crs, err := crsFor(seed, fmt.Sprintf("block-%d", block))
 	if err != nil {
 		return nil, err
 	}

@@ -1,11 +1,16 @@
-// Package collective makes iris keys with no party holding their secrets
-// (issue 34; docs/IRIS.md, "Threshold iris"): the CCMM's query public key
-// (QueryKeyGen) and the sparse-secret encapsulation keys of the iris
-// bootstrapping (EncapsulationKeyGen), each from shares that n parties
-// compute with Lattigo's multiparty protocols.
+// Package collective makes the keys of an iris search with no party
+// holding their secrets (issue 34; docs/IRIS.md, "Threshold iris"): the
+// CCMM's query public key (QueryKeyGen), each database block's key into
+// the bootstrapping ring (BlockKeyGen), the bootstrapping ring's
+// relinearisation and Galois keys (RelinKeyGen, GaloisKeyGen) and its
+// sparse-secret encapsulation keys (EncapsulationKeyGen), each from shares
+// that n parties compute with Lattigo's multiparty protocols, every key on
+// its own common random polynomials from the setup's seed. The exchange of
+// the shares between processes is not here yet.
 //
 // Each party keeps secrets it never sends: its additive shares of the
-// query secrets (NewQueryShares), its additive share of the bootstrapping
+// query secrets (NewQueryShares) and of the database blocks' secrets
+// (NewDBShares), its additive share of the bootstrapping
 // ring's secret (uniform ternary; the collective secret is their sum) and
 // its share of the encapsulation's ephemeral secret, a ternary secret of
 // Hamming weight scoreslots.EphemeralWeight drawn by Lattigo's key
@@ -21,7 +26,6 @@
 package collective
 
 import (
-	"crypto/sha256"
 	"fmt"
 
 	"encmatch/core/base/errs"
@@ -30,7 +34,6 @@ import (
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 	"github.com/tuneinsight/lattigo/v6/multiparty"
 	"github.com/tuneinsight/lattigo/v6/utils"
-	"github.com/tuneinsight/lattigo/v6/utils/sampling"
 )
 
 // Party is one party's secrets for the bootstrapping ring. Neither ever
@@ -86,9 +89,6 @@ func NewEncapsulationKeyGen(p *scoreslots.Params, seed []byte) (*EncapsulationKe
 	if err := checkShared(p); err != nil {
 		return nil, err
 	}
-	if len(seed) < 16 {
-		return nil, fmt.Errorf("%w: a common reference seed of %d bytes (at least 16)", errs.ErrInvalid, len(seed))
-	}
 	bp := p.Bootstrap.BootstrappingParameters
 	e := &EncapsulationKeyGen{p: p, proto: multiparty.NewEvaluationKeyGenProtocol(bp),
 		sparseLevel: rlwe.EvaluationKeyParameters{LevelQ: utils.Pointy(0), LevelP: utils.Pointy(0)}}
@@ -97,8 +97,7 @@ func NewEncapsulationKeyGen(p *scoreslots.Params, seed []byte) (*EncapsulationKe
 		crp   *multiparty.EvaluationKeyGenCRP
 		lvl   []rlwe.EvaluationKeyParameters
 	}{{"dense-to-sparse", &e.crpDense, []rlwe.EvaluationKeyParameters{e.sparseLevel}}, {"sparse-to-dense", &e.crpTop, nil}} {
-		key := sha256.Sum256(append(append([]byte(nil), seed...), "encmatch/iris/collective/"+c.label...))
-		crs, err := sampling.NewKeyedPRNG(key[:])
+		crs, err := crsFor(seed, c.label)
 		if err != nil {
 			return nil, err
 		}

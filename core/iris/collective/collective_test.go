@@ -1,22 +1,21 @@
-package collective
+package collective_test
 
 import (
-	"crypto/sha256"
 	"errors"
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
 
 	"encmatch/core/base/errs"
 	"encmatch/core/iris/ccmm"
+	"encmatch/core/iris/collective"
 	"encmatch/core/iris/internal/ccmmtest"
+	"encmatch/core/iris/internal/collectivetest"
 	"encmatch/core/iris/scoreslots"
 
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 	"github.com/tuneinsight/lattigo/v6/multiparty"
 	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
-	"github.com/tuneinsight/lattigo/v6/utils/sampling"
 )
 
 // toyCCMM is an INSECURE CCMM set small enough for a test: database ring
@@ -36,15 +35,13 @@ var seed = []byte("encmatch test common reference seed")
 // TestCollectiveHalfBootstrap runs the iris half-bootstrap (package
 // scoreslots: lift, packing, ModUp under the ephemeral secret,
 // CoeffsToSlots, EvalMod) on a CCMM result with every key made by three
-// parties through Lattigo's multiparty protocols: the query public key
-// (QueryKeyGen), the database block's key into the bootstrapping ring
-// (BlockKeyGen), the relinearisation and Galois keys of the parties'
-// dense shares, and the encapsulation keys, whose ephemeral secret no
-// party holds. Every slot must hold its score / 2^ScoreBits at the
-// documented position. The test adds the shares itself only to play the
-// enroller (the database is encrypted under the summed database and query
-// secrets: an enrollment without them is later work of issue 34) and to
-// decrypt.
+// parties through this package (collectivetest.New: the query public key,
+// the database block's key into the bootstrapping ring, the
+// relinearisation and Galois keys of the parties' dense shares, and the
+// encapsulation keys, whose ephemeral secret no party holds). Every slot
+// must hold its score / 2^ScoreBits at the documented position. The test
+// plays the enroller with the summed secrets (an enrollment without them
+// is later work of issue 34) and decrypts with the summed dense secret.
 func TestCollectiveHalfBootstrap(t *testing.T) {
 	lit := toyCCMM
 	lit.QueryShares = parties
@@ -58,73 +55,7 @@ func TestCollectiveHalfBootstrap(t *testing.T) {
 	}
 	t.Logf("failure bounds: 2^%.1f per bootstrap, 2^%.1f per key generation", p.EncapsulationFailure(), p.EphemeralKeyRisk())
 	bp := p.Bootstrap.BootstrappingParameters
-
-	var ps []*Party
-	var queryShares, dbShares []ccmm.Keys
-	for range parties {
-		party, err := NewParty(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ps = append(ps, party)
-		queryShares = append(queryShares, NewQueryShares(cp))
-		dbShares = append(dbShares, NewDBShares(cp, 1))
-	}
-	enc, err := NewEncapsulationKeyGen(p, seed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	qkg, err := NewQueryKeyGen(cp, seed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bkg, err := NewBlockKeyGen(p, seed, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var shares []*Shares
-	var qShares [][]multiparty.PublicKeyGenShare
-	var bShares []multiparty.EvaluationKeyGenShare
-	for i, party := range ps {
-		s, err := enc.Share(party)
-		if err != nil {
-			t.Fatal(err)
-		}
-		q, err := qkg.Share(queryShares[i])
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := bkg.Share(dbShares[i][0], party.Dense)
-		if err != nil {
-			t.Fatal(err)
-		}
-		shares, qShares, bShares = append(shares, s), append(qShares, q), append(bShares, b)
-	}
-	if _, err := enc.Combine(shares[:parties-1]); !errors.Is(err, errs.ErrInvalid) {
-		t.Fatalf("two parties' shares of three combined: %v", err)
-	}
-	if _, err := bkg.Combine(bShares[:parties-1]); !errors.Is(err, errs.ErrInvalid) {
-		t.Fatalf("two parties' block key shares of three combined: %v", err)
-	}
-	encapsulation, err := enc.Combine(shares)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pk, err := qkg.Combine(qShares)
-	if err != nil {
-		t.Fatal(err)
-	}
-	blockKey, err := bkg.Combine(bShares)
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	secret := rlwe.NewSecretKey(bp)
-	for _, party := range ps {
-		bp.RingQP().Add(secret.Value, party.Dense.Value, secret.Value)
-	}
-	keys := &scoreslots.Keys{Shared: collectiveKeys(t, bp, ps, p.GaloisElements(nil)), Encapsulation: encapsulation,
-		Blocks: []*rlwe.EvaluationKey{blockKey}, Secret: secret}
+	setup := collectivetest.New(t, p, 1, nil, seed)
 
 	rng := rand.New(rand.NewPCG(3, 4))
 	cols := 8
@@ -135,12 +66,11 @@ func TestCollectiveHalfBootstrap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	enroller := &ccmm.Secrets{DB: sum(cp.DB, dbShares), Query: sum(cp.Query, queryShares)}
-	edb, err := cp.EncryptDB(enroller, mdb)
+	edb, err := cp.EncryptDB(setup.Enroller, mdb)
 	if err != nil {
 		t.Fatal(err)
 	}
-	qct, err := cp.EncryptQueryPK(pk, mq)
+	qct, err := cp.EncryptQueryPK(setup.QueryKey, mq)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +82,7 @@ func TestCollectiveHalfBootstrap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	evals, err := p.NewEvaluators(keys)
+	evals, err := p.NewEvaluators(setup.Keys)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +92,7 @@ func TestCollectiveHalfBootstrap(t *testing.T) {
 	}
 	unit := math.Ldexp(1, -p.Lit.ScoreBits)
 	worst, seen := 0.0, map[[2]int]bool{}
-	dec, ecd := rlwe.NewDecryptor(bp, secret), ckks.NewEncoder(bp)
+	dec, ecd := rlwe.NewDecryptor(bp, setup.Keys.Secret), ckks.NewEncoder(bp)
 	for s, ct := range sets[0] {
 		vals := make([]complex128, ct.Slots())
 		if err := ecd.Decode(dec.DecryptNew(ct), vals); err != nil {
@@ -184,76 +114,9 @@ func TestCollectiveHalfBootstrap(t *testing.T) {
 	}
 }
 
-// sum adds the parties' shares of each secret (the test's enroller).
-func sum(params rlwe.Parameters, shares []ccmm.Keys) ccmm.Keys {
-	out := make(ccmm.Keys, len(shares[0]))
-	for t := range out {
-		out[t] = shares[0][t].CopyNew()
-		for _, s := range shares[1:] {
-			params.RingQP().Add(out[t].Value, s[t].Value, out[t].Value)
-		}
-	}
-	return out
-}
-
-// collectiveKeys makes the relinearisation key and the Galois keys of
-// galois with Lattigo's multiparty protocols from the parties' dense
-// shares (what core/threshold's setup rounds run for face keys).
-func collectiveKeys(t *testing.T, bp ckks.Parameters, ps []*Party, galois []uint64) *rlwe.MemEvaluationKeySet {
-	t.Helper()
-	crs := func(label string) multiparty.CRS {
-		key := sha256.Sum256(append(append([]byte(nil), seed...), label...))
-		prng, err := sampling.NewKeyedPRNG(key[:])
-		if err != nil {
-			t.Fatal(err)
-		}
-		return prng
-	}
-	rkg := multiparty.NewRelinearizationKeyGenProtocol(bp)
-	rcrp := rkg.SampleCRP(crs("rkg"))
-	ephs := make([]*rlwe.SecretKey, len(ps))
-	_, r1, r2 := rkg.AllocateShare()
-	round1 := make([]multiparty.RelinearizationKeyGenShare, len(ps))
-	for i, party := range ps {
-		ephs[i], round1[i], _ = rkg.AllocateShare()
-		rkg.GenShareRoundOne(party.Dense, rcrp, ephs[i], &round1[i])
-		rkg.AggregateShares(r1, round1[i], &r1)
-	}
-	for i, party := range ps {
-		_, _, share := rkg.AllocateShare()
-		rkg.GenShareRoundTwo(ephs[i], party.Dense, r1, &share)
-		rkg.AggregateShares(r2, share, &r2)
-	}
-	rlk := rlwe.NewRelinearizationKey(bp)
-	rkg.GenRelinearizationKey(r1, r2, rlk)
-
-	gkg := multiparty.NewGaloisKeyGenProtocol(bp)
-	var gks []*rlwe.GaloisKey
-	for _, g := range galois {
-		crp := gkg.SampleCRP(crs(fmt.Sprintf("gkg-%d", g))) // one a per key: a shared a would open sigma_1(s) - sigma_2(s)
-		var sum multiparty.GaloisKeyGenShare
-		for i, party := range ps {
-			share := gkg.AllocateShare()
-			if err := gkg.GenShare(party.Dense, g, crp, &share); err != nil {
-				t.Fatal(err)
-			}
-			if i == 0 {
-				sum = share
-			} else if err := gkg.AggregateShares(sum, share, &sum); err != nil {
-				t.Fatal(err)
-			}
-		}
-		gk := rlwe.NewGaloisKey(bp)
-		if err := gkg.GenGaloisKey(sum, crp, gk); err != nil {
-			t.Fatal(err)
-		}
-		gks = append(gks, gk)
-	}
-	return rlwe.NewMemEvaluationKeySet(rlk, gks...)
-}
-
 // TestRefusals: one holder's parameters have nothing to make
-// collectively, and a short seed is refused.
+// collectively, a short seed is refused, and every protocol refuses the
+// shares of fewer parties than the setup has.
 func TestRefusals(t *testing.T) {
 	cp, err := ccmm.NewParams(toyCCMM)
 	if err != nil {
@@ -266,13 +129,80 @@ func TestRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := NewParty(p); !errors.Is(err, errs.ErrInvalid) {
+	if _, err := collective.NewParty(p); !errors.Is(err, errs.ErrInvalid) {
 		t.Fatalf("a party for one holder's parameters: %v", err)
 	}
 	if p, err = scoreslots.NewParams(cp, toyThreshold); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := NewEncapsulationKeyGen(p, seed[:8]); !errors.Is(err, errs.ErrInvalid) {
+	if _, err := collective.NewEncapsulationKeyGen(p, seed[:8]); !errors.Is(err, errs.ErrInvalid) {
 		t.Fatalf("an 8-byte seed: %v", err)
 	}
+
+	var ps []*collective.Party
+	for range parties - 1 {
+		party, err := collective.NewParty(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, party)
+	}
+	short := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, errs.ErrInvalid) {
+			t.Fatalf("%s from %d parties of %d: %v", what, len(ps), parties, err)
+		}
+	}
+	ekg, err := collective.NewEncapsulationKeyGen(p, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var es []*collective.Shares
+	bkg, err := collective.NewBlockKeyGen(p, seed, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bs []multiparty.EvaluationKeyGenShare
+	rkg, err := collective.NewRelinKeyGen(p, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r1 []multiparty.RelinearizationKeyGenShare
+	gkg, err := collective.NewGaloisKeyGen(p, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := p.GaloisElements(nil)[0]
+	var gs []multiparty.GaloisKeyGenShare
+	db := collective.NewDBShares(cp, 1)
+	for _, party := range ps {
+		e, err := ekg.Share(party)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := bkg.Share(db[0], party.Dense)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, r := rkg.Round1(party)
+		gg, err := gkg.Share(party, g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		es, bs, r1, gs = append(es, e), append(bs, b), append(r1, r), append(gs, gg)
+	}
+	_, err = ekg.Combine(es)
+	short("encapsulation keys", err)
+	_, err = bkg.Combine(bs)
+	short("a block key", err)
+	_, err = rkg.Aggregate(r1)
+	short("a relinearisation round", err)
+	_, err = gkg.Key(g, gs)
+	short("a Galois key", err)
+	other, err := gkg.Share(ps[0], p.GaloisElements(nil)[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = gkg.Key(g, append(gs, other))
+	short("a Galois key with a share for another element", err)
 }

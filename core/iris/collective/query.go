@@ -1,7 +1,6 @@
 package collective
 
 import (
-	"crypto/sha256"
 	"fmt"
 
 	"encmatch/core/base/errs"
@@ -9,7 +8,6 @@ import (
 
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 	"github.com/tuneinsight/lattigo/v6/multiparty"
-	"github.com/tuneinsight/lattigo/v6/utils/sampling"
 )
 
 // NewQueryShares draws a party's additive shares of the CCMM's query
@@ -41,17 +39,13 @@ func NewQueryKeyGen(cp *ccmm.Params, seed []byte) (*QueryKeyGen, error) {
 	if cp.Lit.QueryShares < 2 {
 		return nil, fmt.Errorf("%w: CCMM parameters for one key holder's query secrets (QueryShares %d): nothing to make collectively", errs.ErrInvalid, cp.Lit.QueryShares)
 	}
-	if len(seed) < 16 {
-		return nil, fmt.Errorf("%w: a common reference seed of %d bytes (at least 16)", errs.ErrInvalid, len(seed))
+	crs, err := crsFor(seed, "query-public-key")
+	if err != nil {
+		return nil, err
 	}
 	atQ, err := rlwe.NewParametersFromLiteral(rlwe.ParametersLiteral{LogN: cp.Lit.LogNQ, Q: cp.Q, NTTFlag: true, Xe: cp.Query.Xe()})
 	if err != nil {
 		return nil, fmt.Errorf("%w: query ring: %v", errs.ErrInvalid, err)
-	}
-	key := sha256.Sum256(append(append([]byte(nil), seed...), "encmatch/iris/collective/query-public-key"...))
-	crs, err := sampling.NewKeyedPRNG(key[:])
-	if err != nil {
-		return nil, err
 	}
 	g := &QueryKeyGen{cp: cp, atQ: atQ, proto: multiparty.NewPublicKeyGenProtocol(atQ)}
 	g.crp = g.proto.SampleCRP(crs)

@@ -1,4 +1,4 @@
-package collective
+package collective_test
 
 import (
 	"errors"
@@ -7,7 +7,9 @@ import (
 
 	"encmatch/core/base/errs"
 	"encmatch/core/iris/ccmm"
+	"encmatch/core/iris/collective"
 	"encmatch/core/iris/internal/ccmmtest"
+	"encmatch/core/iris/internal/collectivetest"
 
 	"github.com/tuneinsight/lattigo/v6/multiparty"
 )
@@ -32,7 +34,7 @@ func TestCollectiveQueryKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := NewQueryKeyGen(cp, seed); !errors.Is(err, errs.ErrInvalid) {
+	if _, err := collective.NewQueryKeyGen(cp, seed); !errors.Is(err, errs.ErrInvalid) {
 		t.Fatalf("a collective query key for one holder's parameters: %v", err)
 	}
 	rng := rand.New(rand.NewPCG(5, 6))
@@ -45,14 +47,14 @@ func TestCollectiveQueryKey(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	g, err := NewQueryKeyGen(cp3, seed)
+	g, err := collective.NewQueryKeyGen(cp3, seed)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var shares [][]multiparty.PublicKeyGenShare
 	var secrets []ccmm.Keys
 	for range parties {
-		s := NewQueryShares(cp3)
+		s := collective.NewQueryShares(cp3)
 		sh, err := g.Share(s)
 		if err != nil {
 			t.Fatal(err)
@@ -69,7 +71,7 @@ func TestCollectiveQueryKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	collective := &ccmm.Secrets{DB: ccmm.GenKeys(cp3.DB, 1), Query: sum(cp3.Query, secrets)}
+	collective := &ccmm.Secrets{DB: ccmm.GenKeys(cp3.DB, 1), Query: collectivetest.Sum(cp3.Query, secrets)}
 	single, err := cp.GenSecrets(cp.NDB)
 	if err != nil {
 		t.Fatal(err)

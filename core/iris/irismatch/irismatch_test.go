@@ -8,6 +8,7 @@ import (
 
 	"encmatch/core/iris/ccmm"
 	"encmatch/core/iris/internal/ccmmtest"
+	"encmatch/core/iris/internal/collectivetest"
 	"encmatch/core/iris/scoreslots"
 
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
@@ -24,15 +25,25 @@ type toy struct {
 	kappa int
 }
 
-func newToy(t *testing.T) toy {
+func newToy(t *testing.T) toy { return newToyOf(t, 0) }
+
+// newToyOf is the toy chain for a threshold setup of n parties (n >= 2:
+// query secrets of n shares, the ephemeral secret of n sparse shares,
+// scoreslots.CollectiveSparseBootstrapping), or for one key holder (n =
+// 0).
+func newToyOf(t *testing.T, n int) toy {
 	t.Helper()
-	cp, err := ccmm.NewParams(ccmm.Literal{LogNDB: 10, LogNQ: 9, LogQ: []int{20, 20, 20}, LogK: []int{20, 20, 20}, LogScale: 18, Inner: 1024})
+	cp, err := ccmm.NewParams(ccmm.Literal{LogNDB: 10, LogNQ: 9, LogQ: []int{20, 20, 20}, LogK: []int{20, 20, 20}, LogScale: 18, Inner: 1024, QueryShares: n})
 	if err != nil {
 		t.Fatal(err)
 	}
 	const kappa = 10
-	p, err := scoreslots.NewParams(cp, scoreslots.Literal{LogN2: 12, LogQ0: 55, LogP: []int{61}, ScoreBits: 11, Levels: kappa + 1, LogLevel: 40,
-		Bootstrapping: scoreslots.SparseBootstrapping([]int{61, 61})})
+	lit := scoreslots.Literal{LogN2: 12, LogQ0: 55, LogP: []int{61}, ScoreBits: 11, Levels: kappa + 1, LogLevel: 40,
+		Bootstrapping: scoreslots.SparseBootstrapping([]int{61, 61})}
+	if n > 1 {
+		lit.EphemeralShares, lit.Bootstrapping = n, scoreslots.CollectiveSparseBootstrapping([]int{61, 61}, n, 32)
+	}
+	p, err := scoreslots.NewParams(cp, lit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,8 +109,48 @@ func model(db, q ccmm.IntMat, rotations int, delta, band float64) (bits []bool, 
 // half-bootstraps, the classification and the reduction. Every eye outside
 // the guard band decrypts within 10^-4 of the model's bit; the guard-band
 // eye decrypts within 10^-4 of 0 or 1 (discretised).
+//
+// Run with one key holder's keys and with every key made by three parties
+// (package collective, through collectivetest: query public key, block
+// keys, relinearisation, Galois and encapsulation keys; the test enrolls
+// with the summed secrets and decrypts with the summed bootstrapping
+// secret, which no real party forms).
 func TestPipelineMatchesModel(t *testing.T) {
-	tc := newToy(t)
+	t.Run("one holder", func(t *testing.T) {
+		tc := newToy(t)
+		testPipelineMatchesModel(t, tc, func(db, q ccmm.IntMat) (*scoreslots.Keys, *ccmm.SharedA) {
+			sk, res := ccmmtest.Product(t, tc.cp, db, q)
+			keys, err := tc.slots.GenKeys(sk.DB, ReducerGaloisElements(tc.slots))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return keys, res
+		})
+	})
+	t.Run("three parties", func(t *testing.T) {
+		tc := newToyOf(t, 3)
+		testPipelineMatchesModel(t, tc, func(db, q ccmm.IntMat) (*scoreslots.Keys, *ccmm.SharedA) {
+			setup := collectivetest.New(t, tc.slots, db.Rows/tc.cp.NDB, ReducerGaloisElements(tc.slots), []byte("encmatch irismatch test seed"))
+			edb, err := tc.cp.EncryptDB(setup.Enroller, db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			qct, err := tc.cp.EncryptQueryPK(setup.QueryKey, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := tc.cp.Multiply(edb, qct)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return setup.Keys, res
+		})
+	})
+}
+
+// testPipelineMatchesModel is TestPipelineMatchesModel with the keys and
+// the encrypted product that product makes for database db and query q.
+func testPipelineMatchesModel(t *testing.T, tc toy, product func(db, q ccmm.IntMat) (*scoreslots.Keys, *ccmm.SharedA)) {
 	const delta, rotations, eyes = 0.3, 5, 5
 	rng := rand.New(rand.NewPCG(3, 9))
 	d1, d2 := 2*tc.cp.NDB, tc.cp.Lit.Inner
@@ -126,11 +177,7 @@ func TestPipelineMatchesModel(t *testing.T) {
 	set(3*rotations+0, flipTo(rng, row(5), delta+0.005)) // eye 3: inside the band
 	// eye 4: impostors only
 
-	sk, res := ccmmtest.Product(t, tc.cp, db, q)
-	skeys, err := tc.slots.GenKeys(sk.DB, ReducerGaloisElements(tc.slots))
-	if err != nil {
-		t.Fatal(err)
-	}
+	skeys, res := product(db, q)
 	pl, err := NewPipeline(tc.slots, skeys, tc.kappa, delta, rotations)
 	if err != nil {
 		t.Fatal(err)
