@@ -66,19 +66,7 @@ func TestCollectiveHalfBootstrap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	edb, err := cp.EncryptDB(setup.Enroller, mdb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	qct, err := cp.EncryptQueryPK(setup.QueryKey, mq)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := cp.Multiply(edb, qct)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lifted, err := p.Lift(res, 0)
+	lifted, err := p.Lift(setup.Product(t, cp, mdb, mq), 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -131,19 +131,7 @@ func TestPipelineMatchesModel(t *testing.T) {
 		tc := newToyOf(t, 3)
 		testPipelineMatchesModel(t, tc, func(db, q ccmm.IntMat) (*scoreslots.Keys, *ccmm.SharedA) {
 			setup := collectivetest.New(t, tc.slots, db.Rows/tc.cp.NDB, ReducerGaloisElements(tc.slots), []byte("encmatch irismatch test seed"))
-			edb, err := tc.cp.EncryptDB(setup.Enroller, db)
-			if err != nil {
-				t.Fatal(err)
-			}
-			qct, err := tc.cp.EncryptQueryPK(setup.QueryKey, q)
-			if err != nil {
-				t.Fatal(err)
-			}
-			res, err := tc.cp.Multiply(edb, qct)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return setup.Keys, res
+			return setup.Keys, setup.Product(t, tc.cp, db, q)
 		})
 	})
 }

@@ -243,6 +243,12 @@ func NewParams(cp *ccmm.Params, lit Literal) (*Params, error) {
 		}
 	}
 	p := &Params{CCMM: cp, Lit: lit, Residual: res, Bootstrap: bt, switcher: sw}
+	if f := p.EncapsulationFailure(); bt.EphemeralSecretWeight != 0 && f > MaxEncapsulationFailure {
+		// A reduction that misses I returns a wrong value that looks
+		// like any other: refuse the parameters rather than risk it.
+		return nil, fmt.Errorf("%w: the modular reduction (K = %d) does not cover an ephemeral secret of l1 norm %d: failure bound 2^%.1f per bootstrap, above 2^%d",
+			errs.ErrInvalid, bt.Mod1ParametersLiteral.K, bt.EphemeralSecretWeight, f, MaxEncapsulationFailure)
+	}
 	if have, need := p.LogRatio(), float64(bt.Mod1ParametersLiteral.LogMessageRatio); have < need {
 		return nil, fmt.Errorf("%w: Q / (Delta 2^%d) = 2^%.1f, the bootstrapping needs 2^%.0f: add a prime to Q or lower the score bound",
 			ErrRatio, lit.ScoreBits, have, need)
@@ -327,6 +333,10 @@ func (p *Params) EncapsulationFailure() float64 {
 	lg, _ := math.Lgamma(n + 1)
 	return 1 + n*math.Log2(x) - lg/math.Ln2 + float64(p.Bootstrap.BootstrappingParameters.LogN())
 }
+
+// MaxEncapsulationFailure is log2 of the largest EncapsulationFailure
+// NewParams accepts.
+const MaxEncapsulationFailure = -40
 
 // ephemeralKeyRiskTarget is the largest EphemeralKeyRisk accepted when
 // choosing the hits the failure bound is taken at.

@@ -192,7 +192,8 @@ func TestSecurity(t *testing.T) {
 		t.Fatalf("encapsulation failure bound 2^%.1f per bootstrap", f)
 	}
 	// Three parties' shares: the failure bounds hold at K = 32, and
-	// Lattigo's K = 16 does not cover their sum (the bound says nothing).
+	// Lattigo's K = 16 does not cover their sum (the bound says nothing:
+	// NewParams refuses it).
 	p, err = NewParams(cp, IrisThreshold)
 	if err != nil {
 		t.Fatal(err)
@@ -202,11 +203,8 @@ func TestSecurity(t *testing.T) {
 	}
 	narrow := IrisThreshold
 	narrow.Bootstrapping.K = utils.Pointy(16)
-	if p, err = NewParams(cp, narrow); err != nil {
-		t.Fatal(err)
-	}
-	if f := p.EncapsulationFailure(); f < -1 {
-		t.Fatalf("three shares under K = 16: failure bound 2^%.1f per bootstrap", f)
+	if _, err = NewParams(cp, narrow); !errors.Is(err, errs.ErrInvalid) {
+		t.Fatalf("three shares under K = 16 (the failure bound says nothing): %v", err)
 	}
 	mismatched := IrisThreshold
 	mismatched.Bootstrapping.EphemeralSecretWeight = utils.Pointy(EphemeralWeight)
@@ -215,6 +213,7 @@ func TestSecurity(t *testing.T) {
 	}
 	other := IrisSecure
 	other.Bootstrapping.EphemeralSecretWeight = utils.Pointy(64) // the source states no figure for it
+	other.Bootstrapping.K, other.Bootstrapping.Mod1Degree = utils.Pointy(32), utils.Pointy(63) // a reduction that covers it
 	p, err = NewParams(cp, other)
 	if err != nil {
 		t.Fatal(err)

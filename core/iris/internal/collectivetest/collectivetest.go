@@ -124,6 +124,26 @@ func New(tb testing.TB, p *scoreslots.Params, blocks int, galois []uint64, seed 
 	return out
 }
 
+// Product encrypts db under the summed secrets (the test playing the
+// enroller) and q under the query public key, and returns their rescaled
+// encrypted product (modulo Q, scale Delta).
+func (s *Setup) Product(tb testing.TB, cp *ccmm.Params, db, q ccmm.IntMat) *ccmm.SharedA {
+	tb.Helper()
+	edb, err := cp.EncryptDB(s.Enroller, db)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	qct, err := cp.EncryptQueryPK(s.QueryKey, q)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	res, err := cp.Multiply(edb, qct)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return res
+}
+
 // Sum adds the parties' shares of each secret.
 func Sum(params rlwe.Parameters, shares []ccmm.Keys) ccmm.Keys {
 	out := make(ccmm.Keys, len(shares[0]))
