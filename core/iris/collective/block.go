@@ -40,13 +40,11 @@ func NewBlockKeyGen(p *scoreslots.Params, seed []byte, block int) (*BlockKeyGen,
 	if block < 0 {
 		return nil, fmt.Errorf("%w: block %d", errs.ErrInvalid, block)
 	}
-	bp := p.Bootstrap.BootstrappingParameters
-	crs, err := crsFor(seed, fmt.Sprintf("block-%d", block))
-	if err != nil {
+	g := &BlockKeyGen{p: p, proto: multiparty.NewEvaluationKeyGenProtocol(p.Bootstrap.BootstrappingParameters)}
+	var err error
+	if g.crp, err = keyCRP(g.proto, seed, fmt.Sprintf("block-%d", block)); err != nil {
 		return nil, err
 	}
-	g := &BlockKeyGen{p: p, proto: multiparty.NewEvaluationKeyGenProtocol(bp)}
-	g.crp = g.proto.SampleCRP(crs)
 	return g, nil
 }
 
@@ -78,18 +76,5 @@ func (g *BlockKeyGen) Share(dbShare, dense *rlwe.SecretKey) (multiparty.Evaluati
 // Combine adds every party's share (exactly EphemeralShares, the setup's
 // parties) into the block key.
 func (g *BlockKeyGen) Combine(shares []multiparty.EvaluationKeyGenShare) (*rlwe.EvaluationKey, error) {
-	if n := g.p.Lit.EphemeralShares; len(shares) != n {
-		return nil, fmt.Errorf("%w: %d parties' shares, the setup has %d", errs.ErrInvalid, len(shares), n)
-	}
-	sum := g.proto.AllocateShare()
-	for i, s := range shares {
-		if err := g.proto.AggregateShares(sum, s, &sum); err != nil {
-			return nil, fmt.Errorf("%w: party %d's share: %v", errs.ErrInvalid, i, err)
-		}
-	}
-	key := rlwe.NewEvaluationKey(g.p.Bootstrap.BootstrappingParameters)
-	if err := g.proto.GenEvaluationKey(sum, g.crp, key); err != nil {
-		return nil, err
-	}
-	return key, nil
+	return combineKey(g.p, g.proto, g.crp, shares)
 }

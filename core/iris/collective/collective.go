@@ -89,19 +89,14 @@ func NewEncapsulationKeyGen(p *scoreslots.Params, seed []byte) (*EncapsulationKe
 	if err := checkShared(p); err != nil {
 		return nil, err
 	}
-	bp := p.Bootstrap.BootstrappingParameters
-	e := &EncapsulationKeyGen{p: p, proto: multiparty.NewEvaluationKeyGenProtocol(bp),
+	e := &EncapsulationKeyGen{p: p, proto: multiparty.NewEvaluationKeyGenProtocol(p.Bootstrap.BootstrappingParameters),
 		sparseLevel: rlwe.EvaluationKeyParameters{LevelQ: utils.Pointy(0), LevelP: utils.Pointy(0)}}
-	for _, c := range []struct {
-		label string
-		crp   *multiparty.EvaluationKeyGenCRP
-		lvl   []rlwe.EvaluationKeyParameters
-	}{{"dense-to-sparse", &e.crpDense, []rlwe.EvaluationKeyParameters{e.sparseLevel}}, {"sparse-to-dense", &e.crpTop, nil}} {
-		crs, err := crsFor(seed, c.label)
-		if err != nil {
-			return nil, err
-		}
-		*c.crp = e.proto.SampleCRP(crs, c.lvl...)
+	var err error
+	if e.crpDense, err = keyCRP(e.proto, seed, "dense-to-sparse", e.sparseLevel); err != nil {
+		return nil, err
+	}
+	if e.crpTop, err = keyCRP(e.proto, seed, "sparse-to-dense"); err != nil {
+		return nil, err
 	}
 	return e, nil
 }
@@ -123,35 +118,20 @@ func (e *EncapsulationKeyGen) Share(party *Party) (*Shares, error) {
 // weight short of what the parameters were checked for) into the two
 // keys.
 func (e *EncapsulationKeyGen) Combine(shares []*Shares) (*scoreslots.Encapsulation, error) {
-	if n := e.p.Lit.EphemeralShares; len(shares) != n {
-		return nil, fmt.Errorf("%w: %d parties' shares, the parameters take %d", errs.ErrInvalid, len(shares), n)
-	}
-	bp := e.p.Bootstrap.BootstrappingParameters
-	out := &scoreslots.Encapsulation{
-		DenseToSparse: rlwe.NewEvaluationKey(bp, e.sparseLevel),
-		SparseToDense: rlwe.NewEvaluationKey(bp),
-	}
-	for _, k := range []struct {
-		crp multiparty.EvaluationKeyGenCRP
-		lvl []rlwe.EvaluationKeyParameters
-		of  func(*Shares) multiparty.EvaluationKeyGenShare
-		key *rlwe.EvaluationKey
-	}{
-		{e.crpDense, []rlwe.EvaluationKeyParameters{e.sparseLevel}, func(s *Shares) multiparty.EvaluationKeyGenShare { return s.DenseToSparse }, out.DenseToSparse},
-		{e.crpTop, nil, func(s *Shares) multiparty.EvaluationKeyGenShare { return s.SparseToDense }, out.SparseToDense},
-	} {
-		sum := e.proto.AllocateShare(k.lvl...)
-		for i, s := range shares {
-			if s == nil {
-				return nil, fmt.Errorf("%w: party %d sent no shares", errs.ErrInvalid, i)
-			}
-			if err := e.proto.AggregateShares(sum, k.of(s), &sum); err != nil {
-				return nil, fmt.Errorf("%w: party %d's share: %v", errs.ErrInvalid, i, err)
-			}
+	dense, top := make([]multiparty.EvaluationKeyGenShare, len(shares)), make([]multiparty.EvaluationKeyGenShare, len(shares))
+	for i, s := range shares {
+		if s == nil {
+			return nil, fmt.Errorf("%w: party %d sent no shares", errs.ErrInvalid, i)
 		}
-		if err := e.proto.GenEvaluationKey(sum, k.crp, k.key); err != nil {
-			return nil, err
-		}
+		dense[i], top[i] = s.DenseToSparse, s.SparseToDense
 	}
-	return out, nil
+	d2s, err := combineKey(e.p, e.proto, e.crpDense, dense, e.sparseLevel)
+	if err != nil {
+		return nil, err
+	}
+	s2d, err := combineKey(e.p, e.proto, e.crpTop, top)
+	if err != nil {
+		return nil, err
+	}
+	return &scoreslots.Encapsulation{DenseToSparse: d2s, SparseToDense: s2d}, nil
 }

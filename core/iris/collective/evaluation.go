@@ -23,6 +23,45 @@ func crsFor(seed []byte, label string) (multiparty.CRS, error) {
 	return sampling.NewKeyedPRNG(key[:])
 }
 
+// checkParties refuses the shares of another number of parties than the
+// setup has (EphemeralShares).
+func checkParties(p *scoreslots.Params, got int) error {
+	if n := p.Lit.EphemeralShares; got != n {
+		return fmt.Errorf("%w: %d parties' shares, the setup has %d", errs.ErrInvalid, got, n)
+	}
+	return nil
+}
+
+// keyCRP is the common random polynomials of one evaluation key of layout
+// lvl (none: the whole modulus), on the run labelled label.
+func keyCRP(proto multiparty.EvaluationKeyGenProtocol, seed []byte, label string, lvl ...rlwe.EvaluationKeyParameters) (multiparty.EvaluationKeyGenCRP, error) {
+	crs, err := crsFor(seed, label)
+	if err != nil {
+		return multiparty.EvaluationKeyGenCRP{}, err
+	}
+	return proto.SampleCRP(crs, lvl...), nil
+}
+
+// combineKey adds every party's share of one evaluation key of layout lvl
+// (exactly the setup's parties) and makes the key.
+func combineKey(p *scoreslots.Params, proto multiparty.EvaluationKeyGenProtocol, crp multiparty.EvaluationKeyGenCRP,
+	shares []multiparty.EvaluationKeyGenShare, lvl ...rlwe.EvaluationKeyParameters) (*rlwe.EvaluationKey, error) {
+	if err := checkParties(p, len(shares)); err != nil {
+		return nil, err
+	}
+	sum := proto.AllocateShare(lvl...)
+	for i, s := range shares {
+		if err := proto.AggregateShares(sum, s, &sum); err != nil {
+			return nil, fmt.Errorf("%w: party %d's share: %v", errs.ErrInvalid, i, err)
+		}
+	}
+	key := rlwe.NewEvaluationKey(p.Bootstrap.BootstrappingParameters, lvl...)
+	if err := proto.GenEvaluationKey(sum, crp, key); err != nil {
+		return nil, err
+	}
+	return key, nil
+}
+
 // RelinKeyGen runs Lattigo's two-round relinearisation-key protocol (RKG)
 // on the bootstrapping ring, from the parties' dense shares.
 type RelinKeyGen struct {
@@ -57,8 +96,8 @@ func (g *RelinKeyGen) Round1(party *Party) (*rlwe.SecretKey, multiparty.Relinear
 // Aggregate adds every party's share of one round (exactly the setup's
 // parties).
 func (g *RelinKeyGen) Aggregate(shares []multiparty.RelinearizationKeyGenShare) (multiparty.RelinearizationKeyGenShare, error) {
-	if n := g.p.Lit.EphemeralShares; len(shares) != n {
-		return multiparty.RelinearizationKeyGenShare{}, fmt.Errorf("%w: %d parties' shares, the setup has %d", errs.ErrInvalid, len(shares), n)
+	if err := checkParties(g.p, len(shares)); err != nil {
+		return multiparty.RelinearizationKeyGenShare{}, err
 	}
 	_, sum, second := g.proto.AllocateShare()
 	if shares[0].Degree() == 0 { // second-round shares have one polynomial per row
@@ -137,8 +176,8 @@ func (k *GaloisKeyGen) Share(party *Party, g uint64) (multiparty.GaloisKeyGenSha
 // parties; each share names its element, and one for another is
 // refused).
 func (k *GaloisKeyGen) Key(g uint64, shares []multiparty.GaloisKeyGenShare) (*rlwe.GaloisKey, error) {
-	if n := k.p.Lit.EphemeralShares; len(shares) != n {
-		return nil, fmt.Errorf("%w: %d parties' shares, the setup has %d", errs.ErrInvalid, len(shares), n)
+	if err := checkParties(k.p, len(shares)); err != nil {
+		return nil, err
 	}
 	sum := k.proto.AllocateShare()
 	sum.GaloisElement = g
