@@ -450,15 +450,14 @@ func (p *Params) GenEncapsulation(sk *rlwe.SecretKey) (*Encapsulation, error) {
 	}
 	bp := p.Bootstrap.BootstrappingParameters
 	kgSparse := rlwe.NewKeyGenerator(sparse)
-	var eph *rlwe.SecretKey
+	shares, weight := 1, w
 	if n := p.Lit.EphemeralShares; n > 1 {
-		eph = kgSparse.GenSecretKeyWithHammingWeightNew(EphemeralWeight)
-		for range n - 1 {
-			share := kgSparse.GenSecretKeyWithHammingWeightNew(EphemeralWeight)
-			sparse.RingQP().Add(eph.Value, share.Value, eph.Value)
-		}
-	} else {
-		eph = kgSparse.GenSecretKeyWithHammingWeightNew(w)
+		shares, weight = n, EphemeralWeight
+	}
+	eph := kgSparse.GenSecretKeyWithHammingWeightNew(weight)
+	for range shares - 1 {
+		share := kgSparse.GenSecretKeyWithHammingWeightNew(weight)
+		sparse.RingQP().Add(eph.Value, share.Value, eph.Value)
 	}
 	return &Encapsulation{
 		DenseToSparse: kgSparse.GenEvaluationKeyNew(sk, eph),
