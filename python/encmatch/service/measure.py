@@ -230,7 +230,11 @@ def run_overload(url: str, token: str, index_id: str, keys: str | os.PathLike, q
     is that, or a JSON ``503 busy`` with ``Retry-After`` (the client then
     waits that long, +-50 %, as a well-behaved client does); anything else
     (another status, a wrong result, a transport error, no answer within
-    ``timeout`` seconds) is counted in ``errors``/``wrong``. Meanwhile a
+    ``timeout`` seconds) is counted in ``errors``/``wrong``. A connection
+    lost before any answer (the service may close an idle keep-alive
+    connection at the moment a client reuses it: RFC 9112 section 9.3.1)
+    is tried once more on a fresh connection, as the SDK's client does,
+    and counted in ``reconnects``; a second loss is an error. Meanwhile a
     thread of its own polls ``/v1/health`` every 50 ms on one more
     connection (each answer must be a JSON 200) and, with ``pid``, samples
     the server's resident memory.
@@ -242,7 +246,8 @@ def run_overload(url: str, token: str, index_id: str, keys: str | os.PathLike, q
     modes = sorted(expected)
     blobs = [(k, m, client.encrypt_query(queries[k])) for k in range(len(queries)) for m in modes]
     out: dict[str, Any] = {"clients": clients, "seconds": seconds, "requests": 0, "ok": 0, "busy": 0,
-                           "not_found": 0, "wrong": [], "errors": [], "health": 0, "health_errors": []}
+                           "not_found": 0, "reconnects": 0, "wrong": [], "errors": [], "health": 0,
+                           "health_errors": []}
     latencies: list[float] = []
     search_latencies: list[float] = []
     health_latencies: list[float] = []
@@ -269,11 +274,19 @@ def run_overload(url: str, token: str, index_id: str, keys: str | os.PathLike, q
                     n += 1
                     t0 = time.perf_counter()
                     try:
-                        if role == "status":
-                            r = await c.get(f"/v1/indexes/{index_id}")
-                        else:
-                            target = index_id if role == "search" else "0123456789abcdef"
-                            r = await c.post(f"/v1/indexes/{target}/search", params={"mode": mode}, content=blob)
+                        for attempt in (0, 1):
+                            try:
+                                if role == "status":
+                                    r = await c.get(f"/v1/indexes/{index_id}")
+                                else:
+                                    target = index_id if role == "search" else "0123456789abcdef"
+                                    r = await c.post(f"/v1/indexes/{target}/search", params={"mode": mode},
+                                                     content=blob)
+                                break
+                            except (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError):
+                                if attempt:
+                                    raise
+                                out["reconnects"] += 1
                     except httpx.HTTPError as exc:
                         note_error(f"{role}: {type(exc).__name__}: {exc}")
                         continue
