@@ -33,7 +33,8 @@ func (p *Params) GenSecrets(dbRows int) (*Secrets, error) {
 // (the bootstrapping's residual ring, a fold's CKKS view): its
 // coefficients, checked to be ternary, are extended from the database's
 // first prime to params' Q and P with Lattigo's small-norm basis
-// extension.
+// extension. A secret of DBShares parties' shares (their sum, which only
+// tests form) may have coefficients up to DBShares.
 func (p *Params) SecretAs(sk *rlwe.SecretKey, params rlwe.ParameterProvider) (*rlwe.SecretKey, error) {
 	out := params.GetRLWEParameters()
 	if sk.Value.Q.N() != p.DB.N() || out.N() != p.DB.N() {
@@ -45,9 +46,10 @@ func (p *Params) SecretAs(sk *rlwe.SecretKey, params rlwe.ParameterProvider) (*r
 	r.IMForm(sk.Value.Q, c)
 	r.INTT(c, c)
 	q := r.ModuliChain()[0]
+	limit := uint64(max(1, p.Lit.DBShares))
 	for k, v := range c.Coeffs[0] {
-		if v > 1 && v != q-1 {
-			return nil, fmt.Errorf("%w: the database secret is not ternary (coefficient %d)", errs.ErrInvalid, k)
+		if v > limit && v < q-limit {
+			return nil, fmt.Errorf("%w: the database secret has a coefficient beyond +-%d (coefficient %d)", errs.ErrInvalid, limit, k)
 		}
 	}
 	res := rlwe.NewSecretKey(out)

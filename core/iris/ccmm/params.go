@@ -77,6 +77,14 @@ type Literal struct {
 	// up to n and n times the variance, and its public key n times the
 	// error variance: the noise bounds and M*S_q's range take them.
 	QueryShares int
+	// DBShares is the number of parties whose additive shares make each
+	// database block's secret when no one holds it (package collective):
+	// the database is then enrolled with public keys only (EncryptDBPK for
+	// Enc, the query-share holders' EncSShare for EncS), and the noise
+	// bounds take its larger noise and the secret's range (coefficients up
+	// to n). 0 means one key holder, who encrypts the database with the
+	// secrets (EncryptDB).
+	DBShares int
 	// Approximate says that the product's results are read as CKKS values
 	// (a slot-encoded database, package slotdb), not decrypted to exact
 	// integers: NewParams then does not ask ResultBound to stay below
@@ -98,6 +106,17 @@ var Iris = Literal{LogNDB: 14, LogNQ: 13, LogQ: []int{20, 20}, LogK: []int{20, 2
 // ratio (package scoreslots; docs/IRIS.md): log Q*K = 123.2. Only four
 // 20-bit primes = 1 mod 2^15 exist, so K's are 21-bit.
 var IrisBootstrap = Literal{LogNDB: 14, LogNQ: 13, LogQ: []int{20, 20, 20}, LogK: []int{21, 21, 21}, LogScale: 22, Inner: 1 << 14}
+
+// IrisCollective is IrisBootstrap for three parties, none of whom holds
+// the query or the database secrets (issue 34; docs/IRIS.md, "Enrollment
+// without a key holder"): the database is enrolled with public keys
+// (EncryptDBPK, EncSShare), whose noise E2 = E1 S_q + three encryptions
+// of zero is about 2^16 times a secret-key encryption's; the product
+// divides it by K, so K's primes are 22-bit (log Q*K = 125.9): the
+// product's bound is 2^19.5 against Delta/2 = 2^21 (with IrisBootstrap's
+// 21-bit primes it would be 2^21.5).
+var IrisCollective = Literal{LogNDB: 14, LogNQ: 13, LogQ: []int{20, 20, 20}, LogK: []int{22, 22, 22}, LogScale: 22, Inner: 1 << 14,
+	QueryShares: 3, DBShares: 3}
 
 // Toy is a small, INSECURE parameter set for fast tests only.
 var Toy = Literal{LogNDB: 6, LogNQ: 5, LogQ: []int{20, 20}, LogK: []int{20, 20}, LogScale: 12, Inner: 128}
@@ -135,6 +154,9 @@ func NewParams(lit Literal) (*Params, error) {
 	}
 	if lit.QueryShares < 1 || lit.QueryShares > 256 {
 		return nil, fmt.Errorf("%w: query secrets of %d parties' shares", errs.ErrInvalid, lit.QueryShares)
+	}
+	if lit.DBShares < 0 || lit.DBShares > 256 {
+		return nil, fmt.Errorf("%w: database secrets of %d parties' shares", errs.ErrInvalid, lit.DBShares)
 	}
 	if lit.LogNQ < 1 || lit.LogNQ > lit.LogNDB || lit.LogNDB > 17 {
 		return nil, fmt.Errorf("%w: ring degrees 2^%d (query) and 2^%d (database): need 1 <= logNq <= logNdb <= 17", errs.ErrInvalid, lit.LogNQ, lit.LogNDB)
@@ -277,7 +299,8 @@ func (p *Params) ratioQK() float64 {
 
 // RawBound predicts the noise of the CCMM result before the rescale (modulo
 // Q*K, scale K*Delta) for a public-key query (the larger noise):
-// K*M_db*E_q + E1*B_q + E2*A_q with B_q, A_q uniform modulo Q.
+// K*M_db*E_q + E1*B_q + E2*A_q with B_q, A_q uniform modulo Q (E1, E2 as
+// the database was made: encVar, encSVar).
 func (p *Params) RawBound() float64 { return p.RawBoundFor(true) }
 
 // RawBoundFor is RawBound for a query encrypted with the public key or
@@ -286,14 +309,14 @@ func (p *Params) RawBoundFor(publicKey bool) float64 {
 	k, _ := new(big.Float).SetInt(p.ModulusK()).Float64()
 	q, _ := new(big.Float).SetInt(p.ModulusQ()).Float64()
 	w := float64(p.Lit.MaxAbsDB)
-	v := k*k*float64(p.Lit.Inner)*w*w*p.queryNoiseVar(publicKey) + float64(p.Lit.Inner+p.NQ)*p.sigma*p.sigma*q*q/12
+	v := k*k*float64(p.Lit.Inner)*w*w*p.queryNoiseVar(publicKey) + p.dbNoiseVar()*q*q/12
 	return Tail * math.Sqrt(v)
 }
 
 // ResultBound predicts the noise of the CCMM result after the rescale by K
 // (modulo Q, scale Delta) for a public-key query: M_db*E_q + (E1*B_q +
 // E2*A_q)/K plus the rounding of a and b (at most 1/2 per division, times
-// the ternary secret for a). NewParams requires it below Delta/2.
+// the database secret for a). NewParams requires it below Delta/2.
 func (p *Params) ResultBound() float64 { return p.ResultBoundFor(true) }
 
 // ResultBoundFor is ResultBound for a query encrypted with the public key
@@ -302,9 +325,16 @@ func (p *Params) ResultBoundFor(publicKey bool) float64 {
 	w := float64(p.Lit.MaxAbsDB)
 	r := p.ratioQK()
 	v := float64(p.Lit.Inner)*w*w*p.queryNoiseVar(publicKey) +
-		float64(p.Lit.Inner+p.NQ)*p.sigma*p.sigma*r*r/12 +
-		2.0/12*(1+float64(p.NDB)*2/3)
+		p.dbNoiseVar()*r*r/12 +
+		2.0/12*(1+float64(p.NDB)*p.dbSecretVar())
 	return Tail * math.Sqrt(v)
+}
+
+// dbNoiseVar is the variance of one row of the database's noise against
+// a uniform query column (E1 B_q + E2 A_q, before the factor q^2/12):
+// Inner entries of E1 and N_q of E2.
+func (p *Params) dbNoiseVar() float64 {
+	return float64(p.Lit.Inner)*p.encVar() + float64(p.NQ)*p.encSVar()
 }
 
 // PlainProductBound predicts the noise of a ciphertext x plaintext product

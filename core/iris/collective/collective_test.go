@@ -22,6 +22,12 @@ import (
 // 2^10, query ring 2^9, 1,024 positions.
 var toyCCMM = ccmm.Literal{LogNDB: 10, LogNQ: 9, LogQ: []int{20, 20, 20}, LogK: []int{20, 20, 20}, LogScale: 18, Inner: 1024}
 
+// toyCollectiveCCMM is toyCCMM for three parties' query and database
+// secrets, with K two bits larger per prime for the larger noise of a
+// database enrolled with public keys (ccmm.Literal.DBShares).
+var toyCollectiveCCMM = ccmm.Literal{LogNDB: 10, LogNQ: 9, LogQ: []int{20, 20, 20}, LogK: []int{22, 22, 22}, LogScale: 18, Inner: 1024,
+	QueryShares: parties, DBShares: parties}
+
 // toyThreshold bootstraps it in ring 2^12 (INSECURE) with an ephemeral
 // secret of three parties' shares, the reduction covering |I| < 32 as
 // scoreslots.IrisThreshold's does.
@@ -39,13 +45,12 @@ var seed = []byte("encmatch test common reference seed")
 // the database block's key into the bootstrapping ring, the
 // relinearisation and Galois keys of the parties' dense shares, and the
 // encapsulation keys, whose ephemeral secret no party holds). Every slot
-// must hold its score / 2^ScoreBits at the documented position. The test
-// plays the enroller with the summed secrets (an enrollment without them
-// is later work of issue 34) and decrypts with the summed dense secret.
+// must hold its score / 2^ScoreBits at the documented position. The
+// database is enrolled with public keys and the parties' EncS
+// contributions (collectivetest.Setup.Enroll); the test decrypts with the
+// summed dense secret.
 func TestCollectiveHalfBootstrap(t *testing.T) {
-	lit := toyCCMM
-	lit.QueryShares = parties
-	cp, err := ccmm.NewParams(lit)
+	cp, err := ccmm.NewParams(toyCollectiveCCMM)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,44 +18,67 @@ func NewQueryShares(cp *ccmm.Params) ccmm.Keys {
 	return ccmm.GenKeys(cp.Query, cp.Lit.Inner/cp.NQ)
 }
 
-// QueryKeyGen runs Lattigo's collective public-key protocol (CKG) for
-// the query secrets: one common a, drawn from the setup's seed, and for
-// each query secret the sum of the parties' b-shares -a s_i + e_i. The
-// result is a ccmm.QueryPublicKey, which queriers use unchanged
-// (ccmm.Params.EncryptQueryPK): the key of the summed secrets, with n
-// times the error variance of one holder's.
-type QueryKeyGen struct {
-	cp    *ccmm.Params
-	atQ   rlwe.Parameters // the query ring modulo Q, where the public key lives
-	proto multiparty.PublicKeyGenProtocol
-	crp   multiparty.PublicKeyGenCRP
+// PublicKeyGen runs Lattigo's collective public-key protocol (CKG) for a
+// set of shared-a secrets: one common a, drawn from the setup's seed, and
+// for each secret the sum of the parties' b-shares -a s_i + e_i. The
+// result is a ccmm.PublicKey of the summed secrets, with n times the
+// error variance of one holder's: the query secrets' key, which queriers
+// use unchanged (ccmm.Params.EncryptQueryPK), or the database blocks'
+// key, with which an enroller encrypts a database (EncryptDBPK) and the
+// query-share holders re-randomise their EncS contributions (EncSShare).
+type PublicKeyGen struct {
+	par     rlwe.Parameters // the ring and modulus where the key lives
+	what    string
+	secrets int // the number of secrets (one b each)
+	parties int // the number of parties whose shares the parameters' bounds assume
+	proto   multiparty.PublicKeyGenProtocol
+	crp     multiparty.PublicKeyGenCRP
 }
 
-// NewQueryKeyGen prepares the protocol for the CCMM parameters cp, made
-// for the number of parties (ccmm.Literal.QueryShares, which the noise
-// bounds take), and the setup's common reference seed (the same bytes at
-// every party).
-func NewQueryKeyGen(cp *ccmm.Params, seed []byte) (*QueryKeyGen, error) {
+// NewQueryKeyGen prepares the protocol for the query secrets (ring N_q
+// modulo Q) of the CCMM parameters cp, made for the number of parties
+// (ccmm.Literal.QueryShares, which the noise bounds take), on the setup's
+// common reference seed (the same bytes at every party).
+func NewQueryKeyGen(cp *ccmm.Params, seed []byte) (*PublicKeyGen, error) {
 	if cp.Lit.QueryShares < 2 {
 		return nil, fmt.Errorf("%w: CCMM parameters for one key holder's query secrets (QueryShares %d): nothing to make collectively", errs.ErrInvalid, cp.Lit.QueryShares)
-	}
-	crs, err := crsFor(seed, "query-public-key")
-	if err != nil {
-		return nil, err
 	}
 	atQ, err := rlwe.NewParametersFromLiteral(rlwe.ParametersLiteral{LogN: cp.Lit.LogNQ, Q: cp.Q, NTTFlag: true, Xe: cp.Query.Xe()})
 	if err != nil {
 		return nil, fmt.Errorf("%w: query ring: %v", errs.ErrInvalid, err)
 	}
-	g := &QueryKeyGen{cp: cp, atQ: atQ, proto: multiparty.NewPublicKeyGenProtocol(atQ)}
+	return newPublicKeyGen(atQ, "query secret", cp.Lit.Inner/cp.NQ, cp.Lit.QueryShares, seed, "query-public-key")
+}
+
+// NewDBKeyGen prepares the protocol for the secrets of a database's
+// blocks (ring N_db modulo Q*K; blocks of N_db codes each) under the CCMM
+// parameters cp, made for ccmm.Literal.DBShares parties, on the setup's
+// common reference seed. All blocks share one a, as the database's
+// shared-a format needs.
+func NewDBKeyGen(cp *ccmm.Params, seed []byte, blocks int) (*PublicKeyGen, error) {
+	if cp.Lit.DBShares < 2 {
+		return nil, fmt.Errorf("%w: CCMM parameters for one key holder's database secrets (DBShares %d): nothing to make collectively", errs.ErrInvalid, cp.Lit.DBShares)
+	}
+	if blocks < 1 {
+		return nil, fmt.Errorf("%w: a database of %d blocks", errs.ErrInvalid, blocks)
+	}
+	return newPublicKeyGen(cp.DB, "database secret", blocks, cp.Lit.DBShares, seed, "database-public-key")
+}
+
+func newPublicKeyGen(par rlwe.Parameters, what string, secrets, parties int, seed []byte, label string) (*PublicKeyGen, error) {
+	crs, err := crsFor(seed, label)
+	if err != nil {
+		return nil, err
+	}
+	g := &PublicKeyGen{par: par, what: what, secrets: secrets, parties: parties, proto: multiparty.NewPublicKeyGenProtocol(par)}
 	g.crp = g.proto.SampleCRP(crs)
 	return g, nil
 }
 
-// Share computes a party's b-share for each of its query secret shares.
-func (g *QueryKeyGen) Share(secrets ccmm.Keys) ([]multiparty.PublicKeyGenShare, error) {
-	if want := g.cp.Lit.Inner / g.cp.NQ; len(secrets) != want {
-		return nil, fmt.Errorf("%w: %d query secret shares, the parameters have %d query secrets", errs.ErrInvalid, len(secrets), want)
+// Share computes a party's b-share for each of its secret shares.
+func (g *PublicKeyGen) Share(secrets ccmm.Keys) ([]multiparty.PublicKeyGenShare, error) {
+	if len(secrets) != g.secrets {
+		return nil, fmt.Errorf("%w: %d %s shares, the key has %d secrets", errs.ErrInvalid, len(secrets), g.what, g.secrets)
 	}
 	out := make([]multiparty.PublicKeyGenShare, len(secrets))
 	for t, s := range secrets {
@@ -66,22 +89,21 @@ func (g *QueryKeyGen) Share(secrets ccmm.Keys) ([]multiparty.PublicKeyGenShare, 
 }
 
 // Combine adds every party's shares (shares[i] is party i's, one per
-// query secret; exactly QueryShares parties, the count the parameters'
-// noise bounds assume) into the query public key, in ccmm's form (the NTT
-// domain, not Montgomery's, where Lattigo keeps its keys).
-func (g *QueryKeyGen) Combine(shares [][]multiparty.PublicKeyGenShare) (*ccmm.QueryPublicKey, error) {
-	if n := g.cp.Lit.QueryShares; len(shares) != n {
-		return nil, fmt.Errorf("%w: %d parties' shares, the parameters take %d", errs.ErrInvalid, len(shares), n)
+// secret; exactly as many parties as the parameters' noise bounds assume)
+// into the public key, in ccmm's form (the NTT domain, not Montgomery's,
+// where Lattigo keeps its keys).
+func (g *PublicKeyGen) Combine(shares [][]multiparty.PublicKeyGenShare) (*ccmm.PublicKey, error) {
+	if len(shares) != g.parties {
+		return nil, fmt.Errorf("%w: %d parties' shares, the parameters take %d", errs.ErrInvalid, len(shares), g.parties)
 	}
-	blocks := g.cp.Lit.Inner / g.cp.NQ
-	rq := g.atQ.RingQ()
-	pk := &ccmm.QueryPublicKey{A: rq.NewPoly()}
+	rq := g.par.RingQ()
+	pk := &ccmm.PublicKey{A: rq.NewPoly()}
 	rq.IMForm(g.crp.Value.Q, pk.A)
-	for t := range blocks {
+	for t := range g.secrets {
 		sum := g.proto.AllocateShare()
 		for i, s := range shares {
-			if len(s) != blocks {
-				return nil, fmt.Errorf("%w: party %d sent %d shares for %d query secrets", errs.ErrInvalid, i, len(s), blocks)
+			if len(s) != g.secrets {
+				return nil, fmt.Errorf("%w: party %d sent %d shares for %d %ss", errs.ErrInvalid, i, len(s), g.secrets, g.what)
 			}
 			g.proto.AggregateShares(sum, s[t], &sum)
 		}

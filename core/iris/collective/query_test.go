@@ -16,8 +16,8 @@ import (
 
 // TestCollectiveQueryKey: three parties make the query public key with
 // Lattigo's CKG; a querier encrypts with it; a database enrolled under the
-// sum of the parties' query secret shares (by the test, which plays the
-// enroller: an enrollment without it is later work of issue 34) and the
+// sum of the parties' query secret shares (by the test, which plays a key
+// holder: TestPublicEnrollment enrolls without one) and the
 // product decrypt exactly to the plaintext scores. The fresh query's and
 // the product's noise are measured beside one holder's key on the same
 // data: the summed secret's coefficients reach 3 and the key's error has
@@ -84,7 +84,7 @@ func TestCollectiveQueryKey(t *testing.T) {
 		name string
 		cp   *ccmm.Params
 		sk   *ccmm.Secrets
-		pk   *ccmm.QueryPublicKey
+		pk   *ccmm.PublicKey
 	}{{"one holder", cp, single, singlePK}, {"three parties", cp3, collective, pk}} {
 		cp := c.cp
 		qct, err := cp.EncryptQueryPK(c.pk, mq)

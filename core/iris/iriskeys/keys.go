@@ -307,7 +307,7 @@ func LoadHolder(dir string) (*Holder, error) {
 // Querier is a querier's loaded public key.
 type Querier struct {
 	*KeySet
-	PublicKey *ccmm.QueryPublicKey
+	PublicKey *ccmm.PublicKey
 }
 
 // LoadQuerier loads a querier's directory.
@@ -326,7 +326,7 @@ func LoadQuerier(dir string) (*Querier, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Querier{KeySet: ks, PublicKey: &ccmm.QueryPublicKey{A: polys[0], B: polys[1:]}}, nil
+	return &Querier{KeySet: ks, PublicKey: &ccmm.PublicKey{A: polys[0], B: polys[1:]}}, nil
 }
 
 // Server is the matching server's loaded keys (without any database

@@ -28,12 +28,16 @@ type toy struct {
 func newToy(t *testing.T) toy { return newToyOf(t, 0) }
 
 // newToyOf is the toy chain for a threshold setup of n parties (n >= 2:
-// query secrets of n shares, the ephemeral secret of n sparse shares,
+// query and database secrets of n shares, the ephemeral secret of n sparse shares,
 // scoreslots.CollectiveSparseBootstrapping), or for one key holder (n =
 // 0).
 func newToyOf(t *testing.T, n int) toy {
 	t.Helper()
-	cp, err := ccmm.NewParams(ccmm.Literal{LogNDB: 10, LogNQ: 9, LogQ: []int{20, 20, 20}, LogK: []int{20, 20, 20}, LogScale: 18, Inner: 1024, QueryShares: n})
+	clit := ccmm.Literal{LogNDB: 10, LogNQ: 9, LogQ: []int{20, 20, 20}, LogK: []int{20, 20, 20}, LogScale: 18, Inner: 1024}
+	if n > 1 { // the database enrolled with public keys: K two bits larger per prime for its noise
+		clit.LogK, clit.QueryShares, clit.DBShares = []int{22, 22, 22}, n, n
+	}
+	cp, err := ccmm.NewParams(clit)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -165,12 +165,17 @@ func TestSecurity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cp3, err := ccmm.NewParams(ccmm.IrisCollective)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		name   string
+		cp     *ccmm.Params
 		lit    Literal
 		checks int
-	}{{"IrisSecure", IrisSecure, 3}, {"IrisSecureDense", IrisSecureDense, 2}, {"IrisThreshold", IrisThreshold, 3}} {
-		p, err := NewParams(cp, c.lit)
+	}{{"IrisSecure", cp, IrisSecure, 3}, {"IrisSecureDense", cp, IrisSecureDense, 2}, {"IrisThreshold", cp3, IrisThreshold, 3}} {
+		p, err := NewParams(c.cp, c.lit)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -212,7 +217,7 @@ func TestSecurity(t *testing.T) {
 		t.Fatalf("three shares with Lattigo's weight at one share's: %v", err)
 	}
 	other := IrisSecure
-	other.Bootstrapping.EphemeralSecretWeight = utils.Pointy(64) // the source states no figure for it
+	other.Bootstrapping.EphemeralSecretWeight = utils.Pointy(64)                               // the source states no figure for it
 	other.Bootstrapping.K, other.Bootstrapping.Mod1Degree = utils.Pointy(32), utils.Pointy(63) // a reduction that covers it
 	p, err = NewParams(cp, other)
 	if err != nil {

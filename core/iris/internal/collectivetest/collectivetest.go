@@ -1,8 +1,9 @@
 // Package collectivetest runs a whole threshold setup of package
 // collective in one process, for tests: the parameters' parties draw their
-// shares, every key an iris search needs is made from them, and the sums a
-// test needs to play the enroller and to decrypt are formed (which no real
-// party ever does).
+// shares, every key an iris search needs is made from them, a database is
+// enrolled with public keys and the parties' EncS contributions, and the
+// sums a test needs to decrypt are formed (which no real party ever
+// does).
 package collectivetest
 
 import (
@@ -22,21 +23,26 @@ type Setup struct {
 	// is the sum of the parties' dense shares, for the test to decrypt.
 	Keys *scoreslots.Keys
 	// QueryKey is the queriers' public key.
-	QueryKey *ccmm.QueryPublicKey
-	// Enroller holds the summed database and query secrets, for the test
-	// to encrypt a database (an enrollment without them is later work).
-	Enroller *ccmm.Secrets
+	QueryKey *ccmm.PublicKey
+	// DBKey is the database blocks' public key, the enroller's.
+	DBKey *ccmm.PublicKey
+	// QueryShares are each party's shares of the query secrets, which it
+	// keeps (its EncS contribution needs them).
+	QueryShares []ccmm.Keys
+	// DBSecrets are the summed database secrets, for the test to measure
+	// a database's noise.
+	DBSecrets ccmm.Keys
 }
 
 // New runs the setup for parameters p (p.Lit.EphemeralShares parties,
-// p.CCMM.Lit.QueryShares the same), a database of blocks blocks and the
+// p.CCMM.Lit.QueryShares and DBShares the same), a database of blocks blocks and the
 // Galois keys of galois (besides the bootstrapping's own, as
 // scoreslots.Params.GaloisElements lists them), on seed.
 func New(tb testing.TB, p *scoreslots.Params, blocks int, galois []uint64, seed []byte) *Setup {
 	tb.Helper()
 	n := p.Lit.EphemeralShares
-	if p.CCMM.Lit.QueryShares != n {
-		tb.Fatalf("query secrets of %d shares, ephemeral secret of %d", p.CCMM.Lit.QueryShares, n)
+	if p.CCMM.Lit.QueryShares != n || p.CCMM.Lit.DBShares != n {
+		tb.Fatalf("query secrets of %d shares, database secrets of %d, ephemeral secret of %d", p.CCMM.Lit.QueryShares, p.CCMM.Lit.DBShares, n)
 	}
 	bp := p.Bootstrap.BootstrappingParameters
 	check := func(err error) {
@@ -61,9 +67,17 @@ func New(tb testing.TB, p *scoreslots.Params, blocks int, galois []uint64, seed 
 		qs[i], err = qkg.Share(queryShares[i])
 		check(err)
 	}
-	out := &Setup{Keys: &scoreslots.Keys{Secret: rlwe.NewSecretKey(bp)},
-		Enroller: &ccmm.Secrets{DB: Sum(p.CCMM.DB, dbShares), Query: Sum(p.CCMM.Query, queryShares)}}
+	out := &Setup{Keys: &scoreslots.Keys{Secret: rlwe.NewSecretKey(bp)}, QueryShares: queryShares, DBSecrets: Sum(p.CCMM.DB, dbShares)}
 	out.QueryKey, err = qkg.Combine(qs)
+	check(err)
+	dkg, err := collective.NewDBKeyGen(p.CCMM, seed, blocks)
+	check(err)
+	ds := make([][]multiparty.PublicKeyGenShare, n)
+	for i := range parties {
+		ds[i], err = dkg.Share(dbShares[i])
+		check(err)
+	}
+	out.DBKey, err = dkg.Combine(ds)
 	check(err)
 
 	ekg, err := collective.NewEncapsulationKeyGen(p, seed)
@@ -124,15 +138,32 @@ func New(tb testing.TB, p *scoreslots.Params, blocks int, galois []uint64, seed 
 	return out
 }
 
-// Product encrypts db under the summed secrets (the test playing the
-// enroller) and q under the query public key, and returns their rescaled
-// encrypted product (modulo Q, scale Delta).
-func (s *Setup) Product(tb testing.TB, cp *ccmm.Params, db, q ccmm.IntMat) *ccmm.SharedA {
+// Enroll encrypts db with public keys only: Enc with the database key,
+// EncS as the sum of every party's contribution.
+func (s *Setup) Enroll(tb testing.TB, cp *ccmm.Params, db ccmm.IntMat) *ccmm.DB {
 	tb.Helper()
-	edb, err := cp.EncryptDB(s.Enroller, db)
+	enc, err := cp.EncryptDBPK(s.DBKey, db)
 	if err != nil {
 		tb.Fatal(err)
 	}
+	parts := make([]*ccmm.SharedA, len(s.QueryShares))
+	for i, shares := range s.QueryShares {
+		if parts[i], err = cp.EncSShare(s.DBKey, enc, shares); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	encS, err := cp.CombineEncS(parts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return &ccmm.DB{Enc: enc, EncS: encS}
+}
+
+// Product enrolls db (Enroll) and encrypts q under the query public key,
+// and returns their rescaled encrypted product (modulo Q, scale Delta).
+func (s *Setup) Product(tb testing.TB, cp *ccmm.Params, db, q ccmm.IntMat) *ccmm.SharedA {
+	tb.Helper()
+	edb := s.Enroll(tb, cp, db)
 	qct, err := cp.EncryptQueryPK(s.QueryKey, q)
 	if err != nil {
 		tb.Fatal(err)

@@ -1,0 +1,217 @@
+package ccmm
+
+import (
+	"fmt"
+	"math"
+	"math/big"
+
+	"encmatch/core/base/errs"
+
+	"github.com/tuneinsight/lattigo/v6/ring"
+)
+
+// A database enrolled with public keys only (issue 34; docs/IRIS.md,
+// "Enrollment without a key holder"). Nobody holds the database secrets
+// S_db or the query secrets S_q: each is a sum of parties' shares. The
+// enroller encrypts Enc = Enc(K M) with the database blocks' public key
+// (EncryptDBPK). EncS = Enc(K M S_q) needs S_q on the right of M, which no
+// public key can supply; each holder i of a share S_q,i instead returns
+//
+//	(A1 S_q,i + A0_i,  B1 S_q,i + B0_i)      (EncSShare)
+//
+// with (A0_i, B0_i) its own public-key encryption of zero under S_db, and
+// the sum over the holders (CombineEncS) is an encryption of K M S_q under
+// S_db with noise E2 = E1 S_q + sum_i E0_i. The encryption of zero hides
+// S_q,i (without it, A1 S_q,i and the public A1 would give S_q,i away by
+// linear algebra); the contribution is then a ciphertext under S_db, which
+// no fewer than the decryption threshold can open, so it needs no
+// flooding. Both matrices' a-parts are public-key encryptions, not
+// seeded: they are stored.
+
+// EncryptDBPK encrypts a d1 x Inner database (d1 a multiple of N_db) as
+// Enc = Enc_{S_db}(K M) modulo Q*K with the database blocks' public key
+// pk (one b per block), as EncryptQueryPK encrypts a query: one ternary
+// u_j per column, shared by the blocks.
+func (p *Params) EncryptDBPK(pk *PublicKey, m Matrix) (*SharedA, error) {
+	rows, cols := m.Dims()
+	if cols != p.Lit.Inner {
+		return nil, fmt.Errorf("%w: database rows of %d entries, inner dimension is %d", errs.ErrInvalid, cols, p.Lit.Inner)
+	}
+	if rows <= 0 || rows%p.NDB != 0 {
+		return nil, fmt.Errorf("%w: database of %d rows: need a positive multiple of N_db = %d (pad with zero rows)", errs.ErrInvalid, rows, p.NDB)
+	}
+	if err := p.checkEntries(m, p.Lit.MaxAbsDB, "database"); err != nil {
+		return nil, err
+	}
+	all := p.allPrimes()
+	return encryptPK(p.DB, len(all)-1, pk, rows, cols, matrixPlain(m, all, 0), p.ModulusK(), "database")
+}
+
+// EncSShare is one query-share holder's contribution to EncS: Enc times
+// its shares of the query secrets (one per block of N_q positions, in the
+// query ring over Q*K, as collective.NewQueryShares draws them),
+// re-randomised by a fresh public-key encryption of zero under the
+// database blocks' key pk.
+func (p *Params) EncSShare(pk *PublicKey, enc *SharedA, shares Keys) (*SharedA, error) {
+	if err := p.checkEnc(enc); err != nil {
+		return nil, err
+	}
+	if want := p.Lit.Inner / p.NQ; len(shares) != want {
+		return nil, fmt.Errorf("%w: %d query secret shares, the parameters have %d query secrets", errs.ErrInvalid, len(shares), want)
+	}
+	all := p.allPrimes()
+	out, err := encryptPK(p.DB, len(all)-1, pk, enc.Rows, p.NQ, nil, p.ModulusK(), "EncS share")
+	if err != nil {
+		return nil, err
+	}
+	p.addMulSecret(shares, enc.A, out.A)
+	p.addMulSecret(shares, enc.B, out.B)
+	return out, nil
+}
+
+// checkEnc checks that enc has Enc's form: ring N_db, modulus Q*K, scale
+// K, Inner columns, whole blocks of rows.
+func (p *Params) checkEnc(enc *SharedA) error {
+	if err := checkOperand(enc, p.Lit.LogNDB, p.allPrimes(), "Enc"); err != nil {
+		return err
+	}
+	if enc.Cols != p.Lit.Inner || enc.Rows <= 0 || enc.Rows%p.NDB != 0 || enc.Scale == nil || enc.Scale.Cmp(p.ModulusK()) != 0 {
+		return fmt.Errorf("%w: Enc of %dx%d entries and scale %v, want rows a multiple of %d, %d columns and scale K",
+			errs.ErrMismatch, enc.Rows, enc.Cols, enc.Scale, p.NDB, p.Lit.Inner)
+	}
+	for i := range enc.Moduli {
+		if len(enc.A[i].Data) != p.NDB*enc.Cols || len(enc.B[i].Data) != enc.Rows*enc.Cols {
+			return fmt.Errorf("%w: Enc's residue matrices do not have its shape", errs.ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// addMulSecret adds x S to out, prime by prime, for the residue matrices
+// x (rows x Inner) and out (rows x N_q) modulo Q*K, S the negacyclic
+// matrices of secrets (MulSecret's product, on residues): row i's block
+// t of N_q entries, as a polynomial, times s_t(X^-1) in the query ring.
+func (p *Params) addMulSecret(secrets Keys, x, out []Mat) {
+	all := p.allPrimes()
+	r := p.Query.RingQ().AtLevel(len(all) - 1)
+	n := p.NQ
+	galInv := uint64(2*n - 1) // X -> X^-1
+	sInv := make([]ring.Poly, len(secrets))
+	for t, k := range secrets {
+		sInv[t] = r.NewPoly()
+		r.AutomorphismNTT(k.Value.Q, galInv, sInv[t])
+	}
+	rows := x[0].Rows
+	parallelRows(rows, func(i0, i1 int) {
+		row, acc := r.NewPoly(), r.NewPoly()
+		for i := i0; i < i1; i++ {
+			acc.Zero()
+			for t := range secrets {
+				for l, q := range all {
+					src := x[l].Data[i*x[l].Cols+t*n : i*x[l].Cols+(t+1)*n]
+					for k, v := range src {
+						row.Coeffs[l][k] = Uncenter(v, q)
+					}
+				}
+				r.NTT(row, row)
+				r.MulCoeffsMontgomeryThenAdd(row, sInv[t], acc)
+			}
+			r.INTT(acc, acc)
+			for l, q := range all {
+				dst := out[l].Data[i*n : (i+1)*n]
+				for k := range dst {
+					dst[k] = center((acc.Coeffs[l][k]+Uncenter(dst[k], q))%q, q)
+				}
+			}
+		}
+	})
+}
+
+// CombineEncS adds the holders' contributions (EncSShare's, one per
+// holder of query-secret shares: exactly QueryShares of them) into EncS.
+func (p *Params) CombineEncS(shares []*SharedA) (*SharedA, error) {
+	if len(shares) != p.Lit.QueryShares {
+		return nil, fmt.Errorf("%w: %d EncS contributions, the query secrets have %d shares", errs.ErrInvalid, len(shares), p.Lit.QueryShares)
+	}
+	all := p.allPrimes()
+	var out *SharedA
+	for h, s := range shares {
+		if err := checkOperand(s, p.Lit.LogNDB, all, fmt.Sprintf("EncS contribution %d", h)); err != nil {
+			return nil, err
+		}
+		if s.Cols != p.NQ || s.Rows <= 0 || s.Rows%p.NDB != 0 || (out != nil && s.Rows != out.Rows) || s.Scale == nil || s.Scale.Cmp(p.ModulusK()) != 0 {
+			return nil, fmt.Errorf("%w: EncS contribution %d of %dx%d entries and scale %v, want %d columns, the same rows as the others (a multiple of %d) and scale K",
+				errs.ErrMismatch, h, s.Rows, s.Cols, s.Scale, p.NQ, p.NDB)
+		}
+		for i := range all {
+			if len(s.A[i].Data) != p.NDB*s.Cols || len(s.B[i].Data) != s.Rows*s.Cols {
+				return nil, fmt.Errorf("%w: EncS contribution %d's residue matrices do not have its shape", errs.ErrInvalid, h)
+			}
+		}
+		if out == nil {
+			out = &SharedA{LogN: s.LogN, Rows: s.Rows, Cols: s.Cols, Moduli: all, Scale: new(big.Int).Set(s.Scale)}
+			for range all {
+				out.A = append(out.A, NewMat(p.NDB, s.Cols))
+				out.B = append(out.B, NewMat(s.Rows, s.Cols))
+			}
+		}
+		for i, q := range all {
+			addResidues(out.A[i].Data, s.A[i].Data, q)
+			addResidues(out.B[i].Data, s.B[i].Data, q)
+		}
+	}
+	return out, nil
+}
+
+// addResidues sets dst to dst + src modulo q, centered.
+func addResidues(dst, src []int32, q uint64) {
+	for k, v := range src {
+		dst[k] = center(modInt(int64(dst[k])+int64(v), q), q)
+	}
+}
+
+// dbSecretVar is the variance of a database secret's coefficient: 2/3
+// for one holder's ternary secret, 2 n / 3 for a sum of n = DBShares
+// parties' shares.
+func (p *Params) dbSecretVar() float64 {
+	return 2 * float64(max(1, p.Lit.DBShares)) / 3
+}
+
+// encVar is the variance of Enc's noise E1: sigma^2 when the key holder
+// encrypts with the secrets, (1 + 4 n N_db / 3) sigma^2 with the public
+// key of n = DBShares parties' shares (as queryNoiseVar).
+func (p *Params) encVar() float64 {
+	if p.Lit.DBShares == 0 {
+		return p.sigma * p.sigma
+	}
+	return (1 + 4*float64(p.Lit.DBShares)*float64(p.NDB)/3) * p.sigma * p.sigma
+}
+
+// encSVar is the variance of EncS's noise E2: sigma^2 when the key
+// holder encrypts M S_q; E1 S_q plus the n = QueryShares encryptions of
+// zero otherwise: Var(E1) (Inner 2 n / 3 + n).
+func (p *Params) encSVar() float64 {
+	if p.Lit.DBShares == 0 {
+		return p.sigma * p.sigma
+	}
+	n := float64(p.Lit.QueryShares)
+	return p.encVar() * (float64(p.Lit.Inner)*2*n/3 + n)
+}
+
+// EncBound bounds Enc's noise |E1|: the sampler's truncation (the key
+// holder's secret-key encryption), or Tail standard deviations (public
+// key).
+func (p *Params) EncBound() float64 {
+	if p.Lit.DBShares == 0 {
+		return p.bound
+	}
+	return Tail * math.Sqrt(p.encVar())
+}
+
+// EncSBound bounds EncS's noise |E2| as EncBound does Enc's.
+func (p *Params) EncSBound() float64 {
+	if p.Lit.DBShares == 0 {
+		return p.bound
+	}
+	return Tail * math.Sqrt(p.encSVar())
+}
