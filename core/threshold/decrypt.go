@@ -9,6 +9,7 @@ import (
 	"encmatch/core/base/envelope"
 	"encmatch/core/base/errs"
 	"encmatch/core/base/params"
+	"encmatch/core/base/polymsg"
 
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 	"github.com/tuneinsight/lattigo/v6/multiparty"
@@ -30,7 +31,7 @@ func openWithConfig(data []byte, kind string) (*shareHead, *params.Set, []byte, 
 		return nil, nil, nil, err
 	}
 	head := new(shareHead)
-	polys, err := openHead(data, envelope.Header{Kind: kind}, head)
+	polys, err := polymsg.Open(data, envelope.Header{Kind: kind}, head)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -69,7 +70,7 @@ func DecodeShare(data []byte) (*Share, error) {
 	}
 	p := *set.CKKS.GetRLWEParameters()
 	s := &Share{Config: head.Config, Set: set, Party: head.Party, Value: multiparty.NewThresholdizer(p).AllocateThresholdSecretShare()}
-	if err := readPolys(polys, qpRefs(p, &s.Value.Poly), KindShare); err != nil {
+	if err := polymsg.Read(polys, polymsg.QP(p, &s.Value.Poly), KindShare); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -225,14 +226,14 @@ func (s *Share) makeShare(in *Input, sorted []int, recv *ReceiverPublic, opt Flo
 	if in.Search != nil {
 		head.Transcript = in.Search.Transcript
 	}
-	var refs []polyRef
+	var refs []polymsg.Ref
 	for _, ct := range in.Ciphertexts {
 		sh := pcks.AllocateShare(ct.Level())
 		pcks.GenShare(sk, recv.Key, ct, &sh)
 		head.Levels = append(head.Levels, ct.Level())
-		refs = append(refs, qRefs(p, &sh.Value[0], &sh.Value[1])...)
+		refs = append(refs, polymsg.Q(p, &sh.Value[0], &sh.Value[1])...)
 	}
-	out, err := seal(cfg.header(KindDecryptionShare), head, refs)
+	out, err := polymsg.Seal(cfg.header(KindDecryptionShare), head, refs)
 	if err != nil {
 		return nil, nil, err
 	}

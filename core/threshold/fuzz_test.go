@@ -9,12 +9,12 @@ import (
 
 	"encmatch/core/base/envelope"
 	"encmatch/core/base/params"
+	"encmatch/core/base/polymsg"
 	"encmatch/core/face/result"
 	"encmatch/core/face/strategy"
 
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 	"github.com/tuneinsight/lattigo/v6/multiparty"
-	"github.com/tuneinsight/lattigo/v6/ring"
 	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
 )
 
@@ -60,7 +60,7 @@ func fuzzFixture(f *testing.F) *fuzzKit {
 	}
 	p := *set.CKKS.GetRLWEParameters()
 	pk := rlwe.NewPublicKey(p)
-	pub, err := seal(cfg.header(KindReceiverPublic), shareHead{Config: cfg}, qpRefs(p, &pk.Value[0], &pk.Value[1]))
+	pub, err := polymsg.Seal(cfg.header(KindReceiverPublic), shareHead{Config: cfg}, polymsg.QP(p, &pk.Value[0], &pk.Value[1]))
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -73,8 +73,8 @@ func fuzzFixture(f *testing.F) *fuzzKit {
 }
 
 // message seals a message of the kit's setup.
-func (k *fuzzKit) message(f *testing.F, kind string, head any, refs []polyRef) []byte {
-	b, err := seal(k.cfg.header(kind), head, refs)
+func (k *fuzzKit) message(f *testing.F, kind string, head any, refs []polymsg.Ref) []byte {
+	b, err := polymsg.Seal(k.cfg.header(kind), head, refs)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func FuzzDecryptionShare(f *testing.F) {
 	sh := pcks.AllocateShare(0)
 	h := fx.cfg.header(KindDecryptionShare)
 	addSeeds(f, h, fx.message(f, KindDecryptionShare, decHead{Party: 1, Parties: []int{1, 2}, Ciphertext: in.Digest,
-		Receiver: fx.recvPub.Digest, Levels: []int{0}, Transcript: in.Digest}, qRefs(fx.p, &sh.Value[0], &sh.Value[1])))
+		Receiver: fx.recvPub.Digest, Levels: []int{0}, Transcript: in.Digest}, polymsg.Q(fx.p, &sh.Value[0], &sh.Value[1])))
 	levels := []int{0}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, b := range framings(data, h) {
@@ -199,7 +199,7 @@ func FuzzShare(f *testing.F) {
 	fx := fuzzFixture(f)
 	h := fx.cfg.header(KindShare)
 	sh := multiparty.NewThresholdizer(fx.p).AllocateThresholdSecretShare()
-	addSeeds(f, h, fx.message(f, KindShare, shareHead{Config: fx.cfg, Party: 1}, qpRefs(fx.p, &sh.Poly)))
+	addSeeds(f, h, fx.message(f, KindShare, shareHead{Config: fx.cfg, Party: 1}, polymsg.QP(fx.p, &sh.Poly)))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, b := range framings(data, h) {
 			_, _ = DecodeShare(b)
@@ -211,7 +211,7 @@ func FuzzReceiverPublic(f *testing.F) {
 	fx := fuzzFixture(f)
 	h := fx.cfg.header(KindReceiverPublic)
 	pk := rlwe.NewPublicKey(fx.p)
-	addSeeds(f, h, fx.message(f, KindReceiverPublic, shareHead{Config: fx.cfg}, qpRefs(fx.p, &pk.Value[0], &pk.Value[1])))
+	addSeeds(f, h, fx.message(f, KindReceiverPublic, shareHead{Config: fx.cfg}, polymsg.QP(fx.p, &pk.Value[0], &pk.Value[1])))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, b := range framings(data, h) {
 			_, _ = DecodeReceiverPublic(b)
@@ -223,7 +223,7 @@ func FuzzReceiverSecret(f *testing.F) {
 	fx := fuzzFixture(f)
 	h := fx.cfg.header(KindReceiverSecret)
 	sk := rlwe.NewSecretKey(fx.p)
-	addSeeds(f, h, fx.message(f, KindReceiverSecret, shareHead{Config: fx.cfg}, qpRefs(fx.p, &sk.Value)))
+	addSeeds(f, h, fx.message(f, KindReceiverSecret, shareHead{Config: fx.cfg}, polymsg.QP(fx.p, &sk.Value)))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, b := range framings(data, h) {
 			_, _ = decodeReceiverSecret(b, fx.recvPub)
@@ -233,7 +233,7 @@ func FuzzReceiverSecret(f *testing.F) {
 
 // fuzzMessage fuzzes decodeMessage for one kind of setup message, with the
 // polynomials of refs allocated once.
-func fuzzMessage(f *testing.F, fx *fuzzKit, kind string, want partyHead, refs []polyRef) {
+func fuzzMessage(f *testing.F, fx *fuzzKit, kind string, want partyHead, refs []polymsg.Ref) {
 	h := fx.cfg.header(kind)
 	addSeeds(f, h, fx.message(f, kind, want, refs))
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -248,32 +248,32 @@ func FuzzRound1Message(f *testing.F) {
 	fx := fuzzFixture(f)
 	c := multiparty.NewPublicKeyGenProtocol(fx.p).AllocateShare()
 	_, r, _ := multiparty.NewRelinearizationKeyGenProtocol(fx.p).AllocateShare()
-	fuzzMessage(f, fx, KindRound1, partyHead{Party: 1}, append(qpRefs(fx.p, &c.Value), gadgetRefs(fx.p, &r.GadgetCiphertext)...))
+	fuzzMessage(f, fx, KindRound1, partyHead{Party: 1}, append(polymsg.QP(fx.p, &c.Value), polymsg.Gadget(fx.p, &r.GadgetCiphertext)...))
 }
 
 func FuzzRound2Message(f *testing.F) {
 	fx := fuzzFixture(f)
 	_, _, r := multiparty.NewRelinearizationKeyGenProtocol(fx.p).AllocateShare()
-	fuzzMessage(f, fx, KindRound2, partyHead{Party: 1}, gadgetRefs(fx.p, &r.GadgetCiphertext))
+	fuzzMessage(f, fx, KindRound2, partyHead{Party: 1}, polymsg.Gadget(fx.p, &r.GadgetCiphertext))
 }
 
 func FuzzGaloisShare(f *testing.F) {
 	fx := fuzzFixture(f)
 	s := multiparty.NewGaloisKeyGenProtocol(fx.p).AllocateShare()
-	fuzzMessage(f, fx, KindGalois, partyHead{Party: 1, GaloisElement: fx.cfg.GaloisElements[0]}, gadgetRefs(fx.p, &s.GadgetCiphertext))
+	fuzzMessage(f, fx, KindGalois, partyHead{Party: 1, GaloisElement: fx.cfg.GaloisElements[0]}, polymsg.Gadget(fx.p, &s.GadgetCiphertext))
 }
 
 func FuzzShamirShare(f *testing.F) {
 	fx := fuzzFixture(f)
 	s := multiparty.NewThresholdizer(fx.p).AllocateThresholdSecretShare()
-	fuzzMessage(f, fx, KindShamir, partyHead{Party: 1, To: 2}, qpRefs(fx.p, &s.Poly))
+	fuzzMessage(f, fx, KindShamir, partyHead{Party: 1, To: 2}, polymsg.QP(fx.p, &s.Poly))
 }
 
 // FuzzRound1State decodes a round-one private state (what Round2 reads).
 func FuzzRound1State(f *testing.F) {
 	fx := fuzzFixture(f)
 	sk, eph := rlwe.NewSecretKey(fx.p), rlwe.NewSecretKey(fx.p)
-	fuzzMessage(f, fx, KindRound1State, partyHead{Party: 1}, qpRefs(fx.p, &sk.Value, &eph.Value))
+	fuzzMessage(f, fx, KindRound1State, partyHead{Party: 1}, polymsg.QP(fx.p, &sk.Value, &eph.Value))
 }
 
 // FuzzJournal decodes a decryptor's journal.
@@ -293,25 +293,5 @@ func FuzzJournal(f *testing.F) {
 		for _, b := range framings(data, h) {
 			_, _ = decodeJournal(b, h)
 		}
-	})
-}
-
-// FuzzReadPolys reads the coefficients of a 16-coefficient polynomial
-// modulo the toy preset's first prime (the reader behind every message
-// above; the shape does not change its code path).
-func FuzzReadPolys(f *testing.F) {
-	fx := fuzzFixture(f)
-	q := fx.p.Q()[0]
-	a := ring.NewPoly(16, 0)
-	for i := range a.Coeffs[0] {
-		a.Coeffs[0][i] = uint64(i) * 0x9e3779b97f4a7c15 % q
-	}
-	refs := []polyRef{{&a, []uint64{q}}}
-	valid := appendPolys(nil, refs)
-	f.Add(valid)
-	f.Add(valid[:len(valid)-8])
-	f.Add([]byte{})
-	f.Fuzz(func(t *testing.T, data []byte) {
-		_ = readPolys(data, refs, "fuzz")
 	})
 }

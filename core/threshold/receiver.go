@@ -10,6 +10,7 @@ import (
 
 	"encmatch/core/base/errs"
 	"encmatch/core/base/params"
+	"encmatch/core/base/polymsg"
 
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 	"github.com/tuneinsight/lattigo/v6/multiparty"
@@ -39,12 +40,12 @@ func GenerateReceiver(cfg *Config, set *params.Set, dir string) error {
 	p := *set.CKKS.GetRLWEParameters()
 	sk, pk := rlwe.NewKeyGenerator(p).GenKeyPairNew()
 	return writeDirAtomic(dir, func(tmp string) error {
-		if err := writeMessage(filepath.Join(tmp, receiverSecretFile), cfg.header(KindReceiverSecret), shareHead{Config: cfg},
-			qpRefs(p, &sk.Value), privateFileMode); err != nil {
+		if err := polymsg.WriteFile(filepath.Join(tmp, receiverSecretFile), cfg.header(KindReceiverSecret), shareHead{Config: cfg},
+			polymsg.QP(p, &sk.Value), privateFileMode); err != nil {
 			return err
 		}
-		return writeMessage(filepath.Join(tmp, receiverPublicFile), cfg.header(KindReceiverPublic), shareHead{Config: cfg},
-			qpRefs(p, &pk.Value[0], &pk.Value[1]), publicFileMode)
+		return polymsg.WriteFile(filepath.Join(tmp, receiverPublicFile), cfg.header(KindReceiverPublic), shareHead{Config: cfg},
+			polymsg.QP(p, &pk.Value[0], &pk.Value[1]), publicFileMode)
 	})
 }
 
@@ -56,7 +57,7 @@ func DecodeReceiverPublic(data []byte) (*ReceiverPublic, error) {
 	}
 	p := *set.CKKS.GetRLWEParameters()
 	pk := rlwe.NewPublicKey(p)
-	if err := readPolys(polys, qpRefs(p, &pk.Value[0], &pk.Value[1]), KindReceiverPublic); err != nil {
+	if err := polymsg.Read(polys, polymsg.QP(p, &pk.Value[0], &pk.Value[1]), KindReceiverPublic); err != nil {
 		return nil, err
 	}
 	sum := sha256.Sum256(polys)
@@ -106,7 +107,7 @@ func decodeReceiverSecret(data []byte, pub *ReceiverPublic) (*Receiver, error) {
 	}
 	p := *set.CKKS.GetRLWEParameters()
 	sk := rlwe.NewSecretKey(p)
-	if err := readPolys(polys, qpRefs(p, &sk.Value), KindReceiverSecret); err != nil {
+	if err := polymsg.Read(polys, polymsg.QP(p, &sk.Value), KindReceiverSecret); err != nil {
 		return nil, err
 	}
 	return &Receiver{ReceiverPublic: *pub, Set: set, Secret: sk}, nil
@@ -203,7 +204,7 @@ func (r *Receiver) complete(info *CombineInfo, seen map[int]bool) error {
 func (r *Receiver) decodeShare(data []byte, in *Input, levels []int) (*decHead, []multiparty.PublicKeySwitchShare, error) {
 	p := *r.Set.CKKS.GetRLWEParameters()
 	head := new(decHead)
-	polys, err := openHead(data, r.Config.header(KindDecryptionShare), head)
+	polys, err := polymsg.Open(data, r.Config.header(KindDecryptionShare), head)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -221,12 +222,12 @@ func (r *Receiver) decodeShare(data []byte, in *Input, levels []int) (*decHead, 
 		return nil, nil, err
 	}
 	out := make([]multiparty.PublicKeySwitchShare, len(levels))
-	var refs []polyRef
+	var refs []polymsg.Ref
 	for k, level := range levels {
 		out[k] = pcks.AllocateShare(level)
-		refs = append(refs, qRefs(p, &out[k].Value[0], &out[k].Value[1])...)
+		refs = append(refs, polymsg.Q(p, &out[k].Value[0], &out[k].Value[1])...)
 	}
-	if err := readPolys(polys, refs, KindDecryptionShare); err != nil {
+	if err := polymsg.Read(polys, refs, KindDecryptionShare); err != nil {
 		return nil, nil, err
 	}
 	return head, out, nil

@@ -10,6 +10,7 @@ import (
 	"encmatch/core/base/envelope"
 	"encmatch/core/base/errs"
 	"encmatch/core/base/params"
+	"encmatch/core/base/polymsg"
 	"encmatch/core/face/keys"
 	"encmatch/core/face/result"
 
@@ -142,7 +143,7 @@ type boundSearch struct {
 func decodeSearch(data []byte, want envelope.Header, set *params.Set) (*boundSearch, error) {
 	want.Kind = KindSearch
 	head := new(SearchHead)
-	rest, err := openJSONHead(data, want, head)
+	rest, err := polymsg.OpenJSON(data, want, head)
 	if err != nil {
 		return nil, err
 	}

@@ -2,7 +2,6 @@ package threshold
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,6 +10,7 @@ import (
 	"encmatch/core/base/errs"
 	"encmatch/core/base/parallel"
 	"encmatch/core/base/params"
+	"encmatch/core/base/polymsg"
 	"encmatch/core/face/keys"
 
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
@@ -43,13 +43,13 @@ func Round1(cfg *Config, set *params.Set, id int, privDir, bulletinDir string) e
 	eph, rkg1, _ := rkg.AllocateShare()
 	rkg.GenShareRoundOne(sk, rkg.SampleCRP(cfg.crs("rkg")), eph, &rkg1)
 
-	state := qpRefs(p, &sk.Value, &eph.Value)
-	if err := writeMessage(filepath.Join(privDir, fmt.Sprintf(round1StatePattern, id)), cfg.header(KindRound1State),
+	state := polymsg.QP(p, &sk.Value, &eph.Value)
+	if err := polymsg.WriteFile(filepath.Join(privDir, fmt.Sprintf(round1StatePattern, id)), cfg.header(KindRound1State),
 		partyHead{Party: id}, state, privateFileMode); err != nil {
 		return err
 	}
-	pub := append(qpRefs(p, &ckgShare.Value), gadgetRefs(p, &rkg1.GadgetCiphertext)...)
-	if err := writeMessage(filepath.Join(bulletinDir, fmt.Sprintf(round1Pattern, id)), cfg.header(KindRound1),
+	pub := append(polymsg.QP(p, &ckgShare.Value), polymsg.Gadget(p, &rkg1.GadgetCiphertext)...)
+	if err := polymsg.WriteFile(filepath.Join(bulletinDir, fmt.Sprintf(round1Pattern, id)), cfg.header(KindRound1),
 		partyHead{Party: id}, pub, publicFileMode); err != nil {
 		return err
 	}
@@ -68,8 +68,8 @@ func writeGaloisShares(cfg *Config, p rlwe.Parameters, sk *rlwe.SecretKey, id in
 		if err := gkg.GenShare(sk, g, gkg.SampleCRP(cfg.crs(galoisLabel(g))), &share); err != nil {
 			return fmt.Errorf("Galois key share of element %d: %w", g, err)
 		}
-		return writeMessage(filepath.Join(dir, fmt.Sprintf(galoisPattern, id, g)), cfg.header(KindGalois),
-			partyHead{Party: id, GaloisElement: g}, gadgetRefs(p, &share.GadgetCiphertext), publicFileMode)
+		return polymsg.WriteFile(filepath.Join(dir, fmt.Sprintf(galoisPattern, id, g)), cfg.header(KindGalois),
+			partyHead{Party: id, GaloisElement: g}, polymsg.Gadget(p, &share.GadgetCiphertext), publicFileMode)
 	})
 }
 
@@ -87,8 +87,8 @@ func writeShamirShares(cfg *Config, p rlwe.Parameters, sk *rlwe.SecretKey, id in
 	for _, j := range cfg.allParties() {
 		share := thr.AllocateThresholdSecretShare()
 		thr.GenShamirSecretShare(multiparty.ShamirPublicPoint(j), poly, &share)
-		if err := writeMessage(filepath.Join(dir, ShamirFile(id, j)), cfg.header(KindShamir),
-			partyHead{Party: id, To: j}, qpRefs(p, &share.Poly), privateFileMode); err != nil {
+		if err := polymsg.WriteFile(filepath.Join(dir, ShamirFile(id, j)), cfg.header(KindShamir),
+			partyHead{Party: id, To: j}, polymsg.QP(p, &share.Poly), privateFileMode); err != nil {
 			return err
 		}
 	}
@@ -107,7 +107,7 @@ func Round2(cfg *Config, set *params.Set, id int, privDir, bulletinDir, sharesDi
 	p := *set.CKKS.GetRLWEParameters()
 	sk, eph := rlwe.NewSecretKey(p), rlwe.NewSecretKey(p)
 	statePath := filepath.Join(privDir, fmt.Sprintf(round1StatePattern, id))
-	if err := readMessage(statePath, cfg.header(KindRound1State), &partyHead{Party: id}, qpRefs(p, &sk.Value, &eph.Value)); err != nil {
+	if err := readMessage(statePath, cfg.header(KindRound1State), &partyHead{Party: id}, polymsg.QP(p, &sk.Value, &eph.Value)); err != nil {
 		return err
 	}
 	rkg := multiparty.NewRelinearizationKeyGenProtocol(p)
@@ -121,12 +121,12 @@ func Round2(cfg *Config, set *params.Set, id int, privDir, bulletinDir, sharesDi
 	if err != nil {
 		return err
 	}
-	if err := writeMessage(filepath.Join(bulletinDir, fmt.Sprintf(round2Pattern, id)), cfg.header(KindRound2),
-		partyHead{Party: id}, gadgetRefs(p, &rkg2.GadgetCiphertext), publicFileMode); err != nil {
+	if err := polymsg.WriteFile(filepath.Join(bulletinDir, fmt.Sprintf(round2Pattern, id)), cfg.header(KindRound2),
+		partyHead{Party: id}, polymsg.Gadget(p, &rkg2.GadgetCiphertext), publicFileMode); err != nil {
 		return err
 	}
-	if err := writeMessage(filepath.Join(privDir, ShareFile(id)), cfg.header(KindShare),
-		shareHead{Config: cfg, Party: id}, qpRefs(p, &tss.Poly), privateFileMode); err != nil {
+	if err := polymsg.WriteFile(filepath.Join(privDir, ShareFile(id)), cfg.header(KindShare),
+		shareHead{Config: cfg, Party: id}, polymsg.QP(p, &tss.Poly), privateFileMode); err != nil {
 		return err
 	}
 	return os.Remove(statePath)
@@ -147,7 +147,7 @@ func aggregateRound1(cfg *Config, p rlwe.Parameters, dir string) (*round1Sum, er
 	for i, j := range cfg.allParties() {
 		c := ckg.AllocateShare()
 		_, r, _ := rkg.AllocateShare()
-		refs := append(qpRefs(p, &c.Value), gadgetRefs(p, &r.GadgetCiphertext)...)
+		refs := append(polymsg.QP(p, &c.Value), polymsg.Gadget(p, &r.GadgetCiphertext)...)
 		if err := readMessage(filepath.Join(dir, fmt.Sprintf(round1Pattern, j)), cfg.header(KindRound1), &partyHead{Party: j}, refs); err != nil {
 			return nil, err
 		}
@@ -167,7 +167,7 @@ func aggregateShamir(cfg *Config, p rlwe.Parameters, id int, dir string) (multip
 	sum := thr.AllocateThresholdSecretShare()
 	for _, j := range cfg.allParties() {
 		s := thr.AllocateThresholdSecretShare()
-		if err := readMessage(filepath.Join(dir, ShamirFile(j, id)), cfg.header(KindShamir), &partyHead{Party: j, To: id}, qpRefs(p, &s.Poly)); err != nil {
+		if err := readMessage(filepath.Join(dir, ShamirFile(j, id)), cfg.header(KindShamir), &partyHead{Party: j, To: id}, polymsg.QP(p, &s.Poly)); err != nil {
 			return sum, err
 		}
 		if err := thr.AggregateShares(sum, s, &sum); err != nil {
@@ -230,7 +230,7 @@ func relinKey(cfg *Config, p rlwe.Parameters, agg *round1Sum, dir string) (*rlwe
 	_, _, sum := rkg.AllocateShare()
 	for i, j := range cfg.allParties() {
 		_, _, r := rkg.AllocateShare()
-		if err := readMessage(filepath.Join(dir, fmt.Sprintf(round2Pattern, j)), cfg.header(KindRound2), &partyHead{Party: j}, gadgetRefs(p, &r.GadgetCiphertext)); err != nil {
+		if err := readMessage(filepath.Join(dir, fmt.Sprintf(round2Pattern, j)), cfg.header(KindRound2), &partyHead{Party: j}, polymsg.Gadget(p, &r.GadgetCiphertext)); err != nil {
 			return nil, err
 		}
 		if i == 0 {
@@ -251,7 +251,7 @@ func galoisKey(cfg *Config, p rlwe.Parameters, g uint64, dir string) (*rlwe.Galo
 	for i, j := range cfg.allParties() {
 		s := gkg.AllocateShare()
 		if err := readMessage(filepath.Join(dir, fmt.Sprintf(galoisPattern, j, g)), cfg.header(KindGalois),
-			&partyHead{Party: j, GaloisElement: g}, gadgetRefs(p, &s.GadgetCiphertext)); err != nil {
+			&partyHead{Party: j, GaloisElement: g}, polymsg.Gadget(p, &s.GadgetCiphertext)); err != nil {
 			return nil, err
 		}
 		s.GaloisElement = g
@@ -270,22 +270,10 @@ func galoisKey(cfg *Config, p rlwe.Parameters, g uint64, dir string) (*rlwe.Galo
 	return gk, nil
 }
 
-// writeMessage frames and writes a message atomically.
-func writeMessage(path string, h envelope.Header, head any, refs []polyRef, perm os.FileMode) error {
-	b, err := seal(h, head, refs)
-	if err != nil {
-		return err
-	}
-	return envelope.WriteAtomic(path, perm, func(w io.Writer) error {
-		_, err := w.Write(b)
-		return err
-	})
-}
-
 // readMessage reads a party's message into the preallocated polynomials of
 // refs, checking that its header names the expected party, recipient and
 // Galois element.
-func readMessage(path string, h envelope.Header, want *partyHead, refs []polyRef) error {
+func readMessage(path string, h envelope.Header, want *partyHead, refs []polymsg.Ref) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return err
@@ -297,9 +285,9 @@ func readMessage(path string, h envelope.Header, want *partyHead, refs []polyRef
 }
 
 // decodeMessage decodes a party's message (see readMessage).
-func decodeMessage(data []byte, h envelope.Header, want *partyHead, refs []polyRef) error {
+func decodeMessage(data []byte, h envelope.Header, want *partyHead, refs []polymsg.Ref) error {
 	var got partyHead
-	polys, err := openHead(data, h, &got)
+	polys, err := polymsg.Open(data, h, &got)
 	if err != nil {
 		return err
 	}
@@ -307,7 +295,7 @@ func decodeMessage(data []byte, h envelope.Header, want *partyHead, refs []polyR
 		return fmt.Errorf("%w: %s of party %d (to %d, Galois element %d), expected party %d (to %d, Galois element %d)",
 			errs.ErrMismatch, h.Kind, got.Party, got.To, got.GaloisElement, want.Party, want.To, want.GaloisElement)
 	}
-	return readPolys(polys, refs, h.Kind)
+	return polymsg.Read(polys, refs, h.Kind)
 }
 
 // writeDirAtomic fills a temporary directory beside dir with fill and

@@ -7,34 +7,9 @@ import (
 
 	"encmatch/core/base/envelope"
 	"encmatch/core/base/errs"
-	"encmatch/core/base/params"
+	"encmatch/core/base/polymsg"
 	"encmatch/core/face/result"
 )
-
-// TestPolysReducedOnWrite: a coefficient left in [q, 2q) by lazy arithmetic
-// is written reduced, and an unreduced one on the wire is refused.
-func TestPolysReducedOnWrite(t *testing.T) {
-	set, err := params.New(params.Toy, params.MinKappa, 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := *set.CKKS.GetRLWEParameters()
-	a := p.RingQ().AtLevel(0).NewPoly()
-	q := p.Q()[0]
-	a.Coeffs[0][0] = q + 1
-	b := p.RingQ().AtLevel(0).NewPoly()
-	data := appendPolys(nil, qRefs(p, &a))
-	if err := readPolys(data, qRefs(p, &b), "test"); err != nil || b.Coeffs[0][0] != 1 {
-		t.Fatalf("read back %d (%v), want 1", b.Coeffs[0][0], err)
-	}
-	data[0], data[7] = 0xff, 0xff
-	if err := readPolys(data, qRefs(p, &b), "test"); !errors.Is(err, errs.ErrCorrupt) {
-		t.Fatalf("unreduced coefficient: got %v, want a corrupt-data error", err)
-	}
-	if err := readPolys(data[:8], qRefs(p, &b), "test"); !errors.Is(err, errs.ErrCorrupt) {
-		t.Fatalf("short data: got %v, want a corrupt-data error", err)
-	}
-}
 
 // TestHugeLengthFieldsRefused: a length field of 2^36, in the envelope or
 // in a chunk, is refused by every threshold decoder as corrupt data before
@@ -70,7 +45,7 @@ func TestHugeLengthFieldsRefused(t *testing.T) {
 			case KindReceiverSecret:
 				_, err = decodeReceiverSecret(b, fx.recvPub)
 			case KindRound1, KindShamir:
-				err = decodeMessage(b, h, &partyHead{Party: 1}, qRefs(p, &a))
+				err = decodeMessage(b, h, &partyHead{Party: 1}, polymsg.Q(p, &a))
 			case KindDecryptionShare:
 				_, _, err = fx.receiver.decodeShare(b, in, []int{0})
 			case KindJournal:
