@@ -78,3 +78,8 @@ func (g *BlockKeyGen) Share(dbShare, dense *rlwe.SecretKey) (multiparty.Evaluati
 func (g *BlockKeyGen) Combine(shares []multiparty.EvaluationKeyGenShare) (*rlwe.EvaluationKey, error) {
 	return combineKey(g.p, g.proto, g.crp, shares)
 }
+
+// AllocateShare allocates one party's share (to be read from a message).
+func (g *BlockKeyGen) AllocateShare() multiparty.EvaluationKeyGenShare {
+	return g.proto.AllocateShare()
+}

@@ -103,7 +103,7 @@ func NewEncapsulationKeyGen(p *scoreslots.Params, seed []byte) (*EncapsulationKe
 
 // Share computes party's shares of both keys.
 func (e *EncapsulationKeyGen) Share(party *Party) (*Shares, error) {
-	s := &Shares{DenseToSparse: e.proto.AllocateShare(e.sparseLevel), SparseToDense: e.proto.AllocateShare()}
+	s := e.AllocateShares()
 	if err := e.proto.GenShare(party.Dense, party.Sparse, e.crpDense, &s.DenseToSparse); err != nil {
 		return nil, fmt.Errorf("dense-to-sparse share: %w", err)
 	}
@@ -111,6 +111,12 @@ func (e *EncapsulationKeyGen) Share(party *Party) (*Shares, error) {
 		return nil, fmt.Errorf("sparse-to-dense share: %w", err)
 	}
 	return s, nil
+}
+
+// AllocateShares allocates one party's shares of both keys (to be read
+// from a message).
+func (e *EncapsulationKeyGen) AllocateShares() *Shares {
+	return &Shares{DenseToSparse: e.proto.AllocateShare(e.sparseLevel), SparseToDense: e.proto.AllocateShare()}
 }
 
 // Combine adds the shares of every party (exactly EphemeralShares of

@@ -120,6 +120,14 @@ func (g *RelinKeyGen) Round2(party *Party, eph *rlwe.SecretKey, round1 multipart
 	return share
 }
 
+// AllocateShares allocates a share of each round (to be read from a
+// message): the first round's has two polynomials per row, the second's
+// one.
+func (g *RelinKeyGen) AllocateShares() (round1, round2 multiparty.RelinearizationKeyGenShare) {
+	_, round1, round2 = g.proto.AllocateShare()
+	return round1, round2
+}
+
 // Key is the relinearisation key of the two rounds' aggregates.
 func (g *RelinKeyGen) Key(round1, round2 multiparty.RelinearizationKeyGenShare) *rlwe.RelinearizationKey {
 	key := rlwe.NewRelinearizationKey(g.p.Bootstrap.BootstrappingParameters)
@@ -195,4 +203,12 @@ func (k *GaloisKeyGen) Key(g uint64, shares []multiparty.GaloisKeyGenShare) (*rl
 		return nil, err
 	}
 	return key, nil
+}
+
+// AllocateShare allocates one party's share of the key of Galois element
+// g (to be read from a message).
+func (k *GaloisKeyGen) AllocateShare(g uint64) multiparty.GaloisKeyGenShare {
+	share := k.proto.AllocateShare()
+	share.GaloisElement = g
+	return share
 }

@@ -113,3 +113,17 @@ func (g *PublicKeyGen) Combine(shares [][]multiparty.PublicKeyGenShare) (*ccmm.P
 	}
 	return pk, nil
 }
+
+// Parameters are the ring and modulus the key lives in (the shape of the
+// shares).
+func (g *PublicKeyGen) Parameters() rlwe.Parameters { return g.par }
+
+// AllocateShares allocates one party's shares, one per secret (to be read
+// from a message).
+func (g *PublicKeyGen) AllocateShares() []multiparty.PublicKeyGenShare {
+	out := make([]multiparty.PublicKeyGenShare, g.secrets)
+	for t := range out {
+		out[t] = g.proto.AllocateShare()
+	}
+	return out
+}

@@ -37,6 +37,11 @@ import (
 //	server/   iris.json, relin.key, gal-<element>.key,             to the matching server
 //	          encapsulation.key (presets with sparse-secret encapsulation)
 //
+// A threshold setup (package irissetup) has no holder; its enroller's
+// directory holds what enrolling needs without a secret:
+//
+//	enroller/ iris.json, db-public.key, blocks.keys                the database blocks' public key and their keys into the bootstrapping ring
+//
 // The server's keys are one file each (6 GiB in all at the default
 // preset), made and written one at a time and loaded on demand (package
 // keycache).
@@ -44,10 +49,11 @@ const (
 	HolderDir         = "holder"
 	QuerierDir        = "querier"
 	ServerDir         = "server"
+	EnrollerDir       = "enroller"
 	metaFile          = "iris.json"
 	relinFile         = "relin.key"
 	encapsulationFile = "encapsulation.key"
-	formatKeys        = "encmatch-iris-keys/3"
+	Format            = "encmatch-iris-keys/3" // every role's iris.json
 )
 
 // GaloisFile is the name of the server's key file for Galois element g.
@@ -62,6 +68,9 @@ type Meta struct {
 	Kappa    int    `json:"kappa"`
 	Inner    int    `json:"code_length"`
 	Role     string `json:"role"`
+	// Blocks is the number of database blocks a threshold setup made keys
+	// for (the enroller's role only).
+	Blocks int `json:"blocks,omitempty"`
 }
 
 // KeySet is a loaded role directory: its metadata and parameters.
@@ -82,8 +91,8 @@ func ReadMeta(dir string) (*Meta, error) {
 	if err := envelope.ReadJSON(filepath.Join(dir, metaFile), "iris key set", &m); err != nil {
 		return nil, err
 	}
-	if m.Format != formatKeys {
-		return nil, fmt.Errorf("%w: %s: format %q, expected %q", errs.ErrCorrupt, dir, m.Format, formatKeys)
+	if m.Format != Format {
+		return nil, fmt.Errorf("%w: %s: format %q, expected %q", errs.ErrCorrupt, dir, m.Format, Format)
 	}
 	return &m, nil
 }
@@ -118,61 +127,46 @@ func Generate(dir, preset string, kappa int) (*Meta, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := os.Stat(filepath.Join(dir, HolderDir, metaFile)); err == nil {
-		return nil, fmt.Errorf("%w: %s already holds an iris key set", errs.ErrInvalid, dir)
+	if n := p.Preset.Parties; n > 0 {
+		return nil, fmt.Errorf("%w: preset %s is for a threshold setup of %d parties, whose keys no single holder makes (package irissetup)", errs.ErrInvalid, preset, n)
 	}
 	id := make([]byte, 16)
 	if _, err := rand.Read(id); err != nil {
 		return nil, err
 	}
-	meta := Meta{Format: formatKeys, KeyID: hex.EncodeToString(id), Preset: p.Preset.Name, Insecure: p.Preset.Insecure, Kappa: p.Kappa, Inner: p.CCMM.Lit.Inner}
-	ks := &KeySet{Meta: meta, Params: p}
+	meta := Meta{Format: Format, KeyID: hex.EncodeToString(id), Preset: p.Preset.Name, Insecure: p.Preset.Insecure, Kappa: p.Kappa, Inner: p.CCMM.Lit.Inner}
+	w, err := NewWriter(dir, meta, p, HolderDir, QuerierDir, ServerDir)
+	if err != nil {
+		return nil, err
+	}
 	query := ccmm.GenKeys(p.CCMM.Query, p.CCMM.Lit.Inner/p.CCMM.NQ)
 	pk, err := p.CCMM.GenQueryPublicKey(&ccmm.Secrets{Query: query})
 	if err != nil {
 		return nil, err
 	}
 	bsk := p.Slots.NewSecret()
-	for _, role := range []string{HolderDir, QuerierDir, ServerDir} {
-		if err := os.MkdirAll(filepath.Join(dir, role), 0o700); err != nil {
-			return nil, err
-		}
-	}
-	write := func(role, name, kind string, perm os.FileMode, payload func(w io.Writer) error) error {
-		var b bytes.Buffer
-		if err := payload(&b); err != nil {
-			return err
-		}
-		return envelope.WriteFile(filepath.Join(dir, role, name), ks.Header(kind), b.Bytes(), perm)
-	}
-	if err := write(HolderDir, "query-secrets.key", "iris-query-secrets", 0o600, func(w io.Writer) error {
+	if err := w.write(HolderDir, "query-secrets.key", "iris-query-secrets", 0o600, func(w io.Writer) error {
 		return envelope.WriteChunks(w, query)
 	}); err != nil {
 		return nil, err
 	}
-	if err := write(HolderDir, "bootstrap-secret.key", "iris-bootstrap-secret", 0o600, func(w io.Writer) error {
+	if err := w.write(HolderDir, "bootstrap-secret.key", "iris-bootstrap-secret", 0o600, func(w io.Writer) error {
 		return envelope.WriteChunks(w, []*rlwe.SecretKey{bsk})
 	}); err != nil {
 		return nil, err
 	}
-	if err := write(QuerierDir, "query-public.key", "iris-query-public", 0o644, func(w io.Writer) error {
-		return writePolys(w, append([]ring.Poly{pk.A}, pk.B...))
-	}); err != nil {
+	if err := w.QueryPublicKey(pk); err != nil {
 		return nil, err
 	}
 	// The server's keys, one at a time: at the default preset each is
 	// 0.15 GB and all of them 5.8 GiB (0.43 GB and 16 GiB at
 	// default-dense).
 	kg := rlwe.NewKeyGenerator(p.Slots.Bootstrap.BootstrappingParameters)
-	if err := write(ServerDir, relinFile, kindRelin, 0o644, func(w io.Writer) error {
-		return writeBinary(w, kg.GenRelinearizationKeyNew(bsk))
-	}); err != nil {
+	if err := w.RelinearizationKey(kg.GenRelinearizationKeyNew(bsk)); err != nil {
 		return nil, err
 	}
 	for _, g := range ServerGaloisElements(p) {
-		if err := write(ServerDir, GaloisFile(g), kindGalois, 0o644, func(w io.Writer) error {
-			return writeBinary(w, kg.GenGaloisKeyNew(g, bsk))
-		}); err != nil {
+		if err := w.GaloisKey(kg.GenGaloisKeyNew(g, bsk)); err != nil {
 			return nil, err
 		}
 	}
@@ -181,18 +175,12 @@ func Generate(dir, preset string, kappa int) (*Meta, error) {
 		return nil, err
 	}
 	if enc != nil {
-		if err := write(ServerDir, encapsulationFile, kindEncapsulation, 0o644, func(w io.Writer) error {
-			return envelope.WriteChunks(w, []*rlwe.EvaluationKey{enc.DenseToSparse, enc.SparseToDense})
-		}); err != nil {
+		if err := w.Encapsulation(enc); err != nil {
 			return nil, err
 		}
 	}
-	for _, role := range []string{HolderDir, QuerierDir, ServerDir} {
-		m := meta
-		m.Role = role
-		if err := envelope.WriteJSON(filepath.Join(dir, role, metaFile), m); err != nil {
-			return nil, err
-		}
+	if err := w.Finish(); err != nil {
+		return nil, err
 	}
 	return &meta, nil
 }
@@ -212,6 +200,96 @@ func ServerGaloisElements(p *irisparams.Params) []uint64 {
 		return p.Slots.GaloisElements(foldmatch.GaloisElements(p.Slots))
 	}
 	return p.Slots.GaloisElements(irismatch.ReducerGaloisElements(p.Slots))
+}
+
+// Writer writes the role directories of a key set under one directory:
+// Generate's for one key holder, irissetup.Finalize's for a threshold
+// setup. Each file is an envelope frame bound to the key set, written
+// atomically; Finish writes every role's iris.json last, so that a role
+// directory without it holds no key set.
+type Writer struct {
+	dir   string
+	ks    *KeySet
+	roles []string
+}
+
+// NewWriter creates the directories of roles under dir (which must not
+// hold a key set) for a key set of metadata meta and parameters p.
+func NewWriter(dir string, meta Meta, p *irisparams.Params, roles ...string) (*Writer, error) {
+	for _, role := range roles {
+		if _, err := os.Stat(filepath.Join(dir, role, metaFile)); err == nil {
+			return nil, fmt.Errorf("%w: %s already holds an iris key set", errs.ErrInvalid, filepath.Join(dir, role))
+		}
+		if err := os.MkdirAll(filepath.Join(dir, role), 0o700); err != nil {
+			return nil, err
+		}
+	}
+	return &Writer{dir: dir, ks: &KeySet{Meta: meta, Params: p}, roles: roles}, nil
+}
+
+// write writes one file of a role's directory from payload's bytes.
+func (w *Writer) write(role, name, kind string, perm os.FileMode, payload func(w io.Writer) error) error {
+	var b bytes.Buffer
+	if err := payload(&b); err != nil {
+		return err
+	}
+	return envelope.WriteFile(filepath.Join(w.dir, role, name), w.ks.Header(kind), b.Bytes(), perm)
+}
+
+// QueryPublicKey writes the queriers' public key.
+func (w *Writer) QueryPublicKey(pk *ccmm.PublicKey) error {
+	return w.write(QuerierDir, "query-public.key", "iris-query-public", 0o644, func(w io.Writer) error {
+		return writePolys(w, append([]ring.Poly{pk.A}, pk.B...))
+	})
+}
+
+// RelinearizationKey writes the server's relinearisation key.
+func (w *Writer) RelinearizationKey(k *rlwe.RelinearizationKey) error {
+	return w.write(ServerDir, relinFile, kindRelin, 0o644, func(w io.Writer) error { return writeBinary(w, k) })
+}
+
+// GaloisKey writes one of the server's Galois keys.
+func (w *Writer) GaloisKey(k *rlwe.GaloisKey) error {
+	return w.write(ServerDir, GaloisFile(k.GaloisElement), kindGalois, 0o644, func(w io.Writer) error { return writeBinary(w, k) })
+}
+
+// Encapsulation writes the server's sparse-secret encapsulation keys.
+func (w *Writer) Encapsulation(enc *scoreslots.Encapsulation) error {
+	return w.write(ServerDir, encapsulationFile, kindEncapsulation, 0o644, func(w io.Writer) error {
+		return envelope.WriteChunks(w, []*rlwe.EvaluationKey{enc.DenseToSparse, enc.SparseToDense})
+	})
+}
+
+// DBPublicKey writes the enroller's database blocks' public key (the
+// enroller's iris.json then records its number of blocks).
+func (w *Writer) DBPublicKey(pk *ccmm.PublicKey) error {
+	w.ks.Meta.Blocks = len(pk.B)
+	return w.write(EnrollerDir, "db-public.key", "iris-db-public", 0o644, func(w io.Writer) error {
+		return writePolys(w, append([]ring.Poly{pk.A}, pk.B...))
+	})
+}
+
+// BlockKeys writes the enroller's copy of the blocks' keys into the
+// bootstrapping ring, in the form a database's blocks.keys holds them.
+func (w *Writer) BlockKeys(keys []*rlwe.EvaluationKey) error {
+	return w.write(EnrollerDir, "blocks.keys", "iris-enroller-block-keys", 0o644, func(w io.Writer) error {
+		return envelope.WriteChunks(w, keys)
+	})
+}
+
+// Finish writes every role's iris.json.
+func (w *Writer) Finish() error {
+	for _, role := range w.roles {
+		m := w.ks.Meta
+		m.Role = role
+		if role != EnrollerDir {
+			m.Blocks = 0
+		}
+		if err := envelope.WriteJSON(filepath.Join(w.dir, role, metaFile), m); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // writeBinary writes one object's binary form.
@@ -261,6 +339,55 @@ func readPolys(b []byte, r *ring.Ring, n int, what string) ([]ring.Poly, error) 
 	}
 	return out, nil
 }
+
+// Enroller is the loaded directory of a threshold setup's enroller.
+type Enroller struct {
+	*KeySet
+	DBKey  *ccmm.PublicKey       // the database blocks' public key (ring N_db, modulo Q*K)
+	Blocks []*rlwe.EvaluationKey // per block, its key into the bootstrapping ring
+}
+
+// LoadEnroller loads an enroller's directory.
+func LoadEnroller(dir string) (*Enroller, error) {
+	ks, err := Open(dir, EnrollerDir)
+	if err != nil {
+		return nil, err
+	}
+	p := ks.Params
+	n := ks.Meta.Blocks
+	if p.Preset.Parties == 0 || n < 1 || n > MaxBlocks {
+		return nil, fmt.Errorf("%w: %s: an enroller of %d blocks for preset %s", errs.ErrCorrupt, dir, n, p.Preset.Name)
+	}
+	b, err := envelope.ReadFile(filepath.Join(dir, "db-public.key"), ks.Header("iris-db-public"))
+	if err != nil {
+		return nil, err
+	}
+	polys, err := readPolys(b, p.CCMM.DB.RingQ(), n+1, "database public key")
+	if err != nil {
+		return nil, err
+	}
+	e := &Enroller{KeySet: ks, DBKey: &ccmm.PublicKey{A: polys[0], B: polys[1:]}}
+	if b, err = envelope.ReadFile(filepath.Join(dir, "blocks.keys"), ks.Header("iris-enroller-block-keys")); err != nil {
+		return nil, err
+	}
+	parts, err := envelope.Chunks(b, n, "block keys")
+	if err != nil {
+		return nil, err
+	}
+	for i, c := range parts {
+		k, err := codec.DecodeRelinearizationKey(c, p.Slots.Bootstrap.BootstrappingParameters, fmt.Sprintf("key of block %d", i))
+		if err != nil {
+			return nil, err
+		}
+		e.Blocks = append(e.Blocks, &k.EvaluationKey)
+	}
+	return e, nil
+}
+
+// MaxBlocks bounds the database blocks a threshold setup makes keys for
+// (each block's key into the bootstrapping ring is 0.15 GB at the
+// threshold preset; 64 blocks are 2^20 codes).
+const MaxBlocks = 64
 
 // Holder is the key holder's loaded secrets.
 type Holder struct {

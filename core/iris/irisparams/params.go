@@ -36,6 +36,10 @@ type Preset struct {
 	Slots    scoreslots.Literal
 	Kappa    int // default comparator depth
 	Fold     *FoldLiteral
+	// Parties is the number of parties of a threshold setup (package
+	// irissetup) whose shares make every secret of this preset; 0: one
+	// key holder (iriskeys.Generate).
+	Parties int
 }
 
 // FoldLiteral is what a folding preset adds (docs/IRIS.md, "Folding"):
@@ -117,8 +121,29 @@ var Fold = Preset{
 		EvalError: 0.05, PairEvalError: 0.01, PairTolerance: 0.05},
 }
 
+// ToyThreshold is Toy for a threshold setup of three parties (INSECURE,
+// tests only): database and query secrets of three shares, K's primes two
+// bits larger for a database enrolled with public keys, the ephemeral
+// secret of three sparse shares under a reduction that covers them
+// (scoreslots.CollectiveSparseBootstrapping).
+var ToyThreshold = Preset{
+	Name: "toy-threshold", Insecure: true, Kappa: 12, Parties: 3,
+	CCMM: ccmm.Literal{LogNDB: 10, LogNQ: 9, LogQ: []int{20, 20, 20}, LogK: []int{22, 22, 22}, LogScale: 20, Inner: 1 << 14,
+		QueryShares: 3, DBShares: 3},
+	Slots: scoreslots.Literal{LogN2: 12, LogQ0: 55, LogP: []int{61}, ScoreBits: 15, Levels: 14, LogLevel: 36, EphemeralShares: 3,
+		Bootstrapping: scoreslots.CollectiveSparseBootstrapping([]int{61, 61}, 3, 32)},
+}
+
+// Threshold is the 128-bit preset for a threshold setup of three parties
+// (issue 34; docs/IRIS.md, "Threshold iris"): the CCMM of
+// ccmm.IrisCollective (a database enrolled with public keys, 22-bit K
+// primes) and the half-bootstrap of scoreslots.IrisThreshold (the
+// ephemeral secret of three sparse shares, K = 32; docs/PARAMETERS.md).
+var Threshold = Preset{Name: "threshold", Kappa: 12, Parties: 3, CCMM: ccmm.IrisCollective, Slots: scoreslots.IrisThreshold}
+
 // Presets lists the presets by name.
-var Presets = map[string]Preset{Toy.Name: Toy, Default.Name: Default, DefaultDense.Name: DefaultDense, ToyFold.Name: ToyFold, Fold.Name: Fold}
+var Presets = map[string]Preset{Toy.Name: Toy, Default.Name: Default, DefaultDense.Name: DefaultDense, ToyFold.Name: ToyFold, Fold.Name: Fold,
+	ToyThreshold.Name: ToyThreshold, Threshold.Name: Threshold}
 
 // Params is a built preset at one comparator depth.
 type Params struct {

@@ -13,11 +13,12 @@ import (
 // TestPresetSecurity: the secure presets pass every 128-bit check (the
 // CCMM's database and query secrets, the residual secret at q0, the
 // bootstrapping ring's uniform ternary secret; the default preset's
-// ephemeral secret against its source's bound, default-dense has none) and
-// hold the comparator and two product layers after a half-bootstrap; the
-// toy preset fails the checks.
+// ephemeral secret against its source's bound, default-dense has none,
+// threshold's three parties' shares of weight 32 each against it, 96 in all) and hold the
+// comparator and two product layers after a half-bootstrap; the toy
+// presets fail the checks.
 func TestPresetSecurity(t *testing.T) {
-	for name, weight := range map[string]int{"default": 32, "default-dense": 0} {
+	for name, weight := range map[string]int{"default": 32, "default-dense": 0, "threshold": 96} {
 		p, err := Build(name, 0)
 		if err != nil {
 			t.Fatal(err)
@@ -36,12 +37,14 @@ func TestPresetSecurity(t *testing.T) {
 			t.Fatalf("%s: %d levels after the half-bootstrap: the comparator needs %d and the reduction's first two product layers 2 more", name, lvl, p.Kappa)
 		}
 	}
-	toy, err := Build("toy", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ccmm.FailedChecks(append(toy.CCMM.Security(), toy.Slots.Security()...)); !errors.Is(err, ccmm.ErrInsecure) {
-		t.Fatalf("the toy preset passes the 128-bit checks: %v", err)
+	for _, name := range []string{"toy", "toy-threshold"} {
+		toy, err := Build(name, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ccmm.FailedChecks(append(toy.CCMM.Security(), toy.Slots.Security()...)); !errors.Is(err, ccmm.ErrInsecure) {
+			t.Fatalf("the %s preset passes the 128-bit checks: %v", name, err)
+		}
 	}
 	if _, err := Build("nope", 0); err == nil {
 		t.Fatal("an unknown preset was built")
