@@ -91,6 +91,11 @@ var methods = map[string]method{
 	"iris_match":         def(irisMatch),
 	"iris_decrypt":       def(irisDecrypt),
 	"iris_band":          def(irisBand),
+	// The threshold iris setup (iris_setup.go), each party in its own process.
+	"iris_setup_init":     def(irisSetupInit),
+	"iris_setup_round1":   def(irisSetupRound1),
+	"iris_setup_round2":   def(irisSetupRound2),
+	"iris_setup_finalize": def(irisSetupFinalize),
 }
 
 // dispatch runs the method named name (no args: {}).

@@ -326,14 +326,39 @@ func LoadParty(cfg *Config, id int, privDir string) (*Party, error) {
 
 // Finalize aggregates every party's public shares in bulletinDir into the
 // key set's role directories under outDir (server/, querier/ and
-// enroller/, package iriskeys' layout; none may hold a key set already).
+// enroller/, package iriskeys' layout). outDir must not exist or be
+// empty; the key set is written beside it and renamed into place once
+// complete, so a failed finalisation leaves nothing behind.
 func Finalize(cfg *Config, bulletinDir, outDir string) error {
 	pr, err := newProtocols(cfg)
 	if err != nil {
 		return err
 	}
+	if entries, err := os.ReadDir(outDir); err == nil && len(entries) > 0 {
+		return fmt.Errorf("%w: %s already holds a key set or other files", errs.ErrInvalid, outDir)
+	}
+	outDir = filepath.Clean(outDir)
+	tmp, err := os.MkdirTemp(filepath.Dir(outDir), filepath.Base(outDir)+".partial-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp) // gone once renamed
+	if err := finalizeInto(cfg, pr, bulletinDir, tmp); err != nil {
+		return err
+	}
+	if err := os.Remove(outDir); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	if err := os.Rename(tmp, outDir); err != nil {
+		return err
+	}
+	return envelope.SyncDir(filepath.Dir(outDir))
+}
+
+// finalizeInto is Finalize's aggregation, into the directory dir.
+func finalizeInto(cfg *Config, pr *protocols, bulletinDir, dir string) error {
 	p := pr.p
-	w, err := iriskeys.NewWriter(outDir, cfg.meta(p), p, iriskeys.ServerDir, iriskeys.QuerierDir, iriskeys.EnrollerDir)
+	w, err := iriskeys.NewWriter(dir, cfg.meta(p), p, iriskeys.ServerDir, iriskeys.QuerierDir, iriskeys.EnrollerDir)
 	if err != nil {
 		return err
 	}

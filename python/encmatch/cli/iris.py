@@ -39,6 +39,7 @@ from ..iris.model import DEFAULT_CHUNK, Normalisation, confusion, match
 from ..iris.openiris import read_templates, save_templates, write_openiris
 from . import iris_encrypted as encrypted_commands
 from . import iris_fold as fold_commands
+from . import iris_setup as setup_commands
 from ._iris_util import emit as _emit, log as _log, threshold as _threshold
 
 __all__ = ["add_commands"]
@@ -157,3 +158,4 @@ def add_commands(sub: Any) -> None:
     s.set_defaults(func=cmd_convert)
     fold_commands.add_commands(isub)
     encrypted_commands.add_commands(isub)
+    setup_commands.add_commands(isub)
