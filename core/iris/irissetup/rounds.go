@@ -211,22 +211,27 @@ func Round1(cfg *Config, id int, privDir, bulletinDir string) error {
 // element.
 func readMessage(path string, h envelope.Header, want partyHead, refs []polymsg.Ref) error {
 	data, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	var got partyHead
-	polys, err := polymsg.Open(data, h, &got)
-	if err == nil && got != want {
-		err = fmt.Errorf("%w: %s of party %d (to %d, Galois element %d), expected party %d (to %d, Galois element %d)",
-			errs.ErrMismatch, h.Kind, got.Party, got.To, got.GaloisElement, want.Party, want.To, want.GaloisElement)
-	}
 	if err == nil {
-		err = polymsg.Read(polys, refs, h.Kind)
+		err = decodeMessage(data, h, want, refs)
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	return nil
+}
+
+// decodeMessage decodes a message's bytes (see readMessage).
+func decodeMessage(data []byte, h envelope.Header, want partyHead, refs []polymsg.Ref) error {
+	var got partyHead
+	polys, err := polymsg.Open(data, h, &got)
+	if err != nil {
+		return err
+	}
+	if got != want {
+		return fmt.Errorf("%w: %s of party %d (to %d, Galois element %d), expected party %d (to %d, Galois element %d)",
+			errs.ErrMismatch, h.Kind, got.Party, got.To, got.GaloisElement, want.Party, want.To, want.GaloisElement)
+	}
+	return polymsg.Read(polys, refs, h.Kind)
 }
 
 // readRound1 reads party id's round-one message from dir.
