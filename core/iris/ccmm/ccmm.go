@@ -176,10 +176,16 @@ func (p *Params) EncryptDBTo(sk *Secrets, m Matrix, enc, encs io.WriterAt) error
 
 // DBShape is the shape of a database matrix (Enc: cols = Inner, EncS:
 // cols = N_q) of rows rows, without its matrices: the moduli Q||K, scale
-// K, and a placeholder seed of SeedSize zero bytes (database a-parts are
-// seeded; the shape's seed only says so). Its EncodedSize is the file's.
+// K, and a placeholder seed of SeedSize zero bytes (a key holder's
+// database a-parts are seeded; the shape's seed only says so), or none
+// for a database enrolled with public keys (DBShares > 0), whose a-parts
+// are stored. Its EncodedSize is the file's.
 func (p *Params) DBShape(rows, cols int) *SharedA {
-	return &SharedA{LogN: p.Lit.LogNDB, Rows: rows, Cols: cols, Moduli: p.allPrimes(), Scale: p.ModulusK(), Seed: make([]byte, SeedSize)}
+	s := &SharedA{LogN: p.Lit.LogNDB, Rows: rows, Cols: cols, Moduli: p.allPrimes(), Scale: p.ModulusK()}
+	if p.Lit.DBShares == 0 {
+		s.Seed = make([]byte, SeedSize)
+	}
+	return s
 }
 
 // newSeeds returns k fresh seeds (NewSeed).

@@ -1,7 +1,9 @@
 package ccmm
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"math"
 	"math/big"
 
@@ -33,18 +35,59 @@ import (
 // pk (one b per block), as EncryptQueryPK encrypts a query: one ternary
 // u_j per column, shared by the blocks.
 func (p *Params) EncryptDBPK(pk *PublicKey, m Matrix) (*SharedA, error) {
-	rows, cols := m.Dims()
-	if cols != p.Lit.Inner {
-		return nil, fmt.Errorf("%w: database rows of %d entries, inner dimension is %d", errs.ErrInvalid, cols, p.Lit.Inner)
-	}
-	if rows <= 0 || rows%p.NDB != 0 {
-		return nil, fmt.Errorf("%w: database of %d rows: need a positive multiple of N_db = %d (pad with zero rows)", errs.ErrInvalid, rows, p.NDB)
-	}
-	if err := p.checkEntries(m, p.Lit.MaxAbsDB, "database"); err != nil {
+	if err := p.checkPublicDB(m); err != nil {
 		return nil, err
 	}
+	rows, cols := m.Dims()
 	all := p.allPrimes()
 	return encryptPK(p.DB, len(all)-1, pk, rows, cols, matrixPlain(m, all, 0), p.ModulusK(), "database")
+}
+
+// checkPublicDB checks a database matrix for EncryptDBPK: parameters made
+// for it (DBShares > 0), Inner columns, whole blocks of rows, entries
+// within MaxAbsDB.
+func (p *Params) checkPublicDB(m Matrix) error {
+	if p.Lit.DBShares == 0 {
+		return fmt.Errorf("%w: parameters for one key holder's database (DBShares 0): their noise bounds do not cover a public-key enrollment", errs.ErrInvalid)
+	}
+	rows, cols := m.Dims()
+	if cols != p.Lit.Inner {
+		return fmt.Errorf("%w: database rows of %d entries, inner dimension is %d", errs.ErrInvalid, cols, p.Lit.Inner)
+	}
+	if rows <= 0 || rows%p.NDB != 0 {
+		return fmt.Errorf("%w: database of %d rows: need a positive multiple of N_db = %d (pad with zero rows)", errs.ErrInvalid, rows, p.NDB)
+	}
+	return p.checkEntries(m, p.Lit.MaxAbsDB, "database")
+}
+
+// EncryptDBPKTo is EncryptDBPK written to enc in SharedA's binary form
+// (at offset 0), BandCols columns at a time: memory holds one band of
+// ciphertext (all rows, all primes), not the whole matrix.
+func (p *Params) EncryptDBPKTo(pk *PublicKey, m Matrix, enc io.WriterAt) error {
+	if err := p.checkPublicDB(m); err != nil {
+		return err
+	}
+	rows, cols := m.Dims()
+	all := p.allPrimes()
+	head := p.DBShape(rows, cols)
+	var hb bytes.Buffer
+	if err := head.writeHeader(&hb); err != nil {
+		return err
+	}
+	if _, err := enc.WriteAt(hb.Bytes(), 0); err != nil {
+		return err
+	}
+	for j0 := 0; j0 < cols; j0 += BandCols {
+		w := min(BandCols, cols-j0)
+		band, err := encryptPK(p.DB, len(all)-1, pk, rows, w, matrixPlain(m, all, j0), p.ModulusK(), "database")
+		if err != nil {
+			return err
+		}
+		if err := head.writeBand(enc, band, j0); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // EncSShare is one query-share holder's contribution to EncS: Enc times

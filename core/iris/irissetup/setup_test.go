@@ -1,4 +1,4 @@
-package irissetup
+package irissetup_test
 
 import (
 	"errors"
@@ -11,53 +11,13 @@ import (
 	"encmatch/core/base/errs"
 	"encmatch/core/iris/ccmm"
 	"encmatch/core/iris/internal/ccmmtest"
+	"encmatch/core/iris/internal/setuptest"
 	"encmatch/core/iris/iriskeys"
+	"encmatch/core/iris/irissetup"
 
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
-	"github.com/tuneinsight/lattigo/v6/multiparty"
 	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
 )
-
-// runSetup runs a whole setup of cfg in files under root: each party's
-// private directory (party-<i>/), one bulletin board (bulletin/), the
-// Shamir shares delivered to each party's inbox (inbox-<i>/), the key set
-// in keys/.
-func runSetup(t *testing.T, cfg *Config, root string) {
-	t.Helper()
-	priv := func(i int) string { return filepath.Join(root, "party-"+string(rune('0'+i))) }
-	inbox := func(i int) string { return filepath.Join(root, "inbox-"+string(rune('0'+i))) }
-	bulletin := filepath.Join(root, "bulletin")
-	for _, i := range cfg.parties() {
-		if err := Round1(cfg, i, priv(i), bulletin); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, from := range cfg.parties() { // the private delivery of the Shamir shares
-		for _, to := range cfg.parties() {
-			b, err := os.ReadFile(filepath.Join(priv(from), ShamirFile(from, to)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.MkdirAll(inbox(to), 0o700); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(inbox(to), ShamirFile(from, to)), b, 0o600); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	for _, i := range cfg.parties() {
-		if err := Round2(cfg, i, priv(i), bulletin, inbox(i)); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := os.Stat(filepath.Join(priv(i), Round1StateFile(i))); !os.IsNotExist(err) {
-			t.Fatalf("party %d's round-one state is still there: %v", i, err)
-		}
-	}
-	if err := Finalize(cfg, bulletin, filepath.Join(root, "keys")); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // TestSetupInFiles: three parties run the toy-threshold setup (t = 2, one
 // database block) through files; the key set's directories load with
@@ -69,19 +29,19 @@ func runSetup(t *testing.T, cfg *Config, root string) {
 // party's share alone does not. No secret of the key set exists anywhere
 // but as the parties' shares.
 func TestSetupInFiles(t *testing.T) {
-	cfg, err := NewConfig("toy-threshold", 0, 2, 1)
+	cfg, err := irissetup.NewConfig("toy-threshold", 0, 2, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	root := t.TempDir()
-	if err := WriteConfig(filepath.Join(root, ConfigFile), cfg); err != nil {
+	if err := irissetup.WriteConfig(filepath.Join(root, irissetup.ConfigFile), cfg); err != nil {
 		t.Fatal(err)
 	}
-	if cfg, err = ReadConfig(filepath.Join(root, ConfigFile)); err != nil {
+	if cfg, err = irissetup.ReadConfig(filepath.Join(root, irissetup.ConfigFile)); err != nil {
 		t.Fatal(err)
 	}
-	runSetup(t, cfg, root)
-	keys := filepath.Join(root, "keys")
+	setup := setuptest.Run(t, cfg, root)
+	keys := setup.Keys
 	srv, err := iriskeys.LoadServer(filepath.Join(keys, iriskeys.ServerDir), 0)
 	if err != nil {
 		t.Fatal(err)
@@ -94,14 +54,7 @@ func TestSetupInFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var parties []*Party
-	for _, i := range cfg.parties() {
-		party, err := LoadParty(cfg, i, filepath.Join(root, "party-"+string(rune('0'+i))))
-		if err != nil {
-			t.Fatal(err)
-		}
-		parties = append(parties, party)
-	}
+	parties := setup.Parties
 	p := srv.Params
 	cp, sp := p.CCMM, p.Slots
 
@@ -170,16 +123,7 @@ func TestSetupInFiles(t *testing.T) {
 		}
 		return w / unit
 	}
-	active := []multiparty.ShamirPublicPoint{1, 3}
-	secret := rlwe.NewSecretKey(bp)
-	for _, i := range []int{0, 2} {
-		own := multiparty.ShamirPublicPoint(parties[i].ID)
-		add := rlwe.NewSecretKey(bp)
-		if err := multiparty.NewCombiner(bp, own, active, cfg.Threshold).GenAdditiveShare(active, own, parties[i].Shamir, add); err != nil {
-			t.Fatal(err)
-		}
-		bp.RingQP().Add(secret.Value, add.Value, secret.Value)
-	}
+	secret := setup.Secret(t, bp, 1, 3)
 	got := worst(secret)
 	t.Logf("three parties' keys from files, parties 1 and 3 decrypting: largest slot error %.3g score units", got)
 	if got > 0.5 {
@@ -201,33 +145,33 @@ func TestSetupRefusals(t *testing.T) {
 		preset    string
 		t, blocks int
 	}{{"toy", 1, 1}, {"toy-threshold", 0, 1}, {"toy-threshold", 4, 1}, {"toy-threshold", 2, 0}, {"toy-threshold", 2, iriskeys.MaxBlocks + 1}} {
-		if _, err := NewConfig(c.preset, 0, c.t, c.blocks); !errors.Is(err, errs.ErrInvalid) {
+		if _, err := irissetup.NewConfig(c.preset, 0, c.t, c.blocks); !errors.Is(err, errs.ErrInvalid) {
 			t.Fatalf("%+v: %v, want ErrInvalid", c, err)
 		}
 	}
 	if _, err := iriskeys.Generate(t.TempDir(), "toy-threshold", 0); !errors.Is(err, errs.ErrInvalid) {
 		t.Fatalf("one holder's keys at a threshold preset: %v", err)
 	}
-	cfg, err := NewConfig("toy-threshold", 0, 2, 1)
+	cfg, err := irissetup.NewConfig("toy-threshold", 0, 2, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	root := t.TempDir()
-	if err := Round1(cfg, 4, root, root); !errors.Is(err, errs.ErrInvalid) {
+	if err := irissetup.Round1(cfg, 4, root, root); !errors.Is(err, errs.ErrInvalid) {
 		t.Fatalf("party 4 of 3: %v", err)
 	}
 	bulletin := filepath.Join(root, "bulletin")
-	if err := Round1(cfg, 1, filepath.Join(root, "p"), bulletin); err != nil {
+	if err := irissetup.Round1(cfg, 1, filepath.Join(root, "p"), bulletin); err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(filepath.Join(bulletin, Round1File(1)))
+	b, err := os.ReadFile(filepath.Join(bulletin, irissetup.Round1File(1)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(bulletin, Round1File(2)), b, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(bulletin, irissetup.Round1File(2)), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := Round2(cfg, 1, filepath.Join(root, "p"), bulletin, filepath.Join(root, "p")); !errors.Is(err, errs.ErrMismatch) {
+	if err := irissetup.Round2(cfg, 1, filepath.Join(root, "p"), bulletin, filepath.Join(root, "p")); !errors.Is(err, errs.ErrMismatch) {
 		t.Fatalf("party 1's round-one message as party 2's: %v", err)
 	}
 }

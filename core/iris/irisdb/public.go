@@ -1,0 +1,232 @@
+package irisdb
+
+import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+
+	"encmatch/core/base/envelope"
+	"encmatch/core/base/errs"
+	"encmatch/core/iris/ccmm"
+	"encmatch/core/iris/iriskeys"
+)
+
+// Enrollment without a key holder (a threshold key set, package irissetup;
+// docs/IRIS.md, "Enrollment without a key holder"), in three steps and as
+// many processes:
+//
+//  1. EnrollPublic (the enroller, public material only) writes Enc
+//     (enc.bin, its a-part stored), the masks, the blocks' keys and
+//     pending.json.
+//  2. ContributeEncS (each party, with its query-secret shares) reads
+//     enc.bin and writes its contribution to EncS, bound to that enc.bin.
+//  3. CompleteEnrollment (anyone) adds the contributions, one per party,
+//     into encs.bin and writes db.json: only then does a server load the
+//     database.
+
+// pendingFile is the description of a database whose EncS is not made yet.
+const pendingFile = "pending.json"
+
+// kindContribution is the envelope kind of an EncS contribution.
+const kindContribution = "iris-db-encs-contribution"
+
+// EnrollPublic starts the enrollment of a gallery of masked codes into dir
+// with the enroller's public material (blocks of N_db codes, at most as
+// many as the setup made keys for), threshold t as Enroll's.
+func EnrollPublic(en *iriskeys.Enroller, dir string, codes Codes, t float64) (*Meta, error) {
+	p := en.Params
+	if math.IsNaN(t) || t <= 0 || t >= 1 {
+		return nil, fmt.Errorf("%w: threshold t = %v: a fractional Hamming distance in (0, 1)", errs.ErrInvalid, t)
+	}
+	if err := codes.Check(p.CCMM.Lit.Inner, "gallery"); err != nil {
+		return nil, err
+	}
+	n := p.CCMM.NDB
+	blocks := (codes.Rows + n - 1) / n
+	if blocks > len(en.Blocks) {
+		return nil, fmt.Errorf("%w: %d codes take %d blocks of %d; the setup made keys for %d", errs.ErrInvalid, codes.Rows, blocks, n, len(en.Blocks))
+	}
+	for _, f := range []string{"db.json", pendingFile} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+			return nil, fmt.Errorf("%w: %s already holds an encrypted iris database (%s)", errs.ErrInvalid, dir, f)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	pk := &ccmm.PublicKey{A: en.DBKey.A, B: en.DBKey.B[:blocks]}
+	padded := paddedCodes{Codes: codes, rows: blocks * n}
+	enc := matrixFiles(p, blocks)[0]
+	if err := envelope.WriteFileAt(filepath.Join(dir, enc.name), en.Header(enc.kind), enc.head.EncodedSize(), 0o644, func(w io.WriterAt) error {
+		return p.CCMM.EncryptDBPKTo(pk, padded, w)
+	}); err != nil {
+		return nil, err
+	}
+	var mb bytes.Buffer
+	if err := WriteWords(&mb, codes.Masks(blocks*n)); err != nil {
+		return nil, err
+	}
+	if err := envelope.WriteFile(filepath.Join(dir, "masks.bin"), en.Header("iris-db-masks"), mb.Bytes(), 0o644); err != nil {
+		return nil, err
+	}
+	var kb bytes.Buffer
+	if err := envelope.WriteChunks(&kb, en.Blocks[:blocks]); err != nil {
+		return nil, err
+	}
+	if err := envelope.WriteFile(filepath.Join(dir, "blocks.keys"), en.Header("iris-db-block-keys"), kb.Bytes(), 0o644); err != nil {
+		return nil, err
+	}
+	meta := &Meta{Format: formatDB, KeyID: en.Meta.KeyID, Fingerprint: p.Fingerprint(), Codes: codes.Rows, Blocks: blocks, T: t, Delta: 1 - 2*t}
+	if err := envelope.WriteJSON(filepath.Join(dir, pendingFile), meta); err != nil {
+		return nil, err
+	}
+	return meta, envelope.SyncDir(dir)
+}
+
+// pending reads a database's pending.json, checked against the key set.
+func pending(ks *iriskeys.KeySet, dir string) (*Meta, error) {
+	var meta Meta
+	if err := envelope.ReadJSON(filepath.Join(dir, pendingFile), "pending iris database", &meta); err != nil {
+		return nil, err
+	}
+	p := ks.Params
+	if meta.Format != formatDB || meta.KeyID != ks.Meta.KeyID || meta.Fingerprint != p.Fingerprint() ||
+		meta.Blocks < 1 || meta.Blocks > iriskeys.MaxBlocks || meta.Codes < 1 || meta.Codes > meta.Blocks*p.CCMM.NDB {
+		return nil, fmt.Errorf("%w: %s: a pending database of %d codes in %d blocks for key set %s (%s); this key set is %s (%s)",
+			errs.ErrMismatch, dir, meta.Codes, meta.Blocks, meta.KeyID, meta.Fingerprint, ks.Meta.KeyID, p.Fingerprint())
+	}
+	return &meta, nil
+}
+
+// contributionHead is the JSON header of an EncS contribution: its party
+// and the checksum of the enc.bin it was made from.
+type contributionHead struct {
+	Party int    `json:"party"`
+	Enc   string `json:"enc_sha256"`
+}
+
+// encChecksum is the stored checksum of dir's enc.bin.
+func encChecksum(ks *iriskeys.KeySet, dir string) (string, error) {
+	enc := matrixFiles(ks.Params, 1)[0]
+	f, err := envelope.OpenPayload(filepath.Join(dir, enc.name), ks.Header(enc.kind))
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	sum, err := f.StoredChecksum()
+	return hex.EncodeToString(sum[:]), err
+}
+
+// ContributeEncS is party's step of a public enrollment: from the pending
+// database in dir (its enc.bin read whole, every residue checked) and the
+// party's query-secret shares, its EncS contribution
+// (ccmm.Params.EncSShare), written to out and bound to that enc.bin.
+// Memory holds Enc and the contribution (about 19 GB for one block at
+// the threshold preset; a banded form is not built yet).
+func ContributeEncS(en *iriskeys.Enroller, dir string, party int, shares ccmm.Keys, out string) error {
+	p := en.Params
+	if party < 1 || party > p.Preset.Parties {
+		return fmt.Errorf("%w: party %d of %d", errs.ErrInvalid, party, p.Preset.Parties)
+	}
+	meta, err := pending(en.KeySet, dir)
+	if err != nil {
+		return err
+	}
+	sum, err := encChecksum(en.KeySet, dir)
+	if err != nil {
+		return err
+	}
+	enc := matrixFiles(p, meta.Blocks)[0]
+	var ct *ccmm.SharedA
+	if err := envelope.ReadFileStream(filepath.Join(dir, enc.name), en.Header(enc.kind), func(r io.Reader, n int64) error {
+		var err error
+		ct, err = ccmm.ReadSharedA(r, n, enc.head)
+		return err
+	}); err != nil {
+		return err
+	}
+	pk := &ccmm.PublicKey{A: en.DBKey.A, B: en.DBKey.B[:meta.Blocks]}
+	c, err := p.CCMM.EncSShare(pk, ct, shares)
+	if err != nil {
+		return err
+	}
+	head, err := json.Marshal(contributionHead{Party: party, Enc: sum})
+	if err != nil {
+		return err
+	}
+	var b bytes.Buffer
+	b.Write(envelope.AppendChunk(nil, head))
+	var body bytes.Buffer
+	if _, err := c.WriteTo(&body); err != nil {
+		return err
+	}
+	b.Write(envelope.AppendChunk(nil, body.Bytes()))
+	return envelope.WriteFile(out, en.Header(kindContribution), b.Bytes(), 0o644)
+}
+
+// CompleteEnrollment finishes a public enrollment in dir from the
+// contributions (files of ContributeEncS, one per party, each made from
+// this enc.bin): their sum is written as encs.bin, then db.json, and
+// pending.json is removed.
+func CompleteEnrollment(en *iriskeys.Enroller, dir string, contributions []string) (*Meta, error) {
+	p := en.Params
+	meta, err := pending(en.KeySet, dir)
+	if err != nil {
+		return nil, err
+	}
+	sum, err := encChecksum(en.KeySet, dir)
+	if err != nil {
+		return nil, err
+	}
+	encs := matrixFiles(p, meta.Blocks)[1]
+	seen := map[int]bool{}
+	var parts []*ccmm.SharedA
+	for _, path := range contributions {
+		b, err := envelope.ReadFile(path, en.Header(kindContribution))
+		if err != nil {
+			return nil, err
+		}
+		chunks, err := envelope.Chunks(b, 2, "EncS contribution")
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		var head contributionHead
+		if err := json.Unmarshal(chunks[0], &head); err != nil {
+			return nil, fmt.Errorf("%w: %s: %v", errs.ErrCorrupt, path, err)
+		}
+		switch {
+		case head.Party < 1 || head.Party > p.Preset.Parties || seen[head.Party]:
+			return nil, fmt.Errorf("%w: %s: a contribution of party %d (parties 1..%d, each once)", errs.ErrInvalid, path, head.Party, p.Preset.Parties)
+		case head.Enc != sum:
+			return nil, fmt.Errorf("%w: %s was made from another enc.bin than %s's", errs.ErrMismatch, path, dir)
+		}
+		seen[head.Party] = true
+		c, err := ccmm.ReadSharedA(bytes.NewReader(chunks[1]), int64(len(chunks[1])), encs.head)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		parts = append(parts, c)
+	}
+	total, err := p.CCMM.CombineEncS(parts)
+	if err != nil {
+		return nil, err
+	}
+	if err := envelope.WriteFileStream(filepath.Join(dir, encs.name), en.Header(encs.kind), encs.head.EncodedSize(), 0o644, func(w io.Writer) error {
+		_, err := total.WriteTo(w)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	if err := envelope.WriteJSON(filepath.Join(dir, "db.json"), meta); err != nil {
+		return nil, err
+	}
+	if err := os.Remove(filepath.Join(dir, pendingFile)); err != nil {
+		return nil, err
+	}
+	return meta, envelope.SyncDir(dir)
+}
