@@ -1,14 +1,18 @@
 package main
 
 import (
+	"fmt"
 	"time"
 
+	"encmatch/core/base/errs"
+	"encmatch/core/iris/irisdb"
 	"encmatch/core/iris/iriskeys"
 	"encmatch/core/iris/irissetup"
 )
 
-// The threshold iris setup's methods (docs/ABI.md, "Iris"; package
-// irissetup): each party's rounds and the aggregation, through files.
+// The threshold iris system's methods (docs/ABI.md, "Iris"; packages
+// irissetup and irisdb): each party's setup rounds and the aggregation,
+// and the enrollment without a key holder, through files.
 
 // irisSetupInitReply is iris_setup_init's reply: the setup written.
 type irisSetupInitReply struct {
@@ -153,4 +157,105 @@ func requiredArgs(kv ...string) error {
 		}
 	}
 	return nil
+}
+
+// irisEnrollPublic starts a public enrollment (a threshold key set's
+// enroller): Enc, the masks and the block keys; the database is pending
+// until every party's EncS contribution is in (irisdb.EnrollPublic).
+func irisEnrollPublic(args, in []byte) (*irisEnrollReply, []byte, error) {
+	var a struct {
+		Enroller string  `json:"enroller"`
+		DB       string  `json:"db"`
+		T        float64 `json:"t"`
+		Rows     int     `json:"rows"`
+		Length   int     `json:"length"`
+	}
+	if err := parse(args, &a); err != nil {
+		return nil, nil, err
+	}
+	if err := requiredArgs("enroller", a.Enroller, "db", a.DB); err != nil {
+		return nil, nil, err
+	}
+	codes, err := int8Codes(in, a.Rows, a.Length)
+	if err != nil {
+		return nil, nil, err
+	}
+	en, err := iriskeys.LoadEnroller(a.Enroller)
+	if err != nil {
+		return nil, nil, err
+	}
+	start := time.Now()
+	m, err := irisdb.EnrollPublic(en, a.DB, codes, a.T)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &irisEnrollReply{Meta: m, Seconds: time.Since(start).Seconds()}, nil, nil
+}
+
+// irisSecondsReply is a reply with the time taken only.
+type irisSecondsReply struct {
+	Seconds float64 `json:"seconds"`
+}
+
+// irisContribute writes a party's EncS contribution to a pending public
+// enrollment (irisdb.ContributeEncS), from its secrets of the setup.
+func irisContribute(args, _ []byte) (*irisSecondsReply, []byte, error) {
+	var a struct {
+		irisPartyArgs
+		Enroller string `json:"enroller"`
+		DB       string `json:"db"`
+		Out      string `json:"out"`
+	}
+	if err := parse(args, &a); err != nil {
+		return nil, nil, err
+	}
+	if err := requiredArgs("setup", a.Setup, "private_dir", a.PrivateDir, "enroller", a.Enroller, "db", a.DB, "out", a.Out); err != nil {
+		return nil, nil, err
+	}
+	cfg, err := irissetup.ReadConfig(a.Setup)
+	if err != nil {
+		return nil, nil, err
+	}
+	party, err := irissetup.LoadParty(cfg, a.Party, a.PrivateDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	en, err := iriskeys.LoadEnroller(a.Enroller)
+	if err != nil {
+		return nil, nil, err
+	}
+	if en.Meta.KeyID != cfg.KeyID {
+		return nil, nil, fmt.Errorf("%w: the enroller's key set is %s, the setup's %s", errs.ErrMismatch, en.Meta.KeyID, cfg.KeyID)
+	}
+	start := time.Now()
+	if err := irisdb.ContributeEncS(en, a.DB, party.ID, party.Query, a.Out); err != nil {
+		return nil, nil, err
+	}
+	return &irisSecondsReply{Seconds: time.Since(start).Seconds()}, nil, nil
+}
+
+// irisComplete finishes a public enrollment from every party's
+// contribution (irisdb.CompleteEnrollment).
+func irisComplete(args, _ []byte) (*irisEnrollReply, []byte, error) {
+	var a struct {
+		Enroller      string   `json:"enroller"`
+		DB            string   `json:"db"`
+		Contributions []string `json:"contributions"`
+	}
+	if err := parse(args, &a); err != nil {
+		return nil, nil, err
+	}
+	if err := requiredArgs("enroller", a.Enroller, "db", a.DB); err != nil {
+		return nil, nil, err
+	}
+	en, err := iriskeys.LoadEnroller(a.Enroller)
+	if err != nil {
+		return nil, nil, err
+	}
+	start := time.Now()
+	m, err := irisdb.CompleteEnrollment(en, a.DB, a.Contributions)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &irisEnrollReply{Meta: m, Seconds: time.Since(start).Seconds()}, nil, nil
 }

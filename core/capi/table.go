@@ -96,6 +96,9 @@ var methods = map[string]method{
 	"iris_setup_round1":   def(irisSetupRound1),
 	"iris_setup_round2":   def(irisSetupRound2),
 	"iris_setup_finalize": def(irisSetupFinalize),
+	"iris_enroll_public":  def(irisEnrollPublic),
+	"iris_contribute":     def(irisContribute),
+	"iris_complete":       def(irisComplete),
 }
 
 // dispatch runs the method named name (no args: {}).

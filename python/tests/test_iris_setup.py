@@ -1,13 +1,16 @@
-"""The threshold iris key set's setup (``encmatch iris setup``), each party a separate process with its
-own directories, at the INSECURE ``toy-threshold`` preset (three parties, any two decrypt). The keys'
-cryptographic checks (a publicly enrolled product half-bootstrapped under them, decrypted by two
-parties' Shamir shares) are ``core/iris/irissetup``'s Go test; this one runs the roles as a deployment
-would and checks what each leaves where."""
+"""The threshold iris key set's roles (``encmatch iris setup``, ``enroll`` by the enroller,
+``contribute``, ``complete``, then ``query`` and ``match``), each party a separate process with its own
+directories, at the INSECURE ``toy-threshold`` preset (three parties, any two decrypt). The results'
+correctness (the match's bits, decrypted by two parties' Shamir shares, equal the plaintext model) is
+``core/iris/irisquery``'s Go test ``TestThresholdFilesEndToEnd``: decryption shares are not built yet
+(issue 34); this test runs the roles as a deployment would and checks what each leaves where."""
 
 from __future__ import annotations
 
 import json
 import shutil
+
+from encmatch.iris import generate, save_templates
 
 from conftest import run_cli
 
@@ -55,3 +58,27 @@ def test_cli_setup_by_party(tmp_path):
     again = ok(run_cli("iris", "setup", "finalize", "--setup", setup, "--bulletin", board, "--keys", tmp_path / "keys"),
                code=2)
     assert "already holds" in again.stderr
+
+    # Enrollment without a key holder: the enroller's public keys, each party's contribution, completion.
+    gallery, queries = generate(40, n_queries=2, n_enrolled=1, seed=3)
+    save_templates(tmp_path / "gallery.npz", gallery)
+    save_templates(tmp_path / "queries.npz", queries)
+    db = tmp_path / "db"
+    out = ok(run_cli("iris", "enroll", "--keys", tmp_path / "keys", "--db", db, "--t", 0.34, tmp_path / "gallery.npz"))
+    assert "pending" in out.stderr and (db / "pending.json").is_file() and not (db / "db.json").exists()
+    q, r = tmp_path / "q.bin", tmp_path / "r.bin"
+    ok(run_cli("iris", "query", "--keys", tmp_path / "keys", tmp_path / "queries.npz", "-o", q))
+    early = ok(run_cli("iris", "match", "--keys", tmp_path / "keys", "--db", db, q, "-o", r), code=2)
+    assert "db.json" in early.stderr  # a pending database does not load
+    for i in (1, 2, 3):
+        ok(run_cli("iris", "contribute", "--setup", setup, "--party", i, "--private", tmp_path / f"p{i}",
+                   "--keys", tmp_path / "keys", "--db", db, "-o", tmp_path / f"c{i}.bin"))
+    twice = ok(run_cli("iris", "complete", "--keys", tmp_path / "keys", "--db", db, tmp_path / "c1.bin",
+                       tmp_path / "c1.bin", tmp_path / "c2.bin"), code=2)
+    assert "each once" in twice.stderr
+    out = ok(run_cli("iris", "complete", "--keys", tmp_path / "keys", "--db", db,
+                     *(tmp_path / f"c{i}.bin" for i in (1, 2, 3)))).stdout
+    assert "complete" in out and (db / "db.json").is_file() and not (db / "pending.json").exists()
+    ok(run_cli("iris", "match", "--keys", tmp_path / "keys", "--db", db, q, "-o", r, "--stats", tmp_path / "stats.json"))
+    stats = json.loads((tmp_path / "stats.json").read_text())
+    assert stats["eyes"] == 2 and stats["codes"] == 40 and stats["discretised"] and r.stat().st_size > 0

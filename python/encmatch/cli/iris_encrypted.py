@@ -3,7 +3,7 @@
 ::
 
     encmatch iris keygen  --keys K [--preset default|default-dense|fold|toy|toy-fold] [--kappa N]  # key holder
-    encmatch iris enroll  --keys K --db D --t 0.34 [--design F.json] GALLERY...   # key holder
+    encmatch iris enroll  --keys K --db D --t 0.34 [--design F.json] GALLERY...   # key holder or enroller
     encmatch iris query   --keys K QUERIES... -o Q.bin [--rotation-shift 15]      # querier
     encmatch iris match   --keys K --db D Q.bin -o R.bin [--pair-eyes 3,7] [--product P.bin]  # server
     encmatch iris decrypt --keys K R.bin [--pad-to N] [--pairs R2.bin] [--validate --gallery G... --queries Q...]  # key holder
@@ -74,11 +74,30 @@ def cmd_enroll(args: argparse.Namespace) -> int:
         except (OSError, ValueError) as e:
             raise InvalidArgument(f"{args.design}: not a fold design: {e}") from None
     gallery = read_templates(args.gallery)
+    if _is_enroller(args.keys):  # a threshold key set: public material only, no key holder
+        if design is not None:
+            raise InvalidArgument("a threshold key set's database takes no fold design")
+        _log(f"encrypting {len(gallery)} templates into {args.db} (t = {args.t}) with the enroller's public keys ...")
+        res = E.Enroller(args.keys).enroll(gallery, args.db, args.t)
+        meta = res["meta"]
+        _log(f"{meta['codes']} codes in {meta['blocks']} blocks in {res['seconds']:.1f} s; pending: each party runs "
+             f"`encmatch iris contribute`, then `encmatch iris complete` with their files")
+        return 0
     _log(f"encrypting {len(gallery)} templates into {args.db} (t = {args.t}) ...")
     res = E.Client(args.keys).enroll(gallery, args.db, args.t, design=design)
     meta = res["meta"]
     _log(f"{meta['codes']} codes in {meta['blocks']} blocks in {res['seconds']:.1f} s")
     return 0
+
+
+def _is_enroller(keys: Path) -> bool:
+    """Whether ``keys`` is (or holds) a threshold key set's enroller directory, and no key holder's."""
+    def role(d: Path) -> str | None:
+        try:
+            return json.loads((d / "iris.json").read_text()).get("role")
+        except (OSError, ValueError):
+            return None
+    return role(keys) == "enroller" or (role(keys / "holder") is None and role(keys / "enroller") == "enroller")
 
 
 def cmd_query(args: argparse.Namespace) -> int:
@@ -243,7 +262,8 @@ def add_commands(sub: Any) -> None:
     s.add_argument("--kappa", type=int, default=None, help="comparator depth (default: the preset's)")
     s.set_defaults(func=cmd_keygen)
 
-    s = sub.add_parser("enroll", help="encrypted matching: encrypt a gallery into a database (key holder)")
+    s = sub.add_parser("enroll", help="encrypted matching: encrypt a gallery into a database (key holder, or a "
+                                      "threshold key set's enroller: the database is then pending)")
     s.add_argument("gallery", nargs="+", type=Path, metavar="GALLERY", help="gallery .npz or open-iris .json files")
     s.add_argument("--keys", type=Path, required=True, help=keys_help)
     s.add_argument("--db", type=Path, required=True, help="new database directory")

@@ -62,7 +62,7 @@ from .model import EyeResults
 from .templates import Templates
 
 __all__ = ["PRESETS", "FOLD_PRESETS", "FOLD_DESIGN", "FOLD_GUARD", "DEFAULT_KEY_CACHE_GB", "DECIDED", "MATCH", "NO_MATCH", "FLAGGED",
-           "keygen", "Client", "Querier", "Server", "FoldValues", "Validation", "validate", "validate_fold", "decide",
+           "keygen", "Client", "Enroller", "Querier", "Server", "FoldValues", "Validation", "validate", "validate_fold", "decide",
            "combine", "role_dir", "preset_of"]
 
 #: Parameter presets of the core (``toy`` and ``toy-fold`` are insecure, for tests only).
@@ -180,6 +180,33 @@ class Client:
         """The comparator's guard band on the normalised margin at threshold ``t`` (this key set's depth)."""
         res, _ = call("iris_band", {"keys": str(self.dir), "t": float(t)})
         return float(res["margin_band"])
+
+
+class Enroller:
+    """A threshold key set's enroller (``enroller/``, from ``encmatch iris setup finalize``): it holds
+    public material only. Its enrollment leaves the database pending until every party has sent its
+    contribution (:func:`encmatch.iris.setup.contribute`) and :meth:`complete` has added them; only
+    then does a server load it."""
+
+    def __init__(self, keys: str | Path):
+        """Use the enroller's directory in ``keys``."""
+        self.dir = role_dir(keys, "enroller")
+
+    def enroll(self, gallery: Templates, db: str | Path, t: float) -> dict:
+        """Start enrolling ``gallery`` into the new database directory ``db`` with threshold ``t``
+        (as :meth:`Client.enroll`). Returns ``{"meta", "seconds"}``."""
+        if not 0 < t < 1:
+            raise InvalidArgument(f"threshold t = {t}: a fractional Hamming distance in (0, 1)")
+        codes = _codes(gallery)
+        res, _ = call("iris_enroll_public", {"enroller": str(self.dir), "db": str(db), "t": float(t),
+                                             "rows": codes.shape[0], "length": codes.shape[1]}, codes)
+        return res
+
+    def complete(self, db: str | Path, contributions: list[str | Path]) -> dict:
+        """Finish the pending database ``db`` from every party's contribution file (one each)."""
+        res, _ = call("iris_complete", {"enroller": str(self.dir), "db": str(db),
+                                        "contributions": [str(c) for c in contributions]})
+        return res
 
 
 class Querier:

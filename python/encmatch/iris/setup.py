@@ -13,7 +13,13 @@ and ``toy-threshold``, INSECURE) each run two rounds in their own process, on th
     S.finalize("setup.json", "bulletin", "keys")    # keys/server, keys/querier, keys/enroller
 
 Each party keeps ``p{i}/party-{i}.key``: its Shamir share of the bootstrapping ring's secret (any
-t of them decrypt) and its shares of the query secrets (its contribution to every enrollment).
+t of them decrypt) and its shares of the query secrets (its contribution to every enrollment)::
+
+    from encmatch.iris import encrypted as E
+
+    E.Enroller("keys").enroll(gallery, "db", t=0.34)                        # pending
+    S.contribute("setup.json", i, f"p{i}", "keys", "db", f"c{i}.bin")       # each party i
+    E.Enroller("keys").complete("db", ["c1.bin", "c2.bin", "c3.bin"])       # the server can load db
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from pathlib import Path
 from .._core import call
 from ..errors import InvalidArgument
 
-__all__ = ["THRESHOLD_PRESETS", "init", "round1", "round2", "finalize"]
+__all__ = ["THRESHOLD_PRESETS", "init", "round1", "round2", "finalize", "contribute"]
 
 #: The iris presets made for a threshold setup (three parties each).
 THRESHOLD_PRESETS = ("threshold", "toy-threshold")
@@ -74,3 +80,14 @@ def finalize(setup: str | Path, bulletin_dir: str | Path, keys: str | Path) -> d
     ``keys/enroller``. Returns ``{"key_id", "galois_keys", "blocks", "seconds"}``."""
     return call("iris_setup_finalize", {"setup": str(setup), "bulletin_dir": str(bulletin_dir),
                                         "keys": str(keys)})[0]
+
+
+def contribute(setup: str | Path, party: int, private_dir: str | Path, keys: str | Path, db: str | Path,
+               out: str | Path) -> dict:
+    """Party ``party``'s contribution to the pending database ``db`` (enrolled with the enroller's
+    directory in ``keys``), from its secrets in ``private_dir``, written to ``out``. Returns
+    ``{"seconds"}``."""
+    from .encrypted import role_dir
+
+    return call("iris_contribute", {"setup": str(setup), "party": int(party), "private_dir": str(private_dir),
+                                    "enroller": str(role_dir(keys, "enroller")), "db": str(db), "out": str(out)})[0]
