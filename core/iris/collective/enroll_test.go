@@ -131,11 +131,7 @@ func TestPublicEnrollment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ms := cp.MulSecret(qSum, mdb)
-	msq := ccmm.NewIntMat(ms.Rows, ms.Cols)
-	for i, v := range ms.Data {
-		msq.Data[i] = int64(v)
-	}
+	msq := mulSecret(cp, qSum, mdb)
 	e1, e2 := encNoise(t, cp, dbSum, enc, mdb), encNoise(t, cp, dbSum, encS, msq)
 	t.Logf("Enc noise %.0f (bound %.0f), EncS noise %.0f (bound %.0f)", e1, cp.EncBound(), e2, cp.EncSBound())
 	if e1 > cp.EncBound() || e2 > cp.EncSBound() {
@@ -222,6 +218,17 @@ func sub(x, y ccmm.Mat, q uint64) ccmm.Mat {
 	return out
 }
 
+// mulSecret is M S_q (cp.MulSecret) as an IntMat, the message EncS
+// encrypts.
+func mulSecret(cp *ccmm.Params, keys ccmm.Keys, m ccmm.IntMat) ccmm.IntMat {
+	ms := cp.MulSecret(keys, m)
+	out := ccmm.NewIntMat(ms.Rows, ms.Cols)
+	for i, v := range ms.Data {
+		out.Data[i] = int64(v)
+	}
+	return out
+}
+
 // negacyclic is the plaintext matrix S (Inner x N_q) of the query secrets
 // keys: block t is the negacyclic matrix of s_t(X^-1), the map MulSecret
 // applies, so that M S = MulSecret(keys, M).
@@ -277,11 +284,7 @@ func TestPublicEnrollmentNoiseAtIrisRings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ms := cp.MulSecret(qSum, mdb)
-	msq := ccmm.NewIntMat(ms.Rows, ms.Cols)
-	for i, v := range ms.Data {
-		msq.Data[i] = int64(v)
-	}
+	msq := mulSecret(cp, qSum, mdb)
 	e2 := encNoise(t, cp, dbSum, encS, msq)
 	t.Logf("iris rings, three parties: Enc noise %.0f = 2^%.1f (bound 2^%.1f), EncS noise %.0f = 2^%.1f (bound 2^%.1f)",
 		e1, math.Log2(e1), math.Log2(cp.EncBound()), e2, math.Log2(e2), math.Log2(cp.EncSBound()))

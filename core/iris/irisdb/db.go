@@ -410,16 +410,8 @@ func Load(s *iriskeys.Server, dir string) (*DB, error) {
 	if b, err = envelope.ReadFile(filepath.Join(dir, "blocks.keys"), s.Header("iris-db-block-keys")); err != nil {
 		return nil, err
 	}
-	parts, err := envelope.Chunks(b, meta.Blocks, "block keys")
-	if err != nil {
+	if db.Blocks, err = iriskeys.DecodeBlockKeys(b, meta.Blocks, p); err != nil {
 		return nil, err
-	}
-	for i, c := range parts {
-		k, err := codec.DecodeRelinearizationKey(c, p.Slots.Bootstrap.BootstrappingParameters, fmt.Sprintf("key of block %d", i))
-		if err != nil {
-			return nil, err
-		}
-		db.Blocks = append(db.Blocks, &k.EvaluationKey)
 	}
 	if meta.Fold != p.Folds() {
 		return nil, fmt.Errorf("%w: %s: fold %v in db.json, preset %s folds: %v", errs.ErrCorrupt, dir, meta.Fold, p.Preset.Name, p.Folds())

@@ -370,18 +370,30 @@ func LoadEnroller(dir string) (*Enroller, error) {
 	if b, err = envelope.ReadFile(filepath.Join(dir, "blocks.keys"), ks.Header("iris-enroller-block-keys")); err != nil {
 		return nil, err
 	}
+	if e.Blocks, err = DecodeBlockKeys(b, n, p); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// DecodeBlockKeys decodes the n keys of a blocks.keys payload (a
+// database's or an enroller's): per block, its key from the block's
+// database secret into the bootstrapping ring, each checked against the
+// bootstrapping parameters.
+func DecodeBlockKeys(b []byte, n int, p *irisparams.Params) ([]*rlwe.EvaluationKey, error) {
 	parts, err := envelope.Chunks(b, n, "block keys")
 	if err != nil {
 		return nil, err
 	}
+	out := make([]*rlwe.EvaluationKey, len(parts))
 	for i, c := range parts {
 		k, err := codec.DecodeRelinearizationKey(c, p.Slots.Bootstrap.BootstrappingParameters, fmt.Sprintf("key of block %d", i))
 		if err != nil {
 			return nil, err
 		}
-		e.Blocks = append(e.Blocks, &k.EvaluationKey)
+		out[i] = &k.EvaluationKey
 	}
-	return e, nil
+	return out, nil
 }
 
 // MaxBlocks bounds the database blocks a threshold setup makes keys for

@@ -27,6 +27,18 @@ func randomCodes(rng *rand.Rand, n, l int) irisdb.Codes {
 	return c
 }
 
+// plantMatch makes query row row gallery code code with a quarter of its
+// usable bits flipped (a fractional Hamming distance of about 0.25).
+func plantMatch(rng *rand.Rand, q irisdb.Codes, row int, gallery irisdb.Codes, code int) {
+	l := q.Len
+	copy(q.Data[row*l:(row+1)*l], gallery.Data[code*l:(code+1)*l])
+	for i := row * l; i < (row+1)*l; i++ {
+		if q.Data[i] != 0 && rng.Float64() < 0.25 {
+			q.Data[i] = -q.Data[i]
+		}
+	}
+}
+
 // modelBits is the plaintext model: eye e matches iff some rotation r and
 // code k with a common mask M > 0 have <c'_q, c'_k> > (1 - 2t) M.
 func modelBits(db, q irisdb.Codes, rotations int, t float64) []bool {
@@ -111,12 +123,7 @@ func TestFilesEndToEnd(t *testing.T) {
 	q := randomCodes(rng, eyes*rotations, l)
 	// Eye 1, rotation 2: gallery code 1030 (block 1) with a quarter of its
 	// usable bits flipped (FHD 0.25 < t).
-	copy(q.Data[(1*rotations+2)*l:], gallery.Data[1030*l:1031*l])
-	for i := (1*rotations + 2) * l; i < (1*rotations+3)*l; i++ {
-		if q.Data[i] != 0 && rng.Float64() < 0.25 {
-			q.Data[i] = -q.Data[i]
-		}
-	}
+	plantMatch(rng, q, 1*rotations+2, gallery, 1030)
 	want := modelBits(gallery, q, rotations, thr)
 	if !want[1] || want[0] || want[2] {
 		t.Fatalf("model bits %v, want [false true false]", want)

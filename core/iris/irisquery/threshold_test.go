@@ -40,12 +40,7 @@ func TestThresholdFilesEndToEnd(t *testing.T) {
 	l := en.Params.CCMM.Lit.Inner
 	gallery := randomCodes(rng, 1100, l)
 	q := randomCodes(rng, eyes*rotations, l)
-	copy(q.Data[(1*rotations+2)*l:], gallery.Data[1030*l:1031*l])
-	for i := (1*rotations + 2) * l; i < (1*rotations+3)*l; i++ {
-		if q.Data[i] != 0 && rng.Float64() < 0.25 {
-			q.Data[i] = -q.Data[i]
-		}
-	}
+	plantMatch(rng, q, 1*rotations+2, gallery, 1030)
 	want := modelBits(gallery, q, rotations, thr)
 	if !want[1] || want[0] || want[2] {
 		t.Fatalf("model bits %v, want [false true false]", want)
