@@ -130,45 +130,93 @@ func (p *Params) checkEnc(enc *SharedA) error {
 	return nil
 }
 
-// addMulSecret adds x S to out, prime by prime, for the residue matrices
-// x (rows x Inner) and out (rows x N_q) modulo Q*K, S the negacyclic
-// matrices of secrets (MulSecret's product, on residues): row i's block
-// t of N_q entries, as a polynomial, times s_t(X^-1) in the query ring.
-func (p *Params) addMulSecret(secrets Keys, x, out []Mat) {
-	all := p.allPrimes()
-	r := p.Query.RingQ().AtLevel(len(all) - 1)
-	n := p.NQ
-	galInv := uint64(2*n - 1) // X -> X^-1
+// secretsInv returns s_t(X^-1) of each secret (NTT and Montgomery form,
+// in the query ring over Q*K): the right factors of M S_q, row by row.
+func (p *Params) secretsInv(secrets Keys) []ring.Poly {
+	r := p.Query.RingQ().AtLevel(len(p.allPrimes()) - 1)
+	galInv := uint64(2*p.NQ - 1) // X -> X^-1
 	sInv := make([]ring.Poly, len(secrets))
 	for t, k := range secrets {
 		sInv[t] = r.NewPoly()
 		r.AutomorphismNTT(k.Value.Q, galInv, sInv[t])
 	}
-	rows := x[0].Rows
-	parallelRows(rows, func(i0, i1 int) {
-		row, acc := r.NewPoly(), r.NewPoly()
+	return sInv
+}
+
+// addMulSecret adds x S to out for the residue matrices x (rows x Inner)
+// and out (rows x N_q) modulo every prime of Q*K (addMulSecretPrime).
+func (p *Params) addMulSecret(secrets Keys, x, out []Mat) {
+	sInv := p.secretsInv(secrets)
+	for l := range p.allPrimes() {
+		p.addMulSecretPrime(l, sInv, x[l], out[l])
+	}
+}
+
+// addMulSecretPrime adds x S to out modulo prime l of Q*K, for the rows
+// of x (Inner columns) and as many rows of out (N_q columns): row i's
+// block t of N_q entries, as a polynomial, times s_t(X^-1) in the query
+// ring (MulSecret's product, on residues).
+func (p *Params) addMulSecretPrime(l int, sInv []ring.Poly, x, out Mat) {
+	sub := p.Query.RingQ().SubRings[l]
+	q, n := sub.Modulus, p.NQ
+	parallelRows(x.Rows, func(i0, i1 int) {
+		row, acc := make([]uint64, n), make([]uint64, n)
 		for i := i0; i < i1; i++ {
-			acc.Zero()
-			for t := range secrets {
-				for l, q := range all {
-					src := x[l].Data[i*x[l].Cols+t*n : i*x[l].Cols+(t+1)*n]
-					for k, v := range src {
-						row.Coeffs[l][k] = Uncenter(v, q)
-					}
+			clear(acc)
+			for t := range sInv {
+				for k, v := range x.Data[i*x.Cols+t*n : i*x.Cols+(t+1)*n] {
+					row[k] = Uncenter(v, q)
 				}
-				r.NTT(row, row)
-				r.MulCoeffsMontgomeryThenAdd(row, sInv[t], acc)
+				sub.NTT(row, row)
+				sub.MulCoeffsMontgomeryThenAdd(row, sInv[t].Coeffs[l], acc)
 			}
-			r.INTT(acc, acc)
-			for l, q := range all {
-				dst := out[l].Data[i*n : (i+1)*n]
-				for k := range dst {
-					dst[k] = center((acc.Coeffs[l][k]+Uncenter(dst[k], q))%q, q)
-				}
+			sub.INTT(acc, acc)
+			dst := out.Data[i*n : (i+1)*n]
+			for k := range dst {
+				dst[k] = center((acc[k]+Uncenter(dst[k], q))%q, q)
 			}
 		}
 	})
 }
+
+// EncSShareFrom is EncSShare reading Enc from its binary form (a
+// SharedAReader on EncryptDBPKTo's file, header already read) a band of
+// rows of one prime at a time: memory holds the contribution and one band
+// of Enc (encSBand rows), not Enc.
+func (p *Params) EncSShareFrom(pk *PublicKey, enc *SharedAReader, shares Keys) (*SharedA, error) {
+	head := enc.Head
+	if err := head.matches(p.DBShape(head.Rows, p.Lit.Inner)); err != nil {
+		return nil, fmt.Errorf("Enc: %w", err)
+	}
+	if want := p.Lit.Inner / p.NQ; len(shares) != want {
+		return nil, fmt.Errorf("%w: %d query secret shares, the parameters have %d query secrets", errs.ErrInvalid, len(shares), want)
+	}
+	all := p.allPrimes()
+	out, err := encryptPK(p.DB, len(all)-1, pk, head.Rows, p.NQ, nil, p.ModulusK(), "EncS share")
+	if err != nil {
+		return nil, err
+	}
+	sInv := p.secretsInv(shares)
+	band := min(encSBand, p.NDB)
+	buf := NewMat(band, p.Lit.Inner)
+	for l := range all {
+		for _, part := range []Mat{out.A[l], out.B[l]} {
+			for r0 := 0; r0 < part.Rows; r0 += band {
+				rows := min(band, part.Rows-r0)
+				x := Mat{Rows: rows, Cols: buf.Cols, Data: buf.Data[:rows*buf.Cols]}
+				if err := enc.Next(&x); err != nil {
+					return nil, err
+				}
+				p.addMulSecretPrime(l, sInv, x, Mat{Rows: rows, Cols: part.Cols, Data: part.Data[r0*part.Cols : (r0+rows)*part.Cols]})
+			}
+		}
+	}
+	return out, nil
+}
+
+// encSBand is the number of Enc's rows EncSShareFrom reads at a time: 256
+// MB of int32 residues of one prime at 2^14 positions.
+const encSBand = 4096
 
 // CombineEncS adds the holders' contributions (EncSShare's, one per
 // holder of query-secret shares: exactly QueryShares of them) into EncS.
@@ -257,4 +305,59 @@ func (p *Params) EncSBound() float64 {
 		return p.bound
 	}
 	return Tail * math.Sqrt(p.encSVar())
+}
+
+// EncSSum adds EncS contributions read one at a time from their binary
+// forms (CombineEncS without holding them all): memory holds the sum and
+// one band of a contribution.
+type EncSSum struct {
+	p     *Params
+	sum   *SharedA
+	added int
+}
+
+// NewEncSSum starts the sum of the contributions to the EncS of a
+// database of rows rows.
+func (p *Params) NewEncSSum(rows int) (*EncSSum, error) {
+	if rows <= 0 || rows%p.NDB != 0 {
+		return nil, fmt.Errorf("%w: a database of %d rows (a multiple of %d)", errs.ErrInvalid, rows, p.NDB)
+	}
+	sum := p.DBShape(rows, p.NQ)
+	for range sum.Moduli {
+		sum.A = append(sum.A, NewMat(p.NDB, p.NQ))
+		sum.B = append(sum.B, NewMat(rows, p.NQ))
+	}
+	return &EncSSum{p: p, sum: sum}, nil
+}
+
+// Add reads one contribution (its header already read by
+// NewSharedAReader, checked here against EncS's shape) and adds it.
+func (s *EncSSum) Add(r *SharedAReader) error {
+	if err := r.Head.matches(s.sum); err != nil {
+		return fmt.Errorf("EncS contribution: %w", err)
+	}
+	band := min(encSBand, s.p.NDB)
+	buf := NewMat(band, s.p.NQ)
+	for l, q := range s.sum.Moduli {
+		for _, part := range []Mat{s.sum.A[l], s.sum.B[l]} {
+			for r0 := 0; r0 < part.Rows; r0 += band {
+				rows := min(band, part.Rows-r0)
+				x := Mat{Rows: rows, Cols: buf.Cols, Data: buf.Data[:rows*buf.Cols]}
+				if err := r.Next(&x); err != nil {
+					return err
+				}
+				addResidues(part.Data[r0*part.Cols:(r0+rows)*part.Cols], x.Data, q)
+			}
+		}
+	}
+	s.added++
+	return nil
+}
+
+// Result is EncS, once exactly QueryShares contributions are added.
+func (s *EncSSum) Result() (*SharedA, error) {
+	if s.added != s.p.Lit.QueryShares {
+		return nil, fmt.Errorf("%w: %d EncS contributions, the query secrets have %d shares", errs.ErrInvalid, s.added, s.p.Lit.QueryShares)
+	}
+	return s.sum, nil
 }

@@ -2,6 +2,7 @@ package irisdb
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -123,11 +124,11 @@ func encChecksum(ks *iriskeys.KeySet, dir string) (string, error) {
 }
 
 // ContributeEncS is party's step of a public enrollment: from the pending
-// database in dir (its enc.bin read whole, every residue checked) and the
-// party's query-secret shares, its EncS contribution
-// (ccmm.Params.EncSShare), written to out and bound to that enc.bin.
-// Memory holds Enc and the contribution (about 19 GB for one block at
-// the threshold preset; a banded form is not built yet).
+// database in dir (its enc.bin streamed, every residue and the frame's
+// checksum checked) and the party's query-secret shares, its EncS
+// contribution (ccmm.Params.EncSShareFrom), written to out and bound to
+// that enc.bin. Memory holds the contribution and a band of Enc (about
+// 6.7 GB for one block at the threshold preset).
 func ContributeEncS(en *iriskeys.Enroller, dir string, party int, shares ccmm.Keys, out string) error {
 	p := en.Params
 	if party < 1 || party > p.Preset.Parties {
@@ -142,31 +143,68 @@ func ContributeEncS(en *iriskeys.Enroller, dir string, party int, shares ccmm.Ke
 		return err
 	}
 	enc := matrixFiles(p, meta.Blocks)[0]
-	var ct *ccmm.SharedA
-	if err := envelope.ReadFileStream(filepath.Join(dir, enc.name), en.Header(enc.kind), func(r io.Reader, n int64) error {
-		var err error
-		ct, err = ccmm.ReadSharedA(r, n, enc.head)
-		return err
-	}); err != nil {
+	f, err := envelope.OpenVerifyingPayload(filepath.Join(dir, enc.name), en.Header(enc.kind))
+	if err != nil {
 		return err
 	}
-	pk := &ccmm.PublicKey{A: en.DBKey.A, B: en.DBKey.B[:meta.Blocks]}
-	c, err := p.CCMM.EncSShare(pk, ct, shares)
+	defer f.Close()
+	r, err := ccmm.NewSharedAReader(f, f.Len, enc.head)
 	if err != nil {
+		return fmt.Errorf("%s: %w", enc.name, err)
+	}
+	pk := &ccmm.PublicKey{A: en.DBKey.A, B: en.DBKey.B[:meta.Blocks]}
+	c, err := p.CCMM.EncSShareFrom(pk, r, shares)
+	if err != nil {
+		return fmt.Errorf("%s: %w", enc.name, err)
+	}
+	if err := f.Verify(); err != nil {
 		return err
 	}
 	head, err := json.Marshal(contributionHead{Party: party, Enc: sum})
 	if err != nil {
 		return err
 	}
-	var b bytes.Buffer
-	b.Write(envelope.AppendChunk(nil, head))
-	var body bytes.Buffer
-	if _, err := c.WriteTo(&body); err != nil {
+	headChunk := envelope.AppendChunk(nil, head)
+	size := c.EncodedSize()
+	return envelope.WriteFileStream(out, en.Header(kindContribution), int64(len(headChunk))+8+size, 0o644, func(w io.Writer) error {
+		if _, err := w.Write(binary.LittleEndian.AppendUint64(headChunk, uint64(size))); err != nil {
+			return err
+		}
+		_, err := c.WriteTo(w)
 		return err
+	})
+}
+
+// maxContributionHead bounds the JSON header of a contribution.
+const maxContributionHead = 1 << 12
+
+// readContribution reads the header of a contribution's payload of n
+// bytes and returns it with the length of the matrix that follows.
+func readContribution(r io.Reader, n int64) (*contributionHead, int64, error) {
+	var lens [8]byte
+	if _, err := io.ReadFull(r, lens[:]); err != nil {
+		return nil, 0, fmt.Errorf("%w: %v", errs.ErrCorrupt, err)
 	}
-	b.Write(envelope.AppendChunk(nil, body.Bytes()))
-	return envelope.WriteFile(out, en.Header(kindContribution), b.Bytes(), 0o644)
+	hl := binary.LittleEndian.Uint64(lens[:])
+	if hl > maxContributionHead || int64(hl)+16 > n {
+		return nil, 0, fmt.Errorf("%w: a header of %d bytes", errs.ErrCorrupt, hl)
+	}
+	hb := make([]byte, hl)
+	if _, err := io.ReadFull(r, hb); err != nil {
+		return nil, 0, fmt.Errorf("%w: %v", errs.ErrCorrupt, err)
+	}
+	var head contributionHead
+	if err := json.Unmarshal(hb, &head); err != nil {
+		return nil, 0, fmt.Errorf("%w: %v", errs.ErrCorrupt, err)
+	}
+	if _, err := io.ReadFull(r, lens[:]); err != nil {
+		return nil, 0, fmt.Errorf("%w: %v", errs.ErrCorrupt, err)
+	}
+	body := int64(binary.LittleEndian.Uint64(lens[:]))
+	if body != n-int64(hl)-16 {
+		return nil, 0, fmt.Errorf("%w: a matrix of %d bytes in %d", errs.ErrCorrupt, body, n-int64(hl)-16)
+	}
+	return &head, body, nil
 }
 
 // CompleteEnrollment finishes a public enrollment in dir from the
@@ -184,35 +222,35 @@ func CompleteEnrollment(en *iriskeys.Enroller, dir string, contributions []strin
 		return nil, err
 	}
 	encs := matrixFiles(p, meta.Blocks)[1]
-	seen := map[int]bool{}
-	var parts []*ccmm.SharedA
-	for _, path := range contributions {
-		b, err := envelope.ReadFile(path, en.Header(kindContribution))
-		if err != nil {
-			return nil, err
-		}
-		chunks, err := envelope.Chunks(b, 2, "EncS contribution")
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		var head contributionHead
-		if err := json.Unmarshal(chunks[0], &head); err != nil {
-			return nil, fmt.Errorf("%w: %s: %v", errs.ErrCorrupt, path, err)
-		}
-		switch {
-		case head.Party < 1 || head.Party > p.Preset.Parties || seen[head.Party]:
-			return nil, fmt.Errorf("%w: %s: a contribution of party %d (parties 1..%d, each once)", errs.ErrInvalid, path, head.Party, p.Preset.Parties)
-		case head.Enc != sum:
-			return nil, fmt.Errorf("%w: %s was made from another enc.bin than %s's", errs.ErrMismatch, path, dir)
-		}
-		seen[head.Party] = true
-		c, err := ccmm.ReadSharedA(bytes.NewReader(chunks[1]), int64(len(chunks[1])), encs.head)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		parts = append(parts, c)
+	acc, err := p.CCMM.NewEncSSum(meta.Blocks * p.CCMM.NDB)
+	if err != nil {
+		return nil, err
 	}
-	total, err := p.CCMM.CombineEncS(parts)
+	seen := map[int]bool{}
+	for _, path := range contributions {
+		err := envelope.ReadFileStream(path, en.Header(kindContribution), func(r io.Reader, n int64) error {
+			head, body, err := readContribution(r, n)
+			if err != nil {
+				return err
+			}
+			switch {
+			case head.Party < 1 || head.Party > p.Preset.Parties || seen[head.Party]:
+				return fmt.Errorf("%w: a contribution of party %d (parties 1..%d, each once)", errs.ErrInvalid, head.Party, p.Preset.Parties)
+			case head.Enc != sum:
+				return fmt.Errorf("%w: made from another enc.bin than %s's", errs.ErrMismatch, dir)
+			}
+			seen[head.Party] = true
+			mr, err := ccmm.NewSharedAReader(r, body, encs.head)
+			if err != nil {
+				return err
+			}
+			return acc.Add(mr)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	total, err := acc.Result()
 	if err != nil {
 		return nil, err
 	}
