@@ -1,7 +1,9 @@
 // Package irisdb holds encrypted iris databases (docs/IRIS.md, "Roles and
 // files"): the key holder's Enroll encrypts a gallery of masked codes into
-// one, the server's Load checks and loads it, and OpenMatrices streams its
-// encrypted matrices, a block at a time, into the product.
+// one (for a threshold key set, with no key holder: EnrollPublic, each
+// party's ContributeEncS and CompleteEnrollment), the server's Load checks
+// and loads it, and OpenMatrices streams its encrypted matrices, a block
+// at a time, into the product.
 package irisdb
 
 import (
