@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"math/big"
 
 	"encmatch/core/base/errs"
 
@@ -94,40 +93,13 @@ func (p *Params) EncryptDBPKTo(pk *PublicKey, m Matrix, enc io.WriterAt) error {
 // its shares of the query secrets (one per block of N_q positions, in the
 // query ring over Q*K, as collective.NewQueryShares draws them),
 // re-randomised by a fresh public-key encryption of zero under the
-// database blocks' key pk.
+// database blocks' key pk. EncSShareFrom computes it from Enc's file.
 func (p *Params) EncSShare(pk *PublicKey, enc *SharedA, shares Keys) (*SharedA, error) {
-	if err := p.checkEnc(enc); err != nil {
-		return nil, err
-	}
-	if want := p.Lit.Inner / p.NQ; len(shares) != want {
-		return nil, fmt.Errorf("%w: %d query secret shares, the parameters have %d query secrets", errs.ErrInvalid, len(shares), want)
-	}
-	all := p.allPrimes()
-	out, err := encryptPK(p.DB, len(all)-1, pk, enc.Rows, p.NQ, nil, p.ModulusK(), "EncS share")
+	r, err := newMemReader(enc, "Enc")
 	if err != nil {
 		return nil, err
 	}
-	p.addMulSecret(shares, enc.A, out.A)
-	p.addMulSecret(shares, enc.B, out.B)
-	return out, nil
-}
-
-// checkEnc checks that enc has Enc's form: ring N_db, modulus Q*K, scale
-// K, Inner columns, whole blocks of rows.
-func (p *Params) checkEnc(enc *SharedA) error {
-	if err := checkOperand(enc, p.Lit.LogNDB, p.allPrimes(), "Enc"); err != nil {
-		return err
-	}
-	if enc.Cols != p.Lit.Inner || enc.Rows <= 0 || enc.Rows%p.NDB != 0 || enc.Scale == nil || enc.Scale.Cmp(p.ModulusK()) != 0 {
-		return fmt.Errorf("%w: Enc of %dx%d entries and scale %v, want rows a multiple of %d, %d columns and scale K",
-			errs.ErrMismatch, enc.Rows, enc.Cols, enc.Scale, p.NDB, p.Lit.Inner)
-	}
-	for i := range enc.Moduli {
-		if len(enc.A[i].Data) != p.NDB*enc.Cols || len(enc.B[i].Data) != enc.Rows*enc.Cols {
-			return fmt.Errorf("%w: Enc's residue matrices do not have its shape", errs.ErrInvalid)
-		}
-	}
-	return nil
+	return p.encSShare(pk, r, shares)
 }
 
 // secretsInv returns s_t(X^-1) of each secret (NTT and Montgomery form,
@@ -141,15 +113,6 @@ func (p *Params) secretsInv(secrets Keys) []ring.Poly {
 		r.AutomorphismNTT(k.Value.Q, galInv, sInv[t])
 	}
 	return sInv
-}
-
-// addMulSecret adds x S to out for the residue matrices x (rows x Inner)
-// and out (rows x N_q) modulo every prime of Q*K (addMulSecretPrime).
-func (p *Params) addMulSecret(secrets Keys, x, out []Mat) {
-	sInv := p.secretsInv(secrets)
-	for l := range p.allPrimes() {
-		p.addMulSecretPrime(l, sInv, x[l], out[l])
-	}
 }
 
 // addMulSecretPrime adds x S to out modulo prime l of Q*K, for the rows
@@ -184,7 +147,12 @@ func (p *Params) addMulSecretPrime(l int, sInv []ring.Poly, x, out Mat) {
 // rows of one prime at a time: memory holds the contribution and one band
 // of Enc (encSBand rows), not Enc.
 func (p *Params) EncSShareFrom(pk *PublicKey, enc *SharedAReader, shares Keys) (*SharedA, error) {
-	head := enc.Head
+	return p.encSShare(pk, enc, shares)
+}
+
+// encSShare is EncSShare on Enc's residues read from enc.
+func (p *Params) encSShare(pk *PublicKey, enc rowReader, shares Keys) (*SharedA, error) {
+	head := enc.header()
 	if err := head.matches(p.DBShape(head.Rows, p.Lit.Inner)); err != nil {
 		return nil, fmt.Errorf("Enc: %w", err)
 	}
@@ -219,39 +187,26 @@ func (p *Params) EncSShareFrom(pk *PublicKey, enc *SharedAReader, shares Keys) (
 const encSBand = 4096
 
 // CombineEncS adds the holders' contributions (EncSShare's, one per
-// holder of query-secret shares: exactly QueryShares of them) into EncS.
+// holder of query-secret shares: exactly QueryShares of them) into EncS
+// (EncSSum on contributions in memory).
 func (p *Params) CombineEncS(shares []*SharedA) (*SharedA, error) {
-	if len(shares) != p.Lit.QueryShares {
-		return nil, fmt.Errorf("%w: %d EncS contributions, the query secrets have %d shares", errs.ErrInvalid, len(shares), p.Lit.QueryShares)
+	if len(shares) == 0 {
+		return nil, fmt.Errorf("%w: no EncS contribution, the query secrets have %d shares", errs.ErrInvalid, p.Lit.QueryShares)
 	}
-	all := p.allPrimes()
-	var out *SharedA
-	for h, s := range shares {
-		if err := checkOperand(s, p.Lit.LogNDB, all, fmt.Sprintf("EncS contribution %d", h)); err != nil {
+	sum, err := p.NewEncSSum(shares[0].Rows)
+	if err != nil {
+		return nil, err
+	}
+	for h, c := range shares {
+		r, err := newMemReader(c, fmt.Sprintf("EncS contribution %d", h))
+		if err == nil {
+			err = sum.add(r)
+		}
+		if err != nil {
 			return nil, err
 		}
-		if s.Cols != p.NQ || s.Rows <= 0 || s.Rows%p.NDB != 0 || (out != nil && s.Rows != out.Rows) || s.Scale == nil || s.Scale.Cmp(p.ModulusK()) != 0 {
-			return nil, fmt.Errorf("%w: EncS contribution %d of %dx%d entries and scale %v, want %d columns, the same rows as the others (a multiple of %d) and scale K",
-				errs.ErrMismatch, h, s.Rows, s.Cols, s.Scale, p.NQ, p.NDB)
-		}
-		for i := range all {
-			if len(s.A[i].Data) != p.NDB*s.Cols || len(s.B[i].Data) != s.Rows*s.Cols {
-				return nil, fmt.Errorf("%w: EncS contribution %d's residue matrices do not have its shape", errs.ErrInvalid, h)
-			}
-		}
-		if out == nil {
-			out = &SharedA{LogN: s.LogN, Rows: s.Rows, Cols: s.Cols, Moduli: all, Scale: new(big.Int).Set(s.Scale)}
-			for range all {
-				out.A = append(out.A, NewMat(p.NDB, s.Cols))
-				out.B = append(out.B, NewMat(s.Rows, s.Cols))
-			}
-		}
-		for i, q := range all {
-			addResidues(out.A[i].Data, s.A[i].Data, q)
-			addResidues(out.B[i].Data, s.B[i].Data, q)
-		}
 	}
-	return out, nil
+	return sum.Result()
 }
 
 // addResidues sets dst to dst + src modulo q, centered.
@@ -332,8 +287,11 @@ func (p *Params) NewEncSSum(rows int) (*EncSSum, error) {
 
 // Add reads one contribution (its header already read by
 // NewSharedAReader, checked here against EncS's shape) and adds it.
-func (s *EncSSum) Add(r *SharedAReader) error {
-	if err := r.Head.matches(s.sum); err != nil {
+func (s *EncSSum) Add(r *SharedAReader) error { return s.add(r) }
+
+// add is Add on a contribution's residues read from r.
+func (s *EncSSum) add(r rowReader) error {
+	if err := r.header().matches(s.sum); err != nil {
 		return fmt.Errorf("EncS contribution: %w", err)
 	}
 	band := min(encSBand, s.p.NDB)
@@ -360,4 +318,57 @@ func (s *EncSSum) Result() (*SharedA, error) {
 		return nil, fmt.Errorf("%w: %d EncS contributions, the query secrets have %d shares", errs.ErrInvalid, s.added, s.p.Lit.QueryShares)
 	}
 	return s.sum, nil
+}
+
+// rowReader yields a matrix's residues in its binary form's order: per
+// prime, the a-part's N rows, then the b-part's rows, a whole number of
+// rows of one part at a time (SharedAReader from a file, memReader from
+// memory).
+type rowReader interface {
+	header() *SharedA
+	Next(dst *Mat) error
+}
+
+func (s *SharedAReader) header() *SharedA { return s.Head }
+
+// memReader is a rowReader over a SharedA in memory.
+type memReader struct {
+	c          *SharedA
+	prime, row int // as SharedAReader's
+}
+
+// newMemReader checks that c's residue matrices have its shape (what
+// names c in errors).
+func newMemReader(c *SharedA, what string) (*memReader, error) {
+	if c == nil || len(c.A) != len(c.Moduli) || len(c.B) != len(c.Moduli) {
+		return nil, fmt.Errorf("%w: %s missing or without a matrix per prime", errs.ErrInvalid, what)
+	}
+	for i := range c.Moduli {
+		if len(c.A[i].Data) != c.N()*c.Cols || len(c.B[i].Data) != c.Rows*c.Cols {
+			return nil, fmt.Errorf("%w: %s's residue matrices do not have its shape", errs.ErrInvalid, what)
+		}
+	}
+	return &memReader{c: c}, nil
+}
+
+func (m *memReader) header() *SharedA { return m.c }
+
+// Next copies the next dst.Rows rows into dst.
+func (m *memReader) Next(dst *Mat) error {
+	c, n := m.c, m.c.N()
+	if m.prime >= len(c.Moduli) {
+		return fmt.Errorf("%w: read past the last prime", errs.ErrInvalid)
+	}
+	src, r0 := c.A[m.prime], m.row
+	if m.row >= n {
+		src, r0 = c.B[m.prime], m.row-n
+	}
+	if dst.Cols != c.Cols || dst.Rows <= 0 || r0+dst.Rows > src.Rows || len(dst.Data) != dst.Rows*dst.Cols {
+		return fmt.Errorf("%w: a block of %dx%d at row %d of prime %d of a %dx%d matrix in ring %d", errs.ErrInvalid, dst.Rows, dst.Cols, m.row, m.prime, c.Rows, c.Cols, n)
+	}
+	copy(dst.Data, src.Data[r0*src.Cols:(r0+dst.Rows)*src.Cols])
+	if m.row += dst.Rows; m.row == n+c.Rows {
+		m.prime, m.row = m.prime+1, 0
+	}
+	return nil
 }
