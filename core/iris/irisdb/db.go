@@ -112,10 +112,7 @@ func (c Codes) Masks(rows int) []uint64 {
 // block's fold keys are made. Other presets take no design.
 func Enroll(h *iriskeys.Holder, dir string, codes Codes, t float64, design []byte) (*Meta, error) {
 	p := h.Params
-	if math.IsNaN(t) || t <= 0 || t >= 1 {
-		return nil, fmt.Errorf("%w: threshold t = %v: a fractional Hamming distance in (0, 1)", errs.ErrInvalid, t)
-	}
-	if err := codes.Check(p.CCMM.Lit.Inner, "gallery"); err != nil {
+	if err := checkGallery(p, codes, t); err != nil {
 		return nil, err
 	}
 	var fp *fold.Params
@@ -169,18 +166,7 @@ func Enroll(h *iriskeys.Holder, dir string, codes Codes, t float64, design []byt
 			return nil, err
 		}
 	}
-	var mb bytes.Buffer
-	if err := WriteWords(&mb, codes.Masks(blocks*n)); err != nil {
-		return nil, err
-	}
-	if err := envelope.WriteFile(filepath.Join(dir, "masks.bin"), h.Header("iris-db-masks"), mb.Bytes(), 0o644); err != nil {
-		return nil, err
-	}
-	var kb bytes.Buffer
-	if err := envelope.WriteChunks(&kb, keys.Blocks); err != nil {
-		return nil, err
-	}
-	if err := envelope.WriteFile(filepath.Join(dir, "blocks.keys"), h.Header("iris-db-block-keys"), kb.Bytes(), 0o644); err != nil {
+	if err := writeMasksAndBlockKeys(h.KeySet, dir, codes, blocks*n, keys.Blocks); err != nil {
 		return nil, err
 	}
 	// db.json last: a directory without it is not a database (a crash
@@ -189,6 +175,33 @@ func Enroll(h *iriskeys.Holder, dir string, codes Codes, t float64, design []byt
 		return nil, err
 	}
 	return meta, envelope.SyncDir(dir)
+}
+
+// checkGallery refuses a threshold t outside (0, 1) and codes the key
+// set cannot take (Codes.Check).
+func checkGallery(p *irisparams.Params, codes Codes, t float64) error {
+	if math.IsNaN(t) || t <= 0 || t >= 1 {
+		return fmt.Errorf("%w: threshold t = %v: a fractional Hamming distance in (0, 1)", errs.ErrInvalid, t)
+	}
+	return codes.Check(p.CCMM.Lit.Inner, "gallery")
+}
+
+// writeMasksAndBlockKeys writes a database's masks.bin (the codes' masks,
+// padded to rows rows) and blocks.keys (each block's key into the
+// bootstrapping ring), bound to the key set ks.
+func writeMasksAndBlockKeys(ks *iriskeys.KeySet, dir string, codes Codes, rows int, keys []*rlwe.EvaluationKey) error {
+	var mb bytes.Buffer
+	if err := WriteWords(&mb, codes.Masks(rows)); err != nil {
+		return err
+	}
+	if err := envelope.WriteFile(filepath.Join(dir, "masks.bin"), ks.Header("iris-db-masks"), mb.Bytes(), 0o644); err != nil {
+		return err
+	}
+	var kb bytes.Buffer
+	if err := envelope.WriteChunks(&kb, keys); err != nil {
+		return err
+	}
+	return envelope.WriteFile(filepath.Join(dir, "blocks.keys"), ks.Header("iris-db-block-keys"), kb.Bytes(), 0o644)
 }
 
 // checkDesign reads a fold design for threshold t and builds its fold on

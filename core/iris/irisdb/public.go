@@ -1,13 +1,11 @@
 package irisdb
 
 import (
-	"bytes"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 
@@ -41,10 +39,7 @@ const kindContribution = "iris-db-encs-contribution"
 // many as the setup made keys for), threshold t as Enroll's.
 func EnrollPublic(en *iriskeys.Enroller, dir string, codes Codes, t float64) (*Meta, error) {
 	p := en.Params
-	if math.IsNaN(t) || t <= 0 || t >= 1 {
-		return nil, fmt.Errorf("%w: threshold t = %v: a fractional Hamming distance in (0, 1)", errs.ErrInvalid, t)
-	}
-	if err := codes.Check(p.CCMM.Lit.Inner, "gallery"); err != nil {
+	if err := checkGallery(p, codes, t); err != nil {
 		return nil, err
 	}
 	n := p.CCMM.NDB
@@ -68,18 +63,7 @@ func EnrollPublic(en *iriskeys.Enroller, dir string, codes Codes, t float64) (*M
 	}); err != nil {
 		return nil, err
 	}
-	var mb bytes.Buffer
-	if err := WriteWords(&mb, codes.Masks(blocks*n)); err != nil {
-		return nil, err
-	}
-	if err := envelope.WriteFile(filepath.Join(dir, "masks.bin"), en.Header("iris-db-masks"), mb.Bytes(), 0o644); err != nil {
-		return nil, err
-	}
-	var kb bytes.Buffer
-	if err := envelope.WriteChunks(&kb, en.Blocks[:blocks]); err != nil {
-		return nil, err
-	}
-	if err := envelope.WriteFile(filepath.Join(dir, "blocks.keys"), en.Header("iris-db-block-keys"), kb.Bytes(), 0o644); err != nil {
+	if err := writeMasksAndBlockKeys(en.KeySet, dir, codes, blocks*n, en.Blocks[:blocks]); err != nil {
 		return nil, err
 	}
 	meta := &Meta{Format: formatDB, KeyID: en.Meta.KeyID, Fingerprint: p.Fingerprint(), Codes: codes.Rows, Blocks: blocks, T: t, Delta: 1 - 2*t}
@@ -138,16 +122,17 @@ func ContributeEncS(en *iriskeys.Enroller, dir string, party int, shares ccmm.Ke
 	if err != nil {
 		return err
 	}
-	sum, err := encChecksum(en.KeySet, dir)
-	if err != nil {
-		return err
-	}
 	enc := matrixFiles(p, meta.Blocks)[0]
 	f, err := envelope.OpenVerifyingPayload(filepath.Join(dir, enc.name), en.Header(enc.kind))
 	if err != nil {
 		return err
 	}
 	defer f.Close()
+	stored, err := f.StoredChecksum()
+	if err != nil {
+		return err
+	}
+	sum := hex.EncodeToString(stored[:])
 	r, err := ccmm.NewSharedAReader(f, f.Len, enc.head)
 	if err != nil {
 		return fmt.Errorf("%s: %w", enc.name, err)

@@ -20,6 +20,7 @@ from typing import Any
 
 from ..iris import encrypted as E
 from ..iris import setup as S
+from .options import add_setup_rounds
 
 __all__ = ["add_commands"]
 
@@ -40,16 +41,7 @@ def add_commands(sub: Any) -> None:
     s.add_argument("--kappa", type=int, default=None, help="comparator depth (default: the preset's)")
     s.set_defaults(func=cmd_init)
 
-    for name, help_text in (("round1", "a party's first round"), ("round2", "a party's second round")):
-        s = act.add_parser(name, help=help_text)
-        s.add_argument("--setup", type=Path, required=True)
-        s.add_argument("--party", type=int, required=True, help="this party's number, 1..n")
-        s.add_argument("--private", type=Path, required=True, help="this party's private directory")
-        s.add_argument("--bulletin", type=Path, required=True, help="directory every party reads and writes")
-        if name == "round2":
-            s.add_argument("--shares", type=Path, required=True,
-                           help="directory holding the Shamir shares addressed to this party")
-        s.set_defaults(func=cmd_round)
+    add_setup_rounds(act, cmd_round)
 
     s = act.add_parser("finalize", help="aggregate the bulletin into the key set (server, querier, enroller)")
     s.add_argument("--setup", type=Path, required=True)

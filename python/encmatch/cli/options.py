@@ -1,14 +1,18 @@
-"""Options shared by several commands: the preset, kappa, the memory budget and the similarity strategy."""
+"""Options shared by several commands: the preset, kappa, the memory budget, the similarity strategy and a
+multiparty setup's rounds."""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+from typing import Any, Callable
 
 from .._util.defaults import DEFAULT_KAPPA, DEFAULT_PRESET, PRESETS
 from .._util.ui import gigabytes
 from ..params import AUTO, STRATEGIES
 
-__all__ = ["add_preset_argument", "add_kappa_argument", "add_memory_budget_argument", "add_strategy_arguments"]
+__all__ = ["add_preset_argument", "add_kappa_argument", "add_memory_budget_argument", "add_strategy_arguments",
+           "add_setup_rounds"]
 
 
 def _count(minimum: int):
@@ -62,3 +66,19 @@ def add_strategy_arguments(p: argparse.ArgumentParser, *, choice: bool = True, m
                        help="expected gallery size in vectors, for the model (default: one group)")
         p.add_argument("--workers", type=_count(0), default=0,
                        help="server cores, for the model (default: 0 = this machine's)")
+
+
+def add_setup_rounds(actions: Any, func: Callable[[argparse.Namespace], int]) -> None:
+    """Add a multiparty setup's ``round1`` and ``round2`` actions (the face ``threshold`` and ``iris setup``
+    groups): the setup file, the party, its private directory, the bulletin and, in round 2, the
+    directory of the Shamir shares addressed to it; both run ``func``."""
+    for name, help_text in (("round1", "a party's first round"), ("round2", "a party's second round")):
+        s = actions.add_parser(name, help=help_text)
+        s.add_argument("--setup", type=Path, required=True)
+        s.add_argument("--party", type=int, required=True, help="this party's id, 1..n")
+        s.add_argument("--private", type=Path, required=True, help="this party's private directory")
+        s.add_argument("--bulletin", type=Path, required=True, help="directory every party reads and writes")
+        if name == "round2":
+            s.add_argument("--shares", type=Path, required=True,
+                           help="directory holding the Shamir shares addressed to this party")
+        s.set_defaults(func=func)
